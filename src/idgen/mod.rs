@@ -1,0 +1,1 @@
+//! The id allocator (sequence and snowflake generators over a persistent store).

@@ -1,0 +1,28 @@
+//! idgate: a MySQL wire-protocol proxy that fills id columns of INSERTs with
+//! globally unique ids and forwards the statements to MariaDB/MySQL shards.
+//!
+//! # Layout
+//!
+//! Dependencies point one way: `server` -> `frontend` -> (`sql`, `idgen`,
+//! `backend`) -> `protocol`; `config` and `rules` are leaves.
+//!
+//! - [`config`]: `idgate.toml` (listen addresses, users, backend account, shards,
+//!   allocator store, rules directory), validated on load.
+//! - [`rules`]: `rules/*.toml`: generators and table column rules.
+//! - [`protocol`]: MySQL packet framing, handshake, OK/ERR packets, error codes.
+//!   Bytes only, no SQL semantics.
+//! - [`backend`]: one client connection from idgate to a shard.
+//! - [`frontend`]: one client session: authentication, the command loop,
+//!   per-session state, relaying replies.
+//! - [`sql`]: classify, parse, plan and splice INSERT statements. Pure.
+//! - [`idgen`]: the id allocator and its stores (etcd, file, memory).
+//! - [`server`]: the accept loop, connection limit and graceful shutdown.
+
+pub mod backend;
+pub mod config;
+pub mod frontend;
+pub mod idgen;
+pub mod protocol;
+pub mod rules;
+pub mod server;
+pub mod sql;

@@ -1,0 +1,104 @@
+//! The rule-file schema: what a DBA writes in `rules/*.toml`.
+//!
+//! These types are the contract of the rule files (see the README). They only
+//! describe and check *one* entry; cross-entry checks (unknown generator, two
+//! rules for one column) and file:line reporting live in the loader.
+
+use serde::Deserialize;
+
+/// One `rules/*.toml` file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleFile {
+    /// `[[generator]]` entries: id sources.
+    #[serde(default)]
+    pub generator: Vec<GeneratorRule>,
+    /// `[[table]]` entries: which column of which table gets ids.
+    #[serde(default)]
+    pub table: Vec<TableRule>,
+}
+
+/// Which algorithm a generator uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GeneratorKind {
+    /// Dense increasing integers served from segments reserved in the store.
+    Sequence,
+    /// k-sorted 64-bit ids: timestamp | node | sequence.
+    Snowflake,
+}
+
+/// Unit of a snowflake timestamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TimeUnit {
+    /// Milliseconds (the default, as in Twitter's layout).
+    #[default]
+    Ms,
+    /// Seconds (longer lifetime for narrow timestamp fields, e.g. 53-bit ids).
+    S,
+}
+
+/// A `[[generator]]` entry. Fields that do not apply to `kind` must be absent.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GeneratorRule {
+    /// Unique name; `[[table]] generator` refers to it, and it names the
+    /// generator's keys in the store.
+    pub name: String,
+    /// `sequence` or `snowflake`.
+    pub kind: GeneratorKind,
+
+    // ---- sequence ----
+    /// Ids reserved per store round trip at start (the adaptive batch starts here).
+    pub batch: Option<u64>,
+    /// Lower bound of the adaptive batch (default: 1/10 of `batch`, at least 1).
+    pub min_batch: Option<u64>,
+    /// Upper bound of the adaptive batch (default: 1000 x `batch`).
+    pub max_batch: Option<u64>,
+    /// Seconds one segment should last at the measured rate (default 60).
+    pub segment_seconds: Option<u64>,
+    /// Fraction of a segment left when the next one is reserved (default 0.5).
+    pub refill_at: Option<f64>,
+    /// First id a fresh generator issues (default 1).
+    pub start: Option<u64>,
+    /// Largest id that may be issued; exhaustion is an error naming the generator.
+    pub max: Option<u64>,
+    /// Step between ids (default 1), like `auto_increment_increment`.
+    pub increment: Option<u64>,
+
+    // ---- snowflake ----
+    /// Named layout: `"twitter"` (41/10/12, ms) or `"js53"` (53 bits, exact in
+    /// JavaScript). Explicit bit widths override the preset's.
+    pub preset: Option<String>,
+    /// RFC 3339 instant that timestamp 0 stands for.
+    pub epoch: Option<String>,
+    /// `ms` (default) or `s`.
+    pub time_unit: Option<TimeUnit>,
+    /// Width of the timestamp field.
+    pub timestamp_bits: Option<u32>,
+    /// Width of the node-id field (node ids are leased from the store).
+    pub node_bits: Option<u32>,
+    /// Width of the per-tick sequence field.
+    pub sequence_bits: Option<u32>,
+    /// Milliseconds the persisted timestamp runs ahead of issued ones (default 3000).
+    pub lead_ms: Option<u64>,
+}
+
+/// A `[[table]]` entry: fill `column` of table `name` from `generator`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableRule {
+    /// `schema.table`, or a bare `table` that matches it in any schema.
+    pub name: String,
+    /// The column idgate fills.
+    pub column: String,
+    /// Name of a `[[generator]]` (in any rule file of the directory).
+    pub generator: String,
+    /// Column whose value picks the shard; absent: the default shard.
+    pub shard_key: Option<String>,
+    /// How `shard_key` maps to a shard (`mod`, `hash`, `range`).
+    pub sharding: Option<String>,
+    /// Small reference table written to every shard.
+    pub broadcast: Option<bool>,
+}
