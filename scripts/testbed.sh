@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# The test bed: two MariaDB shards and one etcd on 127.0.0.1, each with its own
+# port and data directory, for idgate's tests, demo and benchmarks.
+#
+#   scripts/testbed.sh up       install what is missing (apt-get), start, wait until ready
+#   scripts/testbed.sh down     stop what `up` started (by pid file, never by name)
+#   scripts/testbed.sh status   show what is running
+#   scripts/testbed.sh env      print the environment the tests read
+#
+# Ports (override with the same variables): IDGATE_TB_S0_PORT=33061,
+# IDGATE_TB_S1_PORT=33062, IDGATE_TB_ETCD_PORT=23790 (peer port +10).
+# State lives in $IDGATE_TESTBED_DIR (default: <repo>/testbed).
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+dir=${IDGATE_TESTBED_DIR:-$repo/testbed}
+s_ports=("${IDGATE_TB_S0_PORT:-33061}" "${IDGATE_TB_S1_PORT:-33062}")
+etcd_port=${IDGATE_TB_ETCD_PORT:-23790}
+etcd_peer_port=$((etcd_port + 10))
+user=idgate
+password=idgate
+
+log() { printf '[testbed] %s\n' "$*" >&2; }
+
+# Debian packages this project needs to build, test and benchmark.
+packages=(mariadb-server mariadb-client etcd-server etcd-client sysbench haproxy
+          protobuf-compiler python3-pymysql curl)
+
+ensure_packages() {
+  local missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  ((${#missing[@]} == 0)) && return 0
+  log "installing: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  # policy-rc.d keeps the packages' own service from starting; we run our own.
+  DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+}
+
+alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+wait_until() { # wait_until SECONDS DESCRIPTION COMMAND...
+  local deadline=$((SECONDS + $1)) what=$2; shift 2
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then log "timed out waiting for $what"; return 1; fi
+    sleep 0.2
+  done
+}
+
+mariadb_up() { # mariadb_up INDEX
+  local i=$1 port=${s_ports[$1]} d="$dir/s$1"
+  local sock="$d/mysqld.sock" pid="$d/mysqld.pid"
+  if alive "$pid"; then log "s$i already running (port $port)"; return 0; fi
+  mkdir -p "$d"
+  if [ ! -d "$d/data/mysql" ]; then
+    log "s$i: initialising $d/data"
+    mariadb-install-db --no-defaults --datadir="$d/data" --user="$(id -un)" \
+      --auth-root-authentication-method=socket --skip-test-db >"$d/install.log" 2>&1 \
+      || { cat "$d/install.log" >&2; return 1; }
+  fi
+  log "s$i: starting on 127.0.0.1:$port"
+  mariadbd --no-defaults --datadir="$d/data" --user="$(id -un)" \
+    --port="$port" --bind-address=127.0.0.1 --socket="$sock" --pid-file="$pid" \
+    --log-error="$d/error.log" --skip-name-resolve --max-connections=2000 \
+    --innodb-buffer-pool-size=256M --innodb-log-file-size=256M \
+    --innodb-flush-log-at-trx-commit=2 --sync-binlog=0 \
+    --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci \
+    >"$d/stdout.log" 2>&1 &
+  wait_until 60 "s$i (see $d/error.log)" mariadb-admin --no-defaults --socket="$sock" -uroot ping
+  mariadb --no-defaults --socket="$sock" -uroot <<SQL
+CREATE USER IF NOT EXISTS '$user'@'127.0.0.1' IDENTIFIED BY '$password';
+CREATE USER IF NOT EXISTS '$user'@'localhost' IDENTIFIED BY '$password';
+GRANT ALL PRIVILEGES ON *.* TO '$user'@'127.0.0.1' WITH GRANT OPTION;
+GRANT ALL PRIVILEGES ON *.* TO '$user'@'localhost' WITH GRANT OPTION;
+CREATE DATABASE IF NOT EXISTS sbtest;
+FLUSH PRIVILEGES;
+SQL
+}
+
+etcd_up() {
+  local d="$dir/etcd" pid="$dir/etcd/etcd.pid"
+  if alive "$pid"; then log "etcd already running (port $etcd_port)"; return 0; fi
+  mkdir -p "$d"
+  log "etcd: starting on 127.0.0.1:$etcd_port"
+  etcd --name testbed --data-dir "$d/data" \
+    --listen-client-urls "http://127.0.0.1:$etcd_port" \
+    --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls "http://127.0.0.1:$etcd_peer_port" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer_port" \
+    --initial-cluster "testbed=http://127.0.0.1:$etcd_peer_port" \
+    >"$d/etcd.log" 2>&1 &
+  echo $! >"$pid"
+  wait_until 30 "etcd (see $d/etcd.log)" curl -fsS "http://127.0.0.1:$etcd_port/health"
+}
+
+stop_pidfile() { # stop_pidfile NAME FILE
+  local name=$1 f=$2
+  if ! alive "$f"; then rm -f "$f"; return 0; fi
+  local p; p=$(cat "$f")
+  log "stopping $name (pid $p)"
+  kill "$p"
+  for _ in $(seq 1 150); do kill -0 "$p" 2>/dev/null || break; sleep 0.2; done
+  if kill -0 "$p" 2>/dev/null; then log "$name did not stop in 30 s, killing"; kill -9 "$p"; fi
+  rm -f "$f"
+}
+
+cmd_env() {
+  echo "export IDGATE_TEST_S0=127.0.0.1:${s_ports[0]}"
+  echo "export IDGATE_TEST_S1=127.0.0.1:${s_ports[1]}"
+  echo "export IDGATE_TEST_ETCD=http://127.0.0.1:$etcd_port"
+  echo "export IDGATE_TEST_USER=$user"
+  echo "export IDGATE_TEST_PASSWORD=$password"
+}
+
+case "${1:-}" in
+  up)
+    ensure_packages
+    mkdir -p "$dir"
+    mariadb_up 0
+    mariadb_up 1
+    etcd_up
+    log "ready: shards 127.0.0.1:${s_ports[0]}, 127.0.0.1:${s_ports[1]} (user $user/$password), etcd 127.0.0.1:$etcd_port"
+    ;;
+  down)
+    stop_pidfile etcd "$dir/etcd/etcd.pid"
+    stop_pidfile s1 "$dir/s1/mysqld.pid"
+    stop_pidfile s0 "$dir/s0/mysqld.pid"
+    ;;
+  status)
+    for n in s0 s1; do alive "$dir/$n/mysqld.pid" && echo "$n: running" || echo "$n: stopped"; done
+    alive "$dir/etcd/etcd.pid" && echo "etcd: running" || echo "etcd: stopped"
+    ;;
+  env) cmd_env ;;
+  *) echo "usage: $0 up|down|status|env" >&2; exit 2 ;;
+esac
