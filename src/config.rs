@@ -1,6 +1,89 @@
 //! `idgate.toml`: the proxy's configuration, validated on load.
+//!
+//! Every key is documented in the README and in `examples/idgate.toml`.
+//! Unknown keys are errors; errors name the file, the line where toml can
+//! tell it, and the key.
 
 use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub server: ServerConfig,
+    /// Accounts applications log in to idgate with.
+    pub users: Vec<UserConfig>,
+    /// The account idgate logs in to every shard with.
+    pub backend: BackendConfig,
+    /// The shards; the first one is the default shard.
+    pub shards: Vec<ShardConfig>,
+    #[serde(default)]
+    pub allocator: AllocatorConfig,
+    /// Column rules; absent: idgate relays without injecting ids.
+    pub rules: Option<RulesConfig>,
+}
+
+/// `[server]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address applications connect to with the MySQL protocol.
+    pub listen: String,
+    /// HTTP address for /metrics and /healthz (reserved; not served yet).
+    pub admin_listen: Option<String>,
+    /// Client sessions at once; one more gets error 1040.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Seconds sessions may take to finish after SIGTERM/SIGINT before they are cut.
+    #[serde(default = "default_drain_timeout")]
+    pub drain_timeout_secs: u64,
+    /// Largest command packet accepted from a client, in bytes (MySQL's
+    /// protocol maximum is 1 GiB; the shard's max_allowed_packet also applies).
+    #[serde(default = "default_max_packet")]
+    pub max_packet: usize,
+}
+
+/// `[[users]]`: one account of idgate's own.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    pub name: String,
+    /// Plain text; checked with mysql_native_password.
+    #[serde(default)]
+    pub password: String,
+}
+
+/// `[backend]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendConfig {
+    pub user: String,
+    #[serde(default)]
+    pub password: String,
+    /// Milliseconds to connect and log in to a shard before giving up.
+    #[serde(default = "default_connect_timeout")]
+    pub connect_timeout_ms: u64,
+}
+
+/// `[[shards]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardConfig {
+    /// Name used in rules and error messages.
+    pub name: String,
+    /// `host:port` of the MariaDB/MySQL server.
+    pub address: String,
+}
+
+/// `[rules]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RulesConfig {
+    /// Directory whose `*.toml` files are loaded (relative to the config file).
+    pub dir: PathBuf,
+}
 
 /// `[allocator]`: where generator state is persisted.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -15,9 +98,9 @@ pub struct AllocatorConfig {
     /// Every key idgate writes in etcd starts with this prefix.
     #[serde(default = "default_etcd_prefix")]
     pub etcd_prefix: String,
-    /// State file for `store = "file"`.
+    /// State file for `store = "file"` (relative to the config file).
     #[serde(default = "default_file_path")]
-    pub file_path: std::path::PathBuf,
+    pub file_path: PathBuf,
 }
 
 impl Default for AllocatorConfig {
@@ -45,7 +128,199 @@ pub enum StoreKind {
 fn default_etcd_prefix() -> String {
     "/idgate".to_string()
 }
-
-fn default_file_path() -> std::path::PathBuf {
+fn default_file_path() -> PathBuf {
     "idgate-state".into()
+}
+fn default_max_connections() -> usize {
+    4096
+}
+fn default_drain_timeout() -> u64 {
+    30
+}
+fn default_max_packet() -> usize {
+    1 << 30
+}
+fn default_connect_timeout() -> u64 {
+    5000
+}
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    /// Syntax errors and unknown keys (toml's message carries line and column).
+    #[error("{path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("{path}: {key}: {reason}")]
+    Invalid {
+        path: String,
+        key: String,
+        reason: String,
+    },
+}
+
+impl Config {
+    /// Reads and validates a config file; relative paths in it are resolved
+    /// against the file's directory.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let mut cfg = Config::parse(&text, &path.display().to_string())?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        if let Some(r) = cfg.rules.as_mut() {
+            if r.dir.is_relative() {
+                r.dir = base.join(&r.dir);
+            }
+        }
+        if cfg.allocator.file_path.is_relative() {
+            cfg.allocator.file_path = base.join(&cfg.allocator.file_path);
+        }
+        Ok(cfg)
+    }
+
+    /// Parses and validates config text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: origin.to_string(),
+            message: e.to_string().trim_end().replace('\n', "\n  "),
+        })?;
+        let invalid = |key: &str, reason: String| ConfigError::Invalid {
+            path: origin.to_string(),
+            key: key.to_string(),
+            reason,
+        };
+        cfg.listen_addr().map_err(|e| invalid("server.listen", e))?;
+        if cfg.server.max_connections == 0 {
+            return Err(invalid(
+                "server.max_connections",
+                "must be at least 1".into(),
+            ));
+        }
+        if cfg.server.max_packet < 1024 || cfg.server.max_packet > 1 << 30 {
+            return Err(invalid(
+                "server.max_packet",
+                "must be between 1024 and 1073741824".into(),
+            ));
+        }
+        if cfg.users.is_empty() {
+            return Err(invalid(
+                "users",
+                "at least one [[users]] entry is needed".into(),
+            ));
+        }
+        for (i, u) in cfg.users.iter().enumerate() {
+            if u.name.is_empty() {
+                return Err(invalid(
+                    &format!("users[{i}].name"),
+                    "must not be empty".into(),
+                ));
+            }
+            if cfg.users[..i].iter().any(|o| o.name == u.name) {
+                return Err(invalid(
+                    &format!("users[{i}].name"),
+                    format!("user {:?} is defined twice", u.name),
+                ));
+            }
+        }
+        if cfg.shards.is_empty() {
+            return Err(invalid(
+                "shards",
+                "at least one [[shards]] entry is needed".into(),
+            ));
+        }
+        for (i, s) in cfg.shards.iter().enumerate() {
+            if s.name.is_empty() {
+                return Err(invalid(
+                    &format!("shards[{i}].name"),
+                    "must not be empty".into(),
+                ));
+            }
+            if cfg.shards[..i].iter().any(|o| o.name == s.name) {
+                return Err(invalid(
+                    &format!("shards[{i}].name"),
+                    format!("shard {:?} is defined twice", s.name),
+                ));
+            }
+            match s.address.rsplit_once(':') {
+                Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {}
+                _ => {
+                    return Err(invalid(
+                        &format!("shards[{i}].address"),
+                        format!("{:?} is not host:port", s.address),
+                    ))
+                }
+            }
+        }
+        if cfg.allocator.store == StoreKind::Etcd && cfg.allocator.etcd_endpoints.is_empty() {
+            return Err(invalid(
+                "allocator.etcd_endpoints",
+                "store = \"etcd\" needs at least one endpoint".into(),
+            ));
+        }
+        Ok(cfg)
+    }
+
+    /// The parsed `server.listen` address.
+    pub fn listen_addr(&self) -> Result<SocketAddr, String> {
+        self.server
+            .listen
+            .parse()
+            .map_err(|e| format!("{:?} is not ip:port ({e})", self.server.listen))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[server]
+listen = "127.0.0.1:6033"
+[[users]]
+name = "app"
+password = "x"
+[backend]
+user = "root"
+[[shards]]
+name = "s0"
+address = "127.0.0.1:3306"
+"#;
+
+    #[test]
+    fn minimal_config_gets_defaults() {
+        let c = Config::parse(GOOD, "t.toml").unwrap();
+        assert_eq!(c.server.max_connections, 4096);
+        assert_eq!(c.allocator.store, StoreKind::File);
+        assert!(c.rules.is_none());
+    }
+
+    #[test]
+    fn unknown_key_is_refused_with_its_line() {
+        let text = GOOD.replace("user = \"root\"", "user = \"root\"\npasword = \"x\"");
+        let e = Config::parse(&text, "t.toml").unwrap_err().to_string();
+        assert!(e.contains("t.toml"), "{e}");
+        assert!(e.contains("pasword"), "{e}");
+        assert!(e.contains("line 9"), "{e}");
+    }
+
+    #[test]
+    fn semantic_errors_name_the_key() {
+        let e = Config::parse(&GOOD.replace("127.0.0.1:3306", "nohost"), "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("shards[0].address"), "{e}");
+        let e = Config::parse(
+            &format!("{GOOD}\n[allocator]\nstore = \"etcd\"\n"),
+            "t.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("allocator.etcd_endpoints"), "{e}");
+    }
 }

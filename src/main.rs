@@ -1,1 +1,115 @@
-fn main() {}
+//! The `idgate` command line.
+
+use clap::{Parser, Subcommand};
+use idgate::config::Config;
+use idgate::frontend::Shared;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use tracing::{error, info, warn};
+
+#[derive(Parser)]
+#[command(
+    name = "idgate",
+    version,
+    about = "MySQL proxy that fills id columns with globally unique ids"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the proxy.
+    Serve {
+        /// Path of idgate.toml.
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Check a config file without starting anything.
+    Check {
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("IDGATE_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Check { config } => match Config::load(&config) {
+            Ok(_) => {
+                println!("{}: ok", config.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Serve { config } => {
+            let cfg = match Config::load(&config) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("{e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let rt = match tokio::runtime::Runtime::new() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("cannot start the runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            rt.block_on(serve(cfg))
+        }
+    }
+}
+
+async fn serve(cfg: Config) -> ExitCode {
+    let addr = match cfg.listen_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            error!("server.listen: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let shared = Arc::new(Shared::new(cfg));
+    if let Err(e) = shared.probe_default_shard().await {
+        warn!("{e}; serving anyway with a default version string until a shard answers");
+    }
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            error!("cannot listen on {addr}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    info!(%addr, "idgate listening");
+    idgate::server::run(listener, shared, shutdown_signal()).await;
+    ExitCode::SUCCESS
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            error!("cannot install the SIGTERM handler: {e}");
+            return std::future::pending().await;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => info!("SIGTERM received"),
+        _ = tokio::signal::ctrl_c() => info!("SIGINT received"),
+    }
+}

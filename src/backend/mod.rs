@@ -1,1 +1,9 @@
-//! backend
+//! idgate's own client connections to the shards.
+//!
+//! - [`conn`]: connect and log in to a shard, send commands, run private queries.
+//! - [`relay`]: pass a shard's reply to the client packet by packet.
+
+pub mod conn;
+pub mod relay;
+
+pub use conn::{BackendConn, BackendError, ConnectParams};

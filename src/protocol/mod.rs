@@ -1,1 +1,25 @@
-//! protocol
+//! The MySQL client/server protocol: bytes only, no SQL semantics.
+//!
+//! - [`consts`]: capability and status flags, command bytes.
+//! - [`codes`]: server error codes and SQLSTATEs idgate sends.
+//! - [`wire`]: a bounds-checked reader and writers for protocol integers and strings.
+//! - [`packet`]: framing (3-byte length, sequence id, 16 MiB split packets) over a stream.
+//! - [`handshake`]: the initial handshake, both as server (to clients) and as client (to shards).
+//! - [`reply`]: OK, ERR and EOF packets.
+//! - [`response`]: where a server's reply to a command ends (result sets, multi-results).
+//! - [`stmt`]: COM_STMT_EXECUTE parameter blocks.
+
+pub mod codes;
+pub mod consts;
+pub mod handshake;
+pub mod packet;
+pub mod reply;
+pub mod response;
+pub mod stmt;
+pub mod wire;
+
+/// A packet that does not follow the protocol. Never a panic: the session
+/// answers with an error or closes the connection.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed packet: {0}")]
+pub struct Malformed(pub &'static str);

@@ -1,0 +1,323 @@
+//! One connection from idgate to a shard, logged in with the `[backend]` account.
+
+use crate::protocol::consts::cap;
+use crate::protocol::handshake::{self, ClientHandshake, ServerHandshake, NATIVE_PASSWORD};
+use crate::protocol::packet::{frame, PacketConn, ReadError};
+use crate::protocol::reply::{self, ErrPacket};
+use crate::protocol::response::{Expect, Kind, Tracker};
+use crate::protocol::{consts, Malformed};
+use std::time::Duration;
+use tokio::net::TcpStream;
+
+/// Why talking to a shard failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error("cannot connect to shard {shard} ({address}): {source}")]
+    Connect {
+        shard: String,
+        address: String,
+        source: std::io::Error,
+    },
+    #[error("shard {shard} ({address}) did not answer within {timeout_ms} ms")]
+    Timeout {
+        shard: String,
+        address: String,
+        timeout_ms: u64,
+    },
+    /// The shard refused the login or the command (its own error).
+    #[error("shard {shard}: {err}")]
+    Server { shard: String, err: ErrPacket },
+    #[error("shard {shard}: authentication plugin {plugin} is not supported (use mysql_native_password for the [backend] account)")]
+    Plugin { shard: String, plugin: String },
+    #[error("shard {shard}: {source}")]
+    Protocol { shard: String, source: Malformed },
+    /// The connection broke while a command was under way.
+    #[error("lost connection to shard {shard}: {source}")]
+    Lost {
+        shard: String,
+        source: std::io::Error,
+    },
+}
+
+/// What a session asks of a new shard connection.
+#[derive(Debug, Clone)]
+pub struct ConnectParams<'a> {
+    pub shard: &'a str,
+    pub address: &'a str,
+    pub user: &'a str,
+    pub password: &'a str,
+    /// The client's current schema.
+    pub database: Option<&'a str>,
+    /// The client's character set (collation id from its handshake).
+    pub charset: u8,
+    /// Capabilities the client negotiated with idgate; the shard connection
+    /// uses the same ones, so replies can be relayed byte for byte.
+    pub capabilities: u32,
+    /// The client's connection attributes, passed on.
+    pub attrs: Option<&'a [u8]>,
+    pub timeout: Duration,
+}
+
+/// A logged-in connection to a shard.
+#[derive(Debug)]
+pub struct BackendConn {
+    pub conn: PacketConn,
+    /// Shard name, for error messages.
+    pub shard: String,
+    /// Capabilities in force on this connection.
+    pub capabilities: u32,
+    /// The shard's own connection id.
+    pub connection_id: u32,
+    /// Server status from the last reply (transaction state).
+    pub status: u16,
+}
+
+impl BackendConn {
+    /// Connects and logs in. Returns the connection and the shard's handshake
+    /// (its version string and capabilities are what idgate shows clients).
+    pub async fn connect(
+        p: &ConnectParams<'_>,
+    ) -> Result<(BackendConn, ServerHandshake), BackendError> {
+        match tokio::time::timeout(p.timeout, Self::connect_inner(p)).await {
+            Ok(r) => r,
+            Err(_) => Err(BackendError::Timeout {
+                shard: p.shard.to_string(),
+                address: p.address.to_string(),
+                timeout_ms: p.timeout.as_millis() as u64,
+            }),
+        }
+    }
+
+    async fn connect_inner(
+        p: &ConnectParams<'_>,
+    ) -> Result<(BackendConn, ServerHandshake), BackendError> {
+        let shard = p.shard.to_string();
+        let stream =
+            TcpStream::connect(p.address)
+                .await
+                .map_err(|source| BackendError::Connect {
+                    shard: shard.clone(),
+                    address: p.address.to_string(),
+                    source,
+                })?;
+        let mut conn = PacketConn::new(stream);
+        let lost = |source: std::io::Error| BackendError::Lost {
+            shard: shard.clone(),
+            source,
+        };
+        let proto = |source: Malformed| BackendError::Protocol {
+            shard: shard.clone(),
+            source,
+        };
+        let mut buf = Vec::new();
+        let (_, seq) = read(&mut conn, &mut buf, &shard).await?;
+        if buf.first() == Some(&reply::ERR) {
+            return Err(server_err(&shard, &buf));
+        }
+        let hs = ServerHandshake::decode(&buf).map_err(proto)?;
+        let mut caps = (p.capabilities & consts::cap::SUPPORTED & hs.capabilities)
+            | cap::PROTOCOL_41
+            | cap::SECURE_CONNECTION
+            | cap::LONG_PASSWORD
+            | (hs.capabilities & cap::PLUGIN_AUTH);
+        caps &= !(cap::CONNECT_WITH_DB | cap::CONNECT_ATTRS);
+        if p.database.is_some() {
+            caps |= cap::CONNECT_WITH_DB;
+        }
+        if p.attrs.is_some() && hs.capabilities & cap::CONNECT_ATTRS != 0 {
+            caps |= cap::CONNECT_ATTRS;
+        }
+        let response = ClientHandshake {
+            capabilities: caps,
+            max_packet: 1 << 30,
+            charset: p.charset,
+            user: p.user.as_bytes().to_vec(),
+            auth_response: handshake::native_token(&hs.scramble, p.password.as_bytes()),
+            database: p.database.map(|d| d.as_bytes().to_vec()),
+            auth_plugin: Some(NATIVE_PASSWORD.to_vec()),
+            attrs: p.attrs.map(<[u8]>::to_vec),
+        };
+        let mut out = Vec::new();
+        frame(&mut out, seq.wrapping_add(1), &response.encode());
+        conn.write_raw(&out).await.map_err(lost)?;
+        loop {
+            let (_, seq) = read(&mut conn, &mut buf, &shard).await?;
+            match buf.first() {
+                Some(&reply::OK) => {
+                    let ok = reply::parse_ok(&buf).map_err(proto)?;
+                    return Ok((
+                        BackendConn {
+                            conn,
+                            shard,
+                            capabilities: caps,
+                            connection_id: hs.connection_id,
+                            status: ok.status,
+                        },
+                        hs,
+                    ));
+                }
+                Some(&reply::ERR) => return Err(server_err(&shard, &buf)),
+                Some(&0xfe) => {
+                    let (plugin, nonce) = handshake::parse_auth_switch(&buf).map_err(proto)?;
+                    if plugin != NATIVE_PASSWORD {
+                        return Err(BackendError::Plugin {
+                            shard,
+                            plugin: String::from_utf8_lossy(&plugin).into_owned(),
+                        });
+                    }
+                    let token = handshake::native_token(&nonce, p.password.as_bytes());
+                    out.clear();
+                    frame(&mut out, seq.wrapping_add(1), &token);
+                    conn.write_raw(&out).await.map_err(lost)?;
+                }
+                _ => {
+                    return Err(BackendError::Plugin {
+                        shard,
+                        plugin: "(extra authentication data requested)".into(),
+                    })
+                }
+            }
+        }
+    }
+
+    /// Whether replies on this connection end result sets with OK instead of EOF.
+    pub fn deprecate_eof(&self) -> bool {
+        self.capabilities & cap::DEPRECATE_EOF != 0
+    }
+
+    /// Sends a command (sequence ids from 0); returns the last sequence id used.
+    pub async fn send(&mut self, payload: &[u8]) -> Result<u8, BackendError> {
+        let mut out = Vec::with_capacity(payload.len() + 4);
+        let last = frame(&mut out, 0, payload);
+        self.conn
+            .write_raw(&out)
+            .await
+            .map_err(|source| BackendError::Lost {
+                shard: self.shard.clone(),
+                source,
+            })?;
+        Ok(last)
+    }
+
+    /// Runs a command of idgate's own and collects the whole reply (for small
+    /// replies: metadata queries, re-preparing a statement). An ERR reply is
+    /// returned as [`BackendError::Server`].
+    pub async fn run(
+        &mut self,
+        payload: &[u8],
+        expect: Expect,
+    ) -> Result<Vec<Vec<u8>>, BackendError> {
+        self.send(payload).await?;
+        let mut tracker = Tracker::new(expect, self.deprecate_eof(), self.status);
+        let mut packets = Vec::new();
+        let mut buf = Vec::new();
+        while !tracker.is_done() {
+            read(&mut self.conn, &mut buf, &self.shard).await?;
+            let kind = tracker
+                .feed(buf.len().min(consts::MAX_PAYLOAD - 1), &buf)
+                .map_err(|source| BackendError::Protocol {
+                    shard: self.shard.clone(),
+                    source,
+                })?;
+            match kind {
+                Kind::Err => return Err(server_err(&self.shard, &buf)),
+                Kind::LocalInfile => {
+                    // Never asked for by idgate's own queries; answer "no data".
+                    self.conn.write_raw(&[0, 0, 0, 2]).await.map_err(|source| {
+                        BackendError::Lost {
+                            shard: self.shard.clone(),
+                            source,
+                        }
+                    })?;
+                    tracker.resume_after_infile();
+                }
+                _ => packets.push(std::mem::take(&mut buf)),
+            }
+        }
+        self.status = tracker.status();
+        Ok(packets)
+    }
+
+    /// Runs a text query of idgate's own and returns its rows as strings
+    /// (NULL as `None`).
+    pub async fn query_rows(
+        &mut self,
+        sql: &str,
+    ) -> Result<Vec<Vec<Option<String>>>, BackendError> {
+        let mut payload = Vec::with_capacity(sql.len() + 1);
+        payload.push(consts::cmd::QUERY);
+        payload.extend_from_slice(sql.as_bytes());
+        let packets = self.run(&payload, Expect::Results).await?;
+        let proto = |source| BackendError::Protocol {
+            shard: self.shard.clone(),
+            source,
+        };
+        let Some(first) = packets.first() else {
+            return Ok(Vec::new());
+        };
+        if first.first() == Some(&reply::OK) {
+            return Ok(Vec::new());
+        }
+        let columns = crate::protocol::wire::Cursor::new(first)
+            .lenenc()
+            .map_err(proto)? as usize;
+        let skip = 1 + columns + usize::from(!self.deprecate_eof());
+        let mut rows = Vec::new();
+        for p in packets.iter().skip(skip) {
+            if p.first() == Some(&reply::EOF) && p.len() < consts::MAX_PAYLOAD {
+                break;
+            }
+            let mut c = crate::protocol::wire::Cursor::new(p);
+            let mut row = Vec::with_capacity(columns);
+            for _ in 0..columns {
+                if p.get(c.pos()) == Some(&0xfb) {
+                    c.u8().map_err(proto)?;
+                    row.push(None);
+                } else {
+                    let v = c.lenenc_bytes().map_err(proto)?;
+                    row.push(Some(String::from_utf8_lossy(v).into_owned()));
+                }
+            }
+            rows.push(row);
+        }
+        Ok(rows)
+    }
+}
+
+async fn read(
+    conn: &mut PacketConn,
+    buf: &mut Vec<u8>,
+    shard: &str,
+) -> Result<(u8, u8), BackendError> {
+    match conn.read_packet(buf, 1 << 30).await {
+        Ok(Some(seqs)) => Ok(seqs),
+        Ok(None) => Err(BackendError::Lost {
+            shard: shard.to_string(),
+            source: std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed"),
+        }),
+        Err(ReadError::Io(source)) => Err(BackendError::Lost {
+            shard: shard.to_string(),
+            source,
+        }),
+        Err(e) => Err(BackendError::Protocol {
+            shard: shard.to_string(),
+            source: Malformed(match e {
+                ReadError::TooLarge(_) => "reply too large",
+                _ => "reply packets out of order",
+            }),
+        }),
+    }
+}
+
+fn server_err(shard: &str, payload: &[u8]) -> BackendError {
+    match reply::parse_err(payload) {
+        Ok(err) => BackendError::Server {
+            shard: shard.to_string(),
+            err,
+        },
+        Err(source) => BackendError::Protocol {
+            shard: shard.to_string(),
+            source,
+        },
+    }
+}

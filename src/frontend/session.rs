@@ -1,0 +1,801 @@
+//! One client session: the command loop and everything the session owns.
+//!
+//! A session holds at most one connection per shard, opened the first time a
+//! command needs that shard (with the `[backend]` account and the client's
+//! schema, character set and capabilities) and kept for the session. Replies
+//! are relayed byte for byte.
+
+use super::login::{self, Login, LoginError};
+use super::shared::Shared;
+use super::stmt::{PreparedStmt, Statements};
+use crate::backend::relay::{relay_reply, Hook, RelayError};
+use crate::backend::{BackendConn, BackendError, ConnectParams};
+use crate::protocol::codes::{self, ErrorCode};
+use crate::protocol::consts::{cap, cmd, status};
+use crate::protocol::handshake::{self, NATIVE_PASSWORD};
+use crate::protocol::packet::{PacketConn, ReadError};
+use crate::protocol::reply::{self, OkPacket};
+use crate::protocol::response::{Expect, Kind, Tracker};
+use crate::protocol::stmt as wire_stmt;
+use crate::protocol::wire::Cursor;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+/// A shard connection unused for this long is checked for a close by the
+/// shard (wait_timeout, restart) before the next command is sent on it.
+const IDLE_CHECK_AFTER: Duration = Duration::from_secs(1);
+
+/// Why a command could not be completed.
+#[derive(Debug, thiserror::Error)]
+enum CmdError {
+    /// The client is gone: end the session quietly.
+    #[error("client connection lost: {0}")]
+    ClientGone(std::io::Error),
+    /// A shard failed; the client is told, the shard connection is dropped.
+    #[error(transparent)]
+    Backend(BackendError),
+}
+
+impl From<RelayError> for CmdError {
+    fn from(e: RelayError) -> Self {
+        match e {
+            RelayError::Backend(b) => CmdError::Backend(b),
+            RelayError::Client(io) => CmdError::ClientGone(io),
+        }
+    }
+}
+
+/// What to do after a command.
+enum Next {
+    Continue,
+    Quit,
+}
+
+/// A logged-in client session.
+pub struct Session {
+    shared: Arc<Shared>,
+    client: PacketConn,
+    id: u32,
+    login: Login,
+    /// Current schema (from the handshake, COM_INIT_DB, `USE`).
+    schema: Option<String>,
+    /// One connection per shard, opened on first use.
+    backends: Vec<Option<BackendConn>>,
+    /// When each shard connection was last used.
+    last_used: Vec<Instant>,
+    stmts: Statements,
+    /// The command being handled (reused between commands).
+    buf: Vec<u8>,
+    /// Sequence id of the last packet the client sent for the current command.
+    client_seq: u8,
+}
+
+/// Serves one accepted client connection until it quits, fails or the server
+/// drains. Never panics on anything the client or a shard sends.
+pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::Receiver<bool>) {
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let id = shared.connection_id();
+    let mut client = PacketConn::new(stream);
+    let login = match login::login(&mut client, &shared, id).await {
+        Ok(l) => l,
+        Err(LoginError::Refused { code, message }) => {
+            warn!(conn = id, %peer, code = code.code, "login refused: {message}");
+            return;
+        }
+        Err(LoginError::Io(e)) => {
+            debug!(conn = id, %peer, "client left during login: {e}");
+            return;
+        }
+    };
+    info!(conn = id, %peer, user = %login.user, db = ?login.database, "session opened");
+    let shards = shared.config.shards.len();
+    let mut session = Session {
+        schema: login.database.clone(),
+        shared,
+        client,
+        id,
+        login,
+        backends: (0..shards).map(|_| None).collect(),
+        last_used: vec![Instant::now(); shards],
+        stmts: Statements::default(),
+        buf: Vec::new(),
+        client_seq: 0,
+    };
+    let started = Instant::now();
+    let reason = session.run(&mut shutdown).await;
+    session.close_backends().await;
+    info!(conn = id, %peer, secs = started.elapsed().as_secs_f64(), "session closed: {reason}");
+}
+
+impl Session {
+    async fn run(&mut self, shutdown: &mut watch::Receiver<bool>) -> String {
+        // A client that names a database at login learns at once whether it
+        // exists, as with a direct connection.
+        let seq = self.login.reply_seq;
+        if self.schema.is_some() {
+            if let Err(e) = self.backend(0).await {
+                let _ = self.send_backend_error(seq, &e).await;
+                return format!("login database refused: {e}");
+            }
+        }
+        if let Err(e) = self.send_ok(seq, status::AUTOCOMMIT).await {
+            return e.to_string();
+        }
+        let max_packet = self.shared.config.server.max_packet;
+        let mut draining = *shutdown.borrow();
+        loop {
+            if draining && !self.in_transaction() {
+                return "server shutting down".into();
+            }
+            let mut buf = std::mem::take(&mut self.buf);
+            let read = tokio::select! {
+                r = self.client.read_packet(&mut buf, max_packet) => r,
+                _ = shutdown.changed(), if !draining => {
+                    draining = true;
+                    self.buf = buf;
+                    continue;
+                }
+            };
+            let next = match read {
+                Ok(None) => return "client closed the connection".into(),
+                Ok(Some((first, last))) if first == 0 && !buf.is_empty() => {
+                    self.client_seq = last;
+                    self.command(&buf).await
+                }
+                Ok(Some(_)) => {
+                    let _ = self
+                        .send_error(
+                            1,
+                            &codes::ER_NET_PACKETS_OUT_OF_ORDER,
+                            "Got packets out of order",
+                        )
+                        .await;
+                    return "packets out of order".into();
+                }
+                Err(ReadError::TooLarge(n)) => {
+                    let _ = self
+                        .send_error(
+                            1,
+                            &codes::ER_NET_PACKET_TOO_LARGE,
+                            &format!("Got a packet bigger than 'max_packet' ({n} bytes or more)"),
+                        )
+                        .await;
+                    return "packet too large".into();
+                }
+                Err(ReadError::OutOfOrder { .. }) => {
+                    let _ = self
+                        .send_error(
+                            1,
+                            &codes::ER_NET_PACKETS_OUT_OF_ORDER,
+                            "Got packets out of order",
+                        )
+                        .await;
+                    return "packets out of order".into();
+                }
+                Err(ReadError::Io(e)) => return format!("client connection error: {e}"),
+            };
+            self.buf = buf;
+            match next {
+                Ok(Next::Continue) => {}
+                Ok(Next::Quit) => return "client quit".into(),
+                Err(CmdError::ClientGone(e)) => return format!("client connection lost: {e}"),
+                Err(CmdError::Backend(e)) => {
+                    return format!("closed after shard failure in a transaction: {e}")
+                }
+            }
+        }
+    }
+
+    /// Handles one command. Shard failures are reported to the client here;
+    /// an `Err` means the session must end.
+    async fn command(&mut self, payload: &[u8]) -> Result<Next, CmdError> {
+        let result = match payload[0] {
+            cmd::QUIT => return Ok(Next::Quit),
+            cmd::QUERY => self.query(payload).await,
+            cmd::INIT_DB => self.init_db(payload).await,
+            cmd::PING => self.ping(payload).await,
+            cmd::FIELD_LIST => self
+                .forward(0, payload, Expect::FieldList)
+                .await
+                .map(|_| ()),
+            cmd::STATISTICS => self.forward(0, payload, Expect::Single).await.map(|_| ()),
+            cmd::SET_OPTION => self.forward(0, payload, Expect::Single).await.map(|_| ()),
+            cmd::STMT_PREPARE => self.prepare(payload).await,
+            cmd::STMT_EXECUTE => self.execute(payload).await,
+            cmd::STMT_FETCH => self.stmt_forward(payload, Some(Expect::Rows)).await,
+            cmd::STMT_RESET => self.stmt_forward(payload, Some(Expect::Single)).await,
+            cmd::STMT_SEND_LONG_DATA => self.stmt_forward(payload, None).await,
+            cmd::STMT_CLOSE => self.stmt_close(payload).await,
+            cmd::RESET_CONNECTION => self.reset_connection(payload).await,
+            cmd::CHANGE_USER => return self.change_user(payload).await,
+            other => {
+                let msg = format!("Unknown command {other:#04x}");
+                self.send_error(
+                    self.client_seq.wrapping_add(1),
+                    &codes::ER_UNKNOWN_COM_ERROR,
+                    &msg,
+                )
+                .await
+                .map_err(CmdError::ClientGone)?;
+                Ok(())
+            }
+        };
+        match result {
+            Ok(()) => Ok(Next::Continue),
+            Err(CmdError::ClientGone(e)) => Err(CmdError::ClientGone(e)),
+            Err(CmdError::Backend(e)) => self.shard_failed(e).await,
+        }
+    }
+
+    /// Reports a shard failure to the client and drops that shard connection.
+    /// Inside a transaction the session ends too: its transaction is gone.
+    async fn shard_failed(&mut self, e: BackendError) -> Result<Next, CmdError> {
+        let (shard, was_in_trans) = match &e {
+            BackendError::Connect { shard, .. }
+            | BackendError::Timeout { shard, .. }
+            | BackendError::Server { shard, .. }
+            | BackendError::Plugin { shard, .. }
+            | BackendError::Protocol { shard, .. }
+            | BackendError::Lost { shard, .. } => {
+                let i = self.shard_index(shard);
+                let in_trans = i
+                    .and_then(|i| self.backends[i].as_ref())
+                    .is_some_and(|b| b.status & status::IN_TRANS != 0);
+                (i, in_trans)
+            }
+        };
+        let broken = !matches!(e, BackendError::Server { .. });
+        if broken {
+            if let Some(i) = shard {
+                self.backends[i] = None;
+                self.stmts.forget_shard(i);
+            }
+            warn!(conn = self.id, "{e}");
+        }
+        self.send_backend_error(self.client_seq.wrapping_add(1), &e)
+            .await
+            .map_err(CmdError::ClientGone)?;
+        if broken && was_in_trans {
+            return Err(CmdError::Backend(e));
+        }
+        Ok(Next::Continue)
+    }
+
+    fn shard_index(&self, name: &str) -> Option<usize> {
+        self.shared
+            .config
+            .shards
+            .iter()
+            .position(|s| s.name == name)
+    }
+
+    fn in_transaction(&self) -> bool {
+        self.backends
+            .iter()
+            .flatten()
+            .any(|b| b.status & status::IN_TRANS != 0)
+    }
+
+    /// The session's connection to `shard`, opened if needed (and reopened if
+    /// the shard closed it while idle, outside a transaction).
+    async fn backend(&mut self, shard: usize) -> Result<&mut BackendConn, BackendError> {
+        let now = Instant::now();
+        let stale = match &self.backends[shard] {
+            Some(b) => {
+                now.duration_since(self.last_used[shard]) > IDLE_CHECK_AFTER && closed_by_peer(b)
+            }
+            None => true,
+        };
+        self.last_used[shard] = now;
+        if stale {
+            if self.backends[shard].take().is_some() {
+                debug!(
+                    conn = self.id,
+                    shard, "shard connection was closed while idle; reopening"
+                );
+                self.stmts.forget_shard(shard);
+            }
+            let s = &self.shared.config.shards[shard];
+            let params = ConnectParams {
+                shard: &s.name,
+                address: &s.address,
+                user: &self.shared.config.backend.user,
+                password: &self.shared.config.backend.password,
+                database: self.schema.as_deref(),
+                charset: self.login.charset,
+                capabilities: self.login.capabilities,
+                attrs: self.login.attrs.as_deref(),
+                timeout: self.shared.connect_timeout(),
+            };
+            let (conn, hs) = BackendConn::connect(&params).await?;
+            self.shared.learn(&hs);
+            debug!(conn = self.id, shard = %s.name, backend_conn = conn.connection_id, "shard connection opened");
+            self.backends[shard] = Some(conn);
+        }
+        self.backends[shard]
+            .as_mut()
+            .ok_or_else(|| BackendError::Lost {
+                shard: String::new(),
+                source: std::io::Error::other("no connection"),
+            })
+    }
+
+    /// Sends `payload` to `shard` as it is and relays the reply. Returns the
+    /// index of the last result whose OK packet was seen, if any, and whether
+    /// the reply was an error.
+    async fn forward(
+        &mut self,
+        shard: usize,
+        payload: &[u8],
+        expect: Expect,
+    ) -> Result<Outcome, CmdError> {
+        self.forward_with(shard, payload, expect, &mut |_, _| None)
+            .await
+    }
+
+    async fn forward_with(
+        &mut self,
+        shard: usize,
+        payload: &[u8],
+        expect: Expect,
+        hook: Hook<'_>,
+    ) -> Result<Outcome, CmdError> {
+        let client_seq = self.client_seq;
+        self.backend(shard).await.map_err(CmdError::Backend)?;
+        let Some(b) = self.backends[shard].as_mut() else {
+            return Ok(Outcome::default());
+        };
+        let last = b.send(payload).await.map_err(CmdError::Backend)?;
+        let mut tracker = Tracker::new(expect, b.deprecate_eof(), b.status);
+        let mut outcome = Outcome::default();
+        let mut observe = |kind: Kind, p: &[u8]| {
+            match kind {
+                Kind::Ok { .. } => outcome.oks += 1,
+                Kind::Err => outcome.error = true,
+                _ => {}
+            }
+            hook(kind, p)
+        };
+        relay_reply(
+            b,
+            &mut self.client,
+            &mut tracker,
+            client_seq.wrapping_sub(last),
+            &mut observe,
+        )
+        .await?;
+        Ok(outcome)
+    }
+
+    async fn query(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+        let outcome = self.forward(0, payload, Expect::Results).await?;
+        if !outcome.error && outcome.oks == 1 {
+            if let Some(db) = use_statement(&payload[1..]) {
+                self.schema = Some(db);
+            }
+        }
+        Ok(())
+    }
+
+    async fn init_db(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+        let outcome = self.forward(0, payload, Expect::Single).await?;
+        if !outcome.error {
+            self.schema = Some(String::from_utf8_lossy(&payload[1..]).into_owned());
+        }
+        Ok(())
+    }
+
+    /// COM_PING: answered by the shard when the session has a connection to
+    /// it, else by idgate itself (pools ping idle connections often).
+    async fn ping(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+        if self.backends[0].is_some() {
+            self.forward(0, payload, Expect::Single).await?;
+            return Ok(());
+        }
+        self.send_ok(self.client_seq.wrapping_add(1), status::AUTOCOMMIT)
+            .await
+    }
+
+    async fn prepare(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+        let shards = self.backends.len();
+        let mut stmt = PreparedStmt {
+            prepare: payload.to_vec(),
+            params: 0,
+            backend_ids: vec![None; shards],
+            types_sent: vec![false; shards],
+            types: None,
+        };
+        let id = self.stmts.insert(stmt.clone());
+        let mut first = true;
+        let mut backend_id = None;
+        let mut hook = |kind: Kind, p: &[u8]| {
+            if !std::mem::replace(&mut first, false) || kind == Kind::Err || p.len() < 12 {
+                return None;
+            }
+            let mut c = Cursor::new(p);
+            let _ = c.u8();
+            backend_id = c.u32().ok();
+            let _columns = c.u16();
+            stmt.params = c.u16().unwrap_or(0);
+            let mut out = p.to_vec();
+            out[1..5].copy_from_slice(&id.to_le_bytes());
+            Some(out)
+        };
+        let result = self
+            .forward_with(0, payload, Expect::Prepare, &mut hook)
+            .await;
+        match (result, backend_id) {
+            (Ok(_), Some(bid)) => {
+                stmt.backend_ids[0] = Some(bid);
+                if let Some(s) = self.stmts.get_mut(id) {
+                    *s = stmt;
+                }
+                Ok(())
+            }
+            (r, _) => {
+                self.stmts.remove(id);
+                r.map(|_| ())
+            }
+        }
+    }
+
+    /// The shard statement id for client statement `id` on `shard`, preparing
+    /// it there first if that connection does not have it.
+    async fn backend_stmt(&mut self, id: u32, shard: usize) -> Result<Option<u32>, CmdError> {
+        let Some(s) = self.stmts.get_mut(id) else {
+            return Ok(None);
+        };
+        if let Some(bid) = s.backend_ids[shard] {
+            return Ok(Some(bid));
+        }
+        let prepare = s.prepare.clone();
+        let b = self.backend(shard).await.map_err(CmdError::Backend)?;
+        let packets = b
+            .run(&prepare, Expect::Prepare)
+            .await
+            .map_err(CmdError::Backend)?;
+        let bid = packets
+            .first()
+            .and_then(|p| Cursor::new(p.get(1..)?).u32().ok());
+        if let (Some(s), Some(bid)) = (self.stmts.get_mut(id), bid) {
+            s.backend_ids[shard] = Some(bid);
+            s.types_sent[shard] = false;
+        }
+        Ok(bid)
+    }
+
+    async fn execute(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+        let Ok(id) = wire_stmt::stmt_id(&payload[1..]) else {
+            return self.malformed("COM_STMT_EXECUTE").await;
+        };
+        let shard = 0;
+        let Some(bid) = self.backend_stmt(id, shard).await? else {
+            return self.unknown_stmt(id, "mysqld_stmt_execute").await;
+        };
+        let Some(s) = self.stmts.get_mut(id) else {
+            return self.unknown_stmt(id, "mysqld_stmt_execute").await;
+        };
+        let params = s.params as usize;
+        let mut out;
+        let body = &payload[1..];
+        let sent_types = match wire_stmt::bound_types(body, params) {
+            Ok(t) => t,
+            Err(_) => return self.malformed("COM_STMT_EXECUTE").await,
+        };
+        if let Some(t) = sent_types {
+            s.types = Some(t);
+            s.types_sent[shard] = true;
+        }
+        if params > 0 && !s.types_sent[shard] {
+            // A statement prepared again on a new connection has not seen the
+            // types the client bound earlier: send them along.
+            let Ok(e) = wire_stmt::decode_execute(body, params, s.types.as_deref()) else {
+                return self.malformed("COM_STMT_EXECUTE").await;
+            };
+            let types = s.types.clone().unwrap_or_default();
+            let merged: Vec<_> = types
+                .iter()
+                .copied()
+                .zip(e.values.iter().copied())
+                .collect();
+            out = vec![cmd::STMT_EXECUTE];
+            wire_stmt::encode_execute(bid, e.flags, e.iterations, &merged, &mut out);
+            s.types_sent[shard] = true;
+        } else {
+            out = payload.to_vec();
+            out[1..5].copy_from_slice(&bid.to_le_bytes());
+        }
+        self.forward(shard, &out, Expect::Results).await.map(|_| ())
+    }
+
+    /// FETCH, RESET and SEND_LONG_DATA: the statement id is translated, the
+    /// rest passes as it is. `expect` is `None` for commands without a reply.
+    async fn stmt_forward(
+        &mut self,
+        payload: &[u8],
+        expect: Option<Expect>,
+    ) -> Result<(), CmdError> {
+        let name = match payload[0] {
+            cmd::STMT_FETCH => "mysqld_stmt_fetch",
+            cmd::STMT_RESET => "mysqld_stmt_reset",
+            _ => "mysqld_stmt_send_long_data",
+        };
+        let Ok(id) = wire_stmt::stmt_id(&payload[1..]) else {
+            return match expect {
+                Some(_) => self.malformed(name).await,
+                None => Ok(()),
+            };
+        };
+        let shard = 0;
+        let Some(bid) = self.backend_stmt(id, shard).await? else {
+            return match expect {
+                Some(_) => self.unknown_stmt(id, name).await,
+                None => Ok(()),
+            };
+        };
+        let mut out = payload.to_vec();
+        out[1..5].copy_from_slice(&bid.to_le_bytes());
+        match expect {
+            Some(e) => self.forward(shard, &out, e).await.map(|_| ()),
+            None => {
+                let b = self.backend(shard).await.map_err(CmdError::Backend)?;
+                b.send(&out).await.map_err(CmdError::Backend)?;
+                Ok(())
+            }
+        }
+    }
+
+    async fn stmt_close(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+        let Ok(id) = wire_stmt::stmt_id(&payload[1..]) else {
+            return Ok(());
+        };
+        let Some(s) = self.stmts.remove(id) else {
+            return Ok(());
+        };
+        for (shard, bid) in s.backend_ids.iter().enumerate() {
+            if let (Some(bid), Some(b)) = (bid, self.backends[shard].as_mut()) {
+                let mut out = vec![cmd::STMT_CLOSE];
+                out.extend_from_slice(&bid.to_le_bytes());
+                b.send(&out).await.map_err(CmdError::Backend)?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn reset_connection(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+        self.stmts.clear();
+        let mut replied = false;
+        for shard in 0..self.backends.len() {
+            if self.backends[shard].is_none() {
+                continue;
+            }
+            if !replied {
+                self.forward(shard, payload, Expect::Single).await?;
+                replied = true;
+            } else if let Some(b) = self.backends[shard].as_mut() {
+                b.run(payload, Expect::Single)
+                    .await
+                    .map_err(CmdError::Backend)?;
+            }
+        }
+        if !replied {
+            self.send_ok(self.client_seq.wrapping_add(1), status::AUTOCOMMIT)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// COM_CHANGE_USER: checked against `[[users]]` like a login; then the
+    /// session starts afresh (shard connections reopen with the new schema).
+    async fn change_user(&mut self, payload: &[u8]) -> Result<Next, CmdError> {
+        let mut c = Cursor::new(&payload[1..]);
+        let user = c.null_str().to_vec();
+        let token = if self.login.capabilities & cap::SECURE_CONNECTION != 0 {
+            c.u8()
+                .ok()
+                .and_then(|n| c.take(n as usize).ok())
+                .unwrap_or_default()
+                .to_vec()
+        } else {
+            c.null_str().to_vec()
+        };
+        let db = c.null_str().to_vec();
+        let charset = c.u16().ok();
+        let plugin = if self.login.capabilities & cap::PLUGIN_AUTH != 0 {
+            c.null_str().to_vec()
+        } else {
+            Vec::new()
+        };
+        let mut seq = self.client_seq.wrapping_add(1);
+        let mut token = token;
+        if !plugin.is_empty() && plugin != NATIVE_PASSWORD {
+            let req = handshake::auth_switch_request(NATIVE_PASSWORD, &self.login.scramble);
+            self.client
+                .write_packet(seq, &req)
+                .await
+                .map_err(CmdError::ClientGone)?;
+            let mut buf = Vec::new();
+            match self.client.read_packet(&mut buf, 1 << 16).await {
+                Ok(Some((_, last))) => seq = last.wrapping_add(1),
+                _ => return Ok(Next::Quit),
+            }
+            token = buf;
+        }
+        let ok = self
+            .shared
+            .users
+            .get(&user)
+            .is_some_and(|pw| handshake::verify_native(&self.login.scramble, pw, &token));
+        let name = String::from_utf8_lossy(&user).into_owned();
+        if !ok {
+            let using = if token.is_empty() { "NO" } else { "YES" };
+            warn!(conn = self.id, user = %name, "COM_CHANGE_USER refused");
+            let msg = format!("Access denied for user '{name}' (using password: {using})");
+            let _ = self
+                .send_error(seq, &codes::ER_ACCESS_DENIED_ERROR, &msg)
+                .await;
+            return Ok(Next::Quit);
+        }
+        self.close_backends().await;
+        self.stmts.clear();
+        self.login.user = name;
+        if let Some(cs) = charset {
+            self.login.charset = cs as u8;
+        }
+        self.schema = (!db.is_empty()).then(|| String::from_utf8_lossy(&db).into_owned());
+        if self.schema.is_some() {
+            if let Err(e) = self.backend(0).await {
+                let _ = self.send_backend_error(seq, &e).await;
+                return Ok(Next::Quit);
+            }
+        }
+        self.send_ok(seq, status::AUTOCOMMIT).await?;
+        Ok(Next::Continue)
+    }
+
+    async fn close_backends(&mut self) {
+        for b in self.backends.iter_mut() {
+            if let Some(mut conn) = b.take() {
+                let _ = conn.send(&[cmd::QUIT]).await;
+                conn.conn.shutdown().await;
+            }
+        }
+    }
+
+    async fn unknown_stmt(&mut self, id: u32, name: &str) -> Result<(), CmdError> {
+        let msg = format!("Unknown prepared statement handler ({id}) given to {name}");
+        self.send_error(
+            self.client_seq.wrapping_add(1),
+            &codes::ER_UNKNOWN_STMT_HANDLER,
+            &msg,
+        )
+        .await
+        .map_err(CmdError::ClientGone)
+    }
+
+    async fn malformed(&mut self, what: &str) -> Result<(), CmdError> {
+        let msg = format!("Malformed communication packet ({what})");
+        self.send_error(
+            self.client_seq.wrapping_add(1),
+            &codes::ER_MALFORMED_PACKET,
+            &msg,
+        )
+        .await
+        .map_err(CmdError::ClientGone)
+    }
+
+    async fn send_ok(&mut self, seq: u8, st: u16) -> Result<(), CmdError> {
+        let ok = reply::ok_packet(
+            &OkPacket {
+                affected_rows: 0,
+                last_insert_id: 0,
+                status: st,
+                warnings: 0,
+            },
+            b"",
+        );
+        self.client
+            .write_packet(seq, &ok)
+            .await
+            .map(|_| ())
+            .map_err(CmdError::ClientGone)
+    }
+
+    async fn send_error(
+        &mut self,
+        seq: u8,
+        code: &ErrorCode,
+        message: &str,
+    ) -> std::io::Result<()> {
+        self.client
+            .write_packet(seq, &reply::err_packet(code, message))
+            .await
+            .map(|_| ())
+    }
+
+    /// Tells the client about a shard failure: a shard's own error keeps its
+    /// code and text; idgate's errors name the shard.
+    async fn send_backend_error(&mut self, seq: u8, e: &BackendError) -> std::io::Result<()> {
+        let payload = match e {
+            BackendError::Server { err, .. } => {
+                let mut p = vec![reply::ERR];
+                p.extend_from_slice(&err.code.to_le_bytes());
+                p.push(b'#');
+                let state = if err.state.len() == 5 {
+                    err.state.as_str()
+                } else {
+                    "HY000"
+                };
+                p.extend_from_slice(state.as_bytes());
+                p.extend_from_slice(err.message.as_bytes());
+                p
+            }
+            BackendError::Connect { .. }
+            | BackendError::Timeout { .. }
+            | BackendError::Plugin { .. } => {
+                reply::err_packet(&codes::CR_CONN_HOST_ERROR, &e.to_string())
+            }
+            BackendError::Lost { .. } | BackendError::Protocol { .. } => {
+                reply::err_packet(&codes::CR_SERVER_LOST, &e.to_string())
+            }
+        };
+        self.client.write_packet(seq, &payload).await.map(|_| ())
+    }
+}
+
+/// What the relay saw of a reply.
+#[derive(Debug, Default, Clone, Copy)]
+struct Outcome {
+    /// OK packets that were results (not result-set terminators).
+    oks: usize,
+    /// The reply ended with an ERR packet.
+    error: bool,
+}
+
+/// Whether a shard closed an idle connection (EOF or an unsolicited error
+/// packet waiting on the socket).
+fn closed_by_peer(b: &BackendConn) -> bool {
+    if !b.conn.buffered().is_empty() {
+        return true;
+    }
+    let mut probe = [0u8; 1];
+    match b.conn.stream().try_read(&mut probe) {
+        Ok(_) => true,
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+    }
+}
+
+/// The schema named by a `USE db` statement, if that is what `sql` is.
+fn use_statement(sql: &[u8]) -> Option<String> {
+    let s = std::str::from_utf8(sql).ok()?.trim_start();
+    let rest = s.get(..3).filter(|k| k.eq_ignore_ascii_case("use"))?;
+    let _ = rest;
+    let name = s[3..].trim().trim_end_matches(';').trim();
+    if name.is_empty() || !s[3..].starts_with(|c: char| c.is_whitespace() || c == '`') {
+        return None;
+    }
+    let name = match name.strip_prefix('`').and_then(|n| n.strip_suffix('`')) {
+        Some(quoted) => quoted.replace("``", "`"),
+        None => name.to_string(),
+    };
+    Some(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::use_statement;
+
+    #[test]
+    fn use_statements() {
+        assert_eq!(use_statement(b"USE shop").as_deref(), Some("shop"));
+        assert_eq!(use_statement(b"  use `my db`;").as_deref(), Some("my db"));
+        assert_eq!(use_statement(b"user_table"), None);
+        assert_eq!(use_statement(b"SELECT 1"), None);
+    }
+}

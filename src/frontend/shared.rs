@@ -1,0 +1,95 @@
+//! State shared by every session.
+
+use crate::backend::{BackendConn, BackendError, ConnectParams};
+use crate::config::Config;
+use crate::protocol::consts::{cap, DEFAULT_CHARSET};
+use parking_lot::RwLock;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+/// What the default shard announced in its handshake; idgate shows clients
+/// the same version string so drivers pick the same code paths.
+#[derive(Debug, Clone)]
+pub struct ShardInfo {
+    pub server_version: Vec<u8>,
+    pub capabilities: u32,
+    pub charset: u8,
+}
+
+/// Shared by all sessions of one server.
+#[derive(Debug)]
+pub struct Shared {
+    pub config: Config,
+    /// `[[users]]` by name: password.
+    pub users: HashMap<Vec<u8>, Vec<u8>>,
+    /// Learned from the default shard; refreshed by every new shard connection.
+    pub shard_info: RwLock<ShardInfo>,
+    next_connection_id: AtomicU32,
+}
+
+impl Shared {
+    pub fn new(config: Config) -> Self {
+        let users = config
+            .users
+            .iter()
+            .map(|u| (u.name.as_bytes().to_vec(), u.password.as_bytes().to_vec()))
+            .collect();
+        Shared {
+            config,
+            users,
+            shard_info: RwLock::new(ShardInfo {
+                server_version: b"5.5.5-10.11.0-MariaDB-idgate".to_vec(),
+                capabilities: cap::SUPPORTED,
+                charset: DEFAULT_CHARSET,
+            }),
+            next_connection_id: AtomicU32::new(1),
+        }
+    }
+
+    /// A connection id no other session of this process has.
+    pub fn connection_id(&self) -> u32 {
+        self.next_connection_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Connection timeout for shards.
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_millis(self.config.backend.connect_timeout_ms)
+    }
+
+    /// Logs in to the default shard once to learn its version string and
+    /// capabilities.
+    pub async fn probe_default_shard(&self) -> Result<(), BackendError> {
+        let s = &self.config.shards[0];
+        let params = ConnectParams {
+            shard: &s.name,
+            address: &s.address,
+            user: &self.config.backend.user,
+            password: &self.config.backend.password,
+            database: None,
+            charset: DEFAULT_CHARSET,
+            capabilities: cap::SUPPORTED,
+            attrs: None,
+            timeout: self.connect_timeout(),
+        };
+        let (mut conn, hs) = BackendConn::connect(&params).await?;
+        self.learn(&hs);
+        let _ = conn.send(&[crate::protocol::consts::cmd::QUIT]).await;
+        Ok(())
+    }
+
+    /// Records what a shard's handshake said.
+    pub fn learn(&self, hs: &crate::protocol::handshake::ServerHandshake) {
+        {
+            let info = self.shard_info.read();
+            if info.server_version == hs.server_version && info.capabilities == hs.capabilities {
+                return;
+            }
+        }
+        *self.shard_info.write() = ShardInfo {
+            server_version: hs.server_version.clone(),
+            capabilities: hs.capabilities,
+            charset: hs.charset,
+        };
+    }
+}

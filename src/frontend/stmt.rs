@@ -1,0 +1,75 @@
+//! The session's prepared statements.
+//!
+//! Clients see ids that idgate hands out; each statement remembers its id on
+//! every shard connection it was prepared on, so it can be prepared again on a
+//! reopened connection, and the parameter types last bound, which an execute
+//! may omit but a freshly prepared statement needs.
+
+use crate::protocol::stmt::ParamType;
+use std::collections::HashMap;
+
+/// One prepared statement of a session.
+#[derive(Debug, Clone)]
+pub struct PreparedStmt {
+    /// The COM_STMT_PREPARE payload sent to shards (command byte included).
+    pub prepare: Vec<u8>,
+    /// Parameters the shard's statement has.
+    pub params: u16,
+    /// The statement's id on each shard connection (`None`: not prepared there).
+    pub backend_ids: Vec<Option<u32>>,
+    /// Whether the shard statement has been sent parameter types yet.
+    pub types_sent: Vec<bool>,
+    /// Types from the last execute that carried them.
+    pub types: Option<Vec<ParamType>>,
+}
+
+/// All prepared statements of a session, by the id the client knows.
+#[derive(Debug, Default)]
+pub struct Statements {
+    map: HashMap<u32, PreparedStmt>,
+    next_id: u32,
+}
+
+impl Statements {
+    /// Registers a statement and returns the id to give the client.
+    pub fn insert(&mut self, stmt: PreparedStmt) -> u32 {
+        self.next_id = self.next_id.wrapping_add(1).max(1);
+        while self.map.contains_key(&self.next_id) {
+            self.next_id = self.next_id.wrapping_add(1).max(1);
+        }
+        self.map.insert(self.next_id, stmt);
+        self.next_id
+    }
+
+    pub fn get_mut(&mut self, id: u32) -> Option<&mut PreparedStmt> {
+        self.map.get_mut(&id)
+    }
+
+    pub fn remove(&mut self, id: u32) -> Option<PreparedStmt> {
+        self.map.remove(&id)
+    }
+
+    pub fn clear(&mut self) {
+        self.map.clear();
+    }
+
+    /// Forgets every statement's id on `shard` (its connection was closed).
+    pub fn forget_shard(&mut self, shard: usize) {
+        for s in self.map.values_mut() {
+            if let Some(id) = s.backend_ids.get_mut(shard) {
+                *id = None;
+            }
+            if let Some(t) = s.types_sent.get_mut(shard) {
+                *t = false;
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}

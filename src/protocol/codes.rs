@@ -1,0 +1,51 @@
+//! Server error codes and SQLSTATEs that idgate itself sends.
+//!
+//! Errors from a shard are relayed as they are; these are for what idgate
+//! decides on its own (authentication, limits, refused statements, a shard
+//! that cannot be reached).
+
+/// An error idgate reports to a client: code, SQLSTATE and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorCode {
+    /// MySQL error number.
+    pub code: u16,
+    /// Five-character SQLSTATE.
+    pub state: &'static str,
+}
+
+macro_rules! codes {
+    ($($(#[$m:meta])* $name:ident = ($code:expr, $state:expr);)*) => {
+        $($(#[$m])* pub const $name: ErrorCode = ErrorCode { code: $code, state: $state };)*
+    };
+}
+
+codes! {
+    /// Too many connections.
+    ER_CON_COUNT_ERROR = (1040, "08004");
+    /// Bad handshake / malformed packet.
+    ER_HANDSHAKE_ERROR = (1043, "08S01");
+    /// Access denied for user.
+    ER_ACCESS_DENIED_ERROR = (1045, "28000");
+    /// No database selected.
+    ER_NO_DB_ERROR = (1046, "3D000");
+    /// Unknown command.
+    ER_UNKNOWN_COM_ERROR = (1047, "08S01");
+    /// Server shutdown in progress.
+    ER_SERVER_SHUTDOWN = (1053, "08S01");
+    /// Got packets out of order.
+    ER_NET_PACKETS_OUT_OF_ORDER = (1156, "08S01");
+    /// Got a packet bigger than max_allowed_packet.
+    ER_NET_PACKET_TOO_LARGE = (1153, "08S01");
+    /// Malformed packet.
+    ER_MALFORMED_PACKET = (1835, "HY000");
+    /// Unknown prepared statement handler.
+    ER_UNKNOWN_STMT_HANDLER = (1243, "HY000");
+    /// This version doesn't yet support it.
+    ER_NOT_SUPPORTED_YET = (1235, "42000");
+    /// Unknown error.
+    ER_UNKNOWN_ERROR = (1105, "HY000");
+    /// Can't connect to the server (a shard is unreachable).
+    CR_CONN_HOST_ERROR = (2003, "HY000");
+    /// Lost connection to the server during query (a shard went away).
+    CR_SERVER_LOST = (2013, "HY000");
+}

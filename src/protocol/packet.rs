@@ -1,0 +1,261 @@
+//! Packet framing over a byte stream.
+//!
+//! A MySQL packet is a 3-byte little-endian payload length, a 1-byte sequence
+//! id, and the payload. A payload of 16 MiB - 1 or more is split: every
+//! physical packet of exactly `0xffffff` bytes is continued by the next one,
+//! and a payload that is an exact multiple ends with an empty packet.
+
+use super::consts::MAX_PAYLOAD;
+use bytes::{Buf, BytesMut};
+use std::io;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Initial read buffer size; buffers that grew past [`SHRINK_ABOVE`] are given back when idle.
+const READ_CHUNK: usize = 8 * 1024;
+const SHRINK_ABOVE: usize = 256 * 1024;
+
+/// Why a logical packet could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The peer closed the connection or the socket failed.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    /// A payload larger than the configured maximum.
+    #[error("packet of {0} bytes or more exceeds the limit")]
+    TooLarge(usize),
+    /// Sequence ids out of order inside one split packet.
+    #[error("packet sequence out of order: expected {expected}, got {got}")]
+    OutOfOrder { expected: u8, got: u8 },
+}
+
+/// A connection that reads and writes MySQL packets.
+///
+/// Reads go through an internal buffer, so relaying can look at several
+/// packets of a reply that arrived in one read and pass them on in one write.
+#[derive(Debug)]
+pub struct PacketConn {
+    stream: TcpStream,
+    rbuf: BytesMut,
+}
+
+/// Where one physical packet sits in the read buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawHeader {
+    /// Payload length (at most `0xffffff`).
+    pub len: usize,
+    /// Sequence id.
+    pub seq: u8,
+}
+
+impl PacketConn {
+    /// Wraps a connected stream (sets TCP_NODELAY: replies are small and latency-bound).
+    pub fn new(stream: TcpStream) -> Self {
+        let _ = stream.set_nodelay(true);
+        PacketConn {
+            stream,
+            rbuf: BytesMut::with_capacity(READ_CHUNK),
+        }
+    }
+
+    /// The underlying stream (peer address, shutdown).
+    pub fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+
+    /// Bytes read from the socket and not yet consumed.
+    pub fn buffered(&self) -> &[u8] {
+        &self.rbuf
+    }
+
+    /// Mutable access to unconsumed bytes (to fix sequence ids in place before relaying).
+    pub fn buffered_mut(&mut self) -> &mut [u8] {
+        &mut self.rbuf
+    }
+
+    /// Drops `n` consumed bytes from the front of the read buffer.
+    pub fn consume(&mut self, n: usize) {
+        self.rbuf.advance(n.min(self.rbuf.len()));
+        if self.rbuf.is_empty() && self.rbuf.capacity() > SHRINK_ABOVE {
+            self.rbuf = BytesMut::with_capacity(READ_CHUNK);
+        }
+    }
+
+    /// Reads more bytes from the socket into the buffer. An orderly close by the
+    /// peer is an `UnexpectedEof` error.
+    pub async fn fill(&mut self) -> io::Result<()> {
+        if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 2 {
+            self.rbuf.reserve(READ_CHUNK.max(self.rbuf.len()));
+        }
+        let n = self.stream.read_buf(&mut self.rbuf).await?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "connection closed by peer",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Makes sure at least `n` bytes are buffered.
+    pub async fn fill_to(&mut self, n: usize) -> io::Result<()> {
+        if n > self.rbuf.capacity() {
+            self.rbuf.reserve(n - self.rbuf.len());
+        }
+        while self.rbuf.len() < n {
+            self.fill().await?;
+        }
+        Ok(())
+    }
+
+    /// Header of the physical packet at `offset` of the buffer, if fully buffered.
+    pub fn header_at(&self, offset: usize) -> Option<RawHeader> {
+        let h = self.rbuf.get(offset..offset + 4)?;
+        Some(RawHeader {
+            len: u32::from_le_bytes([h[0], h[1], h[2], 0]) as usize,
+            seq: h[3],
+        })
+    }
+
+    /// Reads one logical packet (joining split packets) into `out` (cleared
+    /// first) and returns the sequence id of its first and last physical packet.
+    ///
+    /// `Ok(None)` means the peer closed the connection cleanly between packets.
+    pub async fn read_packet(
+        &mut self,
+        out: &mut Vec<u8>,
+        max_len: usize,
+    ) -> Result<Option<(u8, u8)>, ReadError> {
+        out.clear();
+        let mut first = None;
+        loop {
+            while self.rbuf.len() < 4 {
+                if self.rbuf.is_empty() && first.is_none() {
+                    match self.fill().await {
+                        Ok(()) => continue,
+                        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                self.fill().await?;
+            }
+            let Some(h) = self.header_at(0) else {
+                continue;
+            };
+            if let Some((_, last)) = first {
+                let expected = u8::wrapping_add(last, 1);
+                if h.seq != expected {
+                    return Err(ReadError::OutOfOrder {
+                        expected,
+                        got: h.seq,
+                    });
+                }
+            }
+            if out.len() + h.len > max_len {
+                return Err(ReadError::TooLarge(out.len() + h.len));
+            }
+            self.fill_to(4 + h.len).await?;
+            out.extend_from_slice(&self.rbuf[4..4 + h.len]);
+            self.consume(4 + h.len);
+            let start = first.map(|(s, _)| s).unwrap_or(h.seq);
+            first = Some((start, h.seq));
+            if h.len < MAX_PAYLOAD {
+                return Ok(first);
+            }
+        }
+    }
+
+    /// Writes raw bytes (already framed packets).
+    pub async fn write_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.stream.write_all(bytes).await
+    }
+
+    /// Frames `payload` starting at sequence id `seq` and writes it; returns
+    /// the sequence id of the last physical packet written.
+    pub async fn write_packet(&mut self, seq: u8, payload: &[u8]) -> io::Result<u8> {
+        let mut buf = Vec::with_capacity(payload.len() + 8);
+        let last = frame(&mut buf, seq, payload);
+        self.stream.write_all(&buf).await?;
+        Ok(last)
+    }
+
+    /// Shuts down the write side (best effort).
+    pub async fn shutdown(&mut self) {
+        let _ = self.stream.shutdown().await;
+    }
+}
+
+/// Appends `payload` framed as packets starting at sequence id `seq` (split
+/// at 16 MiB); returns the sequence id of the last physical packet.
+pub fn frame(out: &mut Vec<u8>, mut seq: u8, payload: &[u8]) -> u8 {
+    let mut rest = payload;
+    loop {
+        let n = rest.len().min(MAX_PAYLOAD);
+        out.extend_from_slice(&(n as u32).to_le_bytes()[..3]);
+        out.push(seq);
+        out.extend_from_slice(&rest[..n]);
+        rest = &rest[n..];
+        if n < MAX_PAYLOAD {
+            return seq;
+        }
+        seq = seq.wrapping_add(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_splits_at_16_mib_and_ends_with_an_empty_packet_on_exact_multiples() {
+        let mut out = Vec::new();
+        let last = frame(&mut out, 0, &vec![7u8; MAX_PAYLOAD]);
+        assert_eq!(last, 1);
+        assert_eq!(out.len(), 4 + MAX_PAYLOAD + 4);
+        assert_eq!(&out[out.len() - 4..], &[0, 0, 0, 1]);
+
+        let mut out = Vec::new();
+        assert_eq!(frame(&mut out, 3, b"abc"), 3);
+        assert_eq!(out, [3, 0, 0, 3, b'a', b'b', b'c']);
+    }
+
+    #[tokio::test]
+    async fn read_packet_joins_split_packets_and_checks_sequence() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let big = vec![1u8; MAX_PAYLOAD + 10];
+        let big2 = big.clone();
+        let writer = tokio::spawn(async move {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            let mut buf = Vec::new();
+            frame(&mut buf, 0, &big2);
+            frame(&mut buf, 0, b"x");
+            // a split packet whose continuation has a wrong sequence id
+            buf.extend_from_slice(&[0xff, 0xff, 0xff, 0]);
+            buf.extend_from_slice(&vec![0u8; MAX_PAYLOAD]);
+            buf.extend_from_slice(&[1, 0, 0, 9, 0]);
+            s.write_all(&buf).await.unwrap();
+        });
+        let (s, _) = listener.accept().await.unwrap();
+        let mut c = PacketConn::new(s);
+        let mut out = Vec::new();
+        assert_eq!(
+            c.read_packet(&mut out, 1 << 30).await.unwrap(),
+            Some((0, 1))
+        );
+        assert_eq!(out, big);
+        assert_eq!(
+            c.read_packet(&mut out, 1 << 30).await.unwrap(),
+            Some((0, 0))
+        );
+        assert_eq!(out, b"x");
+        assert!(matches!(
+            c.read_packet(&mut out, 1 << 30).await,
+            Err(ReadError::OutOfOrder {
+                expected: 1,
+                got: 9
+            })
+        ));
+        writer.await.unwrap();
+    }
+}

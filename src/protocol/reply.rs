@@ -1,0 +1,158 @@
+//! OK, ERR and EOF packets (protocol 4.1).
+
+use super::codes::ErrorCode;
+use super::wire::{put_lenenc, Cursor};
+use super::Malformed;
+
+/// First byte of an OK packet.
+pub const OK: u8 = 0x00;
+/// First byte of an ERR packet.
+pub const ERR: u8 = 0xff;
+/// First byte of an EOF packet (and of an OK that ends a result set under DEPRECATE_EOF).
+pub const EOF: u8 = 0xfe;
+/// First byte of a LOCAL INFILE request.
+pub const LOCAL_INFILE: u8 = 0xfb;
+
+/// The fixed fields of an OK packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OkPacket {
+    pub affected_rows: u64,
+    pub last_insert_id: u64,
+    pub status: u16,
+    pub warnings: u16,
+}
+
+/// Parses an OK packet (first byte `0x00` or `0xfe`).
+pub fn parse_ok(payload: &[u8]) -> Result<OkPacket, Malformed> {
+    let mut c = Cursor::new(payload);
+    match c.u8()? {
+        OK | EOF => {}
+        _ => return Err(Malformed("not an OK packet")),
+    }
+    Ok(OkPacket {
+        affected_rows: c.lenenc()?,
+        last_insert_id: c.lenenc()?,
+        status: c.u16()?,
+        warnings: c.u16()?,
+    })
+}
+
+/// The same OK packet with another last_insert_id; everything after the fixed
+/// fields (info, session state changes) is kept byte for byte.
+pub fn with_last_insert_id(payload: &[u8], last_insert_id: u64) -> Result<Vec<u8>, Malformed> {
+    let mut c = Cursor::new(payload);
+    let head = c.u8()?;
+    let affected = c.lenenc()?;
+    c.lenenc()?;
+    let rest = c.rest();
+    let mut out = Vec::with_capacity(payload.len() + 8);
+    out.push(head);
+    put_lenenc(&mut out, affected);
+    put_lenenc(&mut out, last_insert_id);
+    out.extend_from_slice(rest);
+    Ok(out)
+}
+
+/// Builds an OK packet.
+pub fn ok_packet(p: &OkPacket, info: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16 + info.len());
+    out.push(OK);
+    put_lenenc(&mut out, p.affected_rows);
+    put_lenenc(&mut out, p.last_insert_id);
+    out.extend_from_slice(&p.status.to_le_bytes());
+    out.extend_from_slice(&p.warnings.to_le_bytes());
+    out.extend_from_slice(info);
+    out
+}
+
+/// Builds an EOF packet.
+pub fn eof_packet(warnings: u16, status: u16) -> Vec<u8> {
+    let mut out = vec![EOF];
+    out.extend_from_slice(&warnings.to_le_bytes());
+    out.extend_from_slice(&status.to_le_bytes());
+    out
+}
+
+/// Builds an ERR packet.
+pub fn err_packet(code: &ErrorCode, message: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(9 + message.len());
+    out.push(ERR);
+    out.extend_from_slice(&code.code.to_le_bytes());
+    out.push(b'#');
+    let state = code.state.as_bytes();
+    out.extend_from_slice(&state[..state.len().min(5)]);
+    out.extend_from_slice(message.as_bytes());
+    out
+}
+
+/// An ERR packet's contents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrPacket {
+    pub code: u16,
+    pub state: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for ErrPacket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ERROR {} ({}): {}", self.code, self.state, self.message)
+    }
+}
+
+/// Parses an ERR packet.
+pub fn parse_err(payload: &[u8]) -> Result<ErrPacket, Malformed> {
+    let mut c = Cursor::new(payload);
+    if c.u8()? != ERR {
+        return Err(Malformed("not an ERR packet"));
+    }
+    let code = c.u16()?;
+    let mut state = String::new();
+    if c.remaining() >= 6 && payload.get(3) == Some(&b'#') {
+        c.u8()?;
+        state = String::from_utf8_lossy(c.take(5)?).into_owned();
+    }
+    Ok(ErrPacket {
+        code,
+        state,
+        message: String::from_utf8_lossy(c.rest()).into_owned(),
+    })
+}
+
+/// Whether a payload is an EOF packet (a `0xfe` packet shorter than 9 bytes).
+pub fn is_eof(payload: &[u8]) -> bool {
+    payload.first() == Some(&EOF) && payload.len() < 9
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::codes;
+
+    #[test]
+    fn ok_round_trip_and_last_insert_id_rewrite_keeps_the_tail() {
+        let p = OkPacket {
+            affected_rows: 3,
+            last_insert_id: 0,
+            status: 2,
+            warnings: 1,
+        };
+        let raw = ok_packet(&p, b"Records: 3");
+        assert_eq!(parse_ok(&raw), Ok(p));
+        let re = with_last_insert_id(&raw, 1 << 40).unwrap();
+        let q = parse_ok(&re).unwrap();
+        assert_eq!(q.last_insert_id, 1 << 40);
+        assert_eq!(q.affected_rows, 3);
+        assert!(re.ends_with(b"Records: 3"));
+    }
+
+    #[test]
+    fn err_round_trip() {
+        let raw = err_packet(&codes::ER_ACCESS_DENIED_ERROR, "Access denied");
+        let e = parse_err(&raw).unwrap();
+        assert_eq!(e.code, 1045);
+        assert_eq!(e.state, "28000");
+        assert_eq!(e.message, "Access denied");
+        assert!(parse_err(&[0xff]).is_err());
+        assert!(parse_ok(&[0x00, 0xfc]).is_err());
+    }
+}
