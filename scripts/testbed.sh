@@ -54,6 +54,7 @@ mariadb_up() { # mariadb_up INDEX
   local i=$1 port=${s_ports[$1]} d="$dir/s$1"
   local sock="$d/mysqld.sock" pid="$d/mysqld.pid"
   if alive "$pid"; then log "s$i already running (port $port)"; return 0; fi
+  if [ -f "$pid" ]; then rm -f "$pid"; fi
   mkdir -p "$d"
   if [ ! -d "$d/data/mysql" ]; then
     log "s$i: initialising $d/data"
@@ -68,6 +69,7 @@ mariadb_up() { # mariadb_up INDEX
     --innodb-buffer-pool-size=256M --innodb-log-file-size=256M \
     --innodb-flush-log-at-trx-commit=2 --sync-binlog=0 \
     --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci \
+    --max-allowed-packet=256M \
     >"$d/stdout.log" 2>&1 &
   wait_until 60 "s$i (see $d/error.log)" mariadb-admin --no-defaults --socket="$sock" -uroot ping
   mariadb --no-defaults --socket="$sock" -uroot <<SQL
