@@ -70,6 +70,8 @@ pub struct BackendConn {
     pub connection_id: u32,
     /// Server status from the last reply (transaction state).
     pub status: u16,
+    /// Reused for framing commands.
+    wbuf: Vec<u8>,
 }
 
 impl BackendConn {
@@ -152,6 +154,7 @@ impl BackendConn {
                             capabilities: caps,
                             connection_id: hs.connection_id,
                             status: ok.status,
+                            wbuf: Vec::new(),
                         },
                         hs,
                     ));
@@ -187,11 +190,14 @@ impl BackendConn {
 
     /// Sends a command (sequence ids from 0); returns the last sequence id used.
     pub async fn send(&mut self, payload: &[u8]) -> Result<u8, BackendError> {
-        let mut out = Vec::with_capacity(payload.len() + 4);
+        let mut out = std::mem::take(&mut self.wbuf);
+        out.clear();
         let last = frame(&mut out, 0, payload);
-        self.conn
-            .write_raw(&out)
-            .await
+        let written = self.conn.write_raw(&out).await;
+        if out.capacity() <= 64 * 1024 {
+            self.wbuf = out;
+        }
+        written
             .map_err(|source| BackendError::Lost {
                 shard: self.shard.clone(),
                 source,

@@ -37,6 +37,9 @@ enum CmdError {
     /// A shard failed; the client is told, the shard connection is dropped.
     #[error(transparent)]
     Backend(BackendError),
+    /// The client has been told everything; the session must end.
+    #[error("{0}")]
+    End(String),
 }
 
 impl From<RelayError> for CmdError {
@@ -185,6 +188,7 @@ impl Session {
                 Ok(Next::Continue) => {}
                 Ok(Next::Quit) => return "client quit".into(),
                 Err(CmdError::ClientGone(e)) => return format!("client connection lost: {e}"),
+                Err(CmdError::End(why)) => return why,
                 Err(CmdError::Backend(e)) => {
                     return format!("closed after shard failure in a transaction: {e}")
                 }
@@ -228,8 +232,8 @@ impl Session {
         };
         match result {
             Ok(()) => Ok(Next::Continue),
-            Err(CmdError::ClientGone(e)) => Err(CmdError::ClientGone(e)),
             Err(CmdError::Backend(e)) => self.shard_failed(e).await,
+            Err(e) => Err(e),
         }
     }
 
@@ -357,11 +361,17 @@ impl Session {
         let mut observe = |kind: Kind, p: &[u8]| {
             match kind {
                 Kind::Ok { .. } => outcome.oks += 1,
-                Kind::Err => outcome.error = true,
+                Kind::Err => {
+                    outcome.error = true;
+                    let code = p.get(1..3).map(|c| u16::from_le_bytes([c[0], c[1]]));
+                    outcome.connection_ended =
+                        code.is_some_and(|c| CONNECTION_ENDING_ERRORS.contains(&c));
+                }
                 _ => {}
             }
             hook(kind, p)
         };
+        let was_in_trans = b.status & status::IN_TRANS != 0;
         relay_reply(
             b,
             &mut self.client,
@@ -370,6 +380,18 @@ impl Session {
             &mut observe,
         )
         .await?;
+        if outcome.connection_ended {
+            // The shard closes this connection after that error: open a new
+            // one next time. A transaction that was open is gone with it.
+            self.backends[shard] = None;
+            self.stmts.forget_shard(shard);
+            if was_in_trans {
+                return Err(CmdError::End(format!(
+                    "shard {} ended the connection inside a transaction",
+                    self.shared.config.shards[shard].name
+                )));
+            }
+        }
         Ok(outcome)
     }
 
@@ -756,7 +778,13 @@ struct Outcome {
     oks: usize,
     /// The reply ended with an ERR packet.
     error: bool,
+    /// ... one after which the shard closes the connection.
+    connection_ended: bool,
 }
+
+/// Errors after which a shard closes the connection: killed (1927), idle
+/// timeout (4031), shutdown (1053).
+const CONNECTION_ENDING_ERRORS: [u16; 3] = [1927, 4031, 1053];
 
 /// Whether a shard closed an idle connection (EOF or an unsolicited error
 /// packet waiting on the socket).
