@@ -197,11 +197,10 @@ impl BackendConn {
         if out.capacity() <= 64 * 1024 {
             self.wbuf = out;
         }
-        written
-            .map_err(|source| BackendError::Lost {
-                shard: self.shard.clone(),
-                source,
-            })?;
+        written.map_err(|source| BackendError::Lost {
+            shard: self.shard.clone(),
+            source,
+        })?;
         Ok(last)
     }
 

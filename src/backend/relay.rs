@@ -27,21 +27,33 @@ pub enum RelayError {
     Client(io::Error),
 }
 
-/// What a hook may do with a packet of the reply: keep it, or replace its payload.
-pub type Hook<'a> = &'a mut (dyn FnMut(Kind, &[u8]) -> Option<Vec<u8>> + Send);
+/// What a hook decides for one packet of the reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Pass it on unchanged.
+    Keep,
+    /// Pass on this payload instead.
+    Replace(Vec<u8>),
+    /// Do not pass it on (e.g. a parameter definition of a parameter idgate added).
+    Drop,
+}
+
+/// Called for every packet of a reply, with what the tracker made of it.
+pub type Hook<'a> = &'a mut (dyn FnMut(Kind, &[u8]) -> Action + Send);
 
 /// Relays one reply from `backend` to `client` until `tracker` says it is
-/// complete. `seq_delta` is added to every sequence id (non-zero only when the
-/// command was re-framed into a different number of packets than the client
-/// sent). LOCAL INFILE requests are answered by relaying the client's file
-/// packets to the shard.
+/// complete. Packets are renumbered from `first_seq` (the sequence id the
+/// client expects next), so a command re-framed into a different number of
+/// packets, or packets dropped by the hook, still reach the client in order.
+/// LOCAL INFILE requests are answered by relaying the client's file packets
+/// to the shard. Returns the sequence id of the last packet sent to the client.
 pub async fn relay_reply(
     backend: &mut BackendConn,
     client: &mut PacketConn,
     tracker: &mut Tracker,
-    seq_delta: u8,
+    first_seq: u8,
     hook: Hook<'_>,
-) -> Result<(), RelayError> {
+) -> Result<u8, RelayError> {
     let shard = backend.shard.clone();
     let protocol = |source: Malformed| {
         RelayError::Backend(BackendError::Protocol {
@@ -49,6 +61,9 @@ pub async fn relay_reply(
             source,
         })
     };
+    let mut seq = first_seq;
+    let mut last_sent = first_seq.wrapping_sub(1);
+    // Bytes at the front of the read buffer that are checked and ready to pass on.
     let mut pos = 0;
     loop {
         while let Some(h) = backend.conn.header_at(pos) {
@@ -56,25 +71,35 @@ pub async fn relay_reply(
             if backend.conn.buffered().len() < end {
                 break;
             }
-            let seq = h.seq.wrapping_add(seq_delta);
             let buf = backend.conn.buffered_mut();
             buf[pos + 3] = seq;
             let payload = &buf[pos + 4..end];
             let kind = tracker.feed(h.len, payload).map_err(protocol)?;
-            if let Some(replacement) = hook(kind, payload) {
-                flush(backend, client, pos).await?;
-                let mut out = Vec::with_capacity(replacement.len() + 4);
-                frame(&mut out, seq, &replacement);
-                client.write_raw(&out).await.map_err(RelayError::Client)?;
-                backend.conn.consume(4 + h.len);
-                pos = 0;
-            } else {
-                pos = end;
+            match hook(kind, payload) {
+                Action::Keep => {
+                    pos = end;
+                    last_sent = seq;
+                    seq = seq.wrapping_add(1);
+                }
+                Action::Replace(replacement) => {
+                    flush(backend, client, pos).await?;
+                    let mut out = Vec::with_capacity(replacement.len() + 4);
+                    last_sent = frame(&mut out, seq, &replacement);
+                    seq = last_sent.wrapping_add(1);
+                    client.write_raw(&out).await.map_err(RelayError::Client)?;
+                    backend.conn.consume(4 + h.len);
+                    pos = 0;
+                }
+                Action::Drop => {
+                    flush(backend, client, pos).await?;
+                    backend.conn.consume(4 + h.len);
+                    pos = 0;
+                }
             }
             if kind == Kind::LocalInfile {
                 flush(backend, client, pos).await?;
                 pos = 0;
-                relay_infile(backend, client, seq_delta).await?;
+                seq = relay_infile(backend, client, h.seq).await?;
                 tracker.resume_after_infile();
             }
             if tracker.is_done() {
@@ -84,7 +109,7 @@ pub async fn relay_reply(
         if tracker.is_done() {
             flush(backend, client, pos).await?;
             backend.status = tracker.status();
-            return Ok(());
+            return Ok(last_sent);
         }
         if pos >= FLUSH_AT {
             flush(backend, client, pos).await?;
@@ -117,17 +142,16 @@ async fn flush(
 
 /// Passes the client's LOCAL INFILE packets to the shard, physical packet by
 /// physical packet, up to and including the empty packet that ends the file.
+/// `request_seq` is the shard's sequence id of its request; the client's
+/// packets are renumbered after it. Returns the sequence id the client
+/// expects for the next packet of the reply.
 async fn relay_infile(
     backend: &mut BackendConn,
     client: &mut PacketConn,
-    seq_delta: u8,
-) -> Result<(), RelayError> {
-    let lost = |source| {
-        RelayError::Backend(BackendError::Lost {
-            shard: backend.shard.clone(),
-            source,
-        })
-    };
+    request_seq: u8,
+) -> Result<u8, RelayError> {
+    let shard = backend.shard.clone();
+    let mut backend_seq = request_seq;
     loop {
         client.fill_to(4).await.map_err(RelayError::Client)?;
         let Some(h) = client.header_at(0) else {
@@ -137,16 +161,22 @@ async fn relay_infile(
             .fill_to(4 + h.len)
             .await
             .map_err(RelayError::Client)?;
-        let buf = client.buffered_mut();
-        buf[3] = h.seq.wrapping_sub(seq_delta);
+        backend_seq = backend_seq.wrapping_add(1);
+        let client_next = h.seq.wrapping_add(1);
+        client.buffered_mut()[3] = backend_seq;
         backend
             .conn
             .write_raw(&client.buffered()[..4 + h.len])
             .await
-            .map_err(lost)?;
+            .map_err(|source| {
+                RelayError::Backend(BackendError::Lost {
+                    shard: shard.clone(),
+                    source,
+                })
+            })?;
         client.consume(4 + h.len);
         if h.len == 0 {
-            return Ok(());
+            return Ok(client_next);
         }
     }
 }

@@ -8,7 +8,7 @@
 use super::login::{self, Login, LoginError};
 use super::shared::Shared;
 use super::stmt::{PreparedStmt, Statements};
-use crate::backend::relay::{relay_reply, Hook, RelayError};
+use crate::backend::relay::{relay_reply, Action, Hook, RelayError};
 use crate::backend::{BackendConn, BackendError, ConnectParams};
 use crate::protocol::codes::{self, ErrorCode};
 use crate::protocol::consts::{cap, cmd, status};
@@ -339,7 +339,7 @@ impl Session {
         payload: &[u8],
         expect: Expect,
     ) -> Result<Outcome, CmdError> {
-        self.forward_with(shard, payload, expect, &mut |_, _| None)
+        self.forward_with(shard, payload, expect, &mut |_, _| Action::Keep)
             .await
     }
 
@@ -355,7 +355,7 @@ impl Session {
         let Some(b) = self.backends[shard].as_mut() else {
             return Ok(Outcome::default());
         };
-        let last = b.send(payload).await.map_err(CmdError::Backend)?;
+        b.send(payload).await.map_err(CmdError::Backend)?;
         let mut tracker = Tracker::new(expect, b.deprecate_eof(), b.status);
         let mut outcome = Outcome::default();
         let mut observe = |kind: Kind, p: &[u8]| {
@@ -376,7 +376,7 @@ impl Session {
             b,
             &mut self.client,
             &mut tracker,
-            client_seq.wrapping_sub(last),
+            client_seq.wrapping_add(1),
             &mut observe,
         )
         .await?;
@@ -438,7 +438,7 @@ impl Session {
         let mut backend_id = None;
         let mut hook = |kind: Kind, p: &[u8]| {
             if !std::mem::replace(&mut first, false) || kind == Kind::Err || p.len() < 12 {
-                return None;
+                return Action::Keep;
             }
             let mut c = Cursor::new(p);
             let _ = c.u8();
@@ -447,7 +447,7 @@ impl Session {
             stmt.params = c.u16().unwrap_or(0);
             let mut out = p.to_vec();
             out[1..5].copy_from_slice(&id.to_le_bytes());
-            Some(out)
+            Action::Replace(out)
         };
         let result = self
             .forward_with(0, payload, Expect::Prepare, &mut hook)
