@@ -7,6 +7,7 @@
 //! - [`handshake`]: the initial handshake, both as server (to clients) and as client (to shards).
 //! - [`reply`]: OK, ERR and EOF packets.
 //! - [`response`]: where a server's reply to a command ends (result sets, multi-results).
+//! - [`resultset`]: text result sets idgate writes itself (admin commands).
 //! - [`stmt`]: COM_STMT_EXECUTE parameter blocks.
 
 pub mod codes;
@@ -15,6 +16,7 @@ pub mod handshake;
 pub mod packet;
 pub mod reply;
 pub mod response;
+pub mod resultset;
 pub mod stmt;
 pub mod wire;
 

@@ -1,0 +1,125 @@
+//! Text-protocol result sets that idgate writes itself (admin commands).
+
+use super::consts::DEFAULT_CHARSET;
+use super::packet::frame;
+use super::reply::{self, OkPacket};
+use super::wire::put_lenenc_bytes;
+
+/// MYSQL_TYPE_VAR_STRING: every column of idgate's own result sets is text.
+const VAR_STRING: u8 = 0xfd;
+/// MYSQL_TYPE_LONGLONG.
+const LONGLONG: u8 = 0x08;
+
+/// Type of a column idgate writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnType {
+    Text,
+    /// Unsigned 64-bit integer (sent as text, typed so clients decode numbers).
+    UInt,
+}
+
+/// Frames a complete text result set (column count, definitions, rows,
+/// terminator) starting at sequence id `seq`; returns the bytes to send.
+/// `deprecate_eof` selects the terminators the client negotiated.
+pub fn text_result_set(
+    seq: u8,
+    columns: &[(&str, ColumnType)],
+    rows: &[Vec<Option<String>>],
+    deprecate_eof: bool,
+    status: u16,
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut seq = seq;
+    let mut push = |out: &mut Vec<u8>, payload: &[u8]| {
+        seq = frame(out, seq, payload).wrapping_add(1);
+    };
+    let mut p = Vec::new();
+    super::wire::put_lenenc(&mut p, columns.len() as u64);
+    push(&mut out, &p);
+    for (name, ty) in columns {
+        p.clear();
+        put_lenenc_bytes(&mut p, b"def");
+        put_lenenc_bytes(&mut p, b"");
+        put_lenenc_bytes(&mut p, b"");
+        put_lenenc_bytes(&mut p, b"");
+        put_lenenc_bytes(&mut p, name.as_bytes());
+        put_lenenc_bytes(&mut p, name.as_bytes());
+        p.push(0x0c);
+        let (charset, len, t, flags): (u16, u32, u8, u16) = match ty {
+            ColumnType::Text => (DEFAULT_CHARSET as u16, 1024, VAR_STRING, 0),
+            // binary charset, 20 digits, NOT_NULL | UNSIGNED | NUM
+            ColumnType::UInt => (63, 20, LONGLONG, 0x0001 | 0x0020 | 0x8000),
+        };
+        p.extend_from_slice(&charset.to_le_bytes());
+        p.extend_from_slice(&len.to_le_bytes());
+        p.push(t);
+        p.extend_from_slice(&flags.to_le_bytes());
+        p.push(0);
+        p.extend_from_slice(&[0, 0]);
+        push(&mut out, &p);
+    }
+    if !deprecate_eof {
+        push(&mut out, &reply::eof_packet(0, status));
+    }
+    for row in rows {
+        p.clear();
+        for v in row {
+            match v {
+                Some(s) => put_lenenc_bytes(&mut p, s.as_bytes()),
+                None => p.push(0xfb),
+            }
+        }
+        push(&mut out, &p);
+    }
+    if deprecate_eof {
+        let mut ok = reply::ok_packet(
+            &OkPacket {
+                affected_rows: 0,
+                last_insert_id: 0,
+                status,
+                warnings: 0,
+            },
+            b"",
+        );
+        ok[0] = reply::EOF;
+        push(&mut out, &ok);
+    } else {
+        push(&mut out, &reply::eof_packet(0, status));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::response::{Expect, Tracker};
+
+    #[test]
+    fn result_sets_are_complete_for_the_tracker_in_both_eof_modes() {
+        for deprecate in [false, true] {
+            let bytes = text_result_set(
+                1,
+                &[("name", ColumnType::Text), ("n", ColumnType::UInt)],
+                &[
+                    vec![Some("a".into()), Some("1".into())],
+                    vec![None, Some("2".into())],
+                ],
+                deprecate,
+                2,
+            );
+            let mut t = Tracker::new(Expect::Results, deprecate, 0);
+            let mut pos = 0;
+            let mut expected_seq = 1u8;
+            while pos < bytes.len() {
+                let len =
+                    u32::from_le_bytes([bytes[pos], bytes[pos + 1], bytes[pos + 2], 0]) as usize;
+                assert_eq!(bytes[pos + 3], expected_seq);
+                expected_seq += 1;
+                assert!(!t.is_done());
+                t.feed(len, &bytes[pos + 4..pos + 4 + len]).unwrap();
+                pos += 4 + len;
+            }
+            assert!(t.is_done(), "deprecate_eof={deprecate}");
+        }
+    }
+}
