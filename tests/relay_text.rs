@@ -6,147 +6,8 @@
 mod support;
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{ChangeUserOpts, Conn, Row, Value};
-use support::proxy::{self, Proxy};
-
-/// One column definition, every field a client can see.
-#[derive(Debug, Clone, PartialEq)]
-struct ColMeta {
-    name: String,
-    org_name: String,
-    table: String,
-    org_table: String,
-    schema: String,
-    charset: u16,
-    length: u32,
-    column_type: u8,
-    flags: u16,
-    decimals: u8,
-}
-
-/// What a statement produced, in order.
-#[derive(Debug, Clone, PartialEq)]
-enum Event {
-    Columns(Vec<ColMeta>),
-    Rows(Vec<Vec<Value>>),
-    Ok {
-        affected_rows: u64,
-        last_insert_id: Option<u64>,
-        warnings: u16,
-        info: String,
-    },
-    /// The connection's last OK packet once the statement is done.
-    Final {
-        affected_rows: u64,
-        last_insert_id: Option<u64>,
-        warnings: u16,
-        info: String,
-    },
-    Err {
-        code: u16,
-        state: String,
-        message: String,
-    },
-}
-
-/// Replaces the schema name (which differs between the two copies) everywhere.
-fn norm(s: &str, schema: &str) -> String {
-    s.replace(schema, "<schema>")
-}
-
-fn norm_value(v: Value, schema: &str) -> Value {
-    match v {
-        Value::Bytes(b) => match String::from_utf8(b) {
-            Ok(s) => Value::Bytes(norm(&s, schema).into_bytes()),
-            Err(e) => Value::Bytes(e.into_bytes()),
-        },
-        other => other,
-    }
-}
-
-fn error_event(e: mysql_async::Error, schema: &str) -> Event {
-    match e {
-        mysql_async::Error::Server(se) => Event::Err {
-            code: se.code,
-            state: se.state,
-            message: norm(&se.message, schema),
-        },
-        other => panic!("not a server error: {other}"),
-    }
-}
-
-fn columns(cols: &[mysql_async::Column], schema: &str) -> Vec<ColMeta> {
-    cols.iter()
-        .map(|c| ColMeta {
-            name: c.name_str().into_owned(),
-            org_name: c.org_name_str().into_owned(),
-            table: c.table_str().into_owned(),
-            org_table: c.org_table_str().into_owned(),
-            schema: norm(&c.schema_str(), schema),
-            charset: c.character_set(),
-            length: c.column_length(),
-            column_type: c.column_type() as u8,
-            flags: c.flags().bits(),
-            decimals: c.decimals(),
-        })
-        .collect()
-}
-
-/// Runs one (possibly multi-) statement and records every result.
-async fn run(conn: &mut Conn, sql: &str, schema: &str) -> Vec<Event> {
-    let mut ev = Vec::new();
-    let mut qr = match conn.query_iter(sql).await {
-        Ok(qr) => qr,
-        Err(e) => return vec![error_event(e, schema)],
-    };
-    loop {
-        let cols = qr.columns_ref().to_vec();
-        let ok = Event::Ok {
-            affected_rows: qr.affected_rows(),
-            last_insert_id: qr.last_insert_id(),
-            warnings: qr.warnings(),
-            info: norm(&qr.info(), schema),
-        };
-        if !cols.is_empty() {
-            ev.push(Event::Columns(columns(&cols, schema)));
-        }
-        match qr.collect::<Row>().await {
-            Ok(rows) if cols.is_empty() => {
-                assert!(rows.is_empty());
-                ev.push(ok);
-            }
-            Ok(rows) => ev.push(Event::Rows(
-                rows.into_iter()
-                    .map(|r| {
-                        r.unwrap()
-                            .into_iter()
-                            .map(|v| norm_value(v, schema))
-                            .collect()
-                    })
-                    .collect(),
-            )),
-            Err(e) => {
-                ev.push(error_event(e, schema));
-                return ev;
-            }
-        }
-        if qr.is_empty() {
-            // An error in a later statement is kept pending by the driver.
-            if let Err(e) = qr.drop_result().await {
-                ev.push(error_event(e, schema));
-                return ev;
-            }
-            // The last OK packet (a multi-statement's or a CALL's final result).
-            ev.push(Event::Final {
-                affected_rows: conn.affected_rows(),
-                last_insert_id: conn.last_insert_id(),
-                warnings: conn.get_warnings(),
-                info: norm(&conn.info(), schema),
-            });
-            return ev;
-        }
-    }
-}
+use mysql_async::{ChangeUserOpts, Conn};
+use support::proxy::{self, Event, Proxy};
 
 /// The statements of the differential test, in order.
 const SCRIPT: &[&str] = &[
@@ -239,8 +100,8 @@ async fn text_protocol_through_idgate_equals_direct() {
 
     let mut mismatches = Vec::new();
     for sql in SCRIPT {
-        let want = run(&mut direct, sql, &a).await;
-        let got = run(&mut through, sql, &b).await;
+        let want = proxy::run_text(&mut direct, sql, &a).await;
+        let got = proxy::run_text(&mut through, sql, &b).await;
         assert!(!want.is_empty(), "{sql}: nothing recorded");
         if want != got {
             mismatches.push(format!("{sql}\n  direct: {want:?}\n  idgate: {got:?}"));
@@ -250,7 +111,7 @@ async fn text_protocol_through_idgate_equals_direct() {
     let all: Vec<Event> = {
         let mut v = Vec::new();
         for sql in ["SELECT 1; SELECT 2", "SELECT * FROM no_such"] {
-            v.extend(run(&mut through, sql, &b).await);
+            v.extend(proxy::run_text(&mut through, sql, &b).await);
         }
         v
     };

@@ -328,10 +328,10 @@ impl LoginSpec {
 }
 
 /// Reads one logical packet with a timeout; `None` when the peer closed.
-pub async fn read_packet(conn: &mut PacketConn) -> Option<(u8, Vec<u8>)> {
+pub async fn read_packet(conn: &mut PacketConn) -> Option<(u8, u8, Vec<u8>)> {
     let mut buf = Vec::new();
     match tokio::time::timeout(Duration::from_secs(30), conn.read_packet(&mut buf, 1 << 30)).await {
-        Ok(Ok(Some((first, _)))) => Some((first, buf)),
+        Ok(Ok(Some((first, last)))) => Some((first, last, buf)),
         Ok(Ok(None)) | Ok(Err(_)) => None,
         Err(_) => panic!("no packet within 30 s"),
     }
@@ -357,7 +357,7 @@ impl RawClient {
     pub async fn connect(addr: SocketAddr, spec: &LoginSpec) -> LoginOutcome {
         let stream = TcpStream::connect(addr).await.expect("connect");
         let mut conn = PacketConn::new(stream);
-        let (_, greeting) = read_packet(&mut conn).await.expect("greeting");
+        let (_, _, greeting) = read_packet(&mut conn).await.expect("greeting");
         if greeting.first() == Some(&reply::ERR) {
             return LoginOutcome::Refused(reply::parse_err(&greeting).expect("ERR packet"));
         }
@@ -387,7 +387,7 @@ impl RawClient {
         conn.write_raw(&out).await.expect("send handshake response");
         let mut login_packets = Vec::new();
         loop {
-            let (seq, p) = read_packet(&mut conn).await.expect("login reply");
+            let (_, seq, p) = read_packet(&mut conn).await.expect("login reply");
             login_packets.push(p.clone());
             match p.first() {
                 Some(&reply::OK) => {
@@ -433,21 +433,36 @@ impl RawClient {
         self.conn.write_raw(bytes).await.expect("send raw bytes");
     }
 
-    /// Reads the next packet; `None` when the server closed the connection.
+    /// Reads the next logical packet (first sequence id, payload); `None`
+    /// when the server closed the connection.
     pub async fn read(&mut self) -> Option<(u8, Vec<u8>)> {
-        read_packet(&mut self.conn).await
+        read_packet(&mut self.conn)
+            .await
+            .map(|(first, _, p)| (first, p))
     }
 
-    /// Reads a whole reply (logical packets, with their first sequence ids).
-    pub async fn reply(&mut self, expect: Expect) -> Vec<(u8, Vec<u8>)> {
+    /// Reads a whole reply to a command whose last packet had sequence id
+    /// `last_sent`; checks that sequence ids go on without a gap.
+    pub async fn reply_after(&mut self, expect: Expect, last_sent: u8) -> Vec<Vec<u8>> {
         let mut t = Tracker::new(expect, self.deprecate_eof(), 0);
         let mut out = Vec::new();
+        let mut seq = last_sent;
         while !t.is_done() {
-            let (seq, p) = self.read().await.expect("reply packet before close");
-            let kind = t
-                .feed(p.len().min(0xff_fffe), &p)
-                .expect("well-formed reply");
-            out.push((seq, p));
+            let (first, last, p) = read_packet(&mut self.conn)
+                .await
+                .expect("reply packet before close");
+            assert_eq!(first, seq.wrapping_add(1), "reply sequence ids");
+            seq = last;
+            // The tracker follows physical packets: a logical packet of 16 MiB
+            // or more is a full first packet and (here) an empty continuation.
+            let kind = if p.len() >= 0xff_ffff {
+                let k = t.feed(0xff_ffff, &p).expect("well-formed reply");
+                t.feed(0, &[]).expect("continuation");
+                k
+            } else {
+                t.feed(p.len(), &p).expect("well-formed reply")
+            };
+            out.push(p);
             if kind == Kind::Err {
                 break;
             }
@@ -455,14 +470,17 @@ impl RawClient {
         out
     }
 
+    /// Reads a whole reply to a one-packet command.
+    pub async fn reply(&mut self, expect: Expect) -> Vec<Vec<u8>> {
+        self.reply_after(expect, 0).await
+    }
+
     /// Sends a command and returns the reply's payloads.
     pub async fn command(&mut self, payload: &[u8], expect: Expect) -> Vec<Vec<u8>> {
-        self.send(payload).await;
-        let r = self.reply(expect).await;
-        for (i, (seq, _)) in r.iter().enumerate() {
-            assert_eq!(*seq as usize, (i + 1) % 256, "reply sequence ids");
-        }
-        r.into_iter().map(|(_, p)| p).collect()
+        let mut out = Vec::new();
+        let last = frame(&mut out, 0, payload);
+        self.conn.write_raw(&out).await.expect("send command");
+        self.reply_after(expect, last).await
     }
 
     /// COM_QUERY; the reply's payloads.
@@ -517,4 +535,182 @@ pub fn err_of(reply: &[Vec<u8>]) -> Option<ErrPacket> {
         .last()
         .filter(|p| p.first() == Some(&reply::ERR))
         .map(|p| reply::parse_err(p).expect("ERR packet"))
+}
+
+// ---------------------------------------------------------------------------
+// Differential recording: what a client sees of a statement, comparable
+// between a direct connection and one through idgate.
+
+/// One column definition, every field a client can see.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColMeta {
+    pub name: String,
+    pub org_name: String,
+    pub table: String,
+    pub org_table: String,
+    pub schema: String,
+    pub charset: u16,
+    pub length: u32,
+    pub column_type: u8,
+    pub flags: u16,
+    pub decimals: u8,
+}
+
+/// What a statement produced, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Columns(Vec<ColMeta>),
+    Rows(Vec<Vec<mysql_async::Value>>),
+    Ok {
+        affected_rows: u64,
+        last_insert_id: Option<u64>,
+        warnings: u16,
+        info: String,
+    },
+    /// The connection's last OK packet once the statement is done.
+    Final {
+        affected_rows: u64,
+        last_insert_id: Option<u64>,
+        warnings: u16,
+        info: String,
+    },
+    Err {
+        code: u16,
+        state: String,
+        message: String,
+    },
+}
+
+/// Replaces the schema name (which differs between the two copies) everywhere.
+pub fn norm(s: &str, schema: &str) -> String {
+    s.replace(schema, "<schema>")
+}
+
+fn norm_value(v: mysql_async::Value, schema: &str) -> mysql_async::Value {
+    match v {
+        mysql_async::Value::Bytes(b) => match String::from_utf8(b) {
+            Ok(s) => mysql_async::Value::Bytes(norm(&s, schema).into_bytes()),
+            Err(e) => mysql_async::Value::Bytes(e.into_bytes()),
+        },
+        other => other,
+    }
+}
+
+/// A server error as an event; panics on any other error (a broken
+/// connection is never an expected outcome of a differential statement).
+pub fn error_event(e: mysql_async::Error, schema: &str) -> Event {
+    match e {
+        mysql_async::Error::Server(se) => Event::Err {
+            code: se.code,
+            state: se.state,
+            message: norm(&se.message, schema),
+        },
+        other => panic!("not a server error: {other}"),
+    }
+}
+
+pub fn columns(cols: &[mysql_async::Column], schema: &str) -> Vec<ColMeta> {
+    cols.iter()
+        .map(|c| ColMeta {
+            name: c.name_str().into_owned(),
+            org_name: c.org_name_str().into_owned(),
+            table: c.table_str().into_owned(),
+            org_table: c.org_table_str().into_owned(),
+            schema: norm(&c.schema_str(), schema),
+            charset: c.character_set(),
+            length: c.column_length(),
+            column_type: c.column_type() as u8,
+            flags: c.flags().bits(),
+            decimals: c.decimals(),
+        })
+        .collect()
+}
+
+/// Records every result of `qr`. Returns the events and whether the
+/// statement completed without error (then the caller adds [`Event::Final`]).
+async fn record<P: mysql_async::prelude::Protocol>(
+    mut qr: mysql_async::QueryResult<'_, '_, P>,
+    schema: &str,
+) -> (Vec<Event>, bool) {
+    let mut ev = Vec::new();
+    loop {
+        let cols = qr.columns_ref().to_vec();
+        let ok = Event::Ok {
+            affected_rows: qr.affected_rows(),
+            last_insert_id: qr.last_insert_id(),
+            warnings: qr.warnings(),
+            info: norm(&qr.info(), schema),
+        };
+        if !cols.is_empty() {
+            ev.push(Event::Columns(columns(&cols, schema)));
+        }
+        match qr.collect::<mysql_async::Row>().await {
+            Ok(rows) if cols.is_empty() => {
+                assert!(rows.is_empty());
+                ev.push(ok);
+            }
+            Ok(rows) => ev.push(Event::Rows(
+                rows.into_iter()
+                    .map(|r| {
+                        r.unwrap()
+                            .into_iter()
+                            .map(|v| norm_value(v, schema))
+                            .collect()
+                    })
+                    .collect(),
+            )),
+            Err(e) => {
+                ev.push(error_event(e, schema));
+                return (ev, false);
+            }
+        }
+        if qr.is_empty() {
+            // An error in a later statement is kept pending by the driver.
+            if let Err(e) = qr.drop_result().await {
+                ev.push(error_event(e, schema));
+                return (ev, false);
+            }
+            return (ev, true);
+        }
+    }
+}
+
+fn final_event(conn: &mysql_async::Conn, schema: &str) -> Event {
+    Event::Final {
+        affected_rows: conn.affected_rows(),
+        last_insert_id: conn.last_insert_id(),
+        warnings: conn.get_warnings(),
+        info: norm(&conn.info(), schema),
+    }
+}
+
+/// Runs one (possibly multi-) statement with the text protocol and records every result.
+pub async fn run_text(conn: &mut mysql_async::Conn, sql: &str, schema: &str) -> Vec<Event> {
+    use mysql_async::prelude::Queryable;
+    let (mut ev, done) = match conn.query_iter(sql).await {
+        Ok(qr) => record(qr, schema).await,
+        Err(e) => return vec![error_event(e, schema)],
+    };
+    if done {
+        ev.push(final_event(conn, schema));
+    }
+    ev
+}
+
+/// Executes a prepared statement and records every result.
+pub async fn run_exec(
+    conn: &mut mysql_async::Conn,
+    stmt: &mysql_async::Statement,
+    params: mysql_async::Params,
+    schema: &str,
+) -> Vec<Event> {
+    use mysql_async::prelude::Queryable;
+    let (mut ev, done) = match conn.exec_iter(stmt, params).await {
+        Ok(qr) => record(qr, schema).await,
+        Err(e) => return vec![error_event(e, schema)],
+    };
+    if done {
+        ev.push(final_event(conn, schema));
+    }
+    ev
 }
