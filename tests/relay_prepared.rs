@@ -382,7 +382,6 @@ async fn executes_without_types_match_direct() {
 }
 
 #[tokio::test]
-#[ignore = "bug: Session::backend_stmt returns the cached shard statement id before backend() notices the shard connection was closed and reopens it, so the execute goes to the new connection with the old id (1243)"]
 async fn execute_without_types_after_the_shard_connection_was_reopened() {
     let Some(tb) = support::testbed() else { return };
     let proxy = Proxy::start(&tb).await;

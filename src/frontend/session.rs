@@ -448,6 +448,12 @@ impl Session {
     /// The shard statement id for client statement `id` on `shard`, preparing
     /// it there first if that connection does not have it.
     async fn backend_stmt(&mut self, id: u32, shard: usize) -> Result<Option<u32>, CmdError> {
+        if self.stmts.get_mut(id).is_none() {
+            return Ok(None);
+        }
+        // Make sure the shard connection is alive first: reopening it forgets
+        // every statement id it had, and the caller is about to use the id.
+        self.backend(shard).await.map_err(CmdError::Backend)?;
         let Some(s) = self.stmts.get_mut(id) else {
             return Ok(None);
         };
@@ -455,7 +461,9 @@ impl Session {
             return Ok(Some(bid));
         }
         let prepare = s.prepare.clone();
-        let b = self.backend(shard).await.map_err(CmdError::Backend)?;
+        let Some(b) = self.backends[shard].as_mut() else {
+            return Ok(None);
+        };
         let packets = b
             .run(&prepare, Expect::Prepare)
             .await
