@@ -304,7 +304,6 @@ async fn malformed_packets_after_login() {
 /// An empty command payload: MariaDB treats it as COM_SLEEP and answers
 /// "Unknown command" (1047), keeping the connection.
 #[tokio::test]
-#[ignore = "bug: frontend::session::Session::run treats an empty command payload as a sequence error (1156, connection closed); MariaDB answers 1047 Unknown command and keeps the connection"]
 async fn empty_command_packet_is_answered_like_the_shard_does() {
     let Some(tb) = support::testbed() else { return };
     let proxy = Proxy::start(&tb).await;

@@ -144,7 +144,16 @@ impl Session {
             };
             let next = match read {
                 Ok(None) => return "client closed the connection".into(),
-                Ok(Some((first, last))) if first == 0 && !buf.is_empty() => {
+                Ok(Some((0, last))) if buf.is_empty() => {
+                    // MariaDB reads an empty command packet as COM_SLEEP:
+                    // "Unknown command", and the connection stays open.
+                    self.client_seq = last;
+                    self.send_error(1, &codes::ER_UNKNOWN_COM_ERROR, "Unknown command")
+                        .await
+                        .map(|_| Next::Continue)
+                        .map_err(CmdError::ClientGone)
+                }
+                Ok(Some((first, last))) if first == 0 => {
                     self.client_seq = last;
                     self.command(&buf).await
                 }
