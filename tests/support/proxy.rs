@@ -278,7 +278,7 @@ pub struct RawClient {
     pub conn: PacketConn,
     /// The server's greeting.
     pub greeting: ServerHandshake,
-    /// Capabilities this client announced.
+    /// Capabilities in force: what this client announced and the server offered.
     pub caps: u32,
     /// Packets seen during login after the handshake response (auth switch, OK).
     pub login_packets: Vec<Vec<u8>>,
@@ -393,8 +393,8 @@ impl RawClient {
                 Some(&reply::OK) => {
                     return LoginOutcome::Ok(RawClient {
                         conn,
+                        caps: caps & greeting.capabilities,
                         greeting,
-                        caps,
                         login_packets,
                     })
                 }
