@@ -109,9 +109,14 @@ async fn graceful_shutdown_lets_a_transaction_commit_and_closes_idle_sessions() 
         "the server stops once the last transaction ended"
     );
     assert!(t0.elapsed() < Duration::from_secs(15));
-    assert!(tx.query_drop("SELECT 1").await.is_err(), "closed after COMMIT");
+    assert!(
+        tx.query_drop("SELECT 1").await.is_err(),
+        "closed after COMMIT"
+    );
 
-    let mut direct = Conn::new(proxy::direct_opts(&tb, 0, Some(&db))).await.unwrap();
+    let mut direct = Conn::new(proxy::direct_opts(&tb, 0, Some(&db)))
+        .await
+        .unwrap();
     let ids: Vec<u32> = direct.query("SELECT id FROM t ORDER BY id").await.unwrap();
     assert_eq!(ids, vec![1, 2]);
     drop(direct);
@@ -143,9 +148,14 @@ async fn drain_timeout_cuts_a_transaction_that_never_ends() {
         took >= Duration::from_millis(900) && took < Duration::from_secs(5),
         "stopped after the 1 s drain timeout, took {took:?}"
     );
-    assert!(tx.query_drop("COMMIT").await.is_err(), "the session was cut");
+    assert!(
+        tx.query_drop("COMMIT").await.is_err(),
+        "the session was cut"
+    );
     // Its transaction was rolled back by the shard.
-    let mut direct = Conn::new(proxy::direct_opts(&tb, 0, Some(&db))).await.unwrap();
+    let mut direct = Conn::new(proxy::direct_opts(&tb, 0, Some(&db)))
+        .await
+        .unwrap();
     let mut n: Option<u64> = None;
     for _ in 0..50 {
         n = direct.query_first("SELECT COUNT(*) FROM t").await.unwrap();
