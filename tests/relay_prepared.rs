@@ -168,7 +168,7 @@ async fn run_script(conn: &mut Conn, schema: &str) -> Vec<(String, Vec<Event>)> 
                                 warnings: 0,
                                 info: "prepared".into(),
                             },
-                            Event::Columns(proxy::columns(&st.params(), schema)),
+                            Event::Columns(proxy::columns(st.params(), schema)),
                             Event::Columns(proxy::columns(&st.columns(), schema)),
                         ];
                         slots[slot] = Some(st);

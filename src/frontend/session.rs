@@ -153,7 +153,7 @@ impl Session {
                         .map(|_| Next::Continue)
                         .map_err(CmdError::ClientGone)
                 }
-                Ok(Some((first, last))) if first == 0 => {
+                Ok(Some((0, last))) => {
                     self.client_seq = last;
                     self.command(&buf).await
                 }
