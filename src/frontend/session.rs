@@ -147,7 +147,16 @@ impl Session {
             };
             let next = match read {
                 Ok(None) => return "client closed the connection".into(),
-                Ok(Some((first, last))) if first == 0 && !buf.is_empty() => {
+                Ok(Some((0, last))) if buf.is_empty() => {
+                    // MariaDB reads an empty command packet as COM_SLEEP:
+                    // "Unknown command", and the connection stays open.
+                    self.client_seq = last;
+                    self.send_error(1, &codes::ER_UNKNOWN_COM_ERROR, "Unknown command")
+                        .await
+                        .map(|_| Next::Continue)
+                        .map_err(CmdError::ClientGone)
+                }
+                Ok(Some((0, last))) => {
                     self.client_seq = last;
                     self.command(&buf).await
                 }
@@ -470,6 +479,12 @@ impl Session {
     /// The shard statement id for client statement `id` on `shard`, preparing
     /// it there first if that connection does not have it.
     async fn backend_stmt(&mut self, id: u32, shard: usize) -> Result<Option<u32>, CmdError> {
+        if self.stmts.get_mut(id).is_none() {
+            return Ok(None);
+        }
+        // Make sure the shard connection is alive first: reopening it forgets
+        // every statement id it had, and the caller is about to use the id.
+        self.backend(shard).await.map_err(CmdError::Backend)?;
         let Some(s) = self.stmts.get_mut(id) else {
             return Ok(None);
         };
@@ -477,7 +492,9 @@ impl Session {
             return Ok(Some(bid));
         }
         let prepare = s.prepare.clone();
-        let b = self.backend(shard).await.map_err(CmdError::Backend)?;
+        let Some(b) = self.backends[shard].as_mut() else {
+            return Ok(None);
+        };
         let packets = b
             .run(&prepare, Expect::Prepare)
             .await

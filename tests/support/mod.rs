@@ -83,3 +83,4 @@ pub fn unique(prefix: &str) -> String {
         N.fetch_add(1, Ordering::Relaxed)
     )
 }
+pub mod proxy;
