@@ -126,6 +126,12 @@ impl BackendConn {
         if p.database.is_some() {
             caps |= cap::CONNECT_WITH_DB;
         }
+        if (p.capabilities ^ caps) & cap::DEPRECATE_EOF != 0 {
+            // Replies are relayed as they are: both sides must end result sets alike.
+            return Err(proto(Malformed(
+                "the shard does not support CLIENT_DEPRECATE_EOF, which the client negotiated",
+            )));
+        }
         if p.attrs.is_some() && hs.capabilities & cap::CONNECT_ATTRS != 0 {
             caps |= cap::CONNECT_ATTRS;
         }

@@ -42,18 +42,24 @@ pub enum Action {
 pub type Hook<'a> = &'a mut (dyn FnMut(Kind, &[u8]) -> Action + Send);
 
 /// Relays one reply from `backend` to `client` until `tracker` says it is
-/// complete. Packets are renumbered from `first_seq` (the sequence id the
-/// client expects next), so a command re-framed into a different number of
-/// packets, or packets dropped by the hook, still reach the client in order.
-/// LOCAL INFILE requests are answered by relaying the client's file packets
-/// to the shard. Returns the sequence id of the last packet sent to the client.
+/// complete.
+///
+/// The shard's packets must arrive numbered from `backend_seq` (one past
+/// the last packet of the command); a gap is a protocol error. They are
+/// renumbered from `*next_seq` (the sequence id the client expects next), so
+/// a command re-framed into a different number of packets, or packets dropped
+/// by the hook, still reach the client in order; `*next_seq` is advanced past
+/// every packet written, also when the relay fails half-way, so an error
+/// packet sent after a partial reply stays in sequence. LOCAL INFILE requests
+/// are answered by relaying the client's file packets to the shard.
 pub async fn relay_reply(
     backend: &mut BackendConn,
     client: &mut PacketConn,
     tracker: &mut Tracker,
-    first_seq: u8,
+    backend_seq: u8,
+    next_seq: &mut u8,
     hook: Hook<'_>,
-) -> Result<u8, RelayError> {
+) -> Result<(), RelayError> {
     let shard = backend.shard.clone();
     let protocol = |source: Malformed| {
         RelayError::Backend(BackendError::Protocol {
@@ -61,8 +67,10 @@ pub async fn relay_reply(
             source,
         })
     };
-    let mut seq = first_seq;
-    let mut last_sent = first_seq.wrapping_sub(1);
+    // Sequence id of the next packet from the shard, and of the next one
+    // to the client counting packets not yet flushed.
+    let mut expected = backend_seq;
+    let mut seq = *next_seq;
     // Bytes at the front of the read buffer that are checked and ready to pass on.
     let mut pos = 0;
     loop {
@@ -71,6 +79,12 @@ pub async fn relay_reply(
             if backend.conn.buffered().len() < end {
                 break;
             }
+            if h.seq != expected {
+                // What is pending is not passed on: the client gets the error
+                // in its place, where it can read one.
+                return Err(protocol(Malformed("reply packets out of order")));
+            }
+            expected = expected.wrapping_add(1);
             let buf = backend.conn.buffered_mut();
             buf[pos + 3] = seq;
             let payload = &buf[pos + 4..end];
@@ -78,28 +92,30 @@ pub async fn relay_reply(
             match hook(kind, payload) {
                 Action::Keep => {
                     pos = end;
-                    last_sent = seq;
                     seq = seq.wrapping_add(1);
                 }
                 Action::Replace(replacement) => {
-                    flush(backend, client, pos).await?;
+                    flush(backend, client, pos, next_seq, seq).await?;
                     let mut out = Vec::with_capacity(replacement.len() + 4);
-                    last_sent = frame(&mut out, seq, &replacement);
-                    seq = last_sent.wrapping_add(1);
+                    seq = frame(&mut out, seq, &replacement).wrapping_add(1);
                     client.write_raw(&out).await.map_err(RelayError::Client)?;
+                    *next_seq = seq;
                     backend.conn.consume(4 + h.len);
                     pos = 0;
                 }
                 Action::Drop => {
-                    flush(backend, client, pos).await?;
+                    flush(backend, client, pos, next_seq, seq).await?;
                     backend.conn.consume(4 + h.len);
                     pos = 0;
                 }
             }
             if kind == Kind::LocalInfile {
-                flush(backend, client, pos).await?;
+                flush(backend, client, pos, next_seq, seq).await?;
                 pos = 0;
-                seq = relay_infile(backend, client, h.seq).await?;
+                let (client_next, backend_next) = relay_infile(backend, client, h.seq).await?;
+                seq = client_next;
+                *next_seq = seq;
+                expected = backend_next;
                 tracker.resume_after_infile();
             }
             if tracker.is_done() {
@@ -107,12 +123,12 @@ pub async fn relay_reply(
             }
         }
         if tracker.is_done() {
-            flush(backend, client, pos).await?;
+            flush(backend, client, pos, next_seq, seq).await?;
             backend.status = tracker.status();
-            return Ok(last_sent);
+            return Ok(());
         }
         if pos >= FLUSH_AT {
-            flush(backend, client, pos).await?;
+            flush(backend, client, pos, next_seq, seq).await?;
             pos = 0;
         }
         backend.conn.fill().await.map_err(|source| {
@@ -124,11 +140,14 @@ pub async fn relay_reply(
     }
 }
 
-/// Writes the first `n` buffered bytes of the shard's reply to the client.
+/// Writes the first `n` buffered bytes of the shard's reply to the client;
+/// `seq` is the sequence id that follows them.
 async fn flush(
     backend: &mut BackendConn,
     client: &mut PacketConn,
     n: usize,
+    next_seq: &mut u8,
+    seq: u8,
 ) -> Result<(), RelayError> {
     if n > 0 {
         client
@@ -136,6 +155,7 @@ async fn flush(
             .await
             .map_err(RelayError::Client)?;
         backend.conn.consume(n);
+        *next_seq = seq;
     }
     Ok(())
 }
@@ -143,13 +163,13 @@ async fn flush(
 /// Passes the client's LOCAL INFILE packets to the shard, physical packet by
 /// physical packet, up to and including the empty packet that ends the file.
 /// `request_seq` is the shard's sequence id of its request; the client's
-/// packets are renumbered after it. Returns the sequence id the client
-/// expects for the next packet of the reply.
+/// packets are renumbered after it. Returns the sequence ids the client and
+/// the shard use for the next packet of the reply.
 async fn relay_infile(
     backend: &mut BackendConn,
     client: &mut PacketConn,
     request_seq: u8,
-) -> Result<u8, RelayError> {
+) -> Result<(u8, u8), RelayError> {
     let shard = backend.shard.clone();
     let mut backend_seq = request_seq;
     loop {
@@ -176,7 +196,7 @@ async fn relay_infile(
             })?;
         client.consume(4 + h.len);
         if h.len == 0 {
-            return Ok(client_next);
+            return Ok((client_next, backend_seq.wrapping_add(1)));
         }
     }
 }

@@ -72,8 +72,10 @@ pub struct Session {
     stmts: Statements,
     /// The command being handled (reused between commands).
     buf: Vec<u8>,
-    /// Sequence id of the last packet the client sent for the current command.
-    client_seq: u8,
+    /// Sequence id of the next packet idgate sends the client for the
+    /// current command (advanced as a reply is relayed, so an error after a
+    /// partial reply still comes in order).
+    next_seq: u8,
 }
 
 /// Serves one accepted client connection until it quits, fails or the server
@@ -108,7 +110,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
         last_used: vec![Instant::now(); shards],
         stmts: Statements::default(),
         buf: Vec::new(),
-        client_seq: 0,
+        next_seq: 0,
     };
     let started = Instant::now();
     let reason = session.run(&mut shutdown).await;
@@ -150,14 +152,14 @@ impl Session {
                 Ok(Some((0, last))) if buf.is_empty() => {
                     // MariaDB reads an empty command packet as COM_SLEEP:
                     // "Unknown command", and the connection stays open.
-                    self.client_seq = last;
+                    self.next_seq = last.wrapping_add(1);
                     self.send_error(1, &codes::ER_UNKNOWN_COM_ERROR, "Unknown command")
                         .await
                         .map(|_| Next::Continue)
                         .map_err(CmdError::ClientGone)
                 }
                 Ok(Some((0, last))) => {
-                    self.client_seq = last;
+                    self.next_seq = last.wrapping_add(1);
                     self.command(&buf).await
                 }
                 Ok(Some(_)) => {
@@ -229,13 +231,9 @@ impl Session {
             cmd::CHANGE_USER => return self.change_user(payload).await,
             other => {
                 let msg = format!("Unknown command {other:#04x}");
-                self.send_error(
-                    self.client_seq.wrapping_add(1),
-                    &codes::ER_UNKNOWN_COM_ERROR,
-                    &msg,
-                )
-                .await
-                .map_err(CmdError::ClientGone)?;
+                self.send_error(self.next_seq, &codes::ER_UNKNOWN_COM_ERROR, &msg)
+                    .await
+                    .map_err(CmdError::ClientGone)?;
                 Ok(())
             }
         };
@@ -271,7 +269,7 @@ impl Session {
             }
             warn!(conn = self.id, "{e}");
         }
-        self.send_backend_error(self.client_seq.wrapping_add(1), &e)
+        self.send_backend_error(self.next_seq, &e)
             .await
             .map_err(CmdError::ClientGone)?;
         if broken && was_in_trans {
@@ -359,12 +357,11 @@ impl Session {
         expect: Expect,
         hook: Hook<'_>,
     ) -> Result<Outcome, CmdError> {
-        let client_seq = self.client_seq;
         self.backend(shard).await.map_err(CmdError::Backend)?;
         let Some(b) = self.backends[shard].as_mut() else {
             return Ok(Outcome::default());
         };
-        b.send(payload).await.map_err(CmdError::Backend)?;
+        let sent = b.send(payload).await.map_err(CmdError::Backend)?;
         let mut tracker = Tracker::new(expect, b.deprecate_eof(), b.status);
         let mut outcome = Outcome::default();
         let mut observe = |kind: Kind, p: &[u8]| {
@@ -385,7 +382,8 @@ impl Session {
             b,
             &mut self.client,
             &mut tracker,
-            client_seq.wrapping_add(1),
+            sent.wrapping_add(1),
+            &mut self.next_seq,
             &mut observe,
         )
         .await?;
@@ -429,8 +427,7 @@ impl Session {
             self.forward(0, payload, Expect::Single).await?;
             return Ok(());
         }
-        self.send_ok(self.client_seq.wrapping_add(1), status::AUTOCOMMIT)
-            .await
+        self.send_ok(self.next_seq, status::AUTOCOMMIT).await
     }
 
     async fn prepare(&mut self, payload: &[u8]) -> Result<(), CmdError> {
@@ -624,8 +621,7 @@ impl Session {
             }
         }
         if !replied {
-            self.send_ok(self.client_seq.wrapping_add(1), status::AUTOCOMMIT)
-                .await?;
+            self.send_ok(self.next_seq, status::AUTOCOMMIT).await?;
         }
         Ok(())
     }
@@ -651,7 +647,7 @@ impl Session {
         } else {
             Vec::new()
         };
-        let mut seq = self.client_seq.wrapping_add(1);
+        let mut seq = self.next_seq;
         let mut token = token;
         if !plugin.is_empty() && plugin != NATIVE_PASSWORD {
             let req = handshake::auth_switch_request(NATIVE_PASSWORD, &self.login.scramble);
@@ -709,24 +705,16 @@ impl Session {
 
     async fn unknown_stmt(&mut self, id: u32, name: &str) -> Result<(), CmdError> {
         let msg = format!("Unknown prepared statement handler ({id}) given to {name}");
-        self.send_error(
-            self.client_seq.wrapping_add(1),
-            &codes::ER_UNKNOWN_STMT_HANDLER,
-            &msg,
-        )
-        .await
-        .map_err(CmdError::ClientGone)
+        self.send_error(self.next_seq, &codes::ER_UNKNOWN_STMT_HANDLER, &msg)
+            .await
+            .map_err(CmdError::ClientGone)
     }
 
     async fn malformed(&mut self, what: &str) -> Result<(), CmdError> {
         let msg = format!("Malformed communication packet ({what})");
-        self.send_error(
-            self.client_seq.wrapping_add(1),
-            &codes::ER_MALFORMED_PACKET,
-            &msg,
-        )
-        .await
-        .map_err(CmdError::ClientGone)
+        self.send_error(self.next_seq, &codes::ER_MALFORMED_PACKET, &msg)
+            .await
+            .map_err(CmdError::ClientGone)
     }
 
     async fn send_ok(&mut self, seq: u8, st: u16) -> Result<(), CmdError> {

@@ -68,7 +68,8 @@ impl Shared {
             password: &self.config.backend.password,
             database: None,
             charset: DEFAULT_CHARSET,
-            capabilities: cap::SUPPORTED,
+            // Nothing is relayed on this connection: ask for no optional framing.
+            capabilities: cap::SUPPORTED & !cap::DEPRECATE_EOF,
             attrs: None,
             timeout: self.connect_timeout(),
         };
