@@ -275,6 +275,7 @@ async fn fake_shard(garbage_greeting: Greeting) -> String {
                     connection_id: id,
                     scramble: (b'a'..b'a' + 20).collect(),
                     capabilities: cap::SUPPORTED & !cap::DEPRECATE_EOF,
+                    ext_capabilities: 0,
                     charset: 45,
                     status: 2,
                     auth_plugin: b"mysql_native_password".to_vec(),

@@ -53,6 +53,9 @@ pub struct ConnectParams<'a> {
     /// Capabilities the client negotiated with idgate; the shard connection
     /// uses the same ones, so replies can be relayed byte for byte.
     pub capabilities: u32,
+    /// MariaDB extended capabilities the client negotiated (when it cleared
+    /// `LONG_PASSWORD`).
+    pub ext_capabilities: u32,
     /// The client's connection attributes, passed on.
     pub attrs: Option<&'a [u8]>,
     pub timeout: Duration,
@@ -70,6 +73,9 @@ pub struct BackendConn {
     pub connection_id: u32,
     /// Server status from the last reply (transaction state).
     pub status: u16,
+    /// The OK packet that completed the login (with the shard's session
+    /// state changes, for a client that logs in with a database).
+    pub login_ok: Vec<u8>,
     /// Reused for framing commands.
     wbuf: Vec<u8>,
 }
@@ -120,8 +126,15 @@ impl BackendConn {
         let mut caps = (p.capabilities & consts::cap::SUPPORTED & hs.capabilities)
             | cap::PROTOCOL_41
             | cap::SECURE_CONNECTION
-            | cap::LONG_PASSWORD
+            | (p.capabilities & cap::LONG_PASSWORD)
             | (hs.capabilities & cap::PLUGIN_AUTH);
+        let ext_caps =
+            if caps & cap::LONG_PASSWORD == 0 && hs.capabilities & cap::LONG_PASSWORD == 0 {
+                p.ext_capabilities & hs.ext_capabilities & cap::EXT_SUPPORTED
+            } else {
+                caps |= cap::LONG_PASSWORD;
+                0
+            };
         caps &= !(cap::CONNECT_WITH_DB | cap::CONNECT_ATTRS);
         if p.database.is_some() {
             caps |= cap::CONNECT_WITH_DB;
@@ -137,6 +150,7 @@ impl BackendConn {
         }
         let response = ClientHandshake {
             capabilities: caps,
+            ext_capabilities: ext_caps,
             max_packet: 1 << 30,
             charset: p.charset,
             user: p.user.as_bytes().to_vec(),
@@ -160,6 +174,7 @@ impl BackendConn {
                             capabilities: caps,
                             connection_id: hs.connection_id,
                             status: ok.status,
+                            login_ok: std::mem::take(&mut buf),
                             wbuf: Vec::new(),
                         },
                         hs,

@@ -16,6 +16,8 @@ pub struct Login {
     pub user: String,
     /// Capabilities both sides have.
     pub capabilities: u32,
+    /// MariaDB extended capabilities both sides have.
+    pub ext_capabilities: u32,
     pub charset: u8,
     pub database: Option<String>,
     pub attrs: Option<Vec<u8>>,
@@ -50,15 +52,20 @@ pub async fn login(
 ) -> Result<Login, LoginError> {
     let info = shared.shard_info.read().clone();
     let scramble = new_scramble();
-    let offered = (cap::SUPPORTED & info.capabilities)
-        | cap::REQUIRED
-        | cap::PLUGIN_AUTH
-        | cap::LONG_PASSWORD;
+    // LONG_PASSWORD only if the shard offers it: MariaDB leaves it out and
+    // uses the extended capabilities instead; idgate mirrors that.
+    let offered = (cap::SUPPORTED & info.capabilities) | cap::REQUIRED | cap::PLUGIN_AUTH;
+    let offered_ext = if offered & cap::LONG_PASSWORD == 0 {
+        info.ext_capabilities & cap::EXT_SUPPORTED
+    } else {
+        0
+    };
     let greeting = ServerHandshake {
         server_version: info.server_version.clone(),
         connection_id,
         scramble: scramble.clone(),
         capabilities: offered,
+        ext_capabilities: offered_ext,
         charset: info.charset,
         status: status::AUTOCOMMIT,
         auth_plugin: NATIVE_PASSWORD.to_vec(),
@@ -130,6 +137,7 @@ pub async fn login(
         reply_seq: seq,
         user,
         capabilities: hs.capabilities & offered,
+        ext_capabilities: hs.ext_capabilities & offered_ext,
         charset: if hs.charset == 0 {
             info.charset
         } else {

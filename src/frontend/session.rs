@@ -123,13 +123,29 @@ impl Session {
         // A client that names a database at login learns at once whether it
         // exists, as with a direct connection.
         let seq = self.login.reply_seq;
+        let mut login_ok = None;
         if self.schema.is_some() {
-            if let Err(e) = self.backend(0).await {
-                let _ = self.send_backend_error(seq, &e).await;
-                return format!("login database refused: {e}");
+            match self.backend(0).await {
+                // The shard's own OK: it carries the schema change for
+                // clients that track session state.
+                Ok(b) => login_ok = Some(std::mem::take(&mut b.login_ok)),
+                Err(e) => {
+                    let _ = self.send_backend_error(seq, &e).await;
+                    return format!("login database refused: {e}");
+                }
             }
         }
-        if let Err(e) = self.send_ok(seq, status::AUTOCOMMIT).await {
+        let sent = match login_ok {
+            Some(ok) => self.client.write_packet(seq, &ok).await.map(|_| ()),
+            None => self
+                .send_ok(seq, status::AUTOCOMMIT)
+                .await
+                .map_err(|e| match e {
+                    CmdError::ClientGone(io) => io,
+                    other => std::io::Error::other(other.to_string()),
+                }),
+        };
+        if let Err(e) = sent {
             return e.to_string();
         }
         let max_packet = self.shared.config.server.max_packet;
@@ -321,6 +337,7 @@ impl Session {
                 database: self.schema.as_deref(),
                 charset: self.login.charset,
                 capabilities: self.login.capabilities,
+                ext_capabilities: self.login.ext_capabilities,
                 attrs: self.login.attrs.as_deref(),
                 timeout: self.shared.connect_timeout(),
             };

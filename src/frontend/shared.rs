@@ -14,6 +14,8 @@ use std::time::Duration;
 pub struct ShardInfo {
     pub server_version: Vec<u8>,
     pub capabilities: u32,
+    /// MariaDB extended capabilities (when `capabilities` lacks `LONG_PASSWORD`).
+    pub ext_capabilities: u32,
     pub charset: u8,
 }
 
@@ -41,6 +43,7 @@ impl Shared {
             shard_info: RwLock::new(ShardInfo {
                 server_version: b"5.5.5-10.11.0-MariaDB-idgate".to_vec(),
                 capabilities: cap::SUPPORTED,
+                ext_capabilities: 0,
                 charset: DEFAULT_CHARSET,
             }),
             next_connection_id: AtomicU32::new(1),
@@ -70,6 +73,7 @@ impl Shared {
             charset: DEFAULT_CHARSET,
             // Nothing is relayed on this connection: ask for no optional framing.
             capabilities: cap::SUPPORTED & !cap::DEPRECATE_EOF,
+            ext_capabilities: 0,
             attrs: None,
             timeout: self.connect_timeout(),
         };
@@ -83,13 +87,17 @@ impl Shared {
     pub fn learn(&self, hs: &crate::protocol::handshake::ServerHandshake) {
         {
             let info = self.shard_info.read();
-            if info.server_version == hs.server_version && info.capabilities == hs.capabilities {
+            if info.server_version == hs.server_version
+                && info.capabilities == hs.capabilities
+                && info.ext_capabilities == hs.ext_capabilities
+            {
                 return;
             }
         }
         *self.shard_info.write() = ShardInfo {
             server_version: hs.server_version.clone(),
             capabilities: hs.capabilities,
+            ext_capabilities: hs.ext_capabilities,
             charset: hs.charset,
         };
     }

@@ -28,9 +28,19 @@ pub mod cap {
     pub const SESSION_TRACK: u32 = 1 << 23;
     pub const DEPRECATE_EOF: u32 = 1 << 24;
 
+    /// MariaDB extended capability: column definitions carry extended type
+    /// info (`json`, `inet6`, ...). It changes only column definition bytes,
+    /// which idgate relays as they are.
+    pub const EXT_EXTENDED_METADATA: u32 = 1 << 3;
+
+    /// The MariaDB extended capabilities idgate passes on. Not the others:
+    /// progress reports, bulk execute and metadata caching change the
+    /// packet flow idgate follows.
+    pub const EXT_SUPPORTED: u32 = EXT_EXTENDED_METADATA;
+
     /// What idgate can relay faithfully. Notably absent: COMPRESS and SSL (not
-    /// implemented), and MariaDB's extended capabilities (idgate sets
-    /// LONG_PASSWORD, which tells MariaDB peers to use none of them).
+    /// implemented). LONG_PASSWORD (MariaDB's `CLIENT_MYSQL`) is offered as the
+    /// shard offers it: without it MariaDB peers exchange extended capabilities.
     pub const SUPPORTED: u32 = LONG_PASSWORD
         | FOUND_ROWS
         | LONG_FLAG

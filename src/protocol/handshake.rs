@@ -16,6 +16,9 @@ pub struct ServerHandshake {
     /// 20-byte nonce for the password scramble.
     pub scramble: Vec<u8>,
     pub capabilities: u32,
+    /// MariaDB's extended capabilities (only when `capabilities` lacks
+    /// `LONG_PASSWORD`, which MariaDB calls `CLIENT_MYSQL`).
+    pub ext_capabilities: u32,
     pub charset: u8,
     pub status: u16,
     pub auth_plugin: Vec<u8>,
@@ -36,7 +39,13 @@ impl ServerHandshake {
         out.extend_from_slice(&self.status.to_le_bytes());
         out.extend_from_slice(&((self.capabilities >> 16) as u16).to_le_bytes());
         out.push((self.scramble.len() + 1) as u8);
-        out.extend_from_slice(&[0u8; 10]);
+        out.extend_from_slice(&[0u8; 6]);
+        let ext = if self.capabilities & cap::LONG_PASSWORD == 0 {
+            self.ext_capabilities
+        } else {
+            0
+        };
+        out.extend_from_slice(&ext.to_le_bytes());
         out.extend_from_slice(b);
         out.push(0);
         put_null_str(&mut out, &self.auth_plugin);
@@ -54,6 +63,7 @@ impl ServerHandshake {
         let mut scramble = c.take(8)?.to_vec();
         c.u8()?;
         let mut capabilities = c.u16()? as u32;
+        let mut ext_capabilities = 0;
         let mut charset = 0;
         let mut status = 0;
         let mut auth_plugin = Vec::new();
@@ -62,7 +72,11 @@ impl ServerHandshake {
             status = c.u16()?;
             capabilities |= (c.u16()? as u32) << 16;
             let auth_len = c.u8()? as usize;
-            c.take(10)?;
+            c.take(6)?;
+            let ext = c.u32()?;
+            if capabilities & cap::LONG_PASSWORD == 0 {
+                ext_capabilities = ext;
+            }
             if capabilities & cap::SECURE_CONNECTION != 0 {
                 let n = auth_len.saturating_sub(8).max(13);
                 let part = c.take(n.min(c.remaining()))?;
@@ -79,6 +93,7 @@ impl ServerHandshake {
             connection_id,
             scramble,
             capabilities,
+            ext_capabilities,
             charset,
             status,
             auth_plugin,
@@ -90,6 +105,9 @@ impl ServerHandshake {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ClientHandshake {
     pub capabilities: u32,
+    /// MariaDB's extended capabilities (sent when the client is not in
+    /// `CLIENT_MYSQL` mode).
+    pub ext_capabilities: u32,
     pub max_packet: u32,
     pub charset: u8,
     pub user: Vec<u8>,
@@ -113,7 +131,13 @@ impl ClientHandshake {
         }
         let max_packet = c.u32()?;
         let charset = c.u8()?;
-        c.take(23)?;
+        c.take(19)?;
+        let ext = c.u32()?;
+        let ext_capabilities = if capabilities & cap::LONG_PASSWORD == 0 {
+            ext
+        } else {
+            0
+        };
         let user = c.null_str().to_vec();
         let auth_response = if capabilities & cap::PLUGIN_AUTH_LENENC_CLIENT_DATA != 0 {
             c.lenenc_bytes()?.to_vec()
@@ -140,6 +164,7 @@ impl ClientHandshake {
         };
         Ok(ClientHandshake {
             capabilities,
+            ext_capabilities,
             max_packet,
             charset,
             user,
@@ -156,7 +181,13 @@ impl ClientHandshake {
         out.extend_from_slice(&self.capabilities.to_le_bytes());
         out.extend_from_slice(&self.max_packet.to_le_bytes());
         out.push(self.charset);
-        out.extend_from_slice(&[0u8; 23]);
+        out.extend_from_slice(&[0u8; 19]);
+        let ext = if self.capabilities & cap::LONG_PASSWORD == 0 {
+            self.ext_capabilities
+        } else {
+            0
+        };
+        out.extend_from_slice(&ext.to_le_bytes());
         put_null_str(&mut out, &self.user);
         if self.capabilities & cap::PLUGIN_AUTH_LENENC_CLIENT_DATA != 0 {
             put_lenenc_bytes(&mut out, &self.auth_response);
@@ -230,7 +261,8 @@ mod tests {
             server_version: b"5.5.5-10.11.19-MariaDB".to_vec(),
             connection_id: 77,
             scramble: (1..=20).collect(),
-            capabilities: cap::SUPPORTED,
+            capabilities: cap::SUPPORTED & !cap::LONG_PASSWORD,
+            ext_capabilities: cap::EXT_EXTENDED_METADATA,
             charset: 45,
             status: 2,
             auth_plugin: NATIVE_PASSWORD.to_vec(),
@@ -248,6 +280,7 @@ mod tests {
                     | cap::CONNECT_WITH_DB
                     | cap::CONNECT_ATTRS
                     | extra,
+                ext_capabilities: 0,
                 max_packet: 1 << 24,
                 charset: 45,
                 user: b"app".to_vec(),

@@ -374,6 +374,7 @@ impl RawClient {
         }
         let hs = ClientHandshake {
             capabilities: caps,
+            ext_capabilities: 0,
             max_packet: 1 << 30,
             charset: 45,
             user: spec.user.as_bytes().to_vec(),
