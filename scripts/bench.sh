@@ -38,7 +38,8 @@
 #
 # Environment: IDGATE_BIN (binary to use; default target/release/idgate),
 # IDGATE_TB_S0_PORT / IDGATE_TB_ETCD_PORT (test bed ports, as testbed.sh),
-# BENCH_DB / BENCH_IDS_DB (schemas, default sbtest / sbtest_ids).
+# BENCH_DB / BENCH_IDS_DB (schemas, default sbtest / sbtest_ids),
+# BENCH_APP_USER / BENCH_APP_PASSWORD (idgate's [[users]] account, default sbtest).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -82,7 +83,8 @@ host=127.0.0.1
 s0_port=${IDGATE_TB_S0_PORT:-33061}
 etcd_port=${IDGATE_TB_ETCD_PORT:-23790}
 backend_user=idgate backend_password=idgate # the test bed's account on every shard
-app_user=sbtest app_password=sbtest         # the account applications log in to idgate with
+app_user=${BENCH_APP_USER:-sbtest}                 # the [[users]] account sysbench logs in to idgate with
+app_password=${BENCH_APP_PASSWORD:-sbtest}
 db=${BENCH_DB:-sbtest}
 ids_db=${BENCH_IDS_DB:-sbtest_ids}
 idgate_bin=${IDGATE_BIN:-$repo/target/release/idgate}
@@ -248,7 +250,12 @@ start_idgate() {
   RUST_LOG=${RUST_LOG:-info} "$idgate_bin" serve --config "$tmp/idgate.toml" >"$tmp/idgate.log" 2>&1 &
   idgate_pid=$!
   if ! wait_ready 60 "$idgate_pid" "$port" "$app_user" "$app_password"; then
-    log "idgate SKIPPED: \`idgate serve --config\` did not answer SELECT 1 on $host:$port within 60 s; its log:"
+    if kill -0 "$idgate_pid" 2>/dev/null; then
+      log "idgate SKIPPED: \`idgate serve\` did not answer SELECT 1 as $app_user on $host:$port within 60 s; its log:"
+    else
+      local rc=0; wait "$idgate_pid" || rc=$?
+      log "idgate SKIPPED: \`idgate serve --config $tmp/idgate.toml\` exited with status $rc before answering; its log:"
+    fi
     tail -n 15 "$tmp/idgate.log" | sed 's/^/[bench]   idgate: /' >&2
     stop_pid idgate "$idgate_pid"
     idgate_pid=
@@ -336,7 +343,7 @@ run_one() {
   if [ "$target" = idgate_ids ] && [ -n "$writes" ]; then ids_writes=$((ids_writes + writes)); fi
   if ((rc != 0)) || [ -z "$tps" ] || [ -z "$p95" ]; then
     log "r$round $wl $target: sysbench FAILED (exit $rc):"
-    grep -v '^ *$' "$out" | tail -n 6 | sed 's/^/[bench]   /' >&2
+    { grep -m 2 'FATAL' "$out" || grep -v '^ *$' "$out" | tail -n 4; } | cut -c 1-240 | sed 's/^/[bench]   /' >&2
     ((round == 0)) || printf 'run\t%s\t%s\t%s\tNA\tNA\t%s\t%s\n' "$wl" "$target" "$round" "${writes:-NA}" "${errors:-NA}" >>"$results"
     return 0
   fi
@@ -415,10 +422,16 @@ mkdir -p "$outdir"
 tmp=$(mktemp -d /tmp/idgate-bench.XXXXXX)
 {
   echo "# idgate bench $stamp mode=$mode host=$(hostname) cpus=$(nproc) rounds=$rounds time=${duration}s warmup=${warmup}s threads=$threads table_size=$table_size"
+  echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "# commit $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown); $(sysbench --version); $(mariadb --version | sed 's/^mariadb *//'); server $(sql_s0 'SELECT VERSION()')"
   printf '# run\tworkload\ttarget\tround\ttps\tp95_ms\twrites\terrors\n'
   printf '# idle\tlabel\tphase\tsessions\trss_before_kib\trss_after_kib\tkib_per_session\n'
 } >"$results"
+
+load1=$(cut -d' ' -f1 /proc/loadavg)
+if awk -v l="$load1" -v n="$(nproc)" 'BEGIN { exit !(l > n / 2) }'; then
+  log "warning: the machine is busy (load average $load1 on $(nproc) cpus): absolute figures will be low, compare ratios"
+fi
 
 start_haproxy
 start_idgate
@@ -436,7 +449,12 @@ if [ "$mode" = idle ] || ((do_idle)); then
 fi
 
 {
-  echo "idgate bench $stamp: $(nproc) cpus, $rounds round(s) x ${duration}s, $threads threads; medians over rounds"
+  if [ "$mode" = run ]; then
+    echo "idgate bench $stamp: $(nproc) cpus, $rounds round(s) x ${duration}s, $threads threads; medians over rounds"
+  else
+    echo "idgate bench $stamp: idle sessions only"
+  fi
+  echo "load average: $(grep '^# load average' "$results" | sed 's/^# load average at start: //') at start, $(cut -d' ' -f1-3 /proc/loadavg) at end"
   ((idgate_ok)) || echo "NOTE: idgate was SKIPPED in this run (not built or not answering): direct and HAProxy only"
   "$py" "$repo/bench/report.py" "$results"
   grep '^# id check' "$results" | sed 's/^# //' || true
