@@ -164,7 +164,10 @@ cleanup() {
     ETCDCTL_API=3 etcdctl --endpoints="http://$host:$etcd_port" del --prefix "$etcd_prefix" >/dev/null 2>&1 || true
   fi
   if [ -n "$tmp" ] && [ -d "$tmp" ]; then
-    if [ -f "$tmp/idgate.log" ]; then cp "$tmp/idgate.log" "$outdir/idgate-$stamp.log" 2>/dev/null || true; fi
+    # idgate's log and config stay next to the results.
+    for f in idgate.log idgate.toml; do
+      if [ -f "$tmp/$f" ]; then cp "$tmp/$f" "$outdir/${f%.*}-$stamp.${f##*.}" 2>/dev/null || true; fi
+    done
     rm -rf "$tmp"
   fi
   exit "$rc"
@@ -189,10 +192,11 @@ start_haproxy() {
 build_idgate() {
   ((do_build)) || return 0
   local t0=$SECONDS
-  log "building idgate: cargo build --release (log: $tmp/build.log)"
-  if ! (cd "$repo" && cargo build --release) >"$tmp/build.log" 2>&1; then
-    tail -n 15 "$tmp/build.log" | sed 's/^/[bench]   build: /' >&2
-    log "cargo build --release failed"
+  local blog=$outdir/build-$stamp.log
+  log "building idgate: cargo build --release (log: $blog)"
+  if ! (cd "$repo" && cargo build --release) >"$blog" 2>&1; then
+    grep -E -m 8 -A 3 '^error' "$blog" | sed 's/^/[bench]   build: /' >&2
+    log "cargo build --release failed (log: $blog)"
     return 1
   fi
   log "built in $((SECONDS - t0)) s"
@@ -247,7 +251,8 @@ start_idgate() {
   if [ ! -x "$idgate_bin" ]; then log "idgate SKIPPED: no binary at $idgate_bin"; return 0; fi
   local port; port=$(free_port)
   write_idgate_config "$port"
-  RUST_LOG=${RUST_LOG:-info} "$idgate_bin" serve --config "$tmp/idgate.toml" >"$tmp/idgate.log" 2>&1 &
+  # warn: no per-session log lines while measuring (HAProxy logs nothing either).
+  RUST_LOG=${RUST_LOG:-warn} "$idgate_bin" serve --config "$tmp/idgate.toml" >"$tmp/idgate.log" 2>&1 &
   idgate_pid=$!
   if ! wait_ready 60 "$idgate_pid" "$port" "$app_user" "$app_password"; then
     if kill -0 "$idgate_pid" 2>/dev/null; then
@@ -256,7 +261,11 @@ start_idgate() {
       local rc=0; wait "$idgate_pid" || rc=$?
       log "idgate SKIPPED: \`idgate serve --config $tmp/idgate.toml\` exited with status $rc before answering; its log:"
     fi
-    tail -n 15 "$tmp/idgate.log" | sed 's/^/[bench]   idgate: /' >&2
+    if [ -s "$tmp/idgate.log" ]; then
+      tail -n 15 "$tmp/idgate.log" | sed 's/^/[bench]   idgate: /' >&2
+    else
+      log "  (empty)"
+    fi
     stop_pid idgate "$idgate_pid"
     idgate_pid=
     return 0
