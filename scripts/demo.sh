@@ -186,7 +186,7 @@ until mysql_cli "$port" "$app_user" "$app_password" -e 'SELECT 1' >/dev/null 2>&
   if ! kill -0 "$idgate_pid" 2>/dev/null; then
     rc=0; wait "$idgate_pid" || rc=$?; idgate_pid=
     tail -n 20 "$demo_dir/idgate.log" >&2
-    die "idgate exited with status $rc (log: $demo_dir/idgate.log)"
+    die "idgate exited with status $rc before answering on $host:$port (log: $demo_dir/idgate.log)"
   fi
   ((SECONDS < deadline)) || { tail -n 20 "$demo_dir/idgate.log" >&2; die "idgate did not answer on $host:$port within 60 s"; }
   sleep 0.2
