@@ -34,8 +34,10 @@ VIEWS = [
      []),
 ]
 
-# Ratios printed for every view even without a target.
-ALWAYS = [("haproxy", "direct")]
+# Ratios printed for every view even without a target (when both were measured);
+# haproxy2 is the A/A control of `scripts/bench.sh --control`: a second,
+# identical HAProxy, so haproxy2/haproxy shows how far noise alone goes.
+ALWAYS = [("haproxy", "direct"), ("haproxy2", "haproxy")]
 
 
 def load(path):
@@ -65,9 +67,10 @@ def paired(a, b):
 
 
 def show_view(title, data, cols, targets):
-    have = [c for c in cols if data.get(c)]
-    if not have:
+    if not any(data.get(c) for c in cols):
         return
+    if data.get("haproxy2"):
+        cols = cols + ["haproxy2"]
     print(f"\n== {title}")
     print(f"   {'target':<12}{'rounds':>7}{'median tps':>12}{'median p95 ms':>15}"
           f"{'min tps':>10}{'max tps':>10}")

@@ -21,6 +21,8 @@
 #   --no-idle          skip the idle-session step
 #   --no-idgate        measure direct and HAProxy only
 #   --no-build         do not run `cargo build --release`; use the existing binary
+#   --control          A/A control: a second, identical HAProxy (target haproxy2) in
+#                      every workload; haproxy2/haproxy shows the noise floor
 #
 # Workloads (text protocol, --db-ps-mode=disable, unless said):
 #   point_select    oltp_point_select
@@ -56,6 +58,7 @@ idle_conns=1000
 do_idle=1
 do_idgate=1
 do_build=1
+do_control=0
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 
@@ -73,6 +76,7 @@ while (($#)); do
     --no-idle) do_idle=0 ;;
     --no-idgate) do_idgate=0 ;;
     --no-build) do_build=0 ;;
+    --control) do_control=1 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -153,12 +157,17 @@ stop_pid() {
 
 tmp=
 haproxy_pid=
+haproxy2_pid=
+haproxy_port=
+haproxy2_port=
+idgate_port=
 idgate_pid=
 idgate_ok=0
 etcd_prefix=
 cleanup() {
   local rc=$?
   stop_pid haproxy "$haproxy_pid"
+  stop_pid haproxy2 "$haproxy2_pid"
   stop_pid idgate "$idgate_pid"
   if [ -n "$etcd_prefix" ] && command -v etcdctl >/dev/null; then
     ETCDCTL_API=3 etcdctl --endpoints="http://$host:$etcd_port" del --prefix "$etcd_prefix" >/dev/null 2>&1 || true
@@ -176,17 +185,23 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-start_haproxy() {
-  local port; port=$(free_port)
-  sed -e "s|@PIDFILE@|$tmp/haproxy.pid|" -e "s|@PORT@|$port|" -e "s|@BACKEND@|$host:$s0_port|" \
-    "$repo/bench/haproxy.cfg.in" >"$tmp/haproxy.cfg"
-  haproxy -q -c -f "$tmp/haproxy.cfg" || die "invalid HAProxy config $tmp/haproxy.cfg"
-  haproxy -D -f "$tmp/haproxy.cfg" || die "HAProxy did not start"
-  for _ in $(seq 1 50); do [ -s "$tmp/haproxy.pid" ] && break; sleep 0.1; done
-  haproxy_pid=$(cat "$tmp/haproxy.pid")
-  wait_ready 20 "$haproxy_pid" "$port" "$backend_user" "$backend_password" || die "HAProxy on port $port not answering"
-  haproxy_port=$port
-  log "HAProxy $(haproxy -v | sed -n '1s/^HAProxy version \([^ ]*\).*/\1/p') (mode tcp) on $host:$port -> s0, pid $haproxy_pid"
+start_haproxy() { # start_haproxy NAME: sets NAME_pid and NAME_port
+  local name=$1 port pid; port=$(free_port)
+  sed -e "s|@PORT@|$port|" -e "s|@BACKEND@|$host:$s0_port|" \
+    "$repo/bench/haproxy.cfg.in" >"$tmp/$name.cfg"
+  haproxy -q -c -f "$tmp/$name.cfg" || die "invalid HAProxy config $tmp/$name.cfg"
+  # In the foreground (-db) as a child of this script, exactly as idgate is
+  # started: a daemon (-D) calls setsid(), and with the kernel's autogroup
+  # scheduling a process in another session gets another share of the CPUs,
+  # which skewed the comparison on a loaded machine (an A/A test of two
+  # identical HAProxies differed by 1.4x).
+  haproxy -db -f "$tmp/$name.cfg" >"$tmp/$name.log" 2>&1 &
+  pid=$!
+  printf -v "${name}_pid" '%s' "$pid"
+  echo "$pid" >"$tmp/$name.pid"
+  wait_ready 20 "$pid" "$port" "$backend_user" "$backend_password" || die "$name on port $port not answering"
+  printf -v "${name}_port" '%s' "$port"
+  log "$name: HAProxy $(haproxy -v | sed -n '1s/^HAProxy version \([^ ]*\).*/\1/p') (mode tcp) on $host:$port -> s0, pid $pid"
 }
 
 build_idgate() {
@@ -306,6 +321,7 @@ target_args() {
   case "$1" in
     direct) printf '%s\n' "$s0_port" "$backend_user" "$backend_password" "$db" ;;
     haproxy) printf '%s\n' "$haproxy_port" "$backend_user" "$backend_password" "$db" ;;
+    haproxy2) printf '%s\n' "$haproxy2_port" "$backend_user" "$backend_password" "$db" ;;
     idgate) printf '%s\n' "$idgate_port" "$app_user" "$app_password" "$db" ;;
     idgate_ids) printf '%s\n' "$idgate_port" "$app_user" "$app_password" "$ids_db" ;;
   esac
@@ -322,6 +338,7 @@ workload_args() {
 
 workload_targets() {
   local t=(direct haproxy)
+  ((do_control)) && t+=(haproxy2)
   ((idgate_ok)) && t+=(idgate)
   [ "$1" = insert ] && ((idgate_ok)) && t+=(idgate_ids)
   echo "${t[@]}"
@@ -442,12 +459,14 @@ if awk -v l="$load1" -v n="$(nproc)" 'BEGIN { exit !(l > n / 2) }'; then
   log "warning: the machine is busy (load average $load1 on $(nproc) cpus): absolute figures will be low, compare ratios"
 fi
 
-start_haproxy
+start_haproxy haproxy
+((do_control)) && start_haproxy haproxy2
+# The tables exist before idgate starts (it may look at its rule tables).
+[ "$mode" = run ] && prepare_data
 start_idgate
 ((idgate_ok)) || echo "# idgate skipped" >>"$results"
 
 if [ "$mode" = run ]; then
-  prepare_data
   for wl in $workloads; do
     run_workload "$wl"
     [ "$wl" = insert ] && verify_ids
