@@ -10,7 +10,7 @@
 #   scripts/bench.sh idle [options]    only memory per idle client session
 #
 # Options:
-#   --quick            short smoke run: 1 round of 3 s, 1 s warm-up (< 3 minutes)
+#   --quick            short smoke run: 1 round of 3 s, 1 s warm-up, no control (< 3 minutes)
 #   --rounds N         rounds per workload (default 3)
 #   --time S           seconds per sysbench run (default 10)
 #   --warmup S         unrecorded warm-up run per target and workload (default 2; 0: none)
@@ -21,8 +21,9 @@
 #   --no-idle          skip the idle-session step
 #   --no-idgate        measure direct and HAProxy only
 #   --no-build         do not run `cargo build --release`; use the existing binary
-#   --control          A/A control: a second, identical HAProxy (target haproxy2) in
-#                      every workload; haproxy2/haproxy shows the noise floor
+#   --no-control       leave out the A/A control: a second, identical HAProxy
+#                      (target haproxy2) in every workload, whose ratio
+#                      haproxy2/haproxy shows the run's noise floor (default: on)
 #
 # Workloads (text protocol, --db-ps-mode=disable, unless said):
 #   point_select    oltp_point_select
@@ -58,14 +59,14 @@ idle_conns=1000
 do_idle=1
 do_idgate=1
 do_build=1
-do_control=0
+do_control=1
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 
 while (($#)); do
   case "$1" in
     run | idle) mode=$1 ;;
-    --quick) rounds=1 duration=3 warmup=1 ;;
+    --quick) rounds=1 duration=3 warmup=1 do_control=0 ;;
     --rounds) rounds=$2; shift ;;
     --time) duration=$2; shift ;;
     --warmup) warmup=$2; shift ;;
@@ -77,6 +78,7 @@ while (($#)); do
     --no-idgate) do_idgate=0 ;;
     --no-build) do_build=0 ;;
     --control) do_control=1 ;;
+    --no-control) do_control=0 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
