@@ -67,7 +67,8 @@ def main():
     # pools, lazily built tables) are not charged to the measured sessions.
     c = pymysql.connect(host=args.host, port=args.port, user=args.user,
                         password=args.password, database=args.database,
-                        autocommit=None, connect_timeout=10)
+                        autocommit=None, connect_timeout=10,
+                        read_timeout=60, write_timeout=60)
     c.cursor().execute("SELECT 1")
     c.close()
 
@@ -80,7 +81,8 @@ def main():
             conns.append(pymysql.connect(
                 host=args.host, port=args.port, user=args.user,
                 password=args.password, database=args.database,
-                autocommit=None, connect_timeout=10))
+                autocommit=None, connect_timeout=10,
+                read_timeout=60, write_timeout=60))
         except pymysql.MySQLError as e:
             failed += 1
             first_error = first_error or repr(e)

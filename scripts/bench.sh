@@ -139,7 +139,8 @@ free_port() {
 # fails early if PID (when given) has exited.
 wait_ready() {
   local deadline=$((SECONDS + $1)) pid=$2 port=$3 user=$4 password=$5
-  until mysql_cli "$port" "$user" "$password" -e 'SELECT 1' >/dev/null 2>&1; do
+  until timeout 10 mariadb --no-defaults --protocol=tcp -h"$host" -P"$port" -u"$user" -p"$password" \
+    --connect-timeout=5 -e 'SELECT 1' >/dev/null 2>&1; do
     if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then return 1; fi
     ((SECONDS < deadline)) || return 1
     sleep 0.2
@@ -360,8 +361,9 @@ run_one() {
   mapfile -t wla < <(workload_args "$wl")
   mapfile -t conn < <(sb_common "${tgt[@]}")
   out=$tmp/sysbench-$wl-$target-$round.out
-  sysbench "${wla[@]}" "${conn[@]}" \
-    --threads="$threads" --time="$secs" --report-interval=0 --percentile=95 run \
+  # A proxy that stops answering must not hang the whole run.
+  timeout --kill-after=5 $((secs + 60)) sysbench "${wla[@]}" "${conn[@]}" \
+    --threads="$threads" --time="$secs" --forced-shutdown=15 --report-interval=0 --percentile=95 run \
     >"$out" 2>&1 || rc=$?
   local tps p95 writes errors
   tps=$(awk '/^ *transactions:/ { gsub(/\(/, "", $3); print $3 }' "$out")

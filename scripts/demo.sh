@@ -57,7 +57,7 @@ mysql_cli() {
 # Lines `\! echo ...` in the input print notes between the statements (the
 # client ends them at a semicolon: notes must not contain one).
 session() { # session PORT USER PASSWORD < SQL
-  stdbuf -o0 -e0 mariadb --no-defaults --protocol=tcp -h"$host" -P"$1" -u"$2" -p"$3" \
+  timeout 120 stdbuf -o0 -e0 mariadb --no-defaults --protocol=tcp -h"$host" -P"$1" -u"$2" -p"$3" \
     --connect-timeout=5 --table -vvv --force 2>&1 | sed '/^Bye$/d'
 }
 
@@ -182,7 +182,8 @@ step "4. idgate serve --config $demo_dir/idgate.toml"
 RUST_LOG=${RUST_LOG:-info} "$idgate_bin" serve --config "$demo_dir/idgate.toml" >"$demo_dir/idgate.log" 2>&1 &
 idgate_pid=$!
 deadline=$((SECONDS + 60))
-until mysql_cli "$port" "$app_user" "$app_password" -e 'SELECT 1' >/dev/null 2>&1; do
+until timeout 10 mariadb --no-defaults --protocol=tcp -h"$host" -P"$port" -u"$app_user" -p"$app_password" \
+  --connect-timeout=5 -e 'SELECT 1' >/dev/null 2>&1; do
   if ! kill -0 "$idgate_pid" 2>/dev/null; then
     rc=0; wait "$idgate_pid" || rc=$?; idgate_pid=
     tail -n 20 "$demo_dir/idgate.log" >&2
