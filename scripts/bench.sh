@@ -196,8 +196,8 @@ start_haproxy() { # start_haproxy NAME: sets NAME_pid and NAME_port
   # In the foreground (-db) as a child of this script, exactly as idgate is
   # started: a daemon (-D) calls setsid(), and with the kernel's autogroup
   # scheduling a process in another session gets another share of the CPUs,
-  # which skewed the comparison on a loaded machine (an A/A test of two
-  # identical HAProxies differed by 1.4x).
+  # which skewed the comparison on a loaded machine (a daemonized HAProxy ran
+  # at 0.72x of an identical one in the foreground; see bench/README.md).
   haproxy -db -f "$tmp/$name.cfg" >"$tmp/$name.log" 2>&1 &
   pid=$!
   printf -v "${name}_pid" '%s' "$pid"
