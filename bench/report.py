@@ -97,6 +97,9 @@ def show_view(title, data, cols, targets):
         verdict = ""
         if goal is not None:
             verdict = f"  target >= {goal:.2f}x: " + ("PASS" if r >= goal else "FAIL")
+            n = min(len(data[a]), len(data[b]))
+            if n < 3:
+                verdict += f" (only {n} round{'s' if n > 1 else ''}: not conclusive)"
         print(f"   {a + '/' + b:<20} {r:5.2f}x{spread}{verdict}")
 
 

@@ -494,3 +494,7 @@ fi
   echo "raw results: $results"
 } | tee "$report"
 log "done in $((SECONDS - started)) s; report $report"
+if grep -q '^# id check.* FAIL$' "$results"; then
+  log "FAILED: the id check of $ids_db.sbtest1 (see above)"
+  exit 1
+fi
