@@ -1,0 +1,125 @@
+#!/usr/bin/python3
+"""Summarise a results file written by scripts/bench.sh.
+
+  bench/report.py target/bench/results-YYYYmmdd-HHMMSS.tsv
+
+Rows (tab-separated, '#' lines are comments):
+  run   WORKLOAD TARGET ROUND TPS P95_MS WRITES ERRORS
+  idle  LABEL PHASE SESSIONS RSS_BEFORE_KIB RSS_AFTER_KIB KIB_PER_SESSION
+
+For every workload: the median tps and median p95 latency per target, the
+ratios of the medians, the spread of the per-round (paired) ratios, and the
+targets of issues 2 and 4 beside the ratios they apply to.
+"""
+
+import statistics
+import sys
+
+# (title, workload in the file, {column label: target in the file}, targets)
+# targets: list of (numerator, denominator, minimum ratio)
+VIEWS = [
+    ("oltp_point_select (text protocol)", "point_select",
+     ["direct", "haproxy", "idgate"],
+     [("idgate", "haproxy", 1.3), ("idgate", "direct", 0.7)]),
+    ("oltp_insert (text protocol, table without a rule: pure relay)", "insert",
+     ["direct", "haproxy", "idgate"],
+     [("idgate", "haproxy", 1.2), ("idgate", "direct", 0.85)]),
+    ("oltp_insert, ids injected (direct/haproxy: MariaDB AUTO_INCREMENT in sbtest; "
+     "idgate: rule table sbtest_ids.sbtest1 without AUTO_INCREMENT)", "insert",
+     ["direct", "haproxy", "idgate_ids"],
+     [("idgate_ids", "haproxy", 1.15), ("idgate_ids", "direct", 0.8)]),
+    ("oltp_read_write (server-side prepared statements, --db-ps-mode=auto)",
+     "read_write_ps",
+     ["direct", "haproxy", "idgate"],
+     []),
+]
+
+# Ratios printed for every view even without a target (when both were measured);
+# haproxy2 is the A/A control of `scripts/bench.sh --control`: a second,
+# identical HAProxy, so haproxy2/haproxy shows how far noise alone goes.
+ALWAYS = [("haproxy", "direct"), ("haproxy2", "haproxy")]
+
+
+def load(path):
+    runs = {}
+    idle = []
+    with open(path) as f:
+        for line in f:
+            if not line.strip() or line.startswith("#"):
+                continue
+            p = line.rstrip("\n").split("\t")
+            if p[0] == "run" and len(p) >= 8:
+                _, wl, tgt, rnd, tps, p95, writes, errs = p[:8]
+                try:
+                    rec = (int(rnd), float(tps), float(p95))
+                except ValueError:
+                    continue  # a failed run (NA)
+                runs.setdefault(wl, {}).setdefault(tgt, []).append(rec)
+            elif p[0] == "idle" and len(p) >= 7:
+                idle.append(p[1:7])
+    return runs, idle
+
+
+def paired(a, b):
+    """Per-round ratios a/b for rounds both targets completed."""
+    bm = {r: t for r, t, _ in b}
+    return [t / bm[r] for r, t, _ in a if r in bm and bm[r] > 0]
+
+
+def show_view(title, data, cols, targets):
+    if not any(data.get(c) for c in cols):
+        return
+    if data.get("haproxy2"):
+        cols = cols + ["haproxy2"]
+    print(f"\n== {title}")
+    print(f"   {'target':<12}{'rounds':>7}{'median tps':>12}{'median p95 ms':>15}"
+          f"{'min tps':>10}{'max tps':>10}")
+    for c in cols:
+        rs = data.get(c)
+        if not rs:
+            print(f"   {c:<12}{'-':>7}   (not measured)")
+            continue
+        tps = [t for _, t, _ in rs]
+        p95 = [p for _, _, p in rs]
+        print(f"   {c:<12}{len(rs):>7}{statistics.median(tps):>12.0f}"
+              f"{statistics.median(p95):>15.2f}{min(tps):>10.0f}{max(tps):>10.0f}")
+    ratios = [(a, b, t) for a, b, t in targets] + [(a, b, None) for a, b in ALWAYS]
+    for a, b, goal in ratios:
+        if not data.get(a) or not data.get(b):
+            if goal is not None:
+                print(f"   {a}/{b}: not measured (target >= {goal}x)")
+            continue
+        ma = statistics.median([t for _, t, _ in data[a]])
+        mb = statistics.median([t for _, t, _ in data[b]])
+        r = ma / mb if mb else float("nan")
+        pr = paired(data[a], data[b])
+        spread = (f"  per round {min(pr):.2f}..{max(pr):.2f}" if len(pr) > 1 else "")
+        verdict = ""
+        if goal is not None:
+            verdict = f"  target >= {goal:.2f}x: " + ("PASS" if r >= goal else "FAIL")
+            n = min(len(data[a]), len(data[b]))
+            if n < 3:
+                verdict += f" (only {n} round{'s' if n > 1 else ''}: not conclusive)"
+        print(f"   {a + '/' + b:<20} {r:5.2f}x{spread}{verdict}")
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    runs, idle = load(sys.argv[1])
+    for title, wl, cols, targets in VIEWS:
+        show_view(title, runs.get(wl, {}), cols, targets)
+    if idle:
+        print("\n== memory per idle client session (VmRSS delta / sessions)")
+        for label, phase, n, before, after, per in idle:
+            goal = ""
+            if label == "idgate" and phase == "auth":
+                goal = "  target <= 64 KiB: " + ("PASS" if float(per) <= 64 else "FAIL")
+            print(f"   {label:<10}{phase:<7}{n:>6} sessions  RSS {before:>8} -> {after:>8} KiB"
+                  f"  {float(per):8.1f} KiB/session{goal}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

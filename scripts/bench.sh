@@ -1,0 +1,500 @@
+#!/usr/bin/env bash
+# Measure idgate's speed against the two baselines that matter, in one run:
+#   direct   sysbench -> MariaDB shard s0                 (the limit)
+#   haproxy  sysbench -> HAProxy (mode tcp) -> s0         (the peer: a plain TCP hop)
+#   idgate   sysbench -> idgate -> s0                     (what we build)
+# Targets are alternated round by round (the starting target rotates), and the
+# report quotes medians and ratios of medians: the machine is small and shared.
+#
+#   scripts/bench.sh [run] [options]   sysbench workloads, then the idle-session step
+#   scripts/bench.sh idle [options]    only memory per idle client session
+#
+# Options:
+#   --quick            short smoke run: 1 round of 3 s, 1 s warm-up, no control (< 3 minutes)
+#   --rounds N         rounds per workload (default 3)
+#   --time S           seconds per sysbench run (default 10)
+#   --warmup S         unrecorded warm-up run per target and workload (default 2; 0: none)
+#   --threads N        sysbench threads (default 16)
+#   --table-size N     rows in sbtest.sbtest1 (default 10000)
+#   --workloads "..."  subset of: point_select read_write_ps insert (default: all)
+#   --idle-conns N     sessions opened by the idle step (default 1000)
+#   --no-idle          skip the idle-session step
+#   --no-idgate        measure direct and HAProxy only
+#   --no-build         do not run `cargo build --release`; use the existing binary
+#   --no-control       leave out the A/A control: a second, identical HAProxy
+#                      (target haproxy2) in every workload, whose ratio
+#                      haproxy2/haproxy shows the run's noise floor (default: on)
+#
+# Workloads (text protocol, --db-ps-mode=disable, unless said):
+#   point_select    oltp_point_select
+#   read_write_ps   oltp_read_write --db-ps-mode=auto (server-side prepared statements)
+#   insert          oltp_insert --auto-inc=on (sysbench sends id = 0), four targets:
+#                   direct, haproxy and idgate into sbtest.sbtest1 (AUTO_INCREMENT,
+#                   no idgate rule: a pure relay), and idgate_ids into
+#                   sbtest_ids.sbtest1 (no AUTO_INCREMENT; idgate fills the id from
+#                   its sequence generator), after which every row is checked for a
+#                   unique, generated id.
+#
+# Results: target/bench/results-<stamp>.tsv (raw: one row per run) and
+# target/bench/results-<stamp>.txt (the report); bench/report.py FILE.tsv
+# re-prints the report of any results file.
+#
+# Environment: IDGATE_BIN (binary to use; default target/release/idgate),
+# IDGATE_TB_S0_PORT / IDGATE_TB_ETCD_PORT (test bed ports, as testbed.sh),
+# BENCH_DB / BENCH_IDS_DB (schemas, default sbtest / sbtest_ids),
+# BENCH_APP_USER / BENCH_APP_PASSWORD (idgate's [[users]] account, default sbtest).
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+py=/usr/bin/python3 # Debian's python, which has python3-pymysql
+
+mode=run
+rounds=3
+duration=10
+warmup=2
+threads=16
+table_size=10000
+workloads="point_select read_write_ps insert"
+idle_conns=1000
+do_idle=1
+do_idgate=1
+do_build=1
+do_control=1
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+
+while (($#)); do
+  case "$1" in
+    run | idle) mode=$1 ;;
+    --quick) rounds=1 duration=3 warmup=1 do_control=0 ;;
+    --rounds) rounds=$2; shift ;;
+    --time) duration=$2; shift ;;
+    --warmup) warmup=$2; shift ;;
+    --threads) threads=$2; shift ;;
+    --table-size) table_size=$2; shift ;;
+    --workloads) workloads=$2; shift ;;
+    --idle-conns) idle_conns=$2; shift ;;
+    --no-idle) do_idle=0 ;;
+    --no-idgate) do_idgate=0 ;;
+    --no-build) do_build=0 ;;
+    --control) do_control=1 ;;
+    --no-control) do_control=0 ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+host=127.0.0.1
+s0_port=${IDGATE_TB_S0_PORT:-33061}
+etcd_port=${IDGATE_TB_ETCD_PORT:-23790}
+backend_user=idgate backend_password=idgate # the test bed's account on every shard
+app_user=${BENCH_APP_USER:-sbtest}                 # the [[users]] account sysbench logs in to idgate with
+app_password=${BENCH_APP_PASSWORD:-sbtest}
+db=${BENCH_DB:-sbtest}
+ids_db=${BENCH_IDS_DB:-sbtest_ids}
+idgate_bin=${IDGATE_BIN:-$repo/target/release/idgate}
+
+stamp=$(date +%Y%m%d-%H%M%S)
+outdir=$repo/target/bench
+results=$outdir/results-$stamp.tsv
+report=$outdir/results-$stamp.txt
+started=$SECONDS
+
+log() { printf '[bench] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# ---------------------------------------------------------------- setup
+
+ensure_packages() {
+  local packages=(sysbench haproxy mariadb-client python3-pymysql curl etcd-client) missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  ((${#missing[@]} == 0)) && return 0
+  log "installing: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+}
+
+# mysql_cli PORT USER PASSWORD [mariadb options...]
+mysql_cli() {
+  local port=$1 user=$2 password=$3; shift 3
+  mariadb --no-defaults --protocol=tcp -h"$host" -P"$port" -u"$user" -p"$password" \
+    --connect-timeout=5 --batch --skip-column-names "$@"
+}
+sql_s0() { mysql_cli "$s0_port" "$backend_user" "$backend_password" -e "$1"; }
+
+testbed_reachable() {
+  sql_s0 'SELECT 1' >/dev/null 2>&1 && curl -fsS "http://$host:$etcd_port/health" >/dev/null 2>&1
+}
+
+free_port() {
+  "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# wait_ready SECONDS PID PORT USER PASSWORD: until `SELECT 1` works through PORT;
+# fails early if PID (when given) has exited.
+wait_ready() {
+  local deadline=$((SECONDS + $1)) pid=$2 port=$3 user=$4 password=$5
+  until timeout 10 mariadb --no-defaults --protocol=tcp -h"$host" -P"$port" -u"$user" -p"$password" \
+    --connect-timeout=5 -e 'SELECT 1' >/dev/null 2>&1; do
+    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then return 1; fi
+    ((SECONDS < deadline)) || return 1
+    sleep 0.2
+  done
+}
+
+# stop_pid NAME PID: SIGTERM, wait up to 15 s, then SIGKILL. Only our own pids.
+stop_pid() {
+  local name=$1 pid=$2
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+  log "stopping $name (pid $pid)"
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 1 75); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+  if kill -0 "$pid" 2>/dev/null; then log "$name did not stop in 15 s, killing"; kill -9 "$pid" 2>/dev/null || true; fi
+  wait "$pid" 2>/dev/null || true
+}
+
+tmp=
+haproxy_pid=
+haproxy2_pid=
+haproxy_port=
+haproxy2_port=
+idgate_port=
+idgate_pid=
+idgate_ok=0
+etcd_prefix=
+cleanup() {
+  local rc=$?
+  stop_pid haproxy "$haproxy_pid"
+  stop_pid haproxy2 "$haproxy2_pid"
+  stop_pid idgate "$idgate_pid"
+  if [ -n "$etcd_prefix" ] && command -v etcdctl >/dev/null; then
+    ETCDCTL_API=3 etcdctl --endpoints="http://$host:$etcd_port" del --prefix "$etcd_prefix" >/dev/null 2>&1 || true
+  fi
+  if [ -n "$tmp" ] && [ -d "$tmp" ]; then
+    # idgate's log and config stay next to the results.
+    for f in idgate.log idgate.toml; do
+      if [ -f "$tmp/$f" ]; then cp "$tmp/$f" "$outdir/${f%.*}-$stamp.${f##*.}" 2>/dev/null || true; fi
+    done
+    rm -rf "$tmp"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+start_haproxy() { # start_haproxy NAME: sets NAME_pid and NAME_port
+  local name=$1 port pid; port=$(free_port)
+  sed -e "s|@PORT@|$port|" -e "s|@BACKEND@|$host:$s0_port|" \
+    "$repo/bench/haproxy.cfg.in" >"$tmp/$name.cfg"
+  haproxy -q -c -f "$tmp/$name.cfg" || die "invalid HAProxy config $tmp/$name.cfg"
+  # In the foreground (-db) as a child of this script, exactly as idgate is
+  # started: a daemon (-D) calls setsid(), and with the kernel's autogroup
+  # scheduling a process in another session gets another share of the CPUs,
+  # which skewed the comparison on a loaded machine (a daemonized HAProxy ran
+  # at 0.72x of an identical one in the foreground; see bench/README.md).
+  haproxy -db -f "$tmp/$name.cfg" >"$tmp/$name.log" 2>&1 &
+  pid=$!
+  printf -v "${name}_pid" '%s' "$pid"
+  echo "$pid" >"$tmp/$name.pid"
+  wait_ready 20 "$pid" "$port" "$backend_user" "$backend_password" || die "$name on port $port not answering"
+  printf -v "${name}_port" '%s' "$port"
+  log "$name: HAProxy $(haproxy -v | sed -n '1s/^HAProxy version \([^ ]*\).*/\1/p') (mode tcp) on $host:$port -> s0, pid $pid"
+}
+
+build_idgate() {
+  ((do_build)) || return 0
+  local t0=$SECONDS
+  local blog=$outdir/build-$stamp.log
+  log "building idgate: cargo build --release (log: $blog)"
+  if ! (cd "$repo" && cargo build --release) >"$blog" 2>&1; then
+    grep -E -m 8 -A 3 '^error' "$blog" | sed 's/^/[bench]   build: /' >&2
+    log "cargo build --release failed (log: $blog)"
+    return 1
+  fi
+  log "built in $((SECONDS - t0)) s"
+}
+
+write_idgate_config() {
+  local port=$1
+  mkdir -p "$tmp/rules"
+  etcd_prefix="/idgate-bench-$stamp-$$"
+  cat >"$tmp/rules/bench.toml" <<EOF
+# The bench's one rule table: sysbench's sbtest1 in $ids_db, no AUTO_INCREMENT.
+[[generator]]
+name = "sbtest_ids"
+kind = "sequence"
+batch = 10000
+
+[[table]]
+name = "$ids_db.sbtest1"
+column = "id"
+generator = "sbtest_ids"
+EOF
+  cat >"$tmp/idgate.toml" <<EOF
+[server]
+listen = "$host:$port"
+
+[[users]]
+name = "$app_user"
+password = "$app_password"
+
+[backend]
+user = "$backend_user"
+password = "$backend_password"
+
+[[shards]]
+name = "s0"
+address = "$host:$s0_port"
+
+[allocator]
+store = "etcd"
+etcd_endpoints = ["http://$host:$etcd_port"]
+etcd_prefix = "$etcd_prefix"
+
+[rules]
+dir = "$tmp/rules"
+EOF
+}
+
+# Sets idgate_ok=1 when idgate runs and answers; otherwise says why it is skipped.
+start_idgate() {
+  if ((!do_idgate)); then log "idgate SKIPPED (--no-idgate)"; return 0; fi
+  if ! build_idgate; then log "idgate SKIPPED: it does not build"; return 0; fi
+  if [ ! -x "$idgate_bin" ]; then log "idgate SKIPPED: no binary at $idgate_bin"; return 0; fi
+  local port; port=$(free_port)
+  write_idgate_config "$port"
+  # warn: no per-session log lines while measuring (HAProxy logs nothing either).
+  RUST_LOG=${RUST_LOG:-warn} "$idgate_bin" serve --config "$tmp/idgate.toml" >"$tmp/idgate.log" 2>&1 &
+  idgate_pid=$!
+  if ! wait_ready 60 "$idgate_pid" "$port" "$app_user" "$app_password"; then
+    if kill -0 "$idgate_pid" 2>/dev/null; then
+      log "idgate SKIPPED: \`idgate serve\` did not answer SELECT 1 as $app_user on $host:$port within 60 s; its log:"
+    else
+      local rc=0; wait "$idgate_pid" || rc=$?
+      log "idgate SKIPPED: \`idgate serve --config $tmp/idgate.toml\` exited with status $rc before answering; its log:"
+    fi
+    if [ -s "$tmp/idgate.log" ]; then
+      tail -n 15 "$tmp/idgate.log" | sed 's/^/[bench]   idgate: /' >&2
+    else
+      log "  (empty)"
+    fi
+    stop_pid idgate "$idgate_pid"
+    idgate_pid=
+    return 0
+  fi
+  idgate_port=$port
+  idgate_ok=1
+  log "idgate on $host:$port, pid $idgate_pid, etcd prefix $etcd_prefix (config $tmp/idgate.toml)"
+}
+
+# ---------------------------------------------------------------- sysbench
+
+sb_common() { # sb_common PORT USER PASSWORD DB
+  printf '%s\n' --db-driver=mysql --mysql-host="$host" --mysql-port="$1" \
+    --mysql-user="$2" --mysql-password="$3" --mysql-db="$4" \
+    --tables=1 --table-size="$table_size"
+}
+
+prepare_data() {
+  local t0=$SECONDS args
+  log "preparing $db.sbtest1 ($table_size rows, AUTO_INCREMENT) and $ids_db.sbtest1 (empty, no AUTO_INCREMENT)"
+  sql_s0 "CREATE DATABASE IF NOT EXISTS \`$db\`; CREATE DATABASE IF NOT EXISTS \`$ids_db\`"
+  mapfile -t args < <(sb_common "$s0_port" "$backend_user" "$backend_password" "$db")
+  sysbench oltp_read_write "${args[@]}" cleanup >"$tmp/prepare.log" 2>&1
+  sysbench oltp_read_write "${args[@]}" prepare >>"$tmp/prepare.log" 2>&1 \
+    || { cat "$tmp/prepare.log" >&2; die "sysbench prepare failed"; }
+  # The rule table: sysbench's own definition, created empty (idgate's
+  # sequence starts at 1), then without AUTO_INCREMENT: idgate fills the id.
+  mapfile -t args < <(sb_common "$s0_port" "$backend_user" "$backend_password" "$ids_db")
+  sysbench oltp_insert "${args[@]}" cleanup >>"$tmp/prepare.log" 2>&1
+  sysbench oltp_insert "${args[@]}" --table-size=0 prepare >>"$tmp/prepare.log" 2>&1 \
+    || { cat "$tmp/prepare.log" >&2; die "sysbench prepare ($ids_db) failed"; }
+  sql_s0 "ALTER TABLE \`$ids_db\`.sbtest1 MODIFY id BIGINT NOT NULL"
+  log "prepared in $((SECONDS - t0)) s"
+}
+
+# target_args TARGET: prints PORT USER PASSWORD DB, one a line.
+target_args() {
+  case "$1" in
+    direct) printf '%s\n' "$s0_port" "$backend_user" "$backend_password" "$db" ;;
+    haproxy) printf '%s\n' "$haproxy_port" "$backend_user" "$backend_password" "$db" ;;
+    haproxy2) printf '%s\n' "$haproxy2_port" "$backend_user" "$backend_password" "$db" ;;
+    idgate) printf '%s\n' "$idgate_port" "$app_user" "$app_password" "$db" ;;
+    idgate_ids) printf '%s\n' "$idgate_port" "$app_user" "$app_password" "$ids_db" ;;
+  esac
+}
+
+workload_args() {
+  case "$1" in
+    point_select) printf '%s\n' oltp_point_select --db-ps-mode=disable ;;
+    read_write_ps) printf '%s\n' oltp_read_write --db-ps-mode=auto ;;
+    insert) printf '%s\n' oltp_insert --db-ps-mode=disable --auto-inc=on ;;
+    *) die "unknown workload $1" ;;
+  esac
+}
+
+workload_targets() {
+  local t=(direct haproxy)
+  ((do_control)) && t+=(haproxy2)
+  ((idgate_ok)) && t+=(idgate)
+  [ "$1" = insert ] && ((idgate_ok)) && t+=(idgate_ids)
+  echo "${t[@]}"
+}
+
+ids_writes=0 # rows sysbench reports it inserted through idgate into the rule table
+
+# run_one WORKLOAD TARGET ROUND SECONDS (ROUND 0: warm-up, not recorded)
+run_one() {
+  local wl=$1 target=$2 round=$3 secs=$4 tgt wla conn out rc=0
+  if [[ $target == idgate* ]] && ! kill -0 "$idgate_pid" 2>/dev/null; then
+    log "r$round $wl $target: idgate is no longer running (see $outdir/idgate-$stamp.log)"
+    printf 'run\t%s\t%s\t%s\tNA\tNA\tNA\tNA\n' "$wl" "$target" "$round" >>"$results"
+    return 0
+  fi
+  mapfile -t tgt < <(target_args "$target")
+  mapfile -t wla < <(workload_args "$wl")
+  mapfile -t conn < <(sb_common "${tgt[@]}")
+  out=$tmp/sysbench-$wl-$target-$round.out
+  # A proxy that stops answering must not hang the whole run.
+  timeout --kill-after=5 $((secs + 60)) sysbench "${wla[@]}" "${conn[@]}" \
+    --threads="$threads" --time="$secs" --forced-shutdown=15 --report-interval=0 --percentile=95 run \
+    >"$out" 2>&1 || rc=$?
+  local tps p95 writes errors
+  tps=$(awk '/^ *transactions:/ { gsub(/\(/, "", $3); print $3 }' "$out")
+  p95=$(awk '/95th percentile:/ { print $3 }' "$out")
+  writes=$(awk '/^ *write:/ { print $2 }' "$out")
+  errors=$(awk '/ignored errors:/ { print $3 }' "$out")
+  if [ "$target" = idgate_ids ] && [ -n "$writes" ]; then ids_writes=$((ids_writes + writes)); fi
+  if ((rc != 0)) || [ -z "$tps" ] || [ -z "$p95" ]; then
+    log "r$round $wl $target: sysbench FAILED (exit $rc):"
+    { grep -m 2 'FATAL' "$out" || grep -v '^ *$' "$out" | tail -n 4; } | cut -c 1-240 | sed 's/^/[bench]   /' >&2
+    ((round == 0)) || printf 'run\t%s\t%s\t%s\tNA\tNA\t%s\t%s\n' "$wl" "$target" "$round" "${writes:-NA}" "${errors:-NA}" >>"$results"
+    return 0
+  fi
+  if ((round == 0)); then
+    log "warm-up $wl $target: $tps tps, p95 $p95 ms"
+  else
+    log "r$round $wl $target: $tps tps, p95 $p95 ms"
+    printf 'run\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$wl" "$target" "$round" "$tps" "$p95" "$writes" "$errors" >>"$results"
+  fi
+}
+
+run_workload() {
+  local wl=$1 targets n r i
+  read -r -a targets <<<"$(workload_targets "$wl")"
+  n=${#targets[@]}
+  log "workload $wl: targets ${targets[*]}; $rounds round(s) of $duration s, $threads threads"
+  if ((warmup > 0)); then
+    for t in "${targets[@]}"; do run_one "$wl" "$t" 0 "$warmup"; done
+  fi
+  for ((r = 1; r <= rounds; r++)); do
+    # Rotate the order so that no target always runs first (or last) in a round.
+    for ((i = 0; i < n; i++)); do
+      run_one "$wl" "${targets[$(((i + r - 1) % n))]}" "$r" "$duration"
+    done
+  done
+}
+
+# Every row inserted through idgate into the rule table has its own id, idgate's.
+verify_ids() {
+  ((idgate_ok)) || return 0
+  local row count distinct minid zero
+  row=$(sql_s0 "SELECT COUNT(*), COUNT(DISTINCT id), COALESCE(MIN(id), 0), SUM(id IS NULL OR id = 0) FROM \`$ids_db\`.sbtest1")
+  read -r count distinct minid zero <<<"$row"
+  local verdict=PASS
+  if [ "$count" != "$distinct" ] || [ "$count" != "$ids_writes" ] || [ "$count" = 0 ] || [ "${zero:-0}" != 0 ] || ((minid < 1)); then
+    verdict=FAIL
+  fi
+  log "id check ($ids_db.sbtest1): $count rows, $distinct distinct ids, min id $minid, zero/NULL ids ${zero:-0}; sysbench reported $ids_writes inserts: $verdict"
+  printf '# id check %s.sbtest1: rows=%s distinct=%s min_id=%s zero_or_null=%s sysbench_inserts=%s %s\n' \
+    "$ids_db" "$count" "$distinct" "$minid" "${zero:-0}" "$ids_writes" "$verdict" >>"$results"
+}
+
+# ---------------------------------------------------------------- idle sessions
+
+idle_step() {
+  log "idle sessions: $idle_conns connections, VmRSS before and after"
+  # HAProxy first, as a reference (each of its sessions also holds a backend connection).
+  "$py" "$repo/bench/idle.py" --host "$host" --port "$haproxy_port" --user "$backend_user" \
+    --password "$backend_password" --pid "$haproxy_pid" -n "$idle_conns" --label haproxy \
+    --tsv "$results" >&2 || log "idle step against HAProxy reported errors"
+  if ((idgate_ok)); then
+    "$py" "$repo/bench/idle.py" --host "$host" --port "$idgate_port" --user "$app_user" \
+      --password "$app_password" --pid "$idgate_pid" -n "$idle_conns" --label idgate \
+      --target-kib 64 --tsv "$results" >&2 || log "idle step against idgate reported errors"
+  else
+    log "idle step: idgate SKIPPED (not running)"
+  fi
+}
+
+# ---------------------------------------------------------------- main
+
+ensure_packages
+# Each idle session is a file descriptor in the client, HAProxy and idgate.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+if (($(ulimit -n) < idle_conns + 200)); then
+  log "warning: open-file limit $(ulimit -n) is low for $idle_conns idle sessions"
+fi
+
+if testbed_reachable; then
+  log "test bed reachable (s0 $host:$s0_port, etcd $host:$etcd_port)"
+else
+  "$repo/scripts/testbed.sh" up
+fi
+
+mkdir -p "$outdir"
+tmp=$(mktemp -d /tmp/idgate-bench.XXXXXX)
+{
+  echo "# idgate bench $stamp mode=$mode host=$(hostname) cpus=$(nproc) rounds=$rounds time=${duration}s warmup=${warmup}s threads=$threads table_size=$table_size"
+  echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "# commit $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown); $(sysbench --version); $(mariadb --version | sed 's/^mariadb *//'); server $(sql_s0 'SELECT VERSION()')"
+  printf '# run\tworkload\ttarget\tround\ttps\tp95_ms\twrites\terrors\n'
+  printf '# idle\tlabel\tphase\tsessions\trss_before_kib\trss_after_kib\tkib_per_session\n'
+} >"$results"
+
+load1=$(cut -d' ' -f1 /proc/loadavg)
+if awk -v l="$load1" -v n="$(nproc)" 'BEGIN { exit !(l > n / 2) }'; then
+  log "warning: the machine is busy (load average $load1 on $(nproc) cpus): absolute figures will be low, compare ratios"
+fi
+
+start_haproxy haproxy
+((do_control)) && start_haproxy haproxy2
+# The tables exist before idgate starts (it may look at its rule tables).
+[ "$mode" = run ] && prepare_data
+start_idgate
+((idgate_ok)) || echo "# idgate skipped" >>"$results"
+
+if [ "$mode" = run ]; then
+  for wl in $workloads; do
+    run_workload "$wl"
+    [ "$wl" = insert ] && verify_ids
+  done
+fi
+if [ "$mode" = idle ] || ((do_idle)); then
+  idle_step
+fi
+
+{
+  if [ "$mode" = run ]; then
+    echo "idgate bench $stamp: $(nproc) cpus, $rounds round(s) x ${duration}s, $threads threads; medians over rounds"
+  else
+    echo "idgate bench $stamp: idle sessions only"
+  fi
+  echo "load average: $(grep '^# load average' "$results" | sed 's/^# load average at start: //') at start, $(cut -d' ' -f1-3 /proc/loadavg) at end"
+  ((idgate_ok)) || echo "NOTE: idgate was SKIPPED in this run (not built or not answering): direct and HAProxy only"
+  "$py" "$repo/bench/report.py" "$results"
+  grep '^# id check' "$results" | sed 's/^# //' || true
+  echo
+  echo "raw results: $results"
+} | tee "$report"
+log "done in $((SECONDS - started)) s; report $report"
+if grep -q '^# id check.* FAIL$' "$results"; then
+  log "FAILED: the id check of $ids_db.sbtest1 (see above)"
+  exit 1
+fi
