@@ -267,13 +267,21 @@ impl Sequence {
         if n == 0 {
             return Ok(true);
         }
-        // The waiting segment may serve it without the store.
-        let before = out.len();
-        let got = self.take_slow(&mut self.slow.lock(), n, out);
-        if got == n {
-            return Ok(true);
+        // The waiting segment may serve it without the store; claim only if
+        // everything is there (a partial claim would waste the remainder).
+        let mut s = self.slow.lock();
+        let inc = self.p.increment;
+        let cur = self.hot.cur.load(Ordering::Acquire);
+        let end = self.hot.end.load(Ordering::Acquire);
+        let pending: u64 = s.pending.iter().map(|(b, e)| (e - b).div_ceil(inc)).sum();
+        if end.saturating_sub(cur).div_ceil(inc) + pending >= n {
+            let before = out.len();
+            if self.take_slow(&mut s, n, out) == n {
+                return Ok(true);
+            }
+            out.truncate(before); // lost a race with the fast path: rare gap
         }
-        out.truncate(before);
+        drop(s);
         if self.exhausted.load(Ordering::Relaxed) {
             return Err(self.exhausted_error());
         }
@@ -452,8 +460,13 @@ impl Sequence {
 
     /// See [`crate::idgen::Generator::next`].
     pub(crate) async fn next(&self, n: u64, out: &mut Vec<u64>) -> Result<(), IdgenError> {
-        if self.try_next(n, out)? {
+        let span = self.span(n)?;
+        if let Some(c) = self.try_take(span) {
+            self.emit(out, c, n);
             return Ok(());
+        }
+        if self.exhausted.load(Ordering::Relaxed) {
+            return Err(self.exhausted_error());
         }
         if self.stopped.load(Ordering::Relaxed) {
             return Err(IdgenError::Shutdown(self.name.clone()));

@@ -37,8 +37,9 @@ struct Hot {
     /// position change together).
     state: AtomicU64,
     /// Exclusive bound on issued ticks: the persisted ceiling. 0 while there
-    /// is no valid lease.
-    limit: AtomicU64,
+    /// is no valid lease. Shared with the lease's lost-hook, which zeroes it
+    /// the moment the store reports the lease lost.
+    limit: Arc<AtomicU64>,
     /// Tick at which the background task is asked to extend the ceiling
     /// (`u64::MAX`: already asked).
     extend_mark: AtomicU64,
@@ -129,6 +130,9 @@ pub(crate) struct Snowflake {
     pub(crate) wake: Arc<Notify>,
     /// Set by shutdown.
     pub(crate) stopped: std::sync::atomic::AtomicBool,
+    /// Highest tick asked for by `set_floor`: a node id leased later (after a
+    /// lost lease) also starts at or above it.
+    floor_tick: AtomicU64,
     /// Stats counters.
     counters: Counters,
 }
@@ -174,13 +178,14 @@ impl Snowflake {
             timeout,
             hot: Hot {
                 state: AtomicU64::new(0),
-                limit: AtomicU64::new(0),
+                limit: Arc::new(AtomicU64::new(0)),
                 extend_mark: AtomicU64::new(u64::MAX),
             },
             slow: tokio::sync::Mutex::new(Slow::default()),
             info: Mutex::new(Info::default()),
             wake: Arc::new(Notify::new()),
             stopped: std::sync::atomic::AtomicBool::new(false),
+            floor_tick: AtomicU64::new(0),
             counters: Counters::default(),
         }
     }
@@ -356,7 +361,11 @@ impl Snowflake {
                 return Err(self.no_node(format!("cannot lease a node id: {e}")));
             }
         };
-        lease.state.on_lost(self.wake.clone());
+        let (limit, wake) = (self.hot.limit.clone(), self.wake.clone());
+        lease.state.on_lost(Box::new(move || {
+            limit.store(0, Ordering::SeqCst);
+            wake.notify_one();
+        }));
         let node = lease.node;
         let key = self.ceiling_key(node);
         let mut done = None;
@@ -376,7 +385,11 @@ impl Snowflake {
             } else {
                 0
             };
-            let start = self.now_tick().max(persisted).max(own_tick);
+            let start = self
+                .now_tick()
+                .max(persisted)
+                .max(own_tick)
+                .max(self.floor_tick.load(Ordering::Acquire));
             if start >= self.l.ts_max {
                 let _ = self.store.release_node(&self.scope, &lease).await;
                 return Err(IdgenError::Exhausted {
@@ -425,7 +438,7 @@ impl Snowflake {
         self.hot
             .state
             .store(self.l.compose(pos, node_part), Ordering::SeqCst);
-        self.publish(ceiling.value);
+        self.publish(ceiling.value, &lease);
         slow.ceiling = Some(ceiling);
         slow.lease = Some(lease);
         let mut info = self.info.lock();
@@ -435,10 +448,15 @@ impl Snowflake {
         Ok(())
     }
 
-    fn publish(&self, ceiling: u64) {
-        self.hot.limit.store(ceiling, Ordering::SeqCst);
+    /// Lets the fast path issue below `ceiling`, unless the lease is lost
+    /// (checked after the store, so a concurrent lost-hook always wins).
+    fn publish(&self, ceiling: u64, lease: &NodeLease) {
         let mark = ceiling.saturating_sub(self.p.lead_ticks / 2 + 1);
         self.hot.extend_mark.store(mark, Ordering::SeqCst);
+        self.hot.limit.store(ceiling, Ordering::SeqCst);
+        if !lease.state.is_valid() {
+            self.stop_issuing();
+        }
     }
 
     /// Persists a higher ceiling so that `n` more ids (and the clock plus
@@ -482,9 +500,7 @@ impl Snowflake {
                     value: target,
                     version,
                 });
-                if lease.state.is_valid() {
-                    self.publish(target);
-                }
+                self.publish(target, lease);
                 self.info.lock().ceiling = target;
                 Ok(())
             }
@@ -547,6 +563,7 @@ impl Snowflake {
         else {
             return Err(self.no_node("no node id leased".into()));
         };
+        self.floor_tick.fetch_max(tick, Ordering::AcqRel);
         let node_part = node << l.sb;
         self.hot
             .state

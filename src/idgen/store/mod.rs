@@ -33,16 +33,26 @@ pub struct Versioned {
 
 /// The state of one node-id lease, shared between the store (which keeps it
 /// alive) and the generator (which stops issuing when it is lost).
-#[derive(Debug, Default)]
 pub struct LeaseState {
     /// False once the lease is lost (expired, revoked, not kept alive in time).
     /// Never becomes true again: a new lease is a new `LeaseState`.
     valid: AtomicBool,
     /// Woken when `valid` turns false.
     lost: Notify,
-    /// Also woken when the lease is lost (the generators' background tasks),
-    /// without keeping this state alive.
-    watchers: parking_lot::Mutex<Vec<Arc<Notify>>>,
+    /// Called once when the lease is lost: the generator stops issuing at
+    /// once and wakes its background task (which re-leases).
+    watchers: parking_lot::Mutex<Vec<LostHook>>,
+}
+
+/// A callback run when a lease is lost.
+pub type LostHook = Box<dyn Fn() + Send + Sync>;
+
+impl std::fmt::Debug for LeaseState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseState")
+            .field("valid", &self.is_valid())
+            .finish()
+    }
 }
 
 impl LeaseState {
@@ -60,21 +70,29 @@ impl LeaseState {
         self.valid.load(Ordering::Acquire)
     }
 
-    /// Marks the lease lost and wakes whoever waits for that.
+    /// Marks the lease lost (once) and tells whoever waits for that.
     pub fn mark_lost(&self) {
-        self.valid.store(false, Ordering::Release);
-        self.lost.notify_waiters();
-        self.lost.notify_one();
-        for w in self.watchers.lock().iter() {
-            w.notify_one();
+        if self.valid.swap(false, Ordering::AcqRel) {
+            self.lost.notify_waiters();
+            self.lost.notify_one();
+            for hook in self.watchers.lock().iter() {
+                hook();
+            }
         }
     }
 
-    /// Registers `n` to be woken when the lease is lost.
-    pub fn on_lost(&self, n: Arc<Notify>) {
-        self.watchers.lock().push(n);
+    /// Registers `hook` to run when the lease is lost (at once if it already is).
+    pub fn on_lost(&self, hook: LostHook) {
         if !self.is_valid() {
-            self.mark_lost();
+            hook();
+            return;
+        }
+        self.watchers.lock().push(hook);
+        // Lost between the check and the push: the hook may not have run.
+        if !self.is_valid() {
+            if let Some(h) = self.watchers.lock().last() {
+                h();
+            }
         }
     }
 
