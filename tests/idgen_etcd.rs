@@ -746,6 +746,38 @@ async fn node_ids_exhausted_and_revoked() {
     b.shutdown().await;
 }
 
+/// An explicit id seen by one process above its own reservations is skipped
+/// by another process inside the segment it already holds (etcd watch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observed_id_reaches_other_processes() {
+    let Some(tb) = support::testbed() else { return };
+    let prefix = format!("/idgate-test/{}", support::unique("idgen"));
+    let cfg = etcd_config(&tb.etcd, &prefix);
+    let a = Allocator::open(&cfg, &rules()).await.expect("a");
+    let b = Allocator::open(&cfg, &rules()).await.expect("b");
+    let (ga, gb) = (
+        a.generator("orders").unwrap(),
+        b.generator("orders").unwrap(),
+    );
+    let mut out = Vec::new();
+    ga.next(1, &mut out).await.unwrap();
+    gb.next(1, &mut out).await.unwrap();
+    let (first_a, first_b) = (out[0], out[1]);
+    // An id inside b's segment, above everything a reserved.
+    let explicit = first_b.max(first_a) + 500;
+    ga.observe(explicit);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while gb.stats().next_id <= explicit {
+        assert!(Instant::now() < deadline, "b never heard of {explicit}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    out.clear();
+    gb.next(1, &mut out).await.unwrap();
+    assert!(out[0] > explicit);
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
 /// Measuring harness (not a pass/fail test): sustained 100k ids/s of
 /// `next(1)` for 10 s against the test bed's etcd; prints latency
 /// percentiles and etcd writes/s. Run with

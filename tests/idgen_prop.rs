@@ -575,3 +575,34 @@ async fn snowflake_restart_with_clock_backwards() {
         .unwrap();
     assert!(second[0] > *first.last().unwrap());
 }
+
+/// An explicit id one process sees above its reservations is skipped by the
+/// other processes too, even inside the segment they already hold.
+#[tokio::test]
+async fn observed_id_propagates_to_other_processes() {
+    let s = rule("o", GeneratorKind::Sequence);
+    let store = MemoryStore::new();
+    let clock = Arc::new(FakeClock::new(T0));
+    let rules = [s];
+    let a = Allocator::with_store(store.clone(), clock.clone(), &rules)
+        .await
+        .unwrap();
+    let b = Allocator::with_store(store.clone(), clock, &rules)
+        .await
+        .unwrap();
+    let (ga, gb) = (a.generator("o").unwrap(), b.generator("o").unwrap());
+    let mut out = Vec::new();
+    ga.next(1, &mut out).await.unwrap();
+    gb.next(1, &mut out).await.unwrap();
+    assert_eq!(out, [1, 1001]);
+    ga.observe(1500);
+    for _ in 0..200 {
+        if gb.stats().next_id > 1500 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    out.clear();
+    gb.next(1, &mut out).await.unwrap();
+    assert_eq!(out, [1501]);
+}

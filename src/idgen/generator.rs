@@ -148,10 +148,13 @@ impl Generator {
     ///
     /// Sequence: ids at or below `id` are never issued by this process
     /// afterwards (its cursor skips past `id`, like AUTO_INCREMENT), and when
-    /// `id` is beyond everything this process reserved, the store's
-    /// high-water mark is raised above it in the background, so other
-    /// processes' *next* reservations start above it too. (Ids another process
-    /// already holds in its cache are not recalled.)
+    /// `id` is beyond everything this process reserved, it is published in
+    /// the background: the store's high-water mark is raised above it (every
+    /// later reservation starts above it) and other processes following the
+    /// store (etcd watch) skip it in their caches too. An explicit id that
+    /// another process issues from its cache before the news arrives, or one
+    /// below this process's cursor but inside another's segment, can still
+    /// collide: segments are per process.
     ///
     /// Snowflake: ignored. An explicit id cannot collide with ours unless it
     /// forges our node id and a future timestamp, and raising our timestamp
@@ -278,6 +281,36 @@ impl Generator {
         match &self.imp {
             Imp::Sequence(_) => Duration::from_secs(1),
             Imp::Snowflake(s) => s.period(),
+        }
+    }
+}
+
+impl Generator {
+    /// Sequence: the floor published by other processes, if the store has any.
+    pub(crate) fn follow_floor(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        match &self.imp {
+            Imp::Sequence(s) => s.follow_floor(),
+            Imp::Snowflake(_) => None,
+        }
+    }
+}
+
+/// Applies the floor other processes publish: an explicit id one of them saw
+/// is skipped here too, even inside this process's cached segments. Ends when
+/// the generator is gone or the store stops following.
+pub(crate) async fn run_follow(gen: Weak<Generator>, mut rx: tokio::sync::watch::Receiver<u64>) {
+    loop {
+        let changed = tokio::time::timeout(Duration::from_secs(1), rx.changed()).await;
+        let Some(g) = gen.upgrade() else { return };
+        match changed {
+            Ok(Ok(())) => {
+                let v = *rx.borrow_and_update();
+                if let (Imp::Sequence(s), true) = (&g.imp, v > 0) {
+                    s.observe_published(v);
+                }
+            }
+            Ok(Err(_)) => return,
+            Err(_) => {} // just checking the generator is still there
         }
     }
 }

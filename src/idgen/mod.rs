@@ -182,10 +182,13 @@ impl Allocator {
             }
             prepared.push(g.clone());
         }
-        let tasks = map
-            .values()
-            .map(|g| tokio::spawn(generator::run_background(Arc::downgrade(g))))
-            .collect();
+        let mut tasks = Vec::new();
+        for g in map.values() {
+            tasks.push(tokio::spawn(generator::run_background(Arc::downgrade(g))));
+            if let Some(rx) = g.follow_floor() {
+                tasks.push(tokio::spawn(generator::run_follow(Arc::downgrade(g), rx)));
+            }
+        }
         Ok(Allocator {
             inner: Arc::new(Inner {
                 generators: map,

@@ -97,17 +97,13 @@ fn check_name(name: &str) -> Result<(), String> {
 
 fn not_for(kind: &str, fields: &[(&str, bool)]) -> Result<(), String> {
     let present: Vec<&str> = fields.iter().filter(|f| f.1).map(|f| f.0).collect();
-    if present.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} not apply to {kind} generators",
-            if present.len() == 1 {
-                format!("field `{}` does", present[0])
-            } else {
-                format!("fields `{}` do", present.join("`, `"))
-            }
-        ))
+    match present.as_slice() {
+        [] => Ok(()),
+        [one] => Err(format!("field `{one}` does not apply to {kind} generators")),
+        many => Err(format!(
+            "fields `{}` do not apply to {kind} generators",
+            many.join("`, `")
+        )),
     }
 }
 
@@ -292,9 +288,9 @@ pub fn parse_rfc3339_ms(s: &str) -> Result<u64, String> {
     if b.get(i) == Some(&b'.') {
         i += 1;
         let start = i;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
+        while let Some(d) = b.get(i).filter(|c| c.is_ascii_digit()) {
             if i - start < 3 {
-                millis = millis * 10 + i64::from(b[i] - b'0');
+                millis = millis * 10 + i64::from(d - b'0');
             }
             i += 1;
         }

@@ -55,6 +55,9 @@ struct Slow {
     floor: u64,
     /// Highest floor known to be in the store.
     floor_persisted: u64,
+    /// Highest floor that was above every reservation of this process when
+    /// seen, so other processes may hold it in their caches: to be published.
+    floor_to_publish: u64,
     /// Ids consumed (issued or skipped) from earlier segments.
     issued_done: u64,
     /// Size of the next reservation (adaptive).
@@ -96,6 +99,9 @@ pub(crate) struct Sequence {
     limit: u64,
     /// Store key of the high-water mark.
     key: String,
+    /// Store key of the highest explicit id (or floor) any process has seen
+    /// above its own reservations; followed so every process skips it.
+    floor_key: String,
     /// Where segments are reserved.
     store: Arc<dyn Store>,
     /// For rates.
@@ -151,6 +157,7 @@ impl Sequence {
         Sequence {
             name: name.to_string(),
             key: format!("seq/{name}/hwm"),
+            floor_key: format!("seq/{name}/floor"),
             limit,
             store,
             clock,
@@ -166,6 +173,7 @@ impl Sequence {
                 reserved_end: 0,
                 floor: 0,
                 floor_persisted: 0,
+                floor_to_publish: 0,
                 issued_done: 0,
                 batch: p.batch,
                 rate: 0.0,
@@ -267,25 +275,33 @@ impl Sequence {
         if n == 0 {
             return Ok(true);
         }
-        // The waiting segment may serve it without the store; claim only if
-        // everything is there (a partial claim would waste the remainder).
+        if self.take_all(n, out) {
+            return Ok(true);
+        }
+        if self.exhausted.load(Ordering::Relaxed) {
+            return Err(self.exhausted_error());
+        }
+        Ok(false)
+    }
+
+    /// Takes `n` ids from the current and waiting segments if they hold that
+    /// many; takes nothing otherwise (a partial claim would waste the rest of
+    /// the cache, which matters while the store is down).
+    fn take_all(&self, n: u64, out: &mut Vec<u64>) -> bool {
         let mut s = self.slow.lock();
         let inc = self.p.increment;
         let cur = self.hot.cur.load(Ordering::Acquire);
         let end = self.hot.end.load(Ordering::Acquire);
         let pending: u64 = s.pending.iter().map(|(b, e)| (e - b).div_ceil(inc)).sum();
-        if end.saturating_sub(cur).div_ceil(inc) + pending >= n {
-            let before = out.len();
-            if self.take_slow(&mut s, n, out) == n {
-                return Ok(true);
-            }
-            out.truncate(before); // lost a race with the fast path: rare gap
+        if end.saturating_sub(cur).div_ceil(inc) + pending < n {
+            return false;
         }
-        drop(s);
-        if self.exhausted.load(Ordering::Relaxed) {
-            return Err(self.exhausted_error());
+        let before = out.len();
+        if self.take_slow(&mut s, n, out) == n {
+            return true;
         }
-        Ok(false)
+        out.truncate(before); // lost a race with the fast path: a rare gap
+        false
     }
 
     /// Takes up to `need` ids from the current and pending segments, switching
@@ -487,21 +503,21 @@ impl Sequence {
         out: &mut Vec<u64>,
         deadline: tokio::time::Instant,
     ) -> Result<(), IdgenError> {
-        let mut need = n;
         loop {
-            need -= self.take_slow(&mut self.slow.lock(), need, out);
-            if need == 0 {
+            if self.take_all(n, out) {
                 return Ok(());
             }
             let mut view = tokio::time::timeout_at(deadline, self.store_view.lock())
                 .await
                 .map_err(|_| self.unavailable(StoreError::Timeout(self.timeout)))?;
             // Someone may have refilled while we waited for the lock.
-            need -= self.take_slow(&mut self.slow.lock(), need, out);
-            if need == 0 {
+            if self.take_all(n, out) {
                 return Ok(());
             }
-            let (count, min_base) = self.plan(need);
+            if self.exhausted.load(Ordering::Relaxed) {
+                return Err(self.exhausted_error());
+            }
+            let (count, min_base) = self.plan(n);
             let reserved = tokio::time::timeout_at(
                 deadline,
                 self.reserve_block(&mut view, count, min_base, false),
@@ -533,7 +549,7 @@ impl Sequence {
 
     fn floor_dirty(&self) -> bool {
         let s = self.slow.lock();
-        s.floor > s.floor_persisted && s.floor >= s.reserved_end
+        s.floor_to_publish > s.floor_persisted
     }
 
     /// One round of background work: refill and/or persist the floor.
@@ -565,7 +581,7 @@ impl Sequence {
             }
         }
         if self.floor_dirty() {
-            let floor = self.slow.lock().floor;
+            let floor = self.slow.lock().floor_to_publish;
             match tokio::time::timeout(self.timeout, self.persist_floor(&mut view, floor)).await {
                 Ok(r) => r?,
                 Err(_) => return Err(StoreError::Timeout(self.timeout)),
@@ -574,29 +590,46 @@ impl Sequence {
         Ok(())
     }
 
-    /// Raises the store's high-water mark above `floor` (never lowers it).
+    /// Makes `floor` durable and visible: raises the store's high-water mark
+    /// above it (later reservations of every process start above it), then
+    /// the followed floor key (processes holding it in their cache skip it).
+    /// Never lowers either.
     async fn persist_floor(
         &self,
         view: &mut Option<Versioned>,
         floor: u64,
     ) -> Result<(), StoreError> {
         let target = self.align(floor.saturating_add(1)).unwrap_or(self.limit);
+        self.raise_key(&self.key, view, target).await?;
+        let mut floor_view = None;
+        self.raise_key(&self.floor_key, &mut floor_view, floor)
+            .await?;
+        let mut s = self.slow.lock();
+        s.floor_persisted = s.floor_persisted.max(floor);
+        Ok(())
+    }
+
+    /// Compare-and-swap loop raising `key` to at least `target`.
+    async fn raise_key(
+        &self,
+        key: &str,
+        view: &mut Option<Versioned>,
+        target: u64,
+    ) -> Result<(), StoreError> {
         for _ in 0..64 {
             let current = match *view {
                 Some(v) => Some(v),
-                None => self.store.load(&self.key).await.inspect_err(|e| {
+                None => self.store.load(key).await.inspect_err(|e| {
                     self.note_error(e);
                 })?,
             };
             if current.is_some_and(|v| v.value >= target) {
-                let mut s = self.slow.lock();
-                s.floor_persisted = s.floor_persisted.max(floor);
                 return Ok(());
             }
             *view = None;
             match self
                 .store
-                .compare_and_set(&self.key, current.map(|v| v.version), target)
+                .compare_and_set(key, current.map(|v| v.version), target)
                 .await
             {
                 Ok(Some(version)) => {
@@ -605,6 +638,7 @@ impl Sequence {
                         value: target,
                         version,
                     });
+                    return Ok(());
                 }
                 Ok(None) => {}
                 Err(e) => {
@@ -618,6 +652,11 @@ impl Sequence {
         ))
     }
 
+    /// Follows the floor other processes publish (see [`Sequence::persist_floor`]).
+    pub(crate) fn follow_floor(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.store.follow(&self.floor_key)
+    }
+
     fn note_error(&self, e: &StoreError) {
         self.counters.store_errors.fetch_add(1, Ordering::Relaxed);
         self.slow.lock().last_error = Some(e.to_string());
@@ -625,10 +664,22 @@ impl Sequence {
 
     /// See [`crate::idgen::Generator::observe`].
     pub(crate) fn observe(&self, id: u64) {
+        self.skip_past(id, false);
+    }
+
+    /// A floor another process published (already in the store).
+    pub(crate) fn observe_published(&self, id: u64) {
+        self.skip_past(id, true);
+    }
+
+    fn skip_past(&self, id: u64, published: bool) {
         if id < self.hot.cur.load(Ordering::Relaxed) {
             return; // below everything this process can still issue
         }
         let mut s = self.slow.lock();
+        if published {
+            s.floor_persisted = s.floor_persisted.max(id);
+        }
         if id <= s.floor {
             return;
         }
@@ -645,7 +696,10 @@ impl Sequence {
             }
         }
         self.set_mark(&s);
-        if id >= s.reserved_end || self.hot.cur.load(Ordering::Acquire) >= end {
+        if !published && id >= s.reserved_end {
+            s.floor_to_publish = id;
+            self.wake.notify_one();
+        } else if self.hot.cur.load(Ordering::Acquire) >= end {
             self.wake.notify_one();
         }
     }

@@ -14,7 +14,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp};
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, WatchOptions,
+};
 use tokio::time::Instant;
 
 use super::{parse_counter, LeaseState, NodeLease, Store, StoreError, StoreFuture, Versioned};
@@ -248,6 +250,17 @@ impl Store for EtcdStore {
         })
     }
 
+    fn follow(&self, key: &str) -> Option<tokio::sync::watch::Receiver<u64>> {
+        let (tx, rx) = tokio::sync::watch::channel(0);
+        tokio::spawn(follow(
+            self.client.clone(),
+            self.key(key),
+            tx,
+            self.options.timeout,
+        ));
+        Some(rx)
+    }
+
     fn describe(&self) -> String {
         format!("etcd {} prefix {}", self.endpoints.join(","), self.prefix)
     }
@@ -323,5 +336,65 @@ async fn keep_alive(
             Duration::from_millis(250)
         };
         tokio::time::sleep(pause.min(deadline - margin - now)).await;
+    }
+}
+
+/// Follows `key` until every receiver is gone: reads it, then watches it from
+/// the next revision. A broken or cancelled watch (etcd restarted, connection
+/// lost, revision compacted) is re-created after a pause: the client does not
+/// do it. Values that do not parse are ignored (logged).
+async fn follow(
+    client: Client,
+    key: String,
+    tx: tokio::sync::watch::Sender<u64>,
+    timeout: Duration,
+) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let round = async {
+            let resp = tokio::time::timeout(timeout, client.clone().get(key.as_str(), None))
+                .await
+                .map_err(|_| ())?
+                .map_err(|_| ())?;
+            if let Some(kv) = resp.kvs().first() {
+                match parse_counter(&key, kv.value()) {
+                    Ok(v) => super::raise(&tx, v),
+                    Err(e) => tracing::warn!(error = %e, "ignoring a followed value"),
+                }
+            }
+            let from = resp.header().map(|h| h.revision()).unwrap_or(0) + 1;
+            let mut stream = tokio::time::timeout(
+                timeout,
+                client.clone().watch(
+                    key.as_str(),
+                    Some(WatchOptions::new().with_start_revision(from)),
+                ),
+            )
+            .await
+            .map_err(|_| ())?
+            .map_err(|_| ())?;
+            loop {
+                tokio::select! {
+                    _ = tx.closed() => return Ok(()),
+                    msg = stream.message() => {
+                        let Ok(Some(resp)) = msg else { return Err(()) };
+                        for ev in resp.events() {
+                            if let Some(Ok(v)) = ev.kv().map(|kv| parse_counter(&key, kv.value())) {
+                                super::raise(&tx, v);
+                            }
+                        }
+                        if resp.canceled() {
+                            return Err(());
+                        }
+                    }
+                }
+            }
+        };
+        tokio::select! {
+            _ = tx.closed() => return,
+            r = round => if r.is_ok() { return },
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
     }
 }

@@ -39,6 +39,21 @@ struct Inner {
     nodes: HashMap<(String, u64), Arc<LeaseState>>,
     /// Last lease handle handed out.
     handles: i64,
+    /// Followed counters.
+    followers: HashMap<String, tokio::sync::watch::Sender<u64>>,
+}
+
+impl Inner {
+    fn set(&mut self, key: &str, value: u64) -> u64 {
+        self.revision += 1;
+        let version = self.revision;
+        self.values
+            .insert(key.to_string(), Versioned { value, version });
+        if let Some(tx) = self.followers.get(key) {
+            super::raise(tx, value);
+        }
+        version
+    }
 }
 
 /// The in-memory store.
@@ -83,12 +98,7 @@ impl MemoryStore {
 
     /// Overwrites a counter (tests: corrupt or rewind the store behind idgate's back).
     pub fn put(&self, key: &str, value: u64) {
-        let mut inner = self.inner.lock();
-        inner.revision += 1;
-        let version = inner.revision;
-        inner
-            .values
-            .insert(key.to_string(), Versioned { value, version });
+        self.inner.lock().set(key, value);
     }
 
     /// Expires the leases of crashed holders (dropped without release), as a
@@ -161,11 +171,7 @@ impl Store for MemoryStore {
                 if current != expected {
                     None
                 } else {
-                    inner.revision += 1;
-                    let version = inner.revision;
-                    inner
-                        .values
-                        .insert(key.to_string(), Versioned { value, version });
+                    let version = inner.set(key, value);
                     self.writes.fetch_add(1, Ordering::Relaxed);
                     Some(version)
                 }
@@ -217,6 +223,16 @@ impl Store for MemoryStore {
             lease.state.mark_lost();
             Ok(())
         })
+    }
+
+    fn follow(&self, key: &str) -> Option<tokio::sync::watch::Receiver<u64>> {
+        let mut inner = self.inner.lock();
+        let current = inner.values.get(key).map(|v| v.value).unwrap_or(0);
+        let tx = inner
+            .followers
+            .entry(key.to_string())
+            .or_insert_with(|| tokio::sync::watch::channel(current).0);
+        Some(tx.subscribe())
     }
 
     fn describe(&self) -> String {

@@ -144,8 +144,30 @@ pub trait Store: Send + Sync + 'static {
     /// Gives a node id back (clean shutdown).
     fn release_node<'a>(&'a self, scope: &'a str, lease: &'a NodeLease) -> StoreFuture<'a, ()>;
 
+    /// Follows a counter that other processes write: the receiver holds the
+    /// highest value seen so far (0 at first) and is notified when it rises.
+    /// `None` when no other process can write it (the file store). The
+    /// implementation keeps following (re-creating its watch after errors)
+    /// until every receiver is dropped.
+    fn follow(&self, key: &str) -> Option<tokio::sync::watch::Receiver<u64>> {
+        let _ = key;
+        None
+    }
+
     /// A short description for logs and stats (`etcd http://...`, `file /path`).
     fn describe(&self) -> String;
+}
+
+/// Raises a followed value (never lowers it).
+pub(crate) fn raise(tx: &tokio::sync::watch::Sender<u64>, v: u64) {
+    tx.send_if_modified(|cur| {
+        if v > *cur {
+            *cur = v;
+            true
+        } else {
+            false
+        }
+    });
 }
 
 /// Parses a counter value as written by idgate (decimal ASCII).
