@@ -1,1 +1,233 @@
-//! The id allocator (sequence and snowflake generators over a persistent store).
+//! The id allocator: sequence and snowflake generators whose state is
+//! persisted in a store (etcd, a local file, or memory for tests), so that an
+//! id is never issued twice whatever fails (crash, kill -9, store outage,
+//! several processes, clock jumps).
+//!
+//! Steady state never touches the store: ids come from memory through one
+//! atomic compare-and-swap; background tasks reserve ahead.
+//!
+//! # Files
+//!
+//! - `mod.rs`: [`Allocator`] (opens the store, prepares the generators, shutdown).
+//! - `generator.rs`: [`Generator`] (the operations the session calls),
+//!   [`GeneratorStats`], the background task.
+//! - `sequence.rs`: segments reserved by compare-and-swap, double buffer,
+//!   adaptive batch, floor.
+//! - `snowflake.rs`: timestamp | node | sequence with carry, persisted
+//!   ceiling against clock rollback, node-id leases.
+//! - `params.rs`: [`validate`] and the resolved parameters (presets, defaults).
+//! - `clock.rs`: [`Clock`], [`SystemClock`], [`FakeClock`].
+//! - `error.rs`: [`IdgenError`], [`StoreError`].
+//! - `store/mod.rs`: the [`Store`] trait; `store/etcd.rs`, `store/file.rs`,
+//!   `store/memory.rs`: its implementations.
+
+mod clock;
+mod error;
+mod generator;
+mod params;
+mod sequence;
+mod snowflake;
+pub mod store;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::task::JoinHandle;
+
+pub use clock::{Clock, FakeClock, SystemClock};
+pub use error::{IdgenError, StoreError};
+pub use generator::{Generator, GeneratorStats};
+pub use params::{parse_rfc3339_ms, validate};
+pub use store::etcd::{EtcdOptions, EtcdStore};
+pub use store::file::FileStore;
+pub use store::memory::{Fault, MemoryStore};
+pub use store::Store;
+
+use crate::config::{AllocatorConfig, StoreKind};
+use crate::rules::spec::GeneratorRule;
+
+/// Tunables of the allocator.
+#[derive(Debug, Clone)]
+pub struct AllocatorOptions {
+    /// Longest a request waits for the store when its cache is exhausted
+    /// (then it fails with "store unavailable"), and bound on every
+    /// background store operation.
+    pub timeout: Duration,
+}
+
+impl Default for AllocatorOptions {
+    fn default() -> Self {
+        AllocatorOptions {
+            timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+/// All generators of the rule files, over one store. Cheap to clone.
+#[derive(Clone)]
+pub struct Allocator {
+    /// Shared state.
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// Generators by name.
+    generators: HashMap<String, Arc<Generator>>,
+    /// Background tasks, aborted on shutdown.
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// For logs.
+    store_name: String,
+}
+
+impl std::fmt::Debug for Allocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Allocator")
+            .field("store", &self.inner.store_name)
+            .field(
+                "generators",
+                &self.inner.generators.keys().collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl Allocator {
+    /// Opens the store from `[allocator]` and prepares every generator
+    /// (sequences reserve their first segment; snowflakes lease a node id and
+    /// persist their timestamp lead).
+    ///
+    /// Errors: [`IdgenError::Open`] if the store cannot be opened (state file
+    /// locked by another process, corrupt, no etcd endpoints), or the first
+    /// error of a generator (invalid rule, duplicate name, store unreachable).
+    pub async fn open(
+        cfg: &AllocatorConfig,
+        generators: &[GeneratorRule],
+    ) -> Result<Allocator, IdgenError> {
+        let options = AllocatorOptions::default();
+        let store: Arc<dyn Store> = match cfg.store {
+            StoreKind::Etcd => Arc::new(
+                EtcdStore::connect(
+                    &cfg.etcd_endpoints,
+                    &cfg.etcd_prefix,
+                    EtcdOptions::default(),
+                )
+                .await
+                .map_err(IdgenError::Open)?,
+            ),
+            StoreKind::File => {
+                let path = cfg.file_path.clone();
+                let timeout = options.timeout;
+                let opened = tokio::task::spawn_blocking(move || FileStore::open(&path, timeout))
+                    .await
+                    .map_err(|e| IdgenError::Open(StoreError::Unavailable(e.to_string())))?;
+                Arc::new(opened.map_err(IdgenError::Open)?)
+            }
+        };
+        Allocator::with_options(store, Arc::new(SystemClock::new()), generators, options).await
+    }
+
+    /// Same as [`Allocator::open`] with an explicit store and clock (tests,
+    /// fault injection).
+    pub async fn with_store(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        generators: &[GeneratorRule],
+    ) -> Result<Allocator, IdgenError> {
+        Allocator::with_options(store, clock, generators, AllocatorOptions::default()).await
+    }
+
+    /// Same as [`Allocator::with_store`] with explicit tunables.
+    pub async fn with_options(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        generators: &[GeneratorRule],
+        options: AllocatorOptions,
+    ) -> Result<Allocator, IdgenError> {
+        let mut map = HashMap::new();
+        for rule in generators {
+            let params = params::resolve(rule).map_err(|reason| IdgenError::Invalid {
+                generator: rule.name.clone(),
+                reason,
+            })?;
+            if map.contains_key(&rule.name) {
+                return Err(IdgenError::Duplicate(rule.name.clone()));
+            }
+            let g = Generator::new(
+                &rule.name,
+                params,
+                store.clone(),
+                clock.clone(),
+                options.timeout,
+            );
+            map.insert(rule.name.clone(), Arc::new(g));
+        }
+        let mut prepared: Vec<Arc<Generator>> = Vec::new();
+        for g in map.values() {
+            // Each step inside is bounded; this bounds the whole (a few calls).
+            let r = match tokio::time::timeout(options.timeout * 4, g.prepare()).await {
+                Ok(r) => r,
+                Err(_) => Err(IdgenError::Store {
+                    generator: g.name().to_string(),
+                    source: StoreError::Timeout(options.timeout * 4),
+                }),
+            };
+            if let Err(e) = r {
+                for p in &prepared {
+                    p.stop().await;
+                }
+                g.stop().await;
+                return Err(e);
+            }
+            prepared.push(g.clone());
+        }
+        let mut tasks = Vec::new();
+        for g in map.values() {
+            tasks.push(tokio::spawn(generator::run_background(Arc::downgrade(g))));
+            if let Some(rx) = g.follow_floor() {
+                tasks.push(tokio::spawn(generator::run_follow(Arc::downgrade(g), rx)));
+            }
+        }
+        Ok(Allocator {
+            inner: Arc::new(Inner {
+                generators: map,
+                tasks: Mutex::new(tasks),
+                store_name: store.describe(),
+            }),
+        })
+    }
+
+    /// The generator called `name`.
+    pub fn generator(&self, name: &str) -> Option<Arc<Generator>> {
+        self.inner.generators.get(name).cloned()
+    }
+
+    /// Names of all generators.
+    pub fn names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.inner.generators.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Stats of every generator, by name.
+    pub fn stats(&self) -> Vec<GeneratorStats> {
+        let mut v: Vec<GeneratorStats> =
+            self.inner.generators.values().map(|g| g.stats()).collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    /// Releases node-id leases and stops background tasks. Ids still cached
+    /// are abandoned (a gap, never a duplicate). Later requests that need the
+    /// store fail with [`IdgenError::Shutdown`].
+    pub async fn shutdown(&self) {
+        for g in self.inner.generators.values() {
+            g.stop().await;
+        }
+        let tasks: Vec<JoinHandle<()>> = std::mem::take(&mut *self.inner.tasks.lock());
+        for t in tasks {
+            t.abort();
+        }
+    }
+}

@@ -1,0 +1,350 @@
+//! `Generator`: the handle the session code takes ids from, dispatching to a
+//! sequence or a snowflake, and its background task.
+
+use std::ops::Range;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use super::clock::Clock;
+use super::error::IdgenError;
+use super::params::Params;
+use super::sequence::Sequence;
+use super::snowflake::Snowflake;
+use super::store::Store;
+use crate::rules::spec::GeneratorKind;
+
+/// The algorithm behind a generator.
+enum Imp {
+    /// Dense integers from reserved segments.
+    Sequence(Sequence),
+    /// Timestamp | node | sequence.
+    Snowflake(Snowflake),
+}
+
+/// One named id generator of a rule file. Shared (`Arc`) by every session.
+pub struct Generator {
+    /// The algorithm and its state.
+    imp: Imp,
+}
+
+impl std::fmt::Debug for Generator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Generator")
+            .field("name", &self.name())
+            .field("kind", &self.kind())
+            .finish()
+    }
+}
+
+/// A read-only view of a generator for admin commands and metrics.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GeneratorStats {
+    /// The generator's name.
+    pub name: String,
+    /// `sequence` or `snowflake`.
+    pub kind: GeneratorKind,
+    /// Sequence: end (exclusive) of the highest segment this process reserved.
+    /// Snowflake: the persisted ceiling tick of its node.
+    pub high_water: u64,
+    /// The next id this process would issue (without waiting for the store).
+    pub next_id: u64,
+    /// Ids this process can issue from memory before it needs the store.
+    /// Snowflake: positions left below the ceiling at the current clock.
+    pub cached_remaining: u64,
+    /// Sequence: size of the next reservation (adaptive). Snowflake: 0.
+    pub batch: u64,
+    /// Sequence: measured consumption in ids/s. Snowflake: 0 (not measured:
+    /// counting would cost an atomic per call on the fast path).
+    pub rate_per_sec: f64,
+    /// Sequence: ids issued (or skipped) by this process. Snowflake: 0.
+    pub issued: u64,
+    /// Sequence: highest id seen by `observe`/`set_floor` (0: none).
+    pub floor: u64,
+    /// Requests that found the cache exhausted and had to wait for the store.
+    pub waits: u64,
+    /// Failed store calls.
+    pub store_errors: u64,
+    /// Successful store writes (about rate / batch per second in steady state).
+    pub store_writes: u64,
+    /// Snowflake: the leased node id, if any.
+    pub node_id: Option<u64>,
+    /// Snowflake: whether it may issue (holds a valid lease). Sequence: true.
+    pub lease_valid: bool,
+    /// The last store error, or why a snowflake has no node id.
+    pub last_error: Option<String>,
+}
+
+impl Generator {
+    /// A generator not yet prepared.
+    pub(crate) fn new(
+        name: &str,
+        params: Params,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        timeout: Duration,
+    ) -> Generator {
+        let imp = match params {
+            Params::Sequence(p) => Imp::Sequence(Sequence::new(name, p, store, clock, timeout)),
+            Params::Snowflake(p) => Imp::Snowflake(Snowflake::new(name, p, store, clock, timeout)),
+        };
+        Generator { imp }
+    }
+
+    /// Reserves the first segment / leases a node id and persists a ceiling.
+    pub(crate) async fn prepare(&self) -> Result<(), IdgenError> {
+        match &self.imp {
+            Imp::Sequence(s) => s.prepare().await,
+            Imp::Snowflake(s) => s.prepare().await,
+        }
+    }
+
+    /// The generator's name.
+    pub fn name(&self) -> &str {
+        match &self.imp {
+            Imp::Sequence(s) => &s.name,
+            Imp::Snowflake(s) => &s.name,
+        }
+    }
+
+    /// `sequence` or `snowflake`.
+    pub fn kind(&self) -> GeneratorKind {
+        match &self.imp {
+            Imp::Sequence(_) => GeneratorKind::Sequence,
+            Imp::Snowflake(_) => GeneratorKind::Snowflake,
+        }
+    }
+
+    /// Appends `n` fresh ids to `out`, in increasing order.
+    ///
+    /// Served from memory in steady state without awaiting anything; waits
+    /// for the store only when the cache is exhausted, and then at most the
+    /// allocator's timeout. On error nothing is appended.
+    ///
+    /// Errors: [`IdgenError::Unavailable`] (store down and cache empty),
+    /// [`IdgenError::Exhausted`], [`IdgenError::NoNode`] (snowflake without a
+    /// node-id lease), [`IdgenError::BadRequest`] (`n` overflows).
+    pub async fn next(&self, n: u64, out: &mut Vec<u64>) -> Result<(), IdgenError> {
+        match &self.imp {
+            Imp::Sequence(s) => s.next(n, out).await,
+            Imp::Snowflake(s) => s.next(n, out).await,
+        }
+    }
+
+    /// The synchronous fast path: `Ok(true)` if `n` ids were appended from
+    /// memory, `Ok(false)` if the caller must use [`Generator::next`] (cache
+    /// exhausted; nothing appended).
+    #[inline]
+    pub fn try_next(&self, n: u64, out: &mut Vec<u64>) -> Result<bool, IdgenError> {
+        match &self.imp {
+            Imp::Sequence(s) => s.try_next(n, out),
+            Imp::Snowflake(s) => s.try_next(n, out),
+        }
+    }
+
+    /// An explicit id seen in an INSERT. Never blocks.
+    ///
+    /// Sequence: ids at or below `id` are never issued by this process
+    /// afterwards (its cursor skips past `id`, like AUTO_INCREMENT), and when
+    /// `id` is beyond everything this process reserved, it is published in
+    /// the background: the store's high-water mark is raised above it (every
+    /// later reservation starts above it) and other processes following the
+    /// store (etcd watch) skip it in their caches too. An explicit id that
+    /// another process issues from its cache before the news arrives, or one
+    /// below this process's cursor but inside another's segment, can still
+    /// collide: segments are per process.
+    ///
+    /// Snowflake: ignored. An explicit id cannot collide with ours unless it
+    /// forges our node id and a future timestamp, and raising our timestamp
+    /// to a forged or foreign value would push every later id into the future.
+    pub fn observe(&self, id: u64) {
+        if let Imp::Sequence(s) = &self.imp {
+            s.observe(id);
+        }
+    }
+
+    /// Raises the floor: after this returns, no id at or below `value` is
+    /// issued by this process, and the floor is durable in the store (every
+    /// later reservation, by any process, starts above it). Never moves down.
+    ///
+    /// Snowflake: applies to this process's node: its timestamp moves past
+    /// the one of `value`, and the ceiling persisted for the node covers it.
+    pub async fn set_floor(&self, value: u64) -> Result<(), IdgenError> {
+        match &self.imp {
+            Imp::Sequence(s) => s.set_floor(value).await,
+            Imp::Snowflake(s) => s.set_floor(value).await,
+        }
+    }
+
+    /// Reserves a block of `count` ids for a bulk loader: they are never
+    /// issued to anyone else. With `increment` k, the ids are the values of
+    /// the range congruent to `start` modulo k. Sequence only.
+    ///
+    /// Errors: [`IdgenError::Exhausted`] if the whole block does not fit below
+    /// `max` (nothing is reserved then), [`IdgenError::Store`],
+    /// [`IdgenError::Unsupported`] for snowflakes.
+    pub async fn reserve(&self, count: u64) -> Result<Range<u64>, IdgenError> {
+        match &self.imp {
+            Imp::Sequence(s) => s.reserve(count).await,
+            Imp::Snowflake(s) => Err(IdgenError::Unsupported {
+                generator: s.name.clone(),
+                op: "reserve",
+                kind: "snowflake",
+            }),
+        }
+    }
+
+    /// A read-only view for admin commands and metrics. Cheap; takes short
+    /// locks only.
+    pub fn stats(&self) -> GeneratorStats {
+        match &self.imp {
+            Imp::Sequence(s) => {
+                let v = s.view();
+                GeneratorStats {
+                    name: s.name.clone(),
+                    kind: GeneratorKind::Sequence,
+                    high_water: v.high_water,
+                    next_id: v.next_id,
+                    cached_remaining: v.cached_remaining,
+                    batch: v.batch,
+                    rate_per_sec: v.rate,
+                    issued: v.issued,
+                    floor: v.floor,
+                    waits: v.waits,
+                    store_errors: v.store_errors,
+                    store_writes: v.store_writes,
+                    node_id: None,
+                    lease_valid: true,
+                    last_error: v.last_error,
+                }
+            }
+            Imp::Snowflake(s) => {
+                let v = s.view();
+                GeneratorStats {
+                    name: s.name.clone(),
+                    kind: GeneratorKind::Snowflake,
+                    high_water: v.high_water,
+                    next_id: v.next_id,
+                    cached_remaining: v.cached_remaining,
+                    batch: 0,
+                    rate_per_sec: 0.0,
+                    issued: 0,
+                    floor: 0,
+                    waits: v.waits,
+                    store_errors: v.store_errors,
+                    store_writes: v.store_writes,
+                    node_id: v.node,
+                    lease_valid: v.lease_valid,
+                    last_error: v.last_error,
+                }
+            }
+        }
+    }
+
+    fn wake(&self) -> Arc<Notify> {
+        match &self.imp {
+            Imp::Sequence(s) => s.wake.clone(),
+            Imp::Snowflake(s) => s.wake.clone(),
+        }
+    }
+
+    /// Stops background work and gives node ids back.
+    pub(crate) async fn stop(&self) {
+        match &self.imp {
+            Imp::Sequence(s) => s.stopped.store(true, Ordering::Relaxed),
+            Imp::Snowflake(s) => {
+                s.stopped.store(true, Ordering::Relaxed);
+                s.release().await;
+            }
+        }
+        self.wake().notify_one();
+    }
+
+    fn stopped(&self) -> bool {
+        match &self.imp {
+            Imp::Sequence(s) => s.stopped.load(Ordering::Relaxed),
+            Imp::Snowflake(s) => s.stopped.load(Ordering::Relaxed),
+        }
+    }
+
+    /// One round of background work; `Err` means "back off".
+    async fn background_round(&self) -> Result<(), String> {
+        match &self.imp {
+            Imp::Sequence(s) => s.background_round().await.map_err(|e| e.to_string()),
+            Imp::Snowflake(s) => s.background_round().await.map_err(|e| e.to_string()),
+        }
+    }
+
+    fn period(&self) -> Duration {
+        match &self.imp {
+            Imp::Sequence(_) => Duration::from_secs(1),
+            Imp::Snowflake(s) => s.period(),
+        }
+    }
+}
+
+impl Generator {
+    /// Sequence: the floor published by other processes, if the store has any.
+    pub(crate) fn follow_floor(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        match &self.imp {
+            Imp::Sequence(s) => s.follow_floor(),
+            Imp::Snowflake(_) => None,
+        }
+    }
+}
+
+/// Applies the floor other processes publish: an explicit id one of them saw
+/// is skipped here too, even inside this process's cached segments. Ends when
+/// the generator is gone or the store stops following.
+pub(crate) async fn run_follow(gen: Weak<Generator>, mut rx: tokio::sync::watch::Receiver<u64>) {
+    loop {
+        let changed = tokio::time::timeout(Duration::from_secs(1), rx.changed()).await;
+        let Some(g) = gen.upgrade() else { return };
+        match changed {
+            Ok(Ok(())) => {
+                let v = *rx.borrow_and_update();
+                if let (Imp::Sequence(s), true) = (&g.imp, v > 0) {
+                    s.observe_published(v);
+                }
+            }
+            Ok(Err(_)) => return,
+            Err(_) => {} // just checking the generator is still there
+        }
+    }
+}
+
+/// The background task of one generator: refills segments / extends the
+/// ceiling / re-leases a node id, retrying with backoff while the store is
+/// down. Holds only a weak reference between rounds, so a generator dropped
+/// without shutdown (a simulated crash) stops it.
+pub(crate) async fn run_background(gen: Weak<Generator>) {
+    let Some(wake) = gen.upgrade().map(|g| g.wake()) else {
+        return;
+    };
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let Some(g) = gen.upgrade() else { return };
+        if g.stopped() {
+            return;
+        }
+        let result = g.background_round().await;
+        let period = g.period();
+        drop(g);
+        match result {
+            Ok(()) => {
+                backoff = Duration::from_millis(50);
+                tokio::select! {
+                    _ = wake.notified() => {}
+                    _ = tokio::time::sleep(period) => {}
+                }
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "id generator background work failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
+}

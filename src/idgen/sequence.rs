@@ -1,0 +1,817 @@
+//! Sequence generators: dense increasing integers served from segments.
+//!
+//! A segment `[base, end)` is reserved in the store with a compare-and-swap on
+//! the generator's high-water mark (`seq/<name>/hwm`, the first id nobody has
+//! reserved) *before* any id of it is handed out. So after a crash the unused
+//! rest of a segment is skipped (a gap), never issued again.
+//!
+//! Serving is lock-free: the current segment is two atomics, `cur` (next id)
+//! and `end`; taking `n` ids is one compare-and-swap on `cur`. `cur` only ever
+//! grows, so a stale read can never succeed (no ABA), and a segment switch
+//! stores `cur` before `end` so a reader never pairs an old cursor with a new
+//! end. A background task reserves the next segment when the current one falls
+//! below the watermark (double buffering); requests wait for the store only
+//! when both are used up. The batch adapts so that one segment lasts about
+//! `segment_seconds` at the measured rate.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use super::clock::Clock;
+use super::error::{IdgenError, StoreError};
+use super::params::SequenceParams;
+use super::store::{Store, Versioned};
+
+/// The atomics of the fast path, on their own cache line(s).
+#[repr(align(128))]
+#[derive(Debug)]
+struct Hot {
+    /// Next id to issue from the current segment. Only grows.
+    cur: AtomicU64,
+    /// Exclusive end of the current segment.
+    end: AtomicU64,
+    /// When `cur` reaches this, the background task is asked for the next
+    /// segment (`u64::MAX`: already asked, or a segment is waiting).
+    refill_mark: AtomicU64,
+}
+
+/// State changed only on the slow path, under a short lock (never held
+/// across an await).
+#[derive(Debug)]
+struct Slow {
+    /// Base of the current segment (to count issued ids).
+    seg_base: u64,
+    /// Reserved segments waiting to become current, in increasing order.
+    pending: VecDeque<(u64, u64)>,
+    /// End of the highest segment this process ever reserved: no reservation
+    /// starts below it, even if the store's value went back.
+    reserved_end: u64,
+    /// Highest id seen by `observe`/`set_floor`: no later id is at or below it.
+    floor: u64,
+    /// Highest floor known to be in the store.
+    floor_persisted: u64,
+    /// Highest floor that was above every reservation of this process when
+    /// seen, so other processes may hold it in their caches: to be published.
+    floor_to_publish: u64,
+    /// Ids consumed (issued or skipped) from earlier segments.
+    issued_done: u64,
+    /// Size of the next reservation (adaptive).
+    batch: u64,
+    /// Measured consumption, ids per second (0 until measured).
+    rate: f64,
+    /// (mono ms, issued) at the last rate sample.
+    sample: (u64, u64),
+    /// The store's error at the last failed call, for stats.
+    last_error: Option<String>,
+}
+
+/// What a reservation can fail with.
+enum ReserveError {
+    /// Nothing left below `max`.
+    Exhausted,
+    /// The store failed.
+    Store(StoreError),
+}
+
+/// Counters for the stats view.
+#[derive(Debug, Default)]
+struct Counters {
+    /// Requests that had to wait for the store (cache exhausted).
+    waits: AtomicU64,
+    /// Failed store calls.
+    store_errors: AtomicU64,
+    /// Successful store writes.
+    store_writes: AtomicU64,
+}
+
+/// A sequence generator.
+pub(crate) struct Sequence {
+    /// The generator's name (errors, keys).
+    pub(crate) name: String,
+    /// Its parameters.
+    p: SequenceParams,
+    /// Exclusive, aligned bound: every id below it with the right alignment is `<= max`.
+    limit: u64,
+    /// Store key of the high-water mark.
+    key: String,
+    /// Store key of the highest explicit id (or floor) any process has seen
+    /// above its own reservations; followed so every process skips it.
+    floor_key: String,
+    /// Where segments are reserved.
+    store: Arc<dyn Store>,
+    /// For rates.
+    clock: Arc<dyn Clock>,
+    /// Bound on a wait for the store.
+    timeout: Duration,
+    /// Fast-path atomics.
+    hot: Hot,
+    /// Slow-path state.
+    slow: Mutex<Slow>,
+    /// Serializes store reservations; caches the last known (hwm, version) so
+    /// a reservation is usually one round trip.
+    store_view: tokio::sync::Mutex<Option<Versioned>>,
+    /// Wakes the background task (refill, floor).
+    pub(crate) wake: Arc<Notify>,
+    /// Set when `max` is reached: requests fail at once.
+    exhausted: AtomicBool,
+    /// Set by shutdown.
+    pub(crate) stopped: AtomicBool,
+    /// Stats counters.
+    counters: Counters,
+}
+
+/// Read-only view of a sequence for stats.
+pub(crate) struct SeqView {
+    pub high_water: u64,
+    pub next_id: u64,
+    pub cached_remaining: u64,
+    pub batch: u64,
+    pub rate: f64,
+    pub issued: u64,
+    pub floor: u64,
+    pub waits: u64,
+    pub store_errors: u64,
+    pub store_writes: u64,
+    pub last_error: Option<String>,
+}
+
+impl Sequence {
+    /// A sequence with no segment yet; call [`Sequence::prepare`].
+    pub(crate) fn new(
+        name: &str,
+        p: SequenceParams,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        timeout: Duration,
+    ) -> Sequence {
+        let inc = p.increment;
+        let align = |x: u64| align_up(p.start, inc, x);
+        let limit =
+            align(p.max.saturating_add(1)).unwrap_or_else(|| u64::MAX - (u64::MAX - p.start) % inc);
+        let now = clock.mono_ms();
+        Sequence {
+            name: name.to_string(),
+            key: format!("seq/{name}/hwm"),
+            floor_key: format!("seq/{name}/floor"),
+            limit,
+            store,
+            clock,
+            timeout,
+            hot: Hot {
+                cur: AtomicU64::new(0),
+                end: AtomicU64::new(0),
+                refill_mark: AtomicU64::new(u64::MAX),
+            },
+            slow: Mutex::new(Slow {
+                seg_base: 0,
+                pending: VecDeque::new(),
+                reserved_end: 0,
+                floor: 0,
+                floor_persisted: 0,
+                floor_to_publish: 0,
+                issued_done: 0,
+                batch: p.batch,
+                rate: 0.0,
+                sample: (now, 0),
+                last_error: None,
+            }),
+            p,
+            store_view: tokio::sync::Mutex::new(None),
+            wake: Arc::new(Notify::new()),
+            exhausted: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+            counters: Counters::default(),
+        }
+    }
+
+    fn align(&self, x: u64) -> Option<u64> {
+        align_up(self.p.start, self.p.increment, x)
+    }
+
+    /// Reserves the first segment.
+    pub(crate) async fn prepare(&self) -> Result<(), IdgenError> {
+        let mut view = self.store_view.lock().await;
+        let (count, min_base) = self.plan(self.p.batch);
+        match self.reserve_block(&mut view, count, min_base, false).await {
+            Ok((b, e)) => {
+                self.install(b, e);
+                Ok(())
+            }
+            Err(ReserveError::Exhausted) => Err(self.exhausted_error()),
+            Err(ReserveError::Store(source)) => Err(IdgenError::Store {
+                generator: self.name.clone(),
+                source,
+            }),
+        }
+    }
+
+    fn exhausted_error(&self) -> IdgenError {
+        self.exhausted.store(true, Ordering::Relaxed);
+        IdgenError::Exhausted {
+            generator: self.name.clone(),
+            max: self.p.max,
+        }
+    }
+
+    /// The fast path: takes `n` ids from the current segment, or `None`.
+    #[inline]
+    fn try_take(&self, span: u64) -> Option<u64> {
+        let hot = &self.hot;
+        let mut c = hot.cur.load(Ordering::Acquire);
+        loop {
+            let e = hot.end.load(Ordering::Acquire);
+            let new = c.checked_add(span)?;
+            if new > e {
+                return None;
+            }
+            match hot
+                .cur
+                .compare_exchange_weak(c, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    if new >= hot.refill_mark.load(Ordering::Relaxed)
+                        && hot.refill_mark.swap(u64::MAX, Ordering::Relaxed) != u64::MAX
+                    {
+                        self.wake.notify_one();
+                    }
+                    return Some(c);
+                }
+                Err(x) => c = x,
+            }
+        }
+    }
+
+    #[inline]
+    fn emit(&self, out: &mut Vec<u64>, first: u64, n: u64) {
+        let inc = self.p.increment;
+        if inc == 1 {
+            out.extend(first..first + n);
+        } else {
+            out.extend((0..n).map(|i| first + i * inc));
+        }
+    }
+
+    fn span(&self, n: u64) -> Result<u64, IdgenError> {
+        n.checked_mul(self.p.increment)
+            .ok_or_else(|| IdgenError::BadRequest {
+                generator: self.name.clone(),
+                detail: format!("{n} ids do not fit in 64 bits"),
+            })
+    }
+
+    /// See [`crate::idgen::Generator::try_next`].
+    #[inline]
+    pub(crate) fn try_next(&self, n: u64, out: &mut Vec<u64>) -> Result<bool, IdgenError> {
+        let span = self.span(n)?;
+        if let Some(c) = self.try_take(span) {
+            self.emit(out, c, n);
+            return Ok(true);
+        }
+        if n == 0 {
+            return Ok(true);
+        }
+        if self.take_all(n, out) {
+            return Ok(true);
+        }
+        if self.exhausted.load(Ordering::Relaxed) {
+            return Err(self.exhausted_error());
+        }
+        Ok(false)
+    }
+
+    /// Takes `n` ids from the current and waiting segments if they hold that
+    /// many; takes nothing otherwise (a partial claim would waste the rest of
+    /// the cache, which matters while the store is down).
+    fn take_all(&self, n: u64, out: &mut Vec<u64>) -> bool {
+        let mut s = self.slow.lock();
+        let inc = self.p.increment;
+        let cur = self.hot.cur.load(Ordering::Acquire);
+        let end = self.hot.end.load(Ordering::Acquire);
+        let pending: u64 = s.pending.iter().map(|(b, e)| (e - b).div_ceil(inc)).sum();
+        if end.saturating_sub(cur).div_ceil(inc) + pending < n {
+            return false;
+        }
+        let before = out.len();
+        if self.take_slow(&mut s, n, out) == n {
+            return true;
+        }
+        out.truncate(before); // lost a race with the fast path: a rare gap
+        false
+    }
+
+    /// Takes up to `need` ids from the current and pending segments, switching
+    /// segments as they run out. Returns how many it took.
+    fn take_slow(&self, s: &mut Slow, need: u64, out: &mut Vec<u64>) -> u64 {
+        let inc = self.p.increment;
+        let mut got = 0;
+        while got < need {
+            let want = need - got;
+            if let Some(c) = self.try_take(want * inc) {
+                self.emit(out, c, want);
+                return need;
+            }
+            // Claim what is left of the current segment (keeps ids increasing),
+            // then move to the next one.
+            let end = self.hot.end.load(Ordering::Acquire);
+            let c = self.hot.cur.fetch_max(end, Ordering::AcqRel);
+            if c < end {
+                let k = (end - c).div_ceil(inc).min(want);
+                self.emit(out, c, k);
+                got += k;
+            }
+            let Some((b, e)) = s.pending.pop_front() else {
+                break;
+            };
+            self.switch_to(s, b, e);
+        }
+        got
+    }
+
+    /// Makes `[b, e)` the current segment. Caller holds the slow lock.
+    fn switch_to(&self, s: &mut Slow, b: u64, e: u64) {
+        let old_end = self.hot.end.load(Ordering::Acquire);
+        // Store cur before end: a reader holding the old cursor then fails
+        // its CAS; one holding the new cursor sees the old (lower) end and
+        // fails its bound check.
+        let old = self.hot.cur.swap(b, Ordering::AcqRel);
+        self.hot.end.store(e, Ordering::Release);
+        s.issued_done += (old.min(old_end).saturating_sub(s.seg_base)) / self.p.increment;
+        s.seg_base = b;
+        self.set_mark(s);
+    }
+
+    fn set_mark(&self, s: &Slow) {
+        let mark = if s.pending.is_empty() {
+            let b = s.seg_base;
+            let e = self.hot.end.load(Ordering::Acquire);
+            let len = e.saturating_sub(b);
+            b + (len as f64 * (1.0 - self.p.refill_at)) as u64
+        } else {
+            u64::MAX
+        };
+        self.hot.refill_mark.store(mark, Ordering::Release);
+        if mark != u64::MAX && self.hot.cur.load(Ordering::Acquire) >= mark {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Adds a freshly reserved segment. Skips ids at or below the floor.
+    fn install(&self, b: u64, e: u64) {
+        let mut s = self.slow.lock();
+        s.reserved_end = s.reserved_end.max(e);
+        let b = match self.align(s.floor.saturating_add(1)) {
+            Some(f) if s.floor > 0 => b.max(f),
+            None => e,
+            _ => b,
+        };
+        if b >= e {
+            return;
+        }
+        let cur = self.hot.cur.load(Ordering::Acquire);
+        let end = self.hot.end.load(Ordering::Acquire);
+        if cur >= end && s.pending.is_empty() {
+            self.switch_to(&mut s, b, e);
+        } else {
+            match s.pending.back_mut() {
+                Some(last) if last.1 == b => last.1 = e,
+                _ => s.pending.push_back((b, e)),
+            }
+            self.set_mark(&s);
+        }
+    }
+
+    /// Size and lowest base of the next reservation; updates the rate.
+    fn plan(&self, need: u64) -> (u64, u64) {
+        let mut s = self.slow.lock();
+        let now = self.clock.mono_ms();
+        let cur = self.hot.cur.load(Ordering::Acquire);
+        let end = self.hot.end.load(Ordering::Acquire);
+        let issued = s.issued_done + cur.min(end).saturating_sub(s.seg_base) / self.p.increment;
+        let dt = now.saturating_sub(s.sample.0);
+        if dt >= 10 {
+            let r = issued.saturating_sub(s.sample.1) as f64 * 1000.0 / dt as f64;
+            s.rate = if s.rate == 0.0 { r } else { (s.rate + r) / 2.0 };
+            s.sample = (now, issued);
+            let target = (s.rate * self.p.segment_ms as f64 / 1000.0) as u64;
+            s.batch = target.clamp(self.p.min_batch, self.p.max_batch);
+        }
+        let min_base = match self.align(s.floor.saturating_add(1)) {
+            Some(f) if s.floor > 0 => f.max(s.reserved_end),
+            Some(_) => s.reserved_end,
+            None => u64::MAX,
+        };
+        (s.batch.max(need), min_base)
+    }
+
+    /// One reservation of `count` ids at or above `min_base`. With
+    /// `whole`, fails instead of returning a block cut short by `max`.
+    async fn reserve_block(
+        &self,
+        view: &mut Option<Versioned>,
+        count: u64,
+        min_base: u64,
+        whole: bool,
+    ) -> Result<(u64, u64), ReserveError> {
+        for _ in 0..64 {
+            let current = match *view {
+                Some(v) => Some(v),
+                None => self
+                    .store
+                    .load(&self.key)
+                    .await
+                    .map_err(|e| self.failed(e))?,
+            };
+            let stored = current.map(|v| v.value).unwrap_or(0);
+            let Some(base) = self.align(stored.max(min_base)) else {
+                return Err(ReserveError::Exhausted);
+            };
+            if base >= self.limit {
+                return Err(ReserveError::Exhausted);
+            }
+            let wanted = base.saturating_add(count.saturating_mul(self.p.increment));
+            if whole && wanted > self.limit {
+                return Err(ReserveError::Exhausted);
+            }
+            let end = wanted.min(self.limit);
+            *view = None;
+            match self
+                .store
+                .compare_and_set(&self.key, current.map(|v| v.version), end)
+                .await
+            {
+                Ok(Some(version)) => {
+                    *view = Some(Versioned {
+                        value: end,
+                        version,
+                    });
+                    self.counters.store_writes.fetch_add(1, Ordering::Relaxed);
+                    return Ok((base, end));
+                }
+                Ok(None) => continue, // another process moved it: reload
+                Err(e) => return Err(self.failed(e)),
+            }
+        }
+        Err(self.failed(StoreError::Unavailable(
+            "compare-and-swap kept failing (64 conflicts in a row)".into(),
+        )))
+    }
+
+    fn failed(&self, e: StoreError) -> ReserveError {
+        self.counters.store_errors.fetch_add(1, Ordering::Relaxed);
+        self.slow.lock().last_error = Some(e.to_string());
+        ReserveError::Store(e)
+    }
+
+    fn unavailable(&self, source: StoreError) -> IdgenError {
+        IdgenError::Unavailable {
+            generator: self.name.clone(),
+            source,
+        }
+    }
+
+    /// See [`crate::idgen::Generator::next`].
+    pub(crate) async fn next(&self, n: u64, out: &mut Vec<u64>) -> Result<(), IdgenError> {
+        let span = self.span(n)?;
+        if let Some(c) = self.try_take(span) {
+            self.emit(out, c, n);
+            return Ok(());
+        }
+        if self.exhausted.load(Ordering::Relaxed) {
+            return Err(self.exhausted_error());
+        }
+        if self.stopped.load(Ordering::Relaxed) {
+            return Err(IdgenError::Shutdown(self.name.clone()));
+        }
+        self.counters.waits.fetch_add(1, Ordering::Relaxed);
+        let before = out.len();
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let result = self.next_slow(n, out, deadline).await;
+        if result.is_err() {
+            out.truncate(before);
+        }
+        result
+    }
+
+    async fn next_slow(
+        &self,
+        n: u64,
+        out: &mut Vec<u64>,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), IdgenError> {
+        loop {
+            if self.take_all(n, out) {
+                return Ok(());
+            }
+            let mut view = tokio::time::timeout_at(deadline, self.store_view.lock())
+                .await
+                .map_err(|_| self.unavailable(StoreError::Timeout(self.timeout)))?;
+            // Someone may have refilled while we waited for the lock.
+            if self.take_all(n, out) {
+                return Ok(());
+            }
+            if self.exhausted.load(Ordering::Relaxed) {
+                return Err(self.exhausted_error());
+            }
+            let (count, min_base) = self.plan(n);
+            let reserved = tokio::time::timeout_at(
+                deadline,
+                self.reserve_block(&mut view, count, min_base, false),
+            )
+            .await;
+            match reserved {
+                Ok(Ok((b, e))) => self.install(b, e),
+                Ok(Err(ReserveError::Exhausted)) => return Err(self.exhausted_error()),
+                Ok(Err(ReserveError::Store(e))) => return Err(self.unavailable(e)),
+                Err(_) => {
+                    self.counters.store_errors.fetch_add(1, Ordering::Relaxed);
+                    return Err(self.unavailable(StoreError::Timeout(self.timeout)));
+                }
+            }
+        }
+    }
+
+    /// Whether the background task should reserve now.
+    fn needs_refill(&self) -> bool {
+        let s = self.slow.lock();
+        if !s.pending.is_empty() || self.exhausted.load(Ordering::Relaxed) {
+            return false;
+        }
+        let cur = self.hot.cur.load(Ordering::Acquire);
+        let end = self.hot.end.load(Ordering::Acquire);
+        let len = end.saturating_sub(s.seg_base) as f64;
+        (end.saturating_sub(cur) as f64) < len * self.p.refill_at || cur >= end
+    }
+
+    fn floor_dirty(&self) -> bool {
+        let s = self.slow.lock();
+        s.floor_to_publish > s.floor_persisted
+    }
+
+    /// One round of background work: refill and/or persist the floor.
+    /// Returns `Err` when the store failed (the caller backs off).
+    pub(crate) async fn background_round(&self) -> Result<(), StoreError> {
+        if !self.needs_refill() && !self.floor_dirty() {
+            return Ok(());
+        }
+        let Ok(mut view) = tokio::time::timeout(self.timeout, self.store_view.lock()).await else {
+            return Ok(()); // a foreground reservation is running; look again later
+        };
+        if self.needs_refill() {
+            let (count, min_base) = self.plan(0);
+            match tokio::time::timeout(
+                self.timeout,
+                self.reserve_block(&mut view, count, min_base, false),
+            )
+            .await
+            {
+                Ok(Ok((b, e))) => self.install(b, e),
+                Ok(Err(ReserveError::Exhausted)) => {
+                    self.exhausted.store(true, Ordering::Relaxed);
+                }
+                Ok(Err(ReserveError::Store(e))) => return Err(e),
+                Err(_) => {
+                    self.counters.store_errors.fetch_add(1, Ordering::Relaxed);
+                    return Err(StoreError::Timeout(self.timeout));
+                }
+            }
+        }
+        if self.floor_dirty() {
+            let floor = self.slow.lock().floor_to_publish;
+            match tokio::time::timeout(self.timeout, self.persist_floor(&mut view, floor)).await {
+                Ok(r) => r?,
+                Err(_) => return Err(StoreError::Timeout(self.timeout)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes `floor` durable and visible: raises the store's high-water mark
+    /// above it (later reservations of every process start above it), then
+    /// the followed floor key (processes holding it in their cache skip it).
+    /// Never lowers either.
+    async fn persist_floor(
+        &self,
+        view: &mut Option<Versioned>,
+        floor: u64,
+    ) -> Result<(), StoreError> {
+        let target = self.align(floor.saturating_add(1)).unwrap_or(self.limit);
+        self.raise_key(&self.key, view, target).await?;
+        let mut floor_view = None;
+        self.raise_key(&self.floor_key, &mut floor_view, floor)
+            .await?;
+        let mut s = self.slow.lock();
+        s.floor_persisted = s.floor_persisted.max(floor);
+        Ok(())
+    }
+
+    /// Compare-and-swap loop raising `key` to at least `target`.
+    async fn raise_key(
+        &self,
+        key: &str,
+        view: &mut Option<Versioned>,
+        target: u64,
+    ) -> Result<(), StoreError> {
+        for _ in 0..64 {
+            let current = match *view {
+                Some(v) => Some(v),
+                None => self.store.load(key).await.inspect_err(|e| {
+                    self.note_error(e);
+                })?,
+            };
+            if current.is_some_and(|v| v.value >= target) {
+                return Ok(());
+            }
+            *view = None;
+            match self
+                .store
+                .compare_and_set(key, current.map(|v| v.version), target)
+                .await
+            {
+                Ok(Some(version)) => {
+                    self.counters.store_writes.fetch_add(1, Ordering::Relaxed);
+                    *view = Some(Versioned {
+                        value: target,
+                        version,
+                    });
+                    return Ok(());
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    self.note_error(&e);
+                    return Err(e);
+                }
+            }
+        }
+        Err(StoreError::Unavailable(
+            "compare-and-swap kept failing (64 conflicts in a row)".into(),
+        ))
+    }
+
+    /// Follows the floor other processes publish (see [`Sequence::persist_floor`]).
+    pub(crate) fn follow_floor(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.store.follow(&self.floor_key)
+    }
+
+    fn note_error(&self, e: &StoreError) {
+        self.counters.store_errors.fetch_add(1, Ordering::Relaxed);
+        self.slow.lock().last_error = Some(e.to_string());
+    }
+
+    /// See [`crate::idgen::Generator::observe`].
+    pub(crate) fn observe(&self, id: u64) {
+        self.skip_past(id, false);
+    }
+
+    /// A floor another process published (already in the store).
+    pub(crate) fn observe_published(&self, id: u64) {
+        self.skip_past(id, true);
+    }
+
+    fn skip_past(&self, id: u64, published: bool) {
+        if id < self.hot.cur.load(Ordering::Relaxed) {
+            return; // below everything this process can still issue
+        }
+        let mut s = self.slow.lock();
+        if published {
+            s.floor_persisted = s.floor_persisted.max(id);
+        }
+        if id <= s.floor {
+            return;
+        }
+        s.floor = id;
+        let target = self.align(id.saturating_add(1)).unwrap_or(u64::MAX);
+        let end = self.hot.end.load(Ordering::Acquire);
+        self.hot.cur.fetch_max(target.min(end), Ordering::AcqRel);
+        while let Some(front) = s.pending.front_mut() {
+            if front.1 <= target {
+                s.pending.pop_front();
+            } else {
+                front.0 = front.0.max(target);
+                break;
+            }
+        }
+        self.set_mark(&s);
+        if !published && id >= s.reserved_end {
+            s.floor_to_publish = id;
+            self.wake.notify_one();
+        } else if self.hot.cur.load(Ordering::Acquire) >= end {
+            self.wake.notify_one();
+        }
+    }
+
+    /// See [`crate::idgen::Generator::set_floor`].
+    pub(crate) async fn set_floor(&self, value: u64) -> Result<(), IdgenError> {
+        self.observe(value);
+        let mut view = tokio::time::timeout(self.timeout, self.store_view.lock())
+            .await
+            .map_err(|_| self.store_error(StoreError::Timeout(self.timeout)))?;
+        match tokio::time::timeout(self.timeout, self.persist_floor(&mut view, value)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(self.store_error(e)),
+            Err(_) => Err(self.store_error(StoreError::Timeout(self.timeout))),
+        }
+    }
+
+    fn store_error(&self, source: StoreError) -> IdgenError {
+        IdgenError::Store {
+            generator: self.name.clone(),
+            source,
+        }
+    }
+
+    /// See [`crate::idgen::Generator::reserve`].
+    pub(crate) async fn reserve(&self, count: u64) -> Result<std::ops::Range<u64>, IdgenError> {
+        if count == 0 {
+            return Err(IdgenError::BadRequest {
+                generator: self.name.clone(),
+                detail: "reserve needs a count of at least 1".into(),
+            });
+        }
+        self.span(count)?;
+        let mut view = tokio::time::timeout(self.timeout, self.store_view.lock())
+            .await
+            .map_err(|_| self.store_error(StoreError::Timeout(self.timeout)))?;
+        let min_base = self.plan(0).1;
+        let r = tokio::time::timeout(
+            self.timeout,
+            self.reserve_block(&mut view, count, min_base, true),
+        )
+        .await;
+        match r {
+            Ok(Ok((b, e))) => {
+                // Later local segments start above the block.
+                let mut s = self.slow.lock();
+                s.reserved_end = s.reserved_end.max(e);
+                Ok(b..e)
+            }
+            Ok(Err(ReserveError::Exhausted)) => Err(IdgenError::Exhausted {
+                generator: self.name.clone(),
+                max: self.p.max,
+            }),
+            Ok(Err(ReserveError::Store(e))) => Err(self.store_error(e)),
+            Err(_) => Err(self.store_error(StoreError::Timeout(self.timeout))),
+        }
+    }
+
+    /// Read-only view for stats.
+    pub(crate) fn view(&self) -> SeqView {
+        let s = self.slow.lock();
+        let cur = self.hot.cur.load(Ordering::Acquire);
+        let end = self.hot.end.load(Ordering::Acquire);
+        let inc = self.p.increment;
+        let pending: u64 = s.pending.iter().map(|(b, e)| (e - b).div_ceil(inc)).sum();
+        let issued = s.issued_done + cur.min(end).saturating_sub(s.seg_base) / inc;
+        let now = self.clock.mono_ms();
+        let dt = now.saturating_sub(s.sample.0);
+        let rate = if dt >= 1000 {
+            issued.saturating_sub(s.sample.1) as f64 * 1000.0 / dt as f64
+        } else {
+            s.rate
+        };
+        SeqView {
+            high_water: s.reserved_end,
+            next_id: cur.min(end),
+            cached_remaining: end.saturating_sub(cur).div_ceil(inc) + pending,
+            batch: s.batch,
+            rate,
+            issued,
+            floor: s.floor,
+            waits: self.counters.waits.load(Ordering::Relaxed),
+            store_errors: self.counters.store_errors.load(Ordering::Relaxed),
+            store_writes: self.counters.store_writes.load(Ordering::Relaxed),
+            last_error: s.last_error.clone(),
+        }
+    }
+}
+
+/// Smallest `v >= x` with `v >= start` and `v ≡ start (mod inc)`; `None` on overflow.
+fn align_up(start: u64, inc: u64, x: u64) -> Option<u64> {
+    if x <= start {
+        return Some(start);
+    }
+    let over = (x - start) % inc;
+    if over == 0 {
+        Some(x)
+    } else {
+        x.checked_add(inc - over)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn align() {
+        assert_eq!(align_up(1, 1, 0), Some(1));
+        assert_eq!(align_up(1, 1, 5), Some(5));
+        assert_eq!(align_up(3, 10, 4), Some(13));
+        assert_eq!(align_up(3, 10, 13), Some(13));
+        assert_eq!(align_up(3, 10, u64::MAX), None);
+    }
+}

@@ -1,0 +1,609 @@
+//! Snowflake generators: k-sorted ids `timestamp | node | sequence`.
+//!
+//! - The issued position is one atomic holding the next id to issue. Taking
+//!   `n` ids is one compare-and-swap: start at `max(next, now)`, and when the
+//!   sequence field overflows it carries into the timestamp (the id runs a
+//!   little ahead of the clock; nothing ever waits for the clock).
+//! - Clock rollback: ids never go below what was issued, because the position
+//!   only grows, and across restarts because of the ceiling: a tick bound
+//!   `snow/<name>/ts/<node>` persisted in the store *before* any id at or above
+//!   it is issued ("issued up to now + lead"). On start the generator begins at
+//!   `max(now, ceiling)`. A background task extends the ceiling when the issued
+//!   position or the clock comes within half a lead of it.
+//! - Node ids are leased from the store. Losing the lease stops issuing until
+//!   a new one is leased. Extending the ceiling is a compare-and-swap on the
+//!   version this process last wrote, so a process that took over the node id
+//!   (after our lease expired) makes our next extension fail: we then stop;
+//!   and since the taker starts above the ceiling we had persisted, the ids we
+//!   issued meanwhile cannot collide with its own.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use super::clock::Clock;
+use super::error::{IdgenError, StoreError};
+use super::params::SnowflakeParams;
+use super::store::{NodeLease, Store, Versioned};
+
+/// The atomics of the fast path, on their own cache line(s).
+#[repr(align(128))]
+#[derive(Debug)]
+struct Hot {
+    /// Next id to issue, composed with the node id (so a node switch and the
+    /// position change together).
+    state: AtomicU64,
+    /// Exclusive bound on issued ticks: the persisted ceiling. 0 while there
+    /// is no valid lease. Shared with the lease's lost-hook, which zeroes it
+    /// the moment the store reports the lease lost.
+    limit: Arc<AtomicU64>,
+    /// Tick at which the background task is asked to extend the ceiling
+    /// (`u64::MAX`: already asked).
+    extend_mark: AtomicU64,
+}
+
+/// Bit layout helpers.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    /// Width of the sequence field.
+    sb: u32,
+    /// Width of node + sequence fields.
+    ns: u32,
+    /// Mask of the sequence field.
+    seq_mask: u64,
+    /// Mask of the node field, in place.
+    node_mask: u64,
+    /// Largest tick.
+    ts_max: u64,
+}
+
+impl Layout {
+    /// Position (`tick << sb | seq`) of an id.
+    #[inline]
+    fn counter(&self, id: u64) -> u64 {
+        ((id >> self.ns) << self.sb) | (id & self.seq_mask)
+    }
+
+    /// The id at position `c` with node field `node_part` (in place).
+    #[inline]
+    fn compose(&self, c: u64, node_part: u64) -> u64 {
+        ((c >> self.sb) << self.ns) | node_part | (c & self.seq_mask)
+    }
+}
+
+/// Lease and ceiling, changed only under the async slow lock.
+#[derive(Debug, Default)]
+struct Slow {
+    /// The node-id lease, if any.
+    lease: Option<NodeLease>,
+    /// The ceiling this process last persisted for its node, and its version.
+    ceiling: Option<Versioned>,
+}
+
+/// Stats visible without taking the async lock.
+#[derive(Debug, Default)]
+struct Info {
+    /// Current node id.
+    node: Option<u64>,
+    /// Last persisted ceiling tick.
+    ceiling: u64,
+    /// Last store error.
+    last_error: Option<String>,
+    /// Why there is no lease, if there is none.
+    no_node: Option<String>,
+}
+
+/// Counters for the stats view.
+#[derive(Debug, Default)]
+struct Counters {
+    waits: AtomicU64,
+    store_errors: AtomicU64,
+    store_writes: AtomicU64,
+}
+
+/// A snowflake generator.
+pub(crate) struct Snowflake {
+    /// The generator's name.
+    pub(crate) name: String,
+    /// Its layout.
+    p: SnowflakeParams,
+    /// Derived bit layout.
+    l: Layout,
+    /// Store scope of node leases: `snow/<name>`.
+    scope: String,
+    /// Where leases and ceilings live.
+    store: Arc<dyn Store>,
+    /// Wall clock for timestamps.
+    clock: Arc<dyn Clock>,
+    /// Bound on a wait for the store.
+    timeout: Duration,
+    /// Fast-path atomics.
+    hot: Hot,
+    /// Lease and ceiling; async because it is held across store calls.
+    slow: tokio::sync::Mutex<Slow>,
+    /// Stats.
+    info: Mutex<Info>,
+    /// Wakes the background task (extend, re-lease).
+    pub(crate) wake: Arc<Notify>,
+    /// Set by shutdown.
+    pub(crate) stopped: std::sync::atomic::AtomicBool,
+    /// Highest tick asked for by `set_floor`: a node id leased later (after a
+    /// lost lease) also starts at or above it.
+    floor_tick: AtomicU64,
+    /// Stats counters.
+    counters: Counters,
+}
+
+/// Read-only view for stats.
+pub(crate) struct SnowView {
+    pub high_water: u64,
+    pub next_id: u64,
+    pub cached_remaining: u64,
+    pub node: Option<u64>,
+    pub lease_valid: bool,
+    pub waits: u64,
+    pub store_errors: u64,
+    pub store_writes: u64,
+    pub last_error: Option<String>,
+}
+
+impl Snowflake {
+    /// A snowflake with no lease yet; call [`Snowflake::prepare`].
+    pub(crate) fn new(
+        name: &str,
+        p: SnowflakeParams,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        timeout: Duration,
+    ) -> Snowflake {
+        let sb = p.sequence_bits;
+        let ns = p.node_bits + p.sequence_bits;
+        let l = Layout {
+            sb,
+            ns,
+            seq_mask: (1u64 << sb) - 1,
+            node_mask: ((1u64 << p.node_bits) - 1) << sb,
+            ts_max: (1u64 << p.timestamp_bits) - 1,
+        };
+        Snowflake {
+            name: name.to_string(),
+            scope: format!("snow/{name}"),
+            l,
+            p,
+            store,
+            clock,
+            timeout,
+            hot: Hot {
+                state: AtomicU64::new(0),
+                limit: Arc::new(AtomicU64::new(0)),
+                extend_mark: AtomicU64::new(u64::MAX),
+            },
+            slow: tokio::sync::Mutex::new(Slow::default()),
+            info: Mutex::new(Info::default()),
+            wake: Arc::new(Notify::new()),
+            stopped: std::sync::atomic::AtomicBool::new(false),
+            floor_tick: AtomicU64::new(0),
+            counters: Counters::default(),
+        }
+    }
+
+    /// Current tick, clamped to the timestamp field.
+    #[inline]
+    fn now_tick(&self) -> u64 {
+        let ms = self.clock.wall_ms().saturating_sub(self.p.epoch_ms);
+        let t = if self.p.unit_ms == 1 {
+            ms
+        } else {
+            ms / self.p.unit_ms
+        };
+        t.min(self.l.ts_max)
+    }
+
+    /// Leases a node id and persists the first ceiling.
+    pub(crate) async fn prepare(&self) -> Result<(), IdgenError> {
+        let wall = self.clock.wall_ms();
+        if wall < self.p.epoch_ms {
+            return Err(IdgenError::ClockBeforeEpoch {
+                generator: self.name.clone(),
+                detail: format!("clock {wall} ms, epoch {} ms since 1970", self.p.epoch_ms),
+            });
+        }
+        let mut slow = self.slow.lock().await;
+        self.acquire(&mut slow).await
+    }
+
+    /// The fast path: positions `[first, next)` and the node field, or `None`.
+    #[inline]
+    fn try_take(&self, n: u64, now: u64) -> Option<(u64, u64, u64)> {
+        let hot = &self.hot;
+        let l = self.l;
+        let mut s = hot.state.load(Ordering::Acquire);
+        loop {
+            // Loaded after `state`: a node switch zeroes `limit` before it
+            // changes `state`, so a new state is never paired with an old limit.
+            let limit = hot.limit.load(Ordering::Acquire);
+            let node_part = s & l.node_mask;
+            let first = l.counter(s).max(now << l.sb);
+            let next = first.checked_add(n)?;
+            if n == 0 || ((next - 1) >> l.sb) >= limit {
+                return if n == 0 {
+                    Some((first, first, node_part))
+                } else {
+                    None
+                };
+            }
+            let s2 = l.compose(next, node_part);
+            match hot
+                .state
+                .compare_exchange_weak(s, s2, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    let tick = (next >> l.sb).max(now);
+                    if tick >= hot.extend_mark.load(Ordering::Relaxed)
+                        && hot.extend_mark.swap(u64::MAX, Ordering::Relaxed) != u64::MAX
+                    {
+                        self.wake.notify_one();
+                    }
+                    return Some((first, next, node_part));
+                }
+                Err(x) => s = x,
+            }
+        }
+    }
+
+    #[inline]
+    fn emit(&self, out: &mut Vec<u64>, first: u64, next: u64, node_part: u64) {
+        let l = self.l;
+        out.extend((first..next).map(|c| l.compose(c, node_part)));
+    }
+
+    /// See [`crate::idgen::Generator::try_next`].
+    #[inline]
+    pub(crate) fn try_next(&self, n: u64, out: &mut Vec<u64>) -> Result<bool, IdgenError> {
+        match self.try_take(n, self.now_tick()) {
+            Some((first, next, node)) => {
+                self.emit(out, first, next, node);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// See [`crate::idgen::Generator::next`].
+    pub(crate) async fn next(&self, n: u64, out: &mut Vec<u64>) -> Result<(), IdgenError> {
+        if self.try_next(n, out)? {
+            return Ok(());
+        }
+        if self.stopped.load(Ordering::Relaxed) {
+            return Err(IdgenError::Shutdown(self.name.clone()));
+        }
+        self.counters.waits.fetch_add(1, Ordering::Relaxed);
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        for _ in 0..8 {
+            if self.try_next(n, out)? {
+                return Ok(());
+            }
+            let mut slow = tokio::time::timeout_at(deadline, self.slow.lock())
+                .await
+                .map_err(|_| self.unavailable(StoreError::Timeout(self.timeout)))?;
+            if self.try_next(n, out)? {
+                return Ok(());
+            }
+            let step = async {
+                if slow.lease.as_ref().is_some_and(|l| l.state.is_valid()) {
+                    self.extend(&mut slow, n).await
+                } else {
+                    self.acquire(&mut slow).await
+                }
+            };
+            match tokio::time::timeout_at(deadline, step).await {
+                Ok(r) => r?,
+                Err(_) => return Err(self.unavailable(StoreError::Timeout(self.timeout))),
+            }
+        }
+        Err(self.unavailable(StoreError::Unavailable(
+            "the ceiling kept falling behind".into(),
+        )))
+    }
+
+    fn unavailable(&self, source: StoreError) -> IdgenError {
+        self.note_error(&source);
+        IdgenError::Unavailable {
+            generator: self.name.clone(),
+            source,
+        }
+    }
+
+    fn note_error(&self, e: &StoreError) {
+        self.counters.store_errors.fetch_add(1, Ordering::Relaxed);
+        self.info.lock().last_error = Some(e.to_string());
+    }
+
+    fn no_node(&self, detail: String) -> IdgenError {
+        self.info.lock().no_node = Some(detail.clone());
+        IdgenError::NoNode {
+            generator: self.name.clone(),
+            detail,
+        }
+    }
+
+    fn ceiling_key(&self, node: u64) -> String {
+        format!("{}/ts/{node}", self.scope)
+    }
+
+    /// Stops issuing: no valid lease.
+    fn stop_issuing(&self) {
+        self.hot.limit.store(0, Ordering::SeqCst);
+    }
+
+    /// Leases a node id (giving up any old lease) and persists a ceiling for it.
+    async fn acquire(&self, slow: &mut Slow) -> Result<(), IdgenError> {
+        self.stop_issuing();
+        if let Some(old) = slow.lease.take() {
+            // Lost or taken over; nothing to release (best effort anyway).
+            let _ = self.store.release_node(&self.scope, &old).await;
+        }
+        slow.ceiling = None;
+        self.info.lock().node = None;
+        let count = 1u64 << self.p.node_bits;
+        let lease = match self.store.acquire_node(&self.scope, count).await {
+            Ok(l) => l,
+            Err(StoreError::NodesExhausted(n)) => {
+                return Err(self.no_node(format!(
+                    "all {n} node ids are leased by live processes; widen node_bits or stop one"
+                )))
+            }
+            Err(e) => {
+                self.note_error(&e);
+                return Err(self.no_node(format!("cannot lease a node id: {e}")));
+            }
+        };
+        let (limit, wake) = (self.hot.limit.clone(), self.wake.clone());
+        lease.state.on_lost(Box::new(move || {
+            limit.store(0, Ordering::SeqCst);
+            wake.notify_one();
+        }));
+        let node = lease.node;
+        let key = self.ceiling_key(node);
+        let mut done = None;
+        for _ in 0..16 {
+            let current = match self.store.load(&key).await {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = self.store.release_node(&self.scope, &lease).await;
+                    return Err(self.unavailable(e));
+                }
+            };
+            let persisted = current.map(|v| v.value).unwrap_or(0);
+            // Our own position matters if we get our old node back.
+            let own = self.hot.state.load(Ordering::Acquire);
+            let own_tick = if own & self.l.node_mask == node << self.l.sb {
+                self.l.counter(own) >> self.l.sb
+            } else {
+                0
+            };
+            let start = self
+                .now_tick()
+                .max(persisted)
+                .max(own_tick)
+                .max(self.floor_tick.load(Ordering::Acquire));
+            if start >= self.l.ts_max {
+                let _ = self.store.release_node(&self.scope, &lease).await;
+                return Err(IdgenError::Exhausted {
+                    generator: self.name.clone(),
+                    max: self.l.ts_max,
+                });
+            }
+            let target = start.saturating_add(self.p.lead_ticks).min(self.l.ts_max);
+            match self
+                .store
+                .compare_and_set(&key, current.map(|v| v.version), target)
+                .await
+            {
+                Ok(Some(version)) => {
+                    self.counters.store_writes.fetch_add(1, Ordering::Relaxed);
+                    done = Some((
+                        start,
+                        Versioned {
+                            value: target,
+                            version,
+                        },
+                    ));
+                    break;
+                }
+                Ok(None) => continue,
+                Err(e) => {
+                    let _ = self.store.release_node(&self.scope, &lease).await;
+                    return Err(self.unavailable(e));
+                }
+            }
+        }
+        let Some((start, ceiling)) = done else {
+            let _ = self.store.release_node(&self.scope, &lease).await;
+            return Err(self.unavailable(StoreError::Unavailable(
+                "ceiling compare-and-swap kept failing".into(),
+            )));
+        };
+        let node_part = node << self.l.sb;
+        let own = self.hot.state.load(Ordering::Acquire);
+        let mut pos = start << self.l.sb;
+        if own & self.l.node_mask == node_part {
+            pos = pos.max(self.l.counter(own));
+        }
+        // limit is 0 here (stop_issuing), so no fast path runs until the
+        // new limit is published after the new state.
+        self.hot
+            .state
+            .store(self.l.compose(pos, node_part), Ordering::SeqCst);
+        self.publish(ceiling.value, &lease);
+        slow.ceiling = Some(ceiling);
+        slow.lease = Some(lease);
+        let mut info = self.info.lock();
+        info.node = Some(node);
+        info.ceiling = ceiling.value;
+        info.no_node = None;
+        Ok(())
+    }
+
+    /// Lets the fast path issue below `ceiling`, unless the lease is lost
+    /// (checked after the store, so a concurrent lost-hook always wins).
+    fn publish(&self, ceiling: u64, lease: &NodeLease) {
+        let mark = ceiling.saturating_sub(self.p.lead_ticks / 2 + 1);
+        self.hot.extend_mark.store(mark, Ordering::SeqCst);
+        self.hot.limit.store(ceiling, Ordering::SeqCst);
+        if !lease.state.is_valid() {
+            self.stop_issuing();
+        }
+    }
+
+    /// Persists a higher ceiling so that `n` more ids (and the clock plus
+    /// half a lead) fit below it.
+    async fn extend(&self, slow: &mut Slow, n: u64) -> Result<(), IdgenError> {
+        let Some(lease) = slow.lease.as_ref() else {
+            return Err(self.no_node("no node id leased".into()));
+        };
+        if !lease.state.is_valid() {
+            self.stop_issuing();
+            return Err(self.no_node("the node id lease was lost".into()));
+        }
+        let node = lease.node;
+        let l = self.l;
+        let now = self.now_tick();
+        let pos = l
+            .counter(self.hot.state.load(Ordering::Acquire))
+            .max(now << l.sb);
+        let need_tick = (pos.saturating_add(n.max(1)) - 1) >> l.sb;
+        if need_tick >= l.ts_max {
+            return Err(IdgenError::Exhausted {
+                generator: self.name.clone(),
+                max: l.ts_max,
+            });
+        }
+        let limit = self.hot.limit.load(Ordering::Acquire);
+        let base = need_tick.max(now);
+        if base + self.p.lead_ticks / 2 < limit {
+            return Ok(()); // still enough room
+        }
+        let target = base.saturating_add(self.p.lead_ticks).min(l.ts_max);
+        let expected = slow.ceiling.map(|v| v.version);
+        match self
+            .store
+            .compare_and_set(&self.ceiling_key(node), expected, target)
+            .await
+        {
+            Ok(Some(version)) => {
+                self.counters.store_writes.fetch_add(1, Ordering::Relaxed);
+                slow.ceiling = Some(Versioned {
+                    value: target,
+                    version,
+                });
+                self.publish(target, lease);
+                self.info.lock().ceiling = target;
+                Ok(())
+            }
+            Ok(None) => {
+                // Someone else wrote our node's ceiling: our lease expired and
+                // the node id was taken over. Stop; lease a new one.
+                self.stop_issuing();
+                lease.state.mark_lost();
+                Err(self.no_node(format!("node id {node} was taken over by another process")))
+            }
+            Err(e) => Err(self.unavailable(e)),
+        }
+    }
+
+    /// One round of background work: re-lease after a loss, extend the ceiling
+    /// when the clock or the position comes near it.
+    pub(crate) async fn background_round(&self) -> Result<(), IdgenError> {
+        let Ok(mut slow) = tokio::time::timeout(self.timeout, self.slow.lock()).await else {
+            return Ok(());
+        };
+        let valid = slow.lease.as_ref().is_some_and(|l| l.state.is_valid());
+        let work = async {
+            if !valid {
+                self.acquire(&mut slow).await
+            } else {
+                self.extend(&mut slow, 1).await
+            }
+        };
+        match tokio::time::timeout(self.timeout, work).await {
+            Ok(r) => r,
+            Err(_) => Err(self.unavailable(StoreError::Timeout(self.timeout))),
+        }
+    }
+
+    /// How long the background task may sleep between rounds.
+    pub(crate) fn period(&self) -> Duration {
+        let lead_ms = self.p.lead_ticks.saturating_mul(self.p.unit_ms);
+        Duration::from_millis((lead_ms / 4).clamp(20, 1000))
+    }
+
+    /// See [`crate::idgen::Generator::set_floor`]: ids of this node after it
+    /// returns are above `value`.
+    pub(crate) async fn set_floor(&self, value: u64) -> Result<(), IdgenError> {
+        let l = self.l;
+        let tick = (value >> l.ns).saturating_add(1);
+        if tick > l.ts_max {
+            return Err(IdgenError::Exhausted {
+                generator: self.name.clone(),
+                max: l.ts_max,
+            });
+        }
+        let mut slow = tokio::time::timeout(self.timeout, self.slow.lock())
+            .await
+            .map_err(|_| self.unavailable(StoreError::Timeout(self.timeout)))?;
+        let Some(node) = slow
+            .lease
+            .as_ref()
+            .filter(|l| l.state.is_valid())
+            .map(|l| l.node)
+        else {
+            return Err(self.no_node("no node id leased".into()));
+        };
+        self.floor_tick.fetch_max(tick, Ordering::AcqRel);
+        let node_part = node << l.sb;
+        self.hot
+            .state
+            .fetch_max(l.compose(tick << l.sb, node_part), Ordering::SeqCst);
+        match tokio::time::timeout(self.timeout, self.extend(&mut slow, 1)).await {
+            Ok(r) => r,
+            Err(_) => Err(self.unavailable(StoreError::Timeout(self.timeout))),
+        }
+    }
+
+    /// Gives the node id back (clean shutdown).
+    pub(crate) async fn release(&self) {
+        self.stop_issuing();
+        if let Ok(mut slow) = tokio::time::timeout(self.timeout, self.slow.lock()).await {
+            if let Some(lease) = slow.lease.take() {
+                let _ = tokio::time::timeout(
+                    self.timeout,
+                    self.store.release_node(&self.scope, &lease),
+                )
+                .await;
+            }
+        }
+    }
+
+    /// Read-only view for stats.
+    pub(crate) fn view(&self) -> SnowView {
+        let info = self.info.lock();
+        let state = self.hot.state.load(Ordering::Acquire);
+        let limit = self.hot.limit.load(Ordering::Acquire);
+        let pos = self.l.counter(state).max(self.now_tick() << self.l.sb);
+        SnowView {
+            high_water: info.ceiling,
+            next_id: self.l.compose(pos, state & self.l.node_mask),
+            cached_remaining: (limit << self.l.sb).saturating_sub(pos),
+            node: info.node,
+            lease_valid: limit > 0,
+            waits: self.counters.waits.load(Ordering::Relaxed),
+            store_errors: self.counters.store_errors.load(Ordering::Relaxed),
+            store_writes: self.counters.store_writes.load(Ordering::Relaxed),
+            last_error: info.last_error.clone().or_else(|| info.no_node.clone()),
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! The persistent store behind the generators, as one trait with three
+//! implementations: etcd (shared by several idgate processes), a local state
+//! file (the embedded default) and memory (tests, with injected faults).
+//!
+//! The store holds counters (u64 values with a version for compare-and-swap)
+//! and snowflake node-id leases. Keys are relative (`seq/orders/hwm`); a store
+//! adds its own prefix.
+
+pub mod etcd;
+pub mod file;
+pub mod memory;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+
+pub use super::error::StoreError;
+
+/// A boxed future returned by store calls (keeps the trait object-safe).
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// A counter value and the version a compare-and-swap must match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Versioned {
+    /// The stored value.
+    pub value: u64,
+    /// Opaque version (etcd mod_revision); never 0 for a present key.
+    pub version: u64,
+}
+
+/// The state of one node-id lease, shared between the store (which keeps it
+/// alive) and the generator (which stops issuing when it is lost).
+pub struct LeaseState {
+    /// False once the lease is lost (expired, revoked, not kept alive in time).
+    /// Never becomes true again: a new lease is a new `LeaseState`.
+    valid: AtomicBool,
+    /// Woken when `valid` turns false.
+    lost: Notify,
+    /// Called once when the lease is lost: the generator stops issuing at
+    /// once and wakes its background task (which re-leases).
+    watchers: parking_lot::Mutex<Vec<LostHook>>,
+}
+
+/// A callback run when a lease is lost.
+pub type LostHook = Box<dyn Fn() + Send + Sync>;
+
+impl std::fmt::Debug for LeaseState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseState")
+            .field("valid", &self.is_valid())
+            .finish()
+    }
+}
+
+impl LeaseState {
+    /// A fresh, valid lease state.
+    pub fn new_valid() -> Arc<LeaseState> {
+        Arc::new(LeaseState {
+            valid: AtomicBool::new(true),
+            lost: Notify::new(),
+            watchers: parking_lot::Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Whether the lease is still held.
+    pub fn is_valid(&self) -> bool {
+        self.valid.load(Ordering::Acquire)
+    }
+
+    /// Marks the lease lost (once) and tells whoever waits for that.
+    pub fn mark_lost(&self) {
+        if self.valid.swap(false, Ordering::AcqRel) {
+            self.lost.notify_waiters();
+            self.lost.notify_one();
+            for hook in self.watchers.lock().iter() {
+                hook();
+            }
+        }
+    }
+
+    /// Registers `hook` to run when the lease is lost (at once if it already is).
+    pub fn on_lost(&self, hook: LostHook) {
+        if !self.is_valid() {
+            hook();
+            return;
+        }
+        self.watchers.lock().push(hook);
+        // Lost between the check and the push: the hook may not have run.
+        if !self.is_valid() {
+            if let Some(h) = self.watchers.lock().last() {
+                h();
+            }
+        }
+    }
+
+    /// Resolves when the lease is lost.
+    pub async fn wait_lost(&self) {
+        loop {
+            let notified = self.lost.notified();
+            if !self.is_valid() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// A node id leased by this process for one snowflake generator.
+#[derive(Debug, Clone)]
+pub struct NodeLease {
+    /// The node id, below `2^node_bits`.
+    pub node: u64,
+    /// Store-specific handle (etcd lease id) used to release it.
+    pub handle: i64,
+    /// Validity, kept up to date by the store.
+    pub state: Arc<LeaseState>,
+}
+
+/// A persistent store for generator state.
+///
+/// Every call must return within a bounded time (the implementation's own
+/// timeout); the allocator adds its own timeout on top.
+pub trait Store: Send + Sync + 'static {
+    /// Reads a counter; `None` if the key does not exist.
+    fn load<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<Versioned>>;
+
+    /// Sets `key` to `value` if its version is still `expected` (`None`: the
+    /// key must not exist). Returns the new version, or `None` if the
+    /// comparison failed (someone else wrote the key).
+    fn compare_and_set<'a>(
+        &'a self,
+        key: &'a str,
+        expected: Option<u64>,
+        value: u64,
+    ) -> StoreFuture<'a, Option<u64>>;
+
+    /// Leases a node id in `0..count` under `scope` that no live process holds.
+    /// Fails with [`StoreError::NodesExhausted`] when all are taken.
+    fn acquire_node<'a>(&'a self, scope: &'a str, count: u64) -> StoreFuture<'a, NodeLease>;
+
+    /// Gives a node id back (clean shutdown).
+    fn release_node<'a>(&'a self, scope: &'a str, lease: &'a NodeLease) -> StoreFuture<'a, ()>;
+
+    /// Follows a counter that other processes write: the receiver holds the
+    /// highest value seen so far (0 at first) and is notified when it rises.
+    /// `None` when no other process can write it (the file store). The
+    /// implementation keeps following (re-creating its watch after errors)
+    /// until every receiver is dropped.
+    fn follow(&self, key: &str) -> Option<tokio::sync::watch::Receiver<u64>> {
+        let _ = key;
+        None
+    }
+
+    /// A short description for logs and stats (`etcd http://...`, `file /path`).
+    fn describe(&self) -> String;
+}
+
+/// Raises a followed value (never lowers it).
+pub(crate) fn raise(tx: &tokio::sync::watch::Sender<u64>, v: u64) {
+    tx.send_if_modified(|cur| {
+        if v > *cur {
+            *cur = v;
+            true
+        } else {
+            false
+        }
+    });
+}
+
+/// Parses a counter value as written by idgate (decimal ASCII).
+pub(crate) fn parse_counter(key: &str, raw: &[u8]) -> Result<u64, StoreError> {
+    std::str::from_utf8(raw)
+        .ok()
+        .map(str::trim)
+        .and_then(|s| s.parse::<u64>().ok())
+        .ok_or_else(|| StoreError::Corrupt {
+            key: key.to_string(),
+            detail: format!(
+                "expected a decimal counter, found {:?}",
+                String::from_utf8_lossy(&raw[..raw.len().min(64)])
+            ),
+        })
+}
