@@ -121,7 +121,7 @@ sharding = "random"
     let (_d, lines) = load_err(&[("a.toml", a), ("b.toml", b)]);
     assert_eq!(
         lines,
-        vec![
+        [
             "a.toml:6: generator name `bad name` is not valid: 1 to 64 ASCII letters, digits, `_` or `-`, starting with a letter or `_`",
             "b.toml:2: generator `orders` is already defined at DIR/a.toml:2",
             "b.toml:6: table `shop.orders` already has a rule at DIR/a.toml:10 (idgate fills one column per table)",
