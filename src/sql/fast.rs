@@ -460,7 +460,17 @@ pub fn shape_after_head(
     };
     let id_index = match &columns {
         Some(c) => c.id_index,
-        None => no_list_index()?,
+        None => {
+            // INSERT ... SELECT needs no column order to be refused.
+            let mut ahead = lx.clone();
+            if ahead
+                .next_token()
+                .is_some_and(|t| starts_query(sql, &t) && !word_is(sql, &t, "VALUES"))
+            {
+                return Ok(Err(Refuse::Unsupported("INSERT ... SELECT")));
+            }
+            no_list_index()?
+        }
     };
     Ok(
         body(lx, sql, modes, id_index, id_col).map(|(body, alias_columns, end)| {

@@ -202,7 +202,7 @@ pub fn plan_query_with(
     let modes = ctx.modes();
     let hint = last_id_hint(sql.as_bytes());
     // The common case: one ordinary statement.
-    if !sql.as_bytes().contains(&b';') {
+    if memchr::memchr(b';', sql.as_bytes()).is_none() {
         let mut lx = Lexer::new(sql, 0, modes);
         match lx.next_token() {
             None => return Ok(Plan::Passthrough),
@@ -450,7 +450,15 @@ impl<'q> QueryPlanner<'q> {
     fn insert(&mut self, start: usize, in_exec: bool, lx: Lexer<'q>) -> Result<Outcome, Stop> {
         let sql = self.sql;
         let mut head_lx = lx.clone();
-        let found = match fast::head(&mut head_lx, sql) {
+        let head_result = fast::head(&mut head_lx, sql);
+        // Where to look for the statement's end if it is not a rule table: a
+        // failed head may have consumed a `;`, so restart from the keyword.
+        let (skim_from, skim_in_exec) = if head_result.is_ok() {
+            (head_lx.pos().max(start), head_lx.in_exec())
+        } else {
+            (start, in_exec)
+        };
+        let found = match head_result {
             Ok(head) => {
                 let schema = head.schema.as_deref().or(self.ctx.schema);
                 self.rules.entry(schema, &head.table).map(|e| {
@@ -488,8 +496,7 @@ impl<'q> QueryPlanner<'q> {
         };
         let Some((entry, schema, table, head)) = found else {
             // Not a rule table: forward, replacing last-insert-id uses.
-            let from = head_lx.pos().max(start);
-            let s = skim(sql, from, self.modes, head_lx.in_exec());
+            let s = skim(sql, skim_from, self.modes, skim_in_exec);
             let mut info = StmtInfo::plain(start..s.end);
             if self.hint {
                 let uses = lastid::scan(sql, start, s.end, self.modes, false);

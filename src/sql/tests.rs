@@ -433,6 +433,23 @@ fn refusals() {
         assert_eq!(e.code(), code, "{sql}: {e}");
         assert!(e.to_string().contains(needle), "{sql}: {e}");
     }
+    // A broken statement before a rule-table INSERT does not hide it.
+    assert_eq!(
+        rw("INSERT ; INSERT INTO orders (sku) VALUES ('a')"),
+        "INSERT ; INSERT INTO orders (sku, `id`) VALUES ('a', LAST_INSERT_ID(101))"
+    );
+    // INSERT ... SELECT is refused before asking for the column order.
+    let none = |_: &str, _: &str| None;
+    let c = PlanCtx {
+        columns: &none,
+        ..ctx()
+    };
+    assert_eq!(
+        plan_query("INSERT INTO orders SELECT 1", &rules(), &c)
+            .unwrap_err()
+            .code(),
+        1235
+    );
     // Not rule tables: allowed.
     for sql in [
         "INSERT INTO other SELECT * FROM orders",
