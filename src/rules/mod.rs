@@ -1,8 +1,20 @@
 //! Column rules: which table columns get ids from which generator.
 //!
-//! `spec` is the schema of one rule file. (The loader, with file:line errors and
-//! whole-set validation, lives beside it.)
+//! Files:
+//! - `spec.rs`: the schema of one rule file (`[[generator]]`, `[[table]]`).
+//! - `load.rs`: loading a directory, whole-set validation, `rules check`.
+//! - `ruleset.rs`: [`RuleSet`], the validated rules indexed for lookups
+//!   (matching rules: see its module doc).
+//! - `names.rs`: which identifiers rule files may use.
+//! - `error.rs`: [`RulesError`], every problem as `file:line: reason`.
 
+pub mod error;
+pub mod load;
+pub mod names;
+pub mod ruleset;
 pub mod spec;
 
+pub use error::{Problem, RulesError};
+pub use load::{check_dir, GeneratorCheck};
+pub use ruleset::{Origin, RuleSet, TableEntry};
 pub use spec::{GeneratorKind, GeneratorRule, RuleFile, TableRule, TimeUnit};

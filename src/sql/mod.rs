@@ -1,1 +1,51 @@
-//! SQL: cheap classification, parsing, planning and splicing of ids into statement text. Pure: no I/O.
+//! SQL: cheap classification, planning and splicing of ids into statement
+//! text. Pure: no I/O.
+//!
+//! Flow: [`plan_query`] classifies each statement of a query (first keyword,
+//! target table looked up in the [`RuleSet`] before any full parse), plans the
+//! INSERT/REPLACEs into rule tables (which rows get ids, which explicit ids to
+//! observe) and finds uses of the last insert id; the caller allocates the
+//! [`QueryRewrite::demands`] and calls [`QueryRewrite::render`], which
+//! splices ids into the **original** text (an AST is never re-printed:
+//! comments, hints, escapes, introducers and spacing stay byte-exact).
+//! Generated ids are decimal literals, except the first of each statement,
+//! written `LAST_INSERT_ID(<id>)` so the backend's OK packet and
+//! `LAST_INSERT_ID()` report it exactly as with AUTO_INCREMENT.
+//!
+//! Files:
+//! - `lexer.rs`: MySQL-aware tokenizer and statement-end skim (byte offsets).
+//! - `plan.rs`: [`plan_query`], [`PlanCtx`], [`Plan`], [`QueryRewrite`],
+//!   [`StmtInfo`]; statement classification, compound statements, PREPARE
+//!   and LOAD DATA guards.
+//! - `fast.rs`: the fast path: INSERT shapes straight from tokens.
+//! - `parsed.rs`: the fallback: shapes from sqlparser's AST and spans.
+//! - `shape.rs`: `Shape`, what both parsers produce.
+//! - `insert.rs`: planning one INSERT from its shape (slots, explicit ids, edits).
+//! - `lastid.rs`: `LAST_INSERT_ID()` / `@@identity` uses.
+//! - `edit.rs`: splices; `render.rs`: applying them.
+//! - `prepare.rs`: [`plan_prepare`], [`PrepareRewrite`], execute-time helpers.
+//! - `error.rs`: [`SqlError`] with MySQL codes.
+
+pub(crate) mod edit;
+pub mod error;
+pub(crate) mod fast;
+pub(crate) mod insert;
+pub(crate) mod lastid;
+pub(crate) mod lexer;
+pub(crate) mod parsed;
+pub mod plan;
+pub mod prepare;
+pub(crate) mod render;
+pub(crate) mod shape;
+
+pub use error::SqlError;
+pub use insert::SlotKind;
+pub use plan::{plan_query, ColumnsFn, IdDemand, Plan, PlanCtx, QueryRewrite, RuleHit, StmtInfo};
+#[doc(hidden)]
+pub use plan::{plan_query_with, Engine};
+pub use prepare::{
+    plan_prepare, BackendParam, BoundId, Execution, ParamSource, PreparePlan, PrepareRewrite,
+};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,185 @@
+//! [`RuleSet`]: the validated rules of a directory, indexed for the hot path.
+//!
+//! # Matching tables
+//! Table and schema names are compared **case-sensitively**, byte for byte,
+//! like MariaDB on Linux with its default `lower_case_table_names = 0`: a rule
+//! for `shop.orders` does not match `INSERT INTO Shop.Orders`. Column names are
+//! compared case-insensitively by the SQL planner, as MySQL does.
+//!
+//! A rule named `schema.table` matches only that table. A bare `table` rule
+//! matches a table of that name in any schema. Both may exist for the same
+//! table name: the exact `schema.table` rule wins for its schema, and the bare
+//! rule applies to every other schema (that is how a DBA overrides the generic
+//! rule for one schema). Two rules with the same name (both bare or both for
+//! the same schema) are an error, even for different columns: idgate fills one
+//! column per table.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::spec::{GeneratorRule, TableRule};
+
+/// Where a rule was written (for summaries and error messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// The rule file.
+    pub file: std::path::PathBuf,
+    /// 1-based line of the entry's `name` key.
+    pub line: usize,
+}
+
+/// One table rule, compiled for the hot path.
+#[derive(Debug, Clone)]
+pub struct TableEntry {
+    rule: TableRule,
+    schema: Option<Box<str>>,
+    table: Box<str>,
+    generator: Arc<str>,
+    quoted_column: Arc<str>,
+    origin: Origin,
+}
+
+impl TableEntry {
+    /// The rule as written.
+    pub fn rule(&self) -> &TableRule {
+        &self.rule
+    }
+    /// The schema part of the rule's name; `None` for a bare table rule.
+    pub fn schema(&self) -> Option<&str> {
+        self.schema.as_deref()
+    }
+    /// The table part of the rule's name.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+    /// The column idgate fills.
+    pub fn column(&self) -> &str {
+        &self.rule.column
+    }
+    /// The column in backquotes, ready to splice into SQL.
+    pub fn quoted_column(&self) -> &Arc<str> {
+        &self.quoted_column
+    }
+    /// Name of the generator (shared, so plans can hold it cheaply).
+    pub fn generator(&self) -> &Arc<str> {
+        &self.generator
+    }
+    /// Where the rule was written.
+    pub fn origin(&self) -> &Origin {
+        &self.origin
+    }
+}
+
+/// Index entry for one bare table name.
+#[derive(Debug, Default, Clone)]
+struct Slot {
+    /// The bare rule (any schema), as an index into `entries`.
+    any: Option<usize>,
+    /// `schema.table` rules for this table name: (schema, index into `entries`).
+    by_schema: Vec<(Box<str>, usize)>,
+}
+
+/// The validated rules of a rules directory. Built by
+/// [`RuleSet::load_dir`] or [`RuleSet::from_toml`]; immutable afterwards (a
+/// reload builds a new one).
+#[derive(Debug, Clone, Default)]
+pub struct RuleSet {
+    generators: Vec<GeneratorRule>,
+    generator_origins: Vec<Origin>,
+    tables: Vec<TableRule>,
+    entries: Vec<TableEntry>,
+    index: HashMap<Box<str>, Slot>,
+}
+
+impl RuleSet {
+    /// Builds the index. The caller has validated names and uniqueness.
+    pub(crate) fn build(
+        generators: Vec<(GeneratorRule, Origin)>,
+        tables: Vec<(TableRule, Origin)>,
+    ) -> RuleSet {
+        let mut set = RuleSet::default();
+        for (g, o) in generators {
+            set.generators.push(g);
+            set.generator_origins.push(o);
+        }
+        for (rule, origin) in tables {
+            let (schema, table) = match rule.name.split_once('.') {
+                Some((s, t)) => (Some(Box::<str>::from(s)), Box::<str>::from(t)),
+                None => (None, Box::<str>::from(rule.name.as_str())),
+            };
+            let i = set.entries.len();
+            let slot = set.index.entry(table.clone()).or_default();
+            match &schema {
+                Some(s) => slot.by_schema.push((s.clone(), i)),
+                None => slot.any = Some(i),
+            }
+            set.entries.push(TableEntry {
+                generator: Arc::from(rule.generator.as_str()),
+                quoted_column: Arc::from(format!("`{}`", rule.column.replace('`', "``"))),
+                schema,
+                table,
+                origin,
+                rule: rule.clone(),
+            });
+            set.tables.push(rule);
+        }
+        set
+    }
+
+    /// The rule for `table` in `schema` (the statement's explicit schema, or
+    /// the session's current database; `None` when there is neither). An exact
+    /// `schema.table` rule wins over a bare `table` rule. Case-sensitive, see
+    /// the module doc.
+    pub fn table(&self, schema: Option<&str>, table: &str) -> Option<&TableRule> {
+        self.entry(schema, table).map(TableEntry::rule)
+    }
+
+    /// Like [`RuleSet::table`], with the compiled entry the SQL planner uses.
+    pub fn entry(&self, schema: Option<&str>, table: &str) -> Option<&TableEntry> {
+        let slot = self.index.get(table)?;
+        let i = schema
+            .and_then(|s| {
+                slot.by_schema
+                    .iter()
+                    .find(|(rs, _)| &**rs == s)
+                    .map(|&(_, i)| i)
+            })
+            .or(slot.any)?;
+        self.entries.get(i)
+    }
+
+    /// True if some rule names `table` (in any schema): a cheap pre-check.
+    pub fn has_table_name(&self, table: &str) -> bool {
+        self.index.contains_key(table)
+    }
+
+    /// All generators, in file order.
+    pub fn generators(&self) -> &[GeneratorRule] {
+        &self.generators
+    }
+
+    /// The generator named `name`.
+    pub fn generator(&self, name: &str) -> Option<&GeneratorRule> {
+        self.generators.iter().find(|g| g.name == name)
+    }
+
+    /// All table rules, in file order.
+    pub fn tables(&self) -> &[TableRule] {
+        &self.tables
+    }
+
+    /// All compiled table entries, in file order (parallel to [`RuleSet::tables`]).
+    pub fn entries(&self) -> &[TableEntry] {
+        &self.entries
+    }
+
+    /// Where each generator was written (parallel to [`RuleSet::generators`]).
+    pub fn generator_origins(&self) -> &[Origin] {
+        &self.generator_origins
+    }
+
+    /// True when there are no table rules (every statement passes through).
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}

@@ -1,0 +1,559 @@
+//! A small MySQL-aware tokenizer over the original bytes, and a faster
+//! "skim" that only finds where a statement ends.
+//!
+//! It knows exactly what decides token boundaries in MySQL/MariaDB: quotes
+//! with backslash escapes (unless `NO_BACKSLASH_ESCAPES`) and doubled quotes,
+//! backquoted identifiers, `"` as string or identifier (`ANSI_QUOTES`),
+//! comments (`#`, `-- `, `/* */`), executable comments (`/*! */`, `/*M! */`,
+//! whose content is code), user and system variables, numbers. Everything is
+//! byte offsets into the original text; nothing is copied or unescaped.
+
+/// The parts of `sql_mode` that change how text is tokenized.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Modes {
+    /// `NO_BACKSLASH_ESCAPES`: `\` is an ordinary character in strings.
+    pub no_backslash_escapes: bool,
+    /// `ANSI_QUOTES`: `"..."` is an identifier, not a string.
+    pub ansi_quotes: bool,
+}
+
+/// What a token is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Unquoted identifier or keyword (also `0x1F`, `123abc`).
+    Word,
+    /// Decimal number: digits, optional fraction and exponent.
+    Number,
+    /// `'...'`, or `"..."` without `ANSI_QUOTES`.
+    Str,
+    /// `` `...` ``, or `"..."` with `ANSI_QUOTES`.
+    QuotedIdent,
+    /// `@name`, `@'name'`, `@@name`, `@@session.name`.
+    Var,
+    /// `?` placeholder.
+    Param,
+    /// Any other single byte (`(`, `)`, `,`, `;`, `.`, `=`, ...).
+    Punct(u8),
+    /// A quote or comment that never ends (the rest of the text).
+    Unterminated,
+}
+
+/// One token: its kind and byte range in the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Token {
+    /// What it is.
+    pub kind: Kind,
+    /// Byte offset of its first byte.
+    pub start: usize,
+    /// Byte offset just past it.
+    pub end: usize,
+}
+
+impl Token {
+    /// True for `Punct(b)`.
+    #[inline]
+    pub fn is(&self, b: u8) -> bool {
+        self.kind == Kind::Punct(b)
+    }
+}
+
+/// True for bytes that continue an unquoted identifier.
+#[inline]
+pub fn is_ident_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
+}
+
+/// Tokenizer state over one text.
+#[derive(Debug, Clone)]
+pub struct Lexer<'a> {
+    src: &'a [u8],
+    pos: usize,
+    modes: Modes,
+    /// Inside `/*! ... */`: the next `*/` closes it and is skipped.
+    in_exec: bool,
+    /// An executable comment was seen since the last [`Lexer::take_exec_seen`].
+    exec_seen: bool,
+}
+
+impl<'a> Lexer<'a> {
+    /// A lexer at byte `pos` of `src`.
+    pub fn new(src: &'a str, pos: usize, modes: Modes) -> Lexer<'a> {
+        Lexer {
+            src: src.as_bytes(),
+            pos,
+            modes,
+            in_exec: false,
+            exec_seen: false,
+        }
+    }
+
+    /// Current byte offset (just past the last token returned).
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// Moves to byte offset `pos` (a token boundary found by [`skim`]).
+    pub fn set_pos(&mut self, pos: usize, in_exec: bool) {
+        self.pos = pos;
+        self.in_exec = in_exec;
+    }
+
+    /// True while inside an executable comment.
+    pub fn in_exec(&self) -> bool {
+        self.in_exec
+    }
+
+    /// Whether an executable comment was entered since the last call; resets.
+    pub fn take_exec_seen(&mut self) -> bool {
+        std::mem::take(&mut self.exec_seen)
+    }
+
+    #[inline]
+    fn at(&self, i: usize) -> u8 {
+        self.src.get(i).copied().unwrap_or(0)
+    }
+
+    /// Skips whitespace and comments. Returns false if an unterminated
+    /// comment swallowed the rest (pos is then at the end).
+    fn skip_trivia(&mut self) -> bool {
+        loop {
+            let b = self.at(self.pos);
+            match b {
+                b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c if self.pos < self.src.len() => {
+                    self.pos += 1
+                }
+                b'#' => self.skip_line(),
+                b'-' if self.at(self.pos + 1) == b'-'
+                    && is_dash_comment_end(self.src.get(self.pos + 2).copied()) =>
+                {
+                    self.skip_line()
+                }
+                b'/' if self.at(self.pos + 1) == b'*' => {
+                    let after = self.pos + 2;
+                    if let Some(v) = exec_comment_len(self.src, after) {
+                        self.pos = after + v;
+                        self.in_exec = true;
+                        self.exec_seen = true;
+                    } else {
+                        match memchr::memmem::find(self.src.get(after..).unwrap_or(&[]), b"*/") {
+                            Some(i) => self.pos = after + i + 2,
+                            None => {
+                                self.pos = self.src.len();
+                                return false;
+                            }
+                        }
+                    }
+                }
+                b'*' if self.in_exec && self.at(self.pos + 1) == b'/' => {
+                    self.pos += 2;
+                    self.in_exec = false;
+                }
+                _ => return true,
+            }
+        }
+    }
+
+    fn skip_line(&mut self) {
+        match memchr::memchr(b'\n', self.src.get(self.pos..).unwrap_or(&[])) {
+            Some(i) => self.pos += i + 1,
+            None => self.pos = self.src.len(),
+        }
+    }
+
+    /// The next token, or `None` at the end of the text.
+    pub fn next_token(&mut self) -> Option<Token> {
+        let trivia_ok = self.skip_trivia();
+        let start = self.pos;
+        if start >= self.src.len() {
+            if !trivia_ok {
+                return Some(Token {
+                    kind: Kind::Unterminated,
+                    start,
+                    end: start,
+                });
+            }
+            return None;
+        }
+        let b = self.at(start);
+        let kind = match b {
+            b'\'' => self.quoted(b'\'', !self.modes.no_backslash_escapes, Kind::Str),
+            b'"' if self.modes.ansi_quotes => self.quoted(b'"', false, Kind::QuotedIdent),
+            b'"' => self.quoted(b'"', !self.modes.no_backslash_escapes, Kind::Str),
+            b'`' => self.quoted(b'`', false, Kind::QuotedIdent),
+            b'0'..=b'9' => self.number(),
+            b'@' => self.variable(),
+            b'?' => {
+                self.pos += 1;
+                Kind::Param
+            }
+            _ if is_ident_byte(b) => {
+                self.pos += 1;
+                self.ident_tail();
+                Kind::Word
+            }
+            _ => {
+                self.pos += 1;
+                Kind::Punct(b)
+            }
+        };
+        Some(Token {
+            kind,
+            start,
+            end: self.pos,
+        })
+    }
+
+    fn ident_tail(&mut self) {
+        while is_ident_byte(self.at(self.pos)) && self.pos < self.src.len() {
+            self.pos += 1;
+        }
+    }
+
+    /// A quoted string or identifier starting at `self.pos`.
+    fn quoted(&mut self, q: u8, backslash: bool, kind: Kind) -> Kind {
+        match scan_quoted(self.src, self.pos + 1, q, backslash) {
+            Some(end) => {
+                self.pos = end;
+                kind
+            }
+            None => {
+                self.pos = self.src.len();
+                Kind::Unterminated
+            }
+        }
+    }
+
+    fn number(&mut self) -> Kind {
+        let digits = |l: &mut Self| {
+            while l.at(l.pos).is_ascii_digit() && l.pos < l.src.len() {
+                l.pos += 1;
+            }
+        };
+        digits(self);
+        if self.at(self.pos) == b'.' {
+            self.pos += 1;
+            digits(self);
+        }
+        if matches!(self.at(self.pos), b'e' | b'E') {
+            let s = self.at(self.pos + 1);
+            let d = if s == b'+' || s == b'-' { 2 } else { 1 };
+            if self.at(self.pos + d).is_ascii_digit() {
+                self.pos += d;
+                digits(self);
+            }
+        }
+        if is_ident_byte(self.at(self.pos)) && self.pos < self.src.len() {
+            self.ident_tail();
+            return Kind::Word;
+        }
+        Kind::Number
+    }
+
+    fn variable(&mut self) -> Kind {
+        self.pos += 1;
+        if self.at(self.pos) == b'@' {
+            self.pos += 1;
+            loop {
+                self.ident_tail();
+                if self.at(self.pos) == b'.' && is_ident_byte(self.at(self.pos + 1)) {
+                    self.pos += 1;
+                    continue;
+                }
+                break;
+            }
+            return Kind::Var;
+        }
+        match self.at(self.pos) {
+            q @ (b'\'' | b'"' | b'`') => {
+                let backslash = q != b'`' && !self.modes.no_backslash_escapes;
+                if self.quoted(q, backslash, Kind::Var) == Kind::Unterminated {
+                    return Kind::Unterminated;
+                }
+            }
+            _ => {
+                while (is_ident_byte(self.at(self.pos)) || self.at(self.pos) == b'.')
+                    && self.pos < self.src.len()
+                {
+                    self.pos += 1;
+                }
+            }
+        }
+        Kind::Var
+    }
+}
+
+/// `-- ` starts a comment only if followed by whitespace, a control
+/// character, or the end of the text.
+#[inline]
+fn is_dash_comment_end(b: Option<u8>) -> bool {
+    match b {
+        None => true,
+        Some(b) => b <= b' ',
+    }
+}
+
+/// At `i` just past `/*`: if this is `/*!`, `/*!NNNNN`, `/*M!` or
+/// `/*M!NNNNNN`, the length of that opening (after `/*`).
+#[inline]
+fn exec_comment_len(src: &[u8], i: usize) -> Option<usize> {
+    let bang = match (src.get(i), src.get(i + 1)) {
+        (Some(b'!'), _) => 1,
+        (Some(b'M'), Some(b'!')) => 2,
+        _ => return None,
+    };
+    let digits = src
+        .get(i + bang..)
+        .unwrap_or(&[])
+        .iter()
+        .take(6)
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    // MySQL versions are 5 digits, MariaDB's may be 6.
+    let digits = if digits >= 5 { digits } else { 0 };
+    Some(bang + digits)
+}
+
+/// Scans a quoted token whose content starts at `i`; returns the offset just
+/// past the closing quote, or `None` if it never closes.
+#[inline]
+pub fn scan_quoted(src: &[u8], mut i: usize, q: u8, backslash: bool) -> Option<usize> {
+    loop {
+        let rest = src.get(i..)?;
+        let found = if backslash {
+            memchr::memchr2(q, b'\\', rest)
+        } else {
+            memchr::memchr(q, rest)
+        }?;
+        let at = i + found;
+        if src.get(at) == Some(&b'\\') {
+            i = at + 2;
+            continue;
+        }
+        if src.get(at + 1) == Some(&q) {
+            i = at + 2;
+            continue;
+        }
+        return Some(at + 1);
+    }
+}
+
+/// What [`skim`] found in one statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Skim {
+    /// Offset of the `;` that ends the statement, or the text length.
+    pub end: usize,
+    /// Whether the statement ended at a `;` (more text may follow).
+    pub semicolon: bool,
+    /// It mentions `last_insert_id` or `@@...identity`/`@@...last_insert_id`
+    /// outside strings and comments (a cheap, conservative hint).
+    pub last_id_hint: bool,
+    /// Still inside an executable comment at `end`.
+    pub in_exec: bool,
+    /// An executable comment was seen.
+    pub exec_seen: bool,
+    /// A quote or comment never ends.
+    pub unterminated: bool,
+}
+
+/// Bytes [`skim`] must look at; everything else is skipped in a tight loop.
+static SPECIAL: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    let s = b"'\"`#-/;@_*";
+    while i < s.len() {
+        t[s[i] as usize] = true;
+        i += 1;
+    }
+    t
+};
+
+fn eq_ci(hay: &[u8], start: usize, needle: &[u8]) -> bool {
+    hay.get(start..start + needle.len())
+        .is_some_and(|s| s.eq_ignore_ascii_case(needle))
+}
+
+/// Finds the end of the statement starting at `pos` (a `;` outside quotes and
+/// comments, or the end), with a hint whether it may use the last insert id.
+/// Agrees with [`Lexer`] on every boundary.
+pub fn skim(sql: &str, mut pos: usize, modes: Modes, mut in_exec: bool) -> Skim {
+    let src = sql.as_bytes();
+    let mut out = Skim {
+        end: src.len(),
+        semicolon: false,
+        last_id_hint: false,
+        in_exec,
+        exec_seen: false,
+        unterminated: false,
+    };
+    while let Some(&b) = src.get(pos) {
+        if !SPECIAL[b as usize] {
+            pos += 1;
+            continue;
+        }
+        match b {
+            b';' => {
+                out.end = pos;
+                out.semicolon = true;
+                out.in_exec = in_exec;
+                return out;
+            }
+            b'\'' | b'"' | b'`' => {
+                let backslash =
+                    b != b'`' && !modes.no_backslash_escapes && !(b == b'"' && modes.ansi_quotes);
+                match scan_quoted(src, pos + 1, b, backslash) {
+                    Some(e) => pos = e,
+                    None => {
+                        out.unterminated = true;
+                        break;
+                    }
+                }
+            }
+            b'#' => match memchr::memchr(b'\n', src.get(pos..).unwrap_or(&[])) {
+                Some(i) => pos += i + 1,
+                None => break,
+            },
+            b'-' => {
+                if src.get(pos + 1) == Some(&b'-') && is_dash_comment_end(src.get(pos + 2).copied())
+                {
+                    match memchr::memchr(b'\n', src.get(pos..).unwrap_or(&[])) {
+                        Some(i) => pos += i + 1,
+                        None => break,
+                    }
+                } else {
+                    pos += 1;
+                }
+            }
+            b'/' => {
+                if src.get(pos + 1) == Some(&b'*') {
+                    if let Some(v) = exec_comment_len(src, pos + 2) {
+                        pos += 2 + v;
+                        in_exec = true;
+                        out.exec_seen = true;
+                    } else {
+                        match memchr::memmem::find(src.get(pos + 2..).unwrap_or(&[]), b"*/") {
+                            Some(i) => pos += 2 + i + 2,
+                            None => {
+                                out.unterminated = true;
+                                break;
+                            }
+                        }
+                    }
+                } else {
+                    pos += 1;
+                }
+            }
+            b'*' => {
+                if in_exec && src.get(pos + 1) == Some(&b'/') {
+                    in_exec = false;
+                    pos += 2;
+                } else {
+                    pos += 1;
+                }
+            }
+            b'@' => {
+                if src.get(pos + 1) == Some(&b'@') {
+                    let mut e = pos + 2;
+                    while src.get(e).is_some_and(|&c| is_ident_byte(c) || c == b'.') {
+                        e += 1;
+                    }
+                    let name = src.get(pos + 2..e).unwrap_or(&[]);
+                    let tail =
+                        |n: &[u8]| name.len() >= n.len() && eq_ci(name, name.len() - n.len(), n);
+                    if tail(b"identity") || tail(b"last_insert_id") {
+                        out.last_id_hint = true;
+                    }
+                    pos = e;
+                } else {
+                    pos += 1;
+                }
+            }
+            b'_' => {
+                if pos >= 4 && eq_ci(src, pos - 4, b"last") && eq_ci(src, pos + 1, b"insert_id") {
+                    out.last_id_hint = true;
+                }
+                pos += 1;
+            }
+            _ => pos += 1,
+        }
+    }
+    out.end = src.len();
+    out.in_exec = in_exec;
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(sql: &str, modes: Modes) -> Vec<(Kind, &str)> {
+        let mut l = Lexer::new(sql, 0, modes);
+        let mut v = Vec::new();
+        while let Some(t) = l.next_token() {
+            v.push((t.kind, &sql[t.start..t.end]));
+            if t.kind == Kind::Unterminated {
+                break;
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn tokens() {
+        use Kind::*;
+        let m = Modes::default();
+        assert_eq!(
+            kinds("INSERT /*+ x */ INTO `a``b`.t (c) VALUES ('x\\'y''z', _utf8mb4'q', 1.5e+3, 0x1F, ?, @@session.identity, @u) -- c\n# d\n;", m),
+            vec![
+                (Word, "INSERT"), (Word, "INTO"), (QuotedIdent, "`a``b`"), (Punct(b'.'), "."), (Word, "t"),
+                (Punct(b'('), "("), (Word, "c"), (Punct(b')'), ")"), (Word, "VALUES"), (Punct(b'('), "("),
+                (Str, "'x\\'y''z'"), (Punct(b','), ","), (Word, "_utf8mb4"), (Str, "'q'"), (Punct(b','), ","),
+                (Number, "1.5e+3"), (Punct(b','), ","), (Word, "0x1F"), (Punct(b','), ","), (Param, "?"),
+                (Punct(b','), ","), (Var, "@@session.identity"), (Punct(b','), ","), (Var, "@u"),
+                (Punct(b')'), ")"), (Punct(b';'), ";"),
+            ]
+        );
+        assert_eq!(
+            kinds("a--b", m),
+            vec![
+                (Word, "a"),
+                (Punct(b'-'), "-"),
+                (Punct(b'-'), "-"),
+                (Word, "b")
+            ]
+        );
+        assert_eq!(kinds("'a\\'", m), vec![(Unterminated, "'a\\'")]);
+        let nbe = Modes {
+            no_backslash_escapes: true,
+            ansi_quotes: true,
+        };
+        assert_eq!(
+            kinds("'a\\' \"x\"", nbe),
+            vec![(Str, "'a\\'"), (QuotedIdent, "\"x\"")]
+        );
+        assert_eq!(
+            kinds("/*!40101 SET x=1 */ y /* z", m)[..4],
+            [
+                (Word, "SET"),
+                (Word, "x"),
+                (Punct(b'='), "="),
+                (Number, "1")
+            ]
+        );
+        assert_eq!(kinds("/* z", m), vec![(Unterminated, "")]);
+    }
+
+    #[test]
+    fn skim_finds_ends_and_hints() {
+        let m = Modes::default();
+        let s = skim("SELECT ';', `;`, \";\" /* ; */ -- ;\n; x", 0, m, false);
+        assert!(s.semicolon);
+        assert_eq!(s.end, 34);
+        assert!(!s.last_id_hint);
+        assert!(skim("select Last_Insert_Id()", 0, m, false).last_id_hint);
+        assert!(skim("select @@IDENTITY", 0, m, false).last_id_hint);
+        assert!(skim("select @@session.last_insert_id", 0, m, false).last_id_hint);
+        assert!(!skim("select 'last_insert_id'", 0, m, false).last_id_hint);
+        assert!(!skim("select @@version", 0, m, false).last_id_hint);
+        assert!(skim("select 'abc", 0, m, false).unterminated);
+    }
+}

@@ -1,0 +1,919 @@
+//! [`plan_query`]: classify every statement of a query (cheaply), plan the
+//! INSERT/REPLACEs into rule tables, and find last-insert-id uses.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use super::edit::Edit;
+use super::error::SqlError;
+use super::fast::{self, Refuse};
+use super::insert::{self, Mode, Names, Planned};
+use super::lastid;
+use super::lexer::{skim, Kind, Lexer, Modes, Token};
+use super::parsed::{self, Fail};
+use super::shape::same_column;
+use crate::rules::{RuleSet, TableEntry};
+
+/// `(schema, table)` -> the table's columns in order (the session's cache).
+pub type ColumnsFn<'a> = &'a dyn Fn(&str, &str) -> Option<Arc<[String]>>;
+
+/// What the planner needs from the session.
+#[derive(Clone, Copy)]
+pub struct PlanCtx<'a> {
+    /// The session's current database (`USE db`), if any.
+    pub schema: Option<&'a str>,
+    /// `sql_mode` has `NO_AUTO_VALUE_ON_ZERO`: an explicit 0 is kept.
+    pub no_auto_value_on_zero: bool,
+    /// `sql_mode` has `NO_BACKSLASH_ESCAPES`: `\` does not escape in strings.
+    pub no_backslash_escapes: bool,
+    /// `sql_mode` has `ANSI_QUOTES`: `"..."` is an identifier.
+    pub ansi_quotes: bool,
+    /// `(schema, table)` -> the table's columns in order, from the session's
+    /// cache (filled from information_schema after [`Plan::NeedColumns`]).
+    pub columns: ColumnsFn<'a>,
+}
+
+impl PlanCtx<'_> {
+    pub(crate) fn modes(&self) -> Modes {
+        Modes {
+            no_backslash_escapes: self.no_backslash_escapes,
+            ansi_quotes: self.ansi_quotes,
+        }
+    }
+}
+
+/// What to do with a query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    /// No rule table written, no last-insert-id use: forward the bytes unchanged.
+    Passthrough,
+    /// Ask the allocator for [`QueryRewrite::demands`], then
+    /// [`QueryRewrite::render`].
+    Rewrite(QueryRewrite),
+    /// An INSERT without column list into a rule table: fetch the table's
+    /// column order into the session's cache and plan again.
+    NeedColumns {
+        /// The table's schema.
+        schema: String,
+        /// The table.
+        table: String,
+    },
+}
+
+/// Ids needed from one generator, for consecutive slots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdDemand {
+    /// The generator's name (`[[generator]] name`).
+    pub generator: Arc<str>,
+    /// How many ids.
+    pub count: usize,
+}
+
+/// The rule a statement hit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleHit {
+    /// `schema.table` (or `table` when no schema is known), for messages.
+    pub table: String,
+    /// The column idgate fills.
+    pub column: Arc<str>,
+    /// The column in backquotes (spliced into SQL).
+    pub quoted_column: Arc<str>,
+    /// The generator that fills it (explicit ids are observed on it).
+    pub generator: Arc<str>,
+}
+
+/// One statement of the query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StmtInfo {
+    /// Its bytes in the query (without the `;`).
+    pub range: Range<usize>,
+    /// The rule table it inserts into, if any.
+    pub rule: Option<RuleHit>,
+    /// Index of its first slot in the concatenated ids.
+    pub first_slot: usize,
+    /// How many ids it gets (one per generated row).
+    pub generated: usize,
+    /// Explicit integer ids written in it, in row order (observe them on
+    /// `rule.generator` so the generator's floor rises above them).
+    pub explicit: Vec<u64>,
+    /// It sets the last insert id itself (`LAST_INSERT_ID(expr)`,
+    /// `SET @@last_insert_id = ...`): the session cannot know the new value.
+    pub changes_last_insert_id: bool,
+    pub(crate) edits: Vec<Edit>,
+}
+
+impl StmtInfo {
+    /// The last explicit id written (what MariaDB reports for a statement with
+    /// only explicit ids into an AUTO_INCREMENT column).
+    pub fn last_explicit(&self) -> Option<u64> {
+        self.explicit.last().copied()
+    }
+
+    fn plain(range: Range<usize>) -> StmtInfo {
+        StmtInfo {
+            range,
+            rule: None,
+            first_slot: 0,
+            generated: 0,
+            explicit: Vec::new(),
+            changes_last_insert_id: false,
+            edits: Vec::new(),
+        }
+    }
+}
+
+/// A planned rewrite of a query: the original text and the splices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryRewrite {
+    pub(crate) sql: Box<str>,
+    pub(crate) statements: Vec<StmtInfo>,
+    pub(crate) demands: Vec<IdDemand>,
+    pub(crate) total: usize,
+}
+
+impl QueryRewrite {
+    /// Ids to allocate, in slot order (one entry per statement that needs ids).
+    pub fn demands(&self) -> &[IdDemand] {
+        &self.demands
+    }
+    /// One entry per statement, in order.
+    pub fn statements(&self) -> &[StmtInfo] {
+        &self.statements
+    }
+    /// Total ids needed (the sum of the demands).
+    pub fn total_ids(&self) -> usize {
+        self.total
+    }
+    /// The original query text.
+    pub fn sql(&self) -> &str {
+        &self.sql
+    }
+}
+
+/// Which parser plans rule-table INSERTs (tests compare them).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// Fast path, sqlparser when it declines.
+    Auto,
+    /// Fast path only; a decline is an error whose message contains "fast path declined".
+    FastOnly,
+    /// sqlparser only.
+    SqlParserOnly,
+}
+
+/// Why planning stopped early.
+#[doc(hidden)]
+pub enum Stop {
+    /// [`Plan::NeedColumns`].
+    Need {
+        /// Schema.
+        schema: String,
+        /// Table.
+        table: String,
+    },
+    /// Refused.
+    Err(SqlError),
+}
+
+impl From<SqlError> for Stop {
+    fn from(e: SqlError) -> Stop {
+        Stop::Err(e)
+    }
+}
+
+/// Plans a COM_QUERY text.
+///
+/// # Errors
+/// [`SqlError`] when a statement writes a rule table in a way idgate cannot
+/// fill (INSERT ... SELECT, LOAD DATA, unparsable, wrong value count...).
+pub fn plan_query(sql: &str, rules: &RuleSet, ctx: &PlanCtx<'_>) -> Result<Plan, SqlError> {
+    plan_query_with(sql, rules, ctx, Engine::Auto)
+}
+
+/// [`plan_query`] with a chosen parser (for differential tests).
+#[doc(hidden)]
+pub fn plan_query_with(
+    sql: &str,
+    rules: &RuleSet,
+    ctx: &PlanCtx<'_>,
+    engine: Engine,
+) -> Result<Plan, SqlError> {
+    let modes = ctx.modes();
+    let hint = last_id_hint(sql.as_bytes());
+    // The common case: one ordinary statement.
+    if memchr::memchr(b';', sql.as_bytes()).is_none() {
+        let mut lx = Lexer::new(sql, 0, modes);
+        match lx.next_token() {
+            None => return Ok(Plan::Passthrough),
+            Some(t) => {
+                if matches!(first_kind(sql, &t, &lx), First::Plain { .. } | First::Other) && !hint {
+                    return Ok(Plan::Passthrough);
+                }
+            }
+        }
+    }
+    let mut p = QueryPlanner {
+        sql,
+        rules,
+        ctx,
+        modes,
+        engine,
+        hint,
+        mode: Mode::Text,
+        slot_base: 0,
+        params: Vec::new(),
+        last_planned: None,
+    };
+    let mut statements = Vec::new();
+    let mut pos = 0;
+    let mut in_exec = false;
+    loop {
+        let out = match p.statement(pos, in_exec) {
+            Ok(Some(o)) => o,
+            Ok(None) => break,
+            Err(Stop::Need { schema, table }) => return Ok(Plan::NeedColumns { schema, table }),
+            Err(Stop::Err(e)) => return Err(e),
+        };
+        statements.push(out.info);
+        if !out.semicolon {
+            break;
+        }
+        pos = out.end + 1;
+        in_exec = out.in_exec;
+    }
+    let interesting = statements
+        .iter()
+        .any(|s| s.rule.is_some() || !s.edits.is_empty() || s.changes_last_insert_id);
+    if !interesting {
+        return Ok(Plan::Passthrough);
+    }
+    let mut demands: Vec<IdDemand> = Vec::new();
+    for s in &statements {
+        if let (Some(r), true) = (&s.rule, s.generated > 0) {
+            demands.push(IdDemand {
+                generator: r.generator.clone(),
+                count: s.generated,
+            });
+        }
+    }
+    Ok(Plan::Rewrite(QueryRewrite {
+        sql: sql.into(),
+        statements,
+        demands,
+        total: p.slot_base,
+    }))
+}
+
+/// Cheap, conservative: does the text mention `last_insert_id` or `@@...identity`?
+fn last_id_hint(b: &[u8]) -> bool {
+    for i in memchr::memchr_iter(b'_', b) {
+        let before = i.checked_sub(4).and_then(|s| b.get(s..i));
+        let after = b.get(i + 1..i + 10);
+        if before.is_some_and(|w| w.eq_ignore_ascii_case(b"last"))
+            && after.is_some_and(|w| w.eq_ignore_ascii_case(b"insert_id"))
+        {
+            return true;
+        }
+    }
+    for i in memchr::memmem::find_iter(b, b"@@") {
+        let rest = b.get(i + 2..).unwrap_or(&[]);
+        let name_len = rest
+            .iter()
+            .take_while(|&&c| super::lexer::is_ident_byte(c) || c == b'.')
+            .count();
+        let name = rest.get(..name_len).unwrap_or(&[]);
+        let ends = |n: &[u8]| {
+            name.len() >= n.len()
+                && name
+                    .get(name.len() - n.len()..)
+                    .is_some_and(|t| t.eq_ignore_ascii_case(n))
+        };
+        if ends(b"identity") || ends(b"last_insert_id") {
+            return true;
+        }
+    }
+    false
+}
+
+/// How a statement starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum First {
+    /// INSERT or REPLACE.
+    Insert,
+    /// CREATE (maybe a stored program).
+    Create,
+    /// A compound statement or label: the rest of the query is one unit.
+    Compound,
+    /// PREPARE ... FROM / EXECUTE IMMEDIATE.
+    Prepare,
+    /// LOAD DATA / LOAD XML.
+    Load,
+    /// A statement where last-insert-id uses are replaced; `select` for SELECT.
+    Plain { select: bool },
+    /// Anything else: forwarded as is.
+    Other,
+}
+
+fn kw(sql: &str, t: &Token, k: &str) -> bool {
+    t.kind == Kind::Word
+        && sql
+            .as_bytes()
+            .get(t.start..t.end)
+            .is_some_and(|w| w.eq_ignore_ascii_case(k.as_bytes()))
+}
+
+fn first_kind(sql: &str, t: &Token, lx: &Lexer<'_>) -> First {
+    match t.kind {
+        Kind::Punct(b'(') => return First::Plain { select: false },
+        Kind::Word => {}
+        _ => return First::Other,
+    }
+    let any = |ks: &[&str]| ks.iter().any(|k| kw(sql, t, k));
+    if any(&["INSERT", "REPLACE"]) {
+        First::Insert
+    } else if any(&["SELECT"]) {
+        First::Plain { select: true }
+    } else if any(&[
+        "SET", "UPDATE", "DELETE", "DO", "CALL", "VALUES", "WITH", "TABLE",
+    ]) {
+        First::Plain { select: false }
+    } else if any(&["CREATE"]) {
+        First::Create
+    } else if any(&["IF", "CASE", "WHILE", "LOOP", "REPEAT", "FOR"]) {
+        First::Compound
+    } else if any(&["BEGIN"]) {
+        match lx.clone().next_token() {
+            Some(n) if kw(sql, &n, "NOT") => First::Compound,
+            _ => First::Other,
+        }
+    } else if any(&["PREPARE"]) {
+        First::Prepare
+    } else if any(&["EXECUTE"]) {
+        match lx.clone().next_token() {
+            Some(n) if kw(sql, &n, "IMMEDIATE") => First::Prepare,
+            _ => First::Other,
+        }
+    } else if any(&["LOAD"]) {
+        First::Load
+    } else {
+        // `label: BEGIN ...`
+        let mut ahead = lx.clone();
+        match (ahead.next_token(), ahead.next_token()) {
+            (Some(c), n) if c.is(b':') && !n.is_some_and(|n| n.is(b'=') && n.start == c.end) => {
+                First::Compound
+            }
+            _ => First::Other,
+        }
+    }
+}
+
+/// One planned statement.
+pub(crate) struct Outcome {
+    pub info: StmtInfo,
+    pub end: usize,
+    pub semicolon: bool,
+    pub in_exec: bool,
+}
+
+pub(crate) struct QueryPlanner<'q> {
+    pub sql: &'q str,
+    pub rules: &'q RuleSet,
+    pub ctx: &'q PlanCtx<'q>,
+    pub modes: Modes,
+    pub engine: Engine,
+    pub hint: bool,
+    pub mode: Mode,
+    /// Slots planned so far.
+    pub slot_base: usize,
+    /// Prepared mode: byte offsets of the client's `?` in the statement.
+    pub params: Vec<usize>,
+    /// Prepared mode: the slots and rows of the last rule-table statement.
+    pub last_planned: Option<Planned>,
+}
+
+/// A rule-table statement's plan plus where it ended.
+pub(crate) struct RulePlan {
+    pub planned: Planned,
+    pub hit: RuleHit,
+    pub end: usize,
+    pub semicolon: bool,
+    pub in_exec: bool,
+}
+
+impl<'q> QueryPlanner<'q> {
+    /// Plans the statement starting at `pos`; `None` if only comments remain.
+    pub(crate) fn statement(&mut self, pos: usize, in_exec: bool) -> Result<Option<Outcome>, Stop> {
+        let sql = self.sql;
+        let mut lx = Lexer::new(sql, pos, self.modes);
+        lx.set_pos(pos, in_exec);
+        let Some(first) = lx.next_token() else {
+            return Ok(None);
+        };
+        let start = first.start;
+        if first.is(b';') {
+            return Ok(Some(Outcome {
+                info: StmtInfo::plain(start..start),
+                end: start,
+                semicolon: true,
+                in_exec: lx.in_exec(),
+            }));
+        }
+        match first_kind(sql, &first, &lx) {
+            First::Insert => self.insert(start, in_exec, lx).map(Some),
+            First::Create if self.is_stored_program(&lx) => self.opaque(start, lx).map(Some),
+            First::Compound => self.opaque(start, lx).map(Some),
+            kind => {
+                let s = skim(sql, start, self.modes, in_exec);
+                let mut info = StmtInfo::plain(start..s.end);
+                match kind {
+                    First::Plain { select } if self.hint => {
+                        let uses = lastid::scan(sql, start, s.end, self.modes, select);
+                        info.edits = uses.edits;
+                        info.changes_last_insert_id = uses.changes;
+                    }
+                    First::Prepare => self.check_prepare(start, s.end, in_exec)?,
+                    First::Load => self.check_load(start, s.end, in_exec)?,
+                    _ => {}
+                }
+                Ok(Some(Outcome {
+                    info,
+                    end: s.end,
+                    semicolon: s.semicolon,
+                    in_exec: s.in_exec,
+                }))
+            }
+        }
+    }
+
+    /// An INSERT/REPLACE; `lx` is just past the keyword.
+    fn insert(&mut self, start: usize, in_exec: bool, lx: Lexer<'q>) -> Result<Outcome, Stop> {
+        let sql = self.sql;
+        let mut head_lx = lx.clone();
+        let head_result = fast::head(&mut head_lx, sql);
+        // Where to look for the statement's end if it is not a rule table: a
+        // failed head may have consumed a `;`, so restart from the keyword.
+        let (skim_from, skim_in_exec) = if head_result.is_ok() {
+            (head_lx.pos().max(start), head_lx.in_exec())
+        } else {
+            (start, in_exec)
+        };
+        let found = match head_result {
+            Ok(head) => {
+                let schema = head.schema.as_deref().or(self.ctx.schema);
+                self.rules.entry(schema, &head.table).map(|e| {
+                    (
+                        e,
+                        head.schema.as_deref().map(str::to_owned),
+                        head.table.clone().into_owned(),
+                        Some((head, head_lx.clone())),
+                    )
+                })
+            }
+            Err(_) => {
+                // The fast path cannot even find the table: ask sqlparser.
+                let s = skim(sql, start, self.modes, in_exec);
+                match parsed::parse(sql, start, s.end, self.modes).and_then(|p| p.table()) {
+                    Ok((schema, table)) => {
+                        let eff = schema.as_deref().or(self.ctx.schema);
+                        self.rules
+                            .entry(eff, &table)
+                            .map(|e| (e, schema.clone(), table.clone(), None))
+                    }
+                    Err(_) => {
+                        if let Some(e) = self.mentions_rule_table(start, s.end) {
+                            return Err(SqlError::Syntax {
+                                table: e.rule().name.clone(),
+                                column: e.column().to_string(),
+                                reason: "an INSERT that mentions it could not be parsed".into(),
+                            }
+                            .into());
+                        }
+                        None
+                    }
+                }
+            }
+        };
+        let Some((entry, schema, table, head)) = found else {
+            // Not a rule table: forward, replacing last-insert-id uses.
+            let s = skim(sql, skim_from, self.modes, skim_in_exec);
+            let mut info = StmtInfo::plain(start..s.end);
+            if self.hint {
+                let uses = lastid::scan(sql, start, s.end, self.modes, false);
+                info.edits = uses.edits;
+                info.changes_last_insert_id = uses.changes;
+            }
+            return Ok(Outcome {
+                info,
+                end: s.end,
+                semicolon: s.semicolon,
+                in_exec: s.in_exec,
+            });
+        };
+        let rp = self.rule_insert(start, in_exec, entry, schema.as_deref(), &table, head)?;
+        let Planned {
+            edits,
+            slots,
+            explicit,
+            rows,
+        } = rp.planned;
+        let mut info = StmtInfo::plain(start..rp.end);
+        info.first_slot = self.slot_base;
+        info.generated = slots.len();
+        info.explicit = explicit;
+        info.edits = edits;
+        if self.mode == Mode::Prepare {
+            self.last_planned = Some(Planned {
+                edits: Vec::new(),
+                slots,
+                explicit: Vec::new(),
+                rows,
+            });
+        }
+        if self.hint && self.mode == Mode::Text {
+            let uses = lastid::scan(sql, start, rp.end, self.modes, false);
+            if !uses.edits.is_empty() {
+                info.edits.extend(uses.edits);
+                info.edits.sort_by_key(|e| e.start);
+            }
+            info.changes_last_insert_id = uses.changes;
+        }
+        info.rule = Some(rp.hit);
+        self.slot_base += info.generated;
+        Ok(Outcome {
+            info,
+            end: rp.end,
+            semicolon: rp.semicolon,
+            in_exec: rp.in_exec,
+        })
+    }
+
+    /// Plans an INSERT/REPLACE into the rule table `entry`.
+    pub(crate) fn rule_insert(
+        &mut self,
+        start: usize,
+        in_exec: bool,
+        entry: &TableEntry,
+        schema: Option<&str>,
+        table: &str,
+        head: Option<(fast::Head<'q>, Lexer<'q>)>,
+    ) -> Result<RulePlan, Stop> {
+        let sql = self.sql;
+        let eff_schema = schema.or(self.ctx.schema);
+        let display = match eff_schema {
+            Some(s) => format!("{s}.{table}"),
+            None => table.to_string(),
+        };
+        let column = entry.column();
+        let unsupported = |what: &str| {
+            Stop::Err(SqlError::Unsupported {
+                what: what.to_string(),
+                table: display.clone(),
+                column: column.to_string(),
+            })
+        };
+        let syntax = |reason: &str| {
+            Stop::Err(SqlError::Syntax {
+                table: display.clone(),
+                column: column.to_string(),
+                reason: reason.to_string(),
+            })
+        };
+        let ctx = self.ctx;
+        let mut table_count = None;
+        let mut resolve = || -> Result<Option<usize>, Stop> {
+            let schema = eff_schema.ok_or_else(|| {
+                Stop::Err(SqlError::NoDatabase {
+                    table: table.to_string(),
+                })
+            })?;
+            let cols = (ctx.columns)(schema, table).ok_or_else(|| Stop::Need {
+                schema: schema.to_string(),
+                table: table.to_string(),
+            })?;
+            let idx = cols
+                .iter()
+                .position(|c| same_column(c, column))
+                .ok_or_else(|| {
+                    Stop::Err(SqlError::UnknownColumn {
+                        table: format!("{schema}.{table}"),
+                        column: column.to_string(),
+                    })
+                })?;
+            table_count = Some(cols.len());
+            Ok(Some(idx))
+        };
+
+        let mut result = None;
+        if let (Some((head, lx)), true) = (&head, self.engine != Engine::SqlParserOnly) {
+            let mut lx = lx.clone();
+            match fast::shape_after_head(&mut lx, sql, self.modes, head, column, &mut resolve)? {
+                Ok((shape, end)) => {
+                    if end.exec_seen || in_exec {
+                        return Err(unsupported(
+                            "an INSERT with executable comments (/*! ... */)",
+                        ));
+                    }
+                    result = Some((shape, end.end, end.semicolon, end.in_exec));
+                }
+                Err(Refuse::Unsupported(what)) => return Err(unsupported(what)),
+                Err(Refuse::Syntax(reason)) => return Err(syntax(reason)),
+                Err(Refuse::Decline) if self.engine == Engine::FastOnly => {
+                    return Err(unsupported("this INSERT form (fast path declined)"))
+                }
+                Err(Refuse::Decline) => {}
+            }
+        }
+        let (shape, end, semicolon, end_in_exec) = match result {
+            Some(r) => r,
+            None => {
+                let s = skim(sql, start, self.modes, in_exec);
+                if s.exec_seen || in_exec {
+                    return Err(unsupported(
+                        "an INSERT with executable comments (/*! ... */)",
+                    ));
+                }
+                if s.unterminated {
+                    return Err(syntax("a quote or comment is not closed"));
+                }
+                let p = parsed::parse(sql, start, s.end, self.modes).map_err(|f| match f {
+                    Fail::Syntax(r) => syntax(&r),
+                    Fail::Unsupported(w) => unsupported(w),
+                })?;
+                let idx = if p.has_no_column_list() {
+                    resolve()?
+                } else {
+                    None
+                };
+                let shape = p.shape(column, idx).map_err(|f| match f {
+                    Fail::Syntax(r) => syntax(&r),
+                    Fail::Unsupported(w) => unsupported(w),
+                })?;
+                if self.mode == Mode::Prepare {
+                    self.params = p.params();
+                }
+                (shape, s.end, s.semicolon, s.in_exec)
+            }
+        };
+        if self.mode == Mode::Prepare && self.params.is_empty() {
+            self.params = fast::params(sql, start, end, self.modes);
+        }
+        let names = Names {
+            table: &display,
+            column,
+        };
+        let planned = insert::plan(
+            &shape,
+            &names,
+            table_count,
+            self.ctx.no_auto_value_on_zero,
+            self.slot_base,
+            self.mode,
+            &self.params,
+        )?;
+        Ok(RulePlan {
+            planned,
+            hit: RuleHit {
+                table: display,
+                column: Arc::from(column),
+                quoted_column: entry.quoted_column().clone(),
+                generator: entry.generator().clone(),
+            },
+            end,
+            semicolon,
+            in_exec: end_in_exec,
+        })
+    }
+
+    /// `CREATE [OR REPLACE] [DEFINER = user] [AGGREGATE] {PROCEDURE | FUNCTION | TRIGGER | EVENT | PACKAGE}`.
+    fn is_stored_program(&self, lx: &Lexer<'q>) -> bool {
+        let sql = self.sql;
+        let mut lx = lx.clone();
+        for _ in 0..16 {
+            let Some(t) = lx.next_token() else {
+                return false;
+            };
+            if ["PROCEDURE", "FUNCTION", "TRIGGER", "EVENT", "PACKAGE"]
+                .iter()
+                .any(|k| kw(sql, &t, k))
+            {
+                return true;
+            }
+            let skip = ["OR", "REPLACE", "AGGREGATE", "DEFINER", "CURRENT_USER"]
+                .iter()
+                .any(|k| kw(sql, &t, k))
+                || matches!(
+                    t.kind,
+                    Kind::Str | Kind::QuotedIdent | Kind::Var | Kind::Punct(b'=' | b'(' | b')')
+                )
+                || (t.kind == Kind::Word
+                    && lx.clone().next_token().is_some_and(|n| n.kind == Kind::Var));
+            if !skip {
+                return false;
+            }
+        }
+        false
+    }
+
+    /// A stored program or compound statement: the rest of the query is one
+    /// statement. INSERTs into rule tables inside it are refused (a literal id
+    /// would be frozen into the program).
+    fn opaque(&mut self, start: usize, lx: Lexer<'q>) -> Result<Outcome, Stop> {
+        let sql = self.sql;
+        let mut lx = lx;
+        while let Some(t) = lx.next_token() {
+            if t.kind == Kind::Unterminated {
+                break;
+            }
+            if kw(sql, &t, "INSERT") || kw(sql, &t, "REPLACE") {
+                let mut h = lx.clone();
+                if let Ok(head) = fast::head(&mut h, sql) {
+                    let schema = head.schema.as_deref().or(self.ctx.schema);
+                    if let Some(e) = self.rules.entry(schema, &head.table) {
+                        return Err(SqlError::Unsupported {
+                            what: "an INSERT inside a stored program or compound statement".into(),
+                            table: e.rule().name.clone(),
+                            column: e.column().to_string(),
+                        }
+                        .into());
+                    }
+                }
+            }
+        }
+        Ok(Outcome {
+            info: StmtInfo::plain(start..sql.len()),
+            end: sql.len(),
+            semicolon: false,
+            in_exec: false,
+        })
+    }
+
+    /// Any token of `sql[start..end]` that names a rule table.
+    fn mentions_rule_table(&self, start: usize, end: usize) -> Option<&'q TableEntry> {
+        let sql = self.sql;
+        let mut lx = Lexer::new(sql, start, self.modes);
+        while let Some(t) = lx.next_token() {
+            if t.start >= end || t.kind == Kind::Unterminated {
+                break;
+            }
+            if let Some(name) = fast::ident(sql, &t) {
+                if self.rules.has_table_name(&name) {
+                    return self.rules.entries().iter().find(|e| e.table() == name);
+                }
+            }
+        }
+        None
+    }
+
+    /// `PREPARE s FROM '...'` / `EXECUTE IMMEDIATE '...'` of a statement that
+    /// writes a rule table: refused.
+    fn check_prepare(&self, start: usize, end: usize, in_exec: bool) -> Result<(), Stop> {
+        let sql = self.sql;
+        let mut lx = Lexer::new(sql, start, self.modes);
+        lx.set_pos(start, in_exec);
+        let mut literal = None;
+        while let Some(t) = lx.next_token() {
+            if t.start >= end {
+                break;
+            }
+            if t.kind == Kind::Str {
+                literal = Some(t);
+                break;
+            }
+        }
+        let Some(t) = literal else { return Ok(()) };
+        let inner = unescape(
+            sql.get(t.start..t.end).unwrap_or(""),
+            self.modes.no_backslash_escapes,
+        );
+        let what = if sql.get(start..end).is_some_and(|s| {
+            s.trim_start()
+                .get(..7)
+                .is_some_and(|p| p.eq_ignore_ascii_case("PREPARE"))
+        }) {
+            "SQL-level PREPARE of an INSERT"
+        } else {
+            "EXECUTE IMMEDIATE of an INSERT"
+        };
+        let refuse = |table: String, column: String| {
+            Stop::Err(SqlError::Unsupported {
+                what: what.into(),
+                table,
+                column,
+            })
+        };
+        let mut inner_planner = QueryPlanner {
+            sql: &inner,
+            rules: self.rules,
+            ctx: self.ctx,
+            modes: self.modes,
+            engine: self.engine,
+            hint: false,
+            mode: Mode::Text,
+            slot_base: 0,
+            params: Vec::new(),
+            last_planned: None,
+        };
+        // Only the first statement: PREPARE takes one.
+        match inner_planner.statement(0, false) {
+            Ok(Some(o)) => match o.info.rule {
+                Some(hit) => Err(refuse(hit.table, hit.column.to_string())),
+                None => Ok(()),
+            },
+            Ok(None) => Ok(()),
+            Err(Stop::Need { schema, table }) => {
+                let column = self
+                    .rules
+                    .entry(Some(&schema), &table)
+                    .map(|e| e.column().to_string())
+                    .unwrap_or_default();
+                Err(refuse(format!("{schema}.{table}"), column))
+            }
+            Err(Stop::Err(e)) => {
+                let (table, column) = match &e {
+                    SqlError::Unsupported { table, column, .. }
+                    | SqlError::Syntax { table, column, .. } => (table.clone(), column.clone()),
+                    _ => return Err(Stop::Err(e)),
+                };
+                Err(refuse(table, column))
+            }
+        }
+    }
+
+    /// `LOAD DATA ... INTO TABLE t` into a rule table: refused.
+    fn check_load(&self, start: usize, end: usize, in_exec: bool) -> Result<(), Stop> {
+        let sql = self.sql;
+        let mut lx = Lexer::new(sql, start, self.modes);
+        lx.set_pos(start, in_exec);
+        let mut prev_into = false;
+        while let Some(t) = lx.next_token() {
+            if t.start >= end || t.kind == Kind::Unterminated {
+                break;
+            }
+            if prev_into && kw(sql, &t, "TABLE") {
+                let Some(a) = lx.next_token() else { break };
+                let Some(first) = fast::ident(sql, &a) else {
+                    break;
+                };
+                let mut ahead = lx.clone();
+                let (schema, table) = match (ahead.next_token(), ahead.next_token()) {
+                    (Some(d), Some(b)) if d.is(b'.') => match fast::ident(sql, &b) {
+                        Some(t) => (Some(first), t),
+                        None => break,
+                    },
+                    _ => (None, first),
+                };
+                let eff = schema.as_deref().or(self.ctx.schema);
+                if let Some(e) = self.rules.entry(eff, &table) {
+                    return Err(SqlError::Unsupported {
+                        what: "LOAD DATA".into(),
+                        table: match eff {
+                            Some(s) => format!("{s}.{table}"),
+                            None => table.to_string(),
+                        },
+                        column: e.column().to_string(),
+                    }
+                    .into());
+                }
+                break;
+            }
+            prev_into = kw(sql, &t, "INTO");
+        }
+        Ok(())
+    }
+}
+
+/// The content of a string literal token, with MySQL escapes resolved
+/// (enough to classify the statement inside it).
+fn unescape(tok: &str, no_backslash_escapes: bool) -> String {
+    let mut chars = tok.chars();
+    let Some(q) = chars.next() else {
+        return String::new();
+    };
+    let body: Vec<char> = chars.collect();
+    let body = body.get(..body.len().saturating_sub(1)).unwrap_or(&[]);
+    let mut out = String::with_capacity(body.len());
+    let mut i = 0;
+    while let Some(&c) = body.get(i) {
+        if c == '\\' && !no_backslash_escapes {
+            match body.get(i + 1) {
+                Some('n') => out.push('\n'),
+                Some('t') => out.push('\t'),
+                Some('r') => out.push('\r'),
+                Some('0') => out.push('\0'),
+                Some('Z') => out.push('\x1a'),
+                Some('b') => out.push('\x08'),
+                Some(&o) => out.push(o),
+                None => {}
+            }
+            i += 2;
+        } else if c == q && body.get(i + 1) == Some(&q) {
+            out.push(q);
+            i += 2;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}

@@ -1,0 +1,598 @@
+//! Unit tests: exact rewritten SQL for every form, on both parsers.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::*;
+use crate::rules::RuleSet;
+
+pub(crate) const RULES: &str = r#"
+[[generator]]
+name = "orders"
+kind = "sequence"
+[[generator]]
+name = "events"
+kind = "snowflake"
+[[table]]
+name = "shop.orders"
+column = "id"
+generator = "orders"
+[[table]]
+name = "events"
+column = "id"
+generator = "events"
+[[table]]
+name = "shop.items"
+column = "item_id"
+generator = "orders"
+"#;
+
+pub(crate) fn rules() -> RuleSet {
+    RuleSet::from_toml(Path::new("t.toml"), RULES, &|_| Ok(())).unwrap()
+}
+
+pub(crate) fn columns(schema: &str, table: &str) -> Option<Arc<[String]>> {
+    let cols: &[&str] = match (schema, table) {
+        ("shop", "orders") => &["id", "sku", "qty"],
+        ("shop", "items") => &["name", "item_id"],
+        ("shop", "events") => &["id", "kind"],
+        _ => return None,
+    };
+    Some(cols.iter().map(|s| s.to_string()).collect())
+}
+
+fn ctx() -> PlanCtx<'static> {
+    PlanCtx {
+        schema: Some("shop"),
+        no_auto_value_on_zero: false,
+        no_backslash_escapes: false,
+        ansi_quotes: false,
+        columns: &columns,
+    }
+}
+
+fn plan_with(sql: &str, c: &PlanCtx<'_>, engine: Engine) -> Result<Plan, SqlError> {
+    plan_query_with(sql, &rules(), c, engine)
+}
+
+/// Renders with ids 101, 102, ... on the given engine.
+fn render_on(sql: &str, c: &PlanCtx<'_>, engine: Engine, lid: Option<u64>) -> String {
+    match plan_with(sql, c, engine).unwrap() {
+        Plan::Passthrough => sql.to_string(),
+        Plan::Rewrite(r) => {
+            let ids: Vec<u64> = (0..r.total_ids() as u64).map(|i| 101 + i).collect();
+            r.render_to_string(&ids, lid).unwrap()
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Rewrites with the auto engine and checks the fast path and sqlparser
+/// agree when both handle the statement.
+fn rw_ctx(sql: &str, c: &PlanCtx<'_>) -> String {
+    let auto = render_on(sql, c, Engine::Auto, None);
+    let fast = plan_with(sql, c, Engine::FastOnly);
+    if fast.is_ok() {
+        assert_eq!(
+            render_on(sql, c, Engine::FastOnly, None),
+            auto,
+            "fast path differs"
+        );
+    }
+    if plan_with(sql, c, Engine::SqlParserOnly).is_ok() {
+        assert_eq!(
+            render_on(sql, c, Engine::SqlParserOnly, None),
+            auto,
+            "sqlparser path differs"
+        );
+    }
+    auto
+}
+
+fn rw(sql: &str) -> String {
+    rw_ctx(sql, &ctx())
+}
+
+fn err(sql: &str) -> SqlError {
+    plan_query(sql, &rules(), &ctx()).unwrap_err()
+}
+
+fn rewrite(sql: &str) -> QueryRewrite {
+    match plan_query(sql, &rules(), &ctx()).unwrap() {
+        Plan::Rewrite(r) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn passthrough() {
+    for sql in [
+        "SELECT 1",
+        "  /* c */ select * from shop.orders where id = 3",
+        "INSERT INTO other (id) VALUES (NULL)",
+        "INSERT INTO shop.other VALUES (1), (2)",
+        "UPDATE shop.orders SET qty = 2 WHERE id = 1",
+        "SELECT 'last_insert_id()'",
+        "SELECT 1; SELECT 2",
+        "",
+        "  -- only a comment\n",
+        "INSERT INTO orders (id) VALUES (NULL)", // bare `orders` rule does not exist; schema `other`
+    ] {
+        let c = PlanCtx {
+            schema: Some("other"),
+            ..ctx()
+        };
+        assert_eq!(
+            plan_query(sql, &rules(), &c).unwrap(),
+            Plan::Passthrough,
+            "{sql}"
+        );
+    }
+    // Case-sensitive table names.
+    assert_eq!(
+        plan_query("INSERT INTO Orders (id) VALUES (NULL)", &rules(), &ctx()).unwrap(),
+        Plan::Passthrough
+    );
+}
+
+#[test]
+fn column_omitted() {
+    assert_eq!(
+        rw("INSERT INTO orders (sku, qty) VALUES ('a', 1)"),
+        "INSERT INTO orders (sku, qty, `id`) VALUES ('a', 1, LAST_INSERT_ID(101))"
+    );
+    assert_eq!(
+        rw("insert into shop.orders(sku,qty) values('a',1),('b',2) , ('c', 3)"),
+        "insert into shop.orders(sku,qty, `id`) values('a',1, LAST_INSERT_ID(101)),('b',2, 102) , ('c', 3, 103)"
+    );
+    assert_eq!(
+        rw("INSERT INTO `shop`.`orders` (`sku`) VALUE ('x')"),
+        "INSERT INTO `shop`.`orders` (`sku`, `id`) VALUE ('x', LAST_INSERT_ID(101))"
+    );
+}
+
+#[test]
+fn generated_values_in_the_column() {
+    assert_eq!(
+        rw("INSERT INTO orders (id, sku) VALUES (NULL, 'a'), (DEFAULT, 'b'), (0, 'c'), ('0', 'd'), (7, 'e'), (id + 1, 'f')"),
+        "INSERT INTO orders (id, sku) VALUES (LAST_INSERT_ID(101), 'a'), (102, 'b'), (103, 'c'), (104, 'd'), (7, 'e'), (id + 1, 'f')"
+    );
+    let r = rewrite("INSERT INTO orders (id, sku) VALUES (5, 'a'), (NULL, 'b'), (9, 'c')");
+    let s = &r.statements()[0];
+    assert_eq!(s.explicit, vec![5, 9]);
+    assert_eq!(s.last_explicit(), Some(9));
+    assert_eq!(s.generated, 1);
+    assert_eq!(
+        r.demands(),
+        &[IdDemand {
+            generator: "orders".into(),
+            count: 1
+        }]
+    );
+    assert_eq!(
+        r.render_to_string(&[77], None).unwrap(),
+        "INSERT INTO orders (id, sku) VALUES (5, 'a'), (LAST_INSERT_ID(77), 'b'), (9, 'c')"
+    );
+    // Only explicit ids: nothing generated, still a rewrite (for observe).
+    let r = rewrite("INSERT INTO orders (ID, sku) VALUES (5, 'a')");
+    assert_eq!(r.total_ids(), 0);
+    assert_eq!(r.statements()[0].explicit, vec![5]);
+    assert_eq!(
+        r.render_to_string(&[], None).unwrap(),
+        "INSERT INTO orders (ID, sku) VALUES (5, 'a')"
+    );
+}
+
+#[test]
+fn no_auto_value_on_zero() {
+    let c = PlanCtx {
+        no_auto_value_on_zero: true,
+        ..ctx()
+    };
+    assert_eq!(
+        rw_ctx(
+            "INSERT INTO orders (id, sku) VALUES (0, 'a'), (NULL, 'b')",
+            &c
+        ),
+        "INSERT INTO orders (id, sku) VALUES (0, 'a'), (LAST_INSERT_ID(101), 'b')"
+    );
+}
+
+#[test]
+fn no_column_list() {
+    assert_eq!(
+        rw("INSERT INTO orders VALUES (NULL, 'a', 1), (5, 'b', 2)"),
+        "INSERT INTO orders VALUES (LAST_INSERT_ID(101), 'a', 1), (5, 'b', 2)"
+    );
+    assert_eq!(
+        rw("INSERT INTO items VALUES ('n', 0)"),
+        "INSERT INTO items VALUES ('n', LAST_INSERT_ID(101))"
+    );
+    assert_eq!(
+        rw("INSERT INTO orders VALUES (), ()"),
+        "INSERT INTO orders (`id`) VALUES (LAST_INSERT_ID(101)), (102)"
+    );
+    assert_eq!(
+        rw("INSERT INTO orders () VALUES ()"),
+        "INSERT INTO orders (`id`) VALUES (LAST_INSERT_ID(101))"
+    );
+    assert_eq!(
+        plan_query("INSERT INTO orders VALUES (1, 'a')", &rules(), &ctx())
+            .unwrap_err()
+            .code(),
+        1136
+    );
+    // Unknown column order: ask the caller.
+    let none = |_: &str, _: &str| None;
+    let c = PlanCtx {
+        columns: &none,
+        ..ctx()
+    };
+    assert_eq!(
+        plan_query("INSERT INTO orders VALUES (NULL, 'a', 1)", &rules(), &c).unwrap(),
+        Plan::NeedColumns {
+            schema: "shop".into(),
+            table: "orders".into()
+        }
+    );
+    // No database selected for a bare rule.
+    let c = PlanCtx {
+        schema: None,
+        ..ctx()
+    };
+    assert_eq!(
+        plan_query("INSERT INTO events VALUES (NULL, 'a')", &rules(), &c)
+            .unwrap_err()
+            .code(),
+        1046
+    );
+    // A bare rule with a column list needs no schema.
+    assert_eq!(
+        rw_ctx("INSERT INTO events (kind) VALUES ('a')", &c),
+        "INSERT INTO events (kind, `id`) VALUES ('a', LAST_INSERT_ID(101))"
+    );
+}
+
+#[test]
+fn insert_set() {
+    assert_eq!(
+        rw("INSERT INTO orders SET sku = 'a', qty = 1"),
+        "INSERT INTO orders SET sku = 'a', qty = 1, `id` = LAST_INSERT_ID(101)"
+    );
+    assert_eq!(
+        rw("INSERT INTO orders SET id = NULL, sku = 'a'"),
+        "INSERT INTO orders SET id = LAST_INSERT_ID(101), sku = 'a'"
+    );
+    assert_eq!(
+        rw("INSERT INTO orders SET sku = concat('a', 'b') /* c */ ON DUPLICATE KEY UPDATE qty = qty + 1"),
+        "INSERT INTO orders SET sku = concat('a', 'b'), `id` = LAST_INSERT_ID(101) /* c */ ON DUPLICATE KEY UPDATE qty = qty + 1"
+    );
+    assert_eq!(
+        rewrite("INSERT INTO orders SET id = 12").statements()[0].explicit,
+        vec![12]
+    );
+}
+
+#[test]
+fn modifiers_and_clauses() {
+    assert_eq!(
+        rw("REPLACE LOW_PRIORITY INTO orders (sku) VALUES ('a')"),
+        "REPLACE LOW_PRIORITY INTO orders (sku, `id`) VALUES ('a', LAST_INSERT_ID(101))"
+    );
+    assert_eq!(
+        rw("INSERT /*+ MAX_EXECUTION_TIME(1) */ HIGH_PRIORITY IGNORE orders (sku) VALUES ('a')"),
+        "INSERT /*+ MAX_EXECUTION_TIME(1) */ HIGH_PRIORITY IGNORE orders (sku, `id`) VALUES ('a', LAST_INSERT_ID(101))"
+    );
+    assert_eq!(
+        rw("INSERT DELAYED INTO orders PARTITION (p0, p1) (sku) VALUES ('a')"),
+        "INSERT DELAYED INTO orders PARTITION (p0, p1) (sku, `id`) VALUES ('a', LAST_INSERT_ID(101))"
+    );
+    assert_eq!(
+        rw("INSERT INTO orders PARTITION (p0) VALUES ()"),
+        "INSERT INTO orders PARTITION (p0) (`id`) VALUES (LAST_INSERT_ID(101))"
+    );
+    assert_eq!(
+        rw("INSERT INTO orders (sku, qty) VALUES ('a', 1), ('b', 2) ON DUPLICATE KEY UPDATE qty = VALUES(qty), id = LAST_INSERT_ID(id)"),
+        "INSERT INTO orders (sku, qty, `id`) VALUES ('a', 1, LAST_INSERT_ID(101)), ('b', 2, 102) ON DUPLICATE KEY UPDATE qty = VALUES(qty), id = LAST_INSERT_ID(id)"
+    );
+    assert_eq!(
+        rw("INSERT INTO orders (sku, qty) VALUES ('a', 1) AS new ON DUPLICATE KEY UPDATE qty = new.qty"),
+        "INSERT INTO orders (sku, qty, `id`) VALUES ('a', 1, LAST_INSERT_ID(101)) AS new ON DUPLICATE KEY UPDATE qty = new.qty"
+    );
+    assert_eq!(
+        rw("INSERT INTO orders (sku, qty) VALUES ('a', 1) AS new(s, q) ON DUPLICATE KEY UPDATE qty = q"),
+        "INSERT INTO orders (sku, qty, `id`) VALUES ('a', 1, LAST_INSERT_ID(101)) AS new(s, q, `id`) ON DUPLICATE KEY UPDATE qty = q"
+    );
+    assert_eq!(
+        rw("INSERT INTO orders (sku) VALUES ('a') RETURNING id, sku"),
+        "INSERT INTO orders (sku, `id`) VALUES ('a', LAST_INSERT_ID(101)) RETURNING id, sku"
+    );
+    assert_eq!(
+        rw("INSERT INTO orders (orders.sku, shop.orders.qty) VALUES ('a', 1)"),
+        "INSERT INTO orders (orders.sku, shop.orders.qty, `id`) VALUES ('a', 1, LAST_INSERT_ID(101))"
+    );
+    assert_eq!(
+        rw("INSERT INTO orders (sku) VALUES ROW('a'), ROW('b')"),
+        "INSERT INTO orders (sku, `id`) VALUES ROW('a', LAST_INSERT_ID(101)), ROW('b', 102)"
+    );
+}
+
+#[test]
+fn text_is_kept_byte_exact() {
+    let sql = "INSERT INTO orders (sku, qty) VALUES ('c\\\\d''\\'', _utf8mb4'é' COLLATE utf8mb4_bin), (X'41', b'1') # tail";
+    assert_eq!(
+        rw(sql),
+        "INSERT INTO orders (sku, qty, `id`) VALUES ('c\\\\d''\\'', _utf8mb4'é' COLLATE utf8mb4_bin, LAST_INSERT_ID(101)), (X'41', b'1', 102) # tail"
+    );
+    assert_eq!(
+        rw("INSERT INTO orders (sku) VALUES ('ü), (') , ('\"x\"')\n-- c\n"),
+        "INSERT INTO orders (sku, `id`) VALUES ('ü), (', LAST_INSERT_ID(101)) , ('\"x\"', 102)\n-- c\n"
+    );
+    assert_eq!(
+        rw("INSERT INTO orders (sku) VALUES (\n  'é'\n), ('ß')"),
+        "INSERT INTO orders (sku, `id`) VALUES (\n  'é'\n, LAST_INSERT_ID(101)), ('ß', 102)"
+    );
+}
+
+#[test]
+fn multi_statement() {
+    let r = rewrite("SET @a = 1; INSERT INTO orders (sku) VALUES ('a'), ('b'); INSERT INTO events (kind) VALUES ('k'); SELECT 2");
+    assert_eq!(r.statements().len(), 4);
+    assert_eq!(
+        r.demands(),
+        &[
+            IdDemand {
+                generator: "orders".into(),
+                count: 2
+            },
+            IdDemand {
+                generator: "events".into(),
+                count: 1
+            }
+        ]
+    );
+    assert_eq!(r.statements()[2].first_slot, 2);
+    assert_eq!(
+        r.render_to_string(&[1, 2, 900], None).unwrap(),
+        "SET @a = 1; INSERT INTO orders (sku, `id`) VALUES ('a', LAST_INSERT_ID(1)), ('b', 2); INSERT INTO events (kind, `id`) VALUES ('k', LAST_INSERT_ID(900)); SELECT 2"
+    );
+    assert!(r.render_to_string(&[1, 2], None).is_err());
+}
+
+#[test]
+fn last_insert_id() {
+    let sql = "SELECT LAST_INSERT_ID(), @@identity, @@session.last_insert_id AS x, last_insert_id() + 1, LAST_INSERT_ID(5)";
+    let r = rewrite(sql);
+    assert_eq!(r.total_ids(), 0);
+    assert_eq!(
+        r.render_to_string(&[], Some(42)).unwrap(),
+        "SELECT 42 AS `LAST_INSERT_ID()`, 42 AS `@@identity`, 42 AS x, 42 + 1, LAST_INSERT_ID(5)"
+    );
+    assert_eq!(r.render_to_string(&[], None).unwrap(), sql);
+    assert!(r.statements()[0].changes_last_insert_id);
+    // After an INSERT in the same query, its first id; inside the INSERT, the previous value.
+    let r = rewrite("INSERT INTO orders (sku, qty) VALUES ('a', LAST_INSERT_ID()); SELECT LAST_INSERT_ID() FROM dual");
+    assert_eq!(
+        r.render_to_string(&[7], Some(3)).unwrap(),
+        "INSERT INTO orders (sku, qty, `id`) VALUES ('a', 3, LAST_INSERT_ID(7)); SELECT 7 AS `LAST_INSERT_ID()` FROM dual"
+    );
+    // Child rows referencing the parent's id.
+    assert_eq!(
+        rewrite("INSERT INTO lines (order_id) VALUES (LAST_INSERT_ID())")
+            .render_to_string(&[], Some(9))
+            .unwrap(),
+        "INSERT INTO lines (order_id) VALUES (9)"
+    );
+    // After SET last_insert_id, the backend answers.
+    let r = rewrite("SET @@last_insert_id = 5; SELECT @@last_insert_id");
+    assert_eq!(
+        r.render_to_string(&[], Some(1)).unwrap(),
+        "SET @@last_insert_id = 5; SELECT @@last_insert_id"
+    );
+    // Not in DDL (a view would freeze the value), nor in strings.
+    assert_eq!(
+        plan_query("CREATE VIEW v AS SELECT LAST_INSERT_ID()", &rules(), &ctx()).unwrap(),
+        Plan::Passthrough
+    );
+    assert_eq!(
+        plan_query(
+            "SELECT 'LAST_INSERT_ID()', `last_insert_id`",
+            &rules(),
+            &ctx()
+        )
+        .unwrap(),
+        Plan::Passthrough
+    );
+    // A stored function `db.last_insert_id()` is not the builtin.
+    assert_eq!(
+        plan_query("SELECT db.last_insert_id()", &rules(), &ctx()).unwrap(),
+        Plan::Passthrough
+    );
+}
+
+#[test]
+fn refusals() {
+    for (sql, code, needle) in [
+        ("INSERT INTO orders (id, sku) SELECT id, sku FROM old", 1235, "INSERT ... SELECT on table shop.orders"),
+        ("INSERT INTO orders SELECT * FROM old", 1235, "shop.orders"),
+        ("INSERT INTO orders (sku) (SELECT sku FROM old)", 1235, "shop.orders"),
+        ("INSERT INTO orders TABLE old", 1235, "shop.orders"),
+        ("INSERT INTO orders (sku) VALUES ('a'", 1064, "shop.orders"),
+        ("INSERT INTO orders (sku) VALUES ('a)", 1064, "shop.orders"),
+        ("INSERT INTO orders (sku) VALUES ('a'), ('b', 2)", 1136, "row 2"),
+        ("INSERT /*! IGNORE */ INTO orders (sku) VALUES ('a')", 1235, "executable comments"),
+        ("LOAD DATA INFILE '/tmp/x' INTO TABLE shop.orders", 1235, "LOAD DATA on table shop.orders"),
+        ("PREPARE s FROM 'INSERT INTO orders (sku) VALUES (?)'", 1235, "SQL-level PREPARE"),
+        ("EXECUTE IMMEDIATE 'INSERT INTO shop.orders (sku) VALUES (1)'", 1235, "EXECUTE IMMEDIATE"),
+        ("CREATE PROCEDURE p() BEGIN SELECT 1; INSERT INTO orders (sku) VALUES ('a'); END", 1235, "stored program"),
+        ("CREATE DEFINER = 'a'@'%' TRIGGER t AFTER INSERT ON x FOR EACH ROW INSERT INTO shop.orders (sku) VALUES (1)", 1235, "stored program"),
+        ("BEGIN NOT ATOMIC INSERT INTO orders (sku) VALUES ('a'); END", 1235, "compound"),
+        ("INSERT INTO orders (sku) VALUES ('a') garbage here", 1064, "shop.orders"),
+    ] {
+        let e = err(sql);
+        assert_eq!(e.code(), code, "{sql}: {e}");
+        assert!(e.to_string().contains(needle), "{sql}: {e}");
+    }
+    // A broken statement before a rule-table INSERT does not hide it.
+    assert_eq!(
+        rw("INSERT ; INSERT INTO orders (sku) VALUES ('a')"),
+        "INSERT ; INSERT INTO orders (sku, `id`) VALUES ('a', LAST_INSERT_ID(101))"
+    );
+    // INSERT ... SELECT is refused before asking for the column order.
+    let none = |_: &str, _: &str| None;
+    let c = PlanCtx {
+        columns: &none,
+        ..ctx()
+    };
+    assert_eq!(
+        plan_query("INSERT INTO orders SELECT 1", &rules(), &c)
+            .unwrap_err()
+            .code(),
+        1235
+    );
+    // Not rule tables: allowed.
+    for sql in [
+        "INSERT INTO other SELECT * FROM orders",
+        "PREPARE s FROM 'INSERT INTO other (a) VALUES (?)'",
+        "CREATE PROCEDURE p() BEGIN INSERT INTO other VALUES (1); END",
+        "CREATE TABLE orders2 (id BIGINT PRIMARY KEY)",
+        "LOAD DATA INFILE '/tmp/x' INTO TABLE other",
+        "BEGIN; COMMIT",
+    ] {
+        assert_eq!(
+            plan_query(sql, &rules(), &ctx()).unwrap(),
+            Plan::Passthrough,
+            "{sql}"
+        );
+    }
+}
+
+#[test]
+fn sql_modes() {
+    let nbe = PlanCtx {
+        no_backslash_escapes: true,
+        ..ctx()
+    };
+    assert_eq!(
+        rw_ctx("INSERT INTO orders (sku) VALUES ('a\\'), ('b')", &nbe),
+        "INSERT INTO orders (sku, `id`) VALUES ('a\\', LAST_INSERT_ID(101)), ('b', 102)"
+    );
+    let ansi = PlanCtx {
+        ansi_quotes: true,
+        ..ctx()
+    };
+    assert_eq!(
+        rw_ctx(
+            "INSERT INTO \"orders\" (\"sku\", \"id\") VALUES ('a', NULL)",
+            &ansi
+        ),
+        "INSERT INTO \"orders\" (\"sku\", \"id\") VALUES ('a', LAST_INSERT_ID(101))"
+    );
+}
+
+#[test]
+fn prepared() {
+    let plan = |sql: &str| match plan_prepare(sql, &rules(), &ctx()).unwrap() {
+        PreparePlan::Rewrite(r) => r,
+        other => panic!("{other:?}"),
+    };
+    use ParamSource::*;
+    // Column omitted.
+    let p = plan("INSERT INTO orders (sku, qty) VALUES (?, ?), (?, 3)");
+    assert_eq!(
+        p.backend_sql,
+        "INSERT INTO orders (sku, qty, `id`) VALUES (?, ?, LAST_INSERT_ID(?)), (?, 3, ?)"
+    );
+    assert_eq!(p.client_params, 3);
+    assert_eq!(
+        p.params,
+        vec![Client(0), Client(1), Generated(0), Client(2), Generated(1)]
+    );
+    let ex = p.execute(&|_| BoundId::Other, false);
+    assert_eq!(ex.demand, 2);
+    assert_eq!(
+        ex.backend_params(&p, &[50, 51]).unwrap(),
+        vec![
+            BackendParam::Client(0),
+            BackendParam::Client(1),
+            BackendParam::Id(50),
+            BackendParam::Client(2),
+            BackendParam::Id(51)
+        ]
+    );
+    assert!(ex.backend_params(&p, &[50]).is_err());
+
+    // The client's `?` in the id column, then a literal NULL.
+    let p = plan("INSERT INTO orders (id, sku) VALUES (?, ?), (NULL, ?)");
+    assert_eq!(
+        p.backend_sql,
+        "INSERT INTO orders (id, sku) VALUES (IFNULL(?, IFNULL(?, LAST_INSERT_ID(?))), ?), (IFNULL(?, LAST_INSERT_ID(?)), ?)"
+    );
+    assert_eq!(p.client_params, 3);
+    assert_eq!(
+        p.params,
+        vec![
+            ClientUnlessAuto { param: 0, slot: 0 },
+            GeneratedPlainOrNull(0),
+            GeneratedFirstOrNull(0),
+            Client(1),
+            GeneratedPlainOrNull(1),
+            GeneratedFirstOrNull(1),
+            Client(2)
+        ]
+    );
+    // Client sends NULL: both slots generated, slot 0 first.
+    let ex = p.execute(&|_| BoundId::Null, false);
+    assert_eq!(ex.demand, 2);
+    use BackendParam::{Client as C, Id, Null};
+    assert_eq!(
+        ex.backend_params(&p, &[8, 9]).unwrap(),
+        vec![Null, Null, Id(8), C(1), Id(9), Null, C(2)]
+    );
+    // Client sends 0 under NO_AUTO_VALUE_ON_ZERO: explicit 0, slot 1 first.
+    let ex = p.execute(&|_| BoundId::Int(0), true);
+    assert_eq!(ex.demand, 1);
+    assert_eq!(ex.observed, vec![0]);
+    assert_eq!(
+        ex.backend_params(&p, &[8]).unwrap(),
+        vec![C(0), Null, Null, C(1), Null, Id(8), C(2)]
+    );
+    // Client sends 0 normally: generated.
+    assert_eq!(p.execute(&|_| BoundId::Int(0), false).demand, 2);
+    // Client sends 77: explicit.
+    let ex = p.execute(&|_| BoundId::Int(77), false);
+    assert_eq!((ex.demand, ex.last_explicit()), (1, Some(77)));
+
+    // A literal generated id that is statically first, then a client `?`.
+    let p = plan("INSERT INTO orders (id, sku) VALUES (DEFAULT, ?), (?, 'x'), (5, 'y')");
+    assert_eq!(
+        p.backend_sql,
+        "INSERT INTO orders (id, sku) VALUES (LAST_INSERT_ID(?), ?), (IFNULL(?, ?), 'x'), (5, 'y')"
+    );
+    assert_eq!(p.client_params, 2);
+    let ex = p.execute(&|_| BoundId::Null, false);
+    assert_eq!(ex.observed, vec![5]);
+    assert_eq!(
+        ex.backend_params(&p, &[1, 2]).unwrap(),
+        vec![Id(1), C(0), Null, Id(2)]
+    );
+
+    // INSERT ... SET with `?`s.
+    let p = plan("INSERT INTO orders SET sku = ?, qty = ?");
+    assert_eq!(
+        p.backend_sql,
+        "INSERT INTO orders SET sku = ?, qty = ?, `id` = LAST_INSERT_ID(?)"
+    );
+    assert_eq!(p.params, vec![Client(0), Client(1), Generated(0)]);
+
+    // Not a rule table, or several statements: unchanged.
+    assert_eq!(
+        plan_prepare("INSERT INTO other VALUES (?)", &rules(), &ctx()).unwrap(),
+        PreparePlan::Passthrough
+    );
+    assert_eq!(
+        plan_prepare("SELECT LAST_INSERT_ID()", &rules(), &ctx()).unwrap(),
+        PreparePlan::Passthrough
+    );
+    assert!(plan_prepare("INSERT INTO orders SELECT * FROM x", &rules(), &ctx()).is_err());
+}
