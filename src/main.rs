@@ -3,6 +3,8 @@
 use clap::{Parser, Subcommand};
 use idgate::config::Config;
 use idgate::frontend::Shared;
+use idgate::idgen::Allocator;
+use idgate::rules::RuleSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -27,10 +29,24 @@ enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
-    /// Check a config file without starting anything.
+    /// Check a config file (and its rules directory) without starting anything.
     Check {
         #[arg(long, short)]
         config: PathBuf,
+    },
+    /// Work with rule files.
+    Rules {
+        #[command(subcommand)]
+        command: RulesCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum RulesCommand {
+    /// Validate every *.toml in DIR like `serve` does; exits non-zero on errors.
+    Check {
+        /// The rules directory.
+        dir: PathBuf,
     },
 }
 
@@ -46,15 +62,21 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Check { config } => match Config::load(&config) {
-            Ok(_) => {
+            Ok(cfg) => {
                 println!("{}: ok", config.display());
-                ExitCode::SUCCESS
+                match &cfg.rules {
+                    Some(r) => check_rules(&r.dir),
+                    None => ExitCode::SUCCESS,
+                }
             }
             Err(e) => {
                 eprintln!("{e}");
                 ExitCode::FAILURE
             }
         },
+        Command::Rules {
+            command: RulesCommand::Check { dir },
+        } => check_rules(&dir),
         Command::Serve { config } => {
             let cfg = match Config::load(&config) {
                 Ok(c) => c,
@@ -75,6 +97,17 @@ fn main() -> ExitCode {
     }
 }
 
+fn check_rules(dir: &std::path::Path) -> ExitCode {
+    let mut out = std::io::stdout();
+    match idgate::rules::check_dir(dir, &idgate::idgen::validate, &mut out) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 async fn serve(cfg: Config) -> ExitCode {
     let addr = match cfg.listen_addr() {
         Ok(a) => a,
@@ -83,7 +116,33 @@ async fn serve(cfg: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let shared = Arc::new(Shared::new(cfg));
+    let (rules, allocator) = match &cfg.rules {
+        None => (None, None),
+        Some(r) => {
+            let rules = match RuleSet::load_dir(&r.dir, &idgate::idgen::validate) {
+                Ok(set) => set,
+                Err(e) => {
+                    error!("rules refused:\n{e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let allocator = match Allocator::open(&cfg.allocator, rules.generators()).await {
+                Ok(a) => a,
+                Err(e) => {
+                    error!("cannot open the id allocator: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            info!(
+                generators = rules.generators().len(),
+                tables = rules.tables().len(),
+                dir = %r.dir.display(),
+                "rules loaded"
+            );
+            (Some(Arc::new(rules)), Some(allocator))
+        }
+    };
+    let shared = Arc::new(Shared::with_rules(cfg, rules, allocator.clone()));
     if let Err(e) = shared.probe_default_shard().await {
         warn!("{e}; serving anyway with a default version string until a shard answers");
     }
@@ -96,6 +155,10 @@ async fn serve(cfg: Config) -> ExitCode {
     };
     info!(%addr, "idgate listening");
     idgate::server::run(listener, shared, shutdown_signal()).await;
+    if let Some(a) = allocator {
+        // Gives snowflake node ids back; sequences' unused ids become a gap.
+        a.shutdown().await;
+    }
     ExitCode::SUCCESS
 }
 

@@ -1,10 +1,16 @@
 //! The client side: one task per client connection.
 //!
-//! - [`shared`]: state shared by all sessions (config, users, what the shards announce).
+//! - [`shared`]: state shared by all sessions (config, users, what the shards
+//!   announce, rules, allocator).
+//! - [`columns`]: the column order of rule tables, cached.
 //! - [`login`]: the handshake and authentication of a client.
 //! - [`session`]: the command loop and per-session state.
 //! - [`stmt`]: the session's prepared statements and their ids on each shard.
+//! - [`inject`]: filling ids: planning, allocating and splicing for COM_QUERY,
+//!   COM_STMT_PREPARE and COM_STMT_EXECUTE; what the client is told.
 
+pub mod columns;
+pub mod inject;
 pub mod login;
 pub mod session;
 pub mod shared;

@@ -5,6 +5,7 @@
 //! schema, character set and capabilities) and kept for the session. Replies
 //! are relayed byte for byte.
 
+use super::inject::{self, SqlModes};
 use super::login::{self, Login, LoginError};
 use super::shared::Shared;
 use super::stmt::{PreparedStmt, Statements};
@@ -30,7 +31,7 @@ const IDLE_CHECK_AFTER: Duration = Duration::from_secs(1);
 
 /// Why a command could not be completed.
 #[derive(Debug, thiserror::Error)]
-enum CmdError {
+pub(super) enum CmdError {
     /// The client is gone: end the session quietly.
     #[error("client connection lost: {0}")]
     ClientGone(std::io::Error),
@@ -40,6 +41,12 @@ enum CmdError {
     /// The client has been told everything; the session must end.
     #[error("{0}")]
     End(String),
+    /// A statement on a rule table that idgate refuses (the client is told).
+    #[error(transparent)]
+    Sql(crate::sql::SqlError),
+    /// Another error of idgate's own for this command (the client is told).
+    #[error("{1}")]
+    Refused(ErrorCode, String),
 }
 
 impl From<RelayError> for CmdError {
@@ -59,23 +66,26 @@ enum Next {
 
 /// A logged-in client session.
 pub struct Session {
-    shared: Arc<Shared>,
-    client: PacketConn,
-    id: u32,
-    login: Login,
+    pub(super) shared: Arc<Shared>,
+    pub(super) client: PacketConn,
+    pub(super) id: u32,
+    pub(super) login: Login,
     /// Current schema (from the handshake, COM_INIT_DB, `USE`).
-    schema: Option<String>,
+    pub(super) schema: Option<String>,
     /// One connection per shard, opened on first use.
-    backends: Vec<Option<BackendConn>>,
+    pub(super) backends: Vec<Option<BackendConn>>,
     /// When each shard connection was last used.
-    last_used: Vec<Instant>,
-    stmts: Statements,
+    pub(super) last_used: Vec<Instant>,
+    pub(super) stmts: Statements,
     /// The command being handled (reused between commands).
-    buf: Vec<u8>,
+    pub(super) buf: Vec<u8>,
     /// Sequence id of the next packet idgate sends the client for the
     /// current command (advanced as a reply is relayed, so an error after a
     /// partial reply still comes in order).
-    next_seq: u8,
+    pub(super) next_seq: u8,
+    /// `sql_mode` flags on the default shard connection (`None`: read them
+    /// before the next statement is planned).
+    pub(super) sql_modes: Option<SqlModes>,
 }
 
 /// Serves one accepted client connection until it quits, fails or the server
@@ -111,6 +121,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
         stmts: Statements::default(),
         buf: Vec::new(),
         next_seq: 0,
+        sql_modes: None,
     };
     let started = Instant::now();
     let reason = session.run(&mut shutdown).await;
@@ -219,6 +230,7 @@ impl Session {
                 Err(CmdError::Backend(e)) => {
                     return format!("closed after shard failure in a transaction: {e}")
                 }
+                Err(e) => return e.to_string(),
             }
         }
     }
@@ -256,6 +268,17 @@ impl Session {
         match result {
             Ok(()) => Ok(Next::Continue),
             Err(CmdError::Backend(e)) => self.shard_failed(e).await,
+            Err(CmdError::Sql(e)) => {
+                debug!(conn = self.id, "statement refused: {e}");
+                self.send_refusal(&inject::sql_error_code(&e), &e.to_string())
+                    .await?;
+                Ok(Next::Continue)
+            }
+            Err(CmdError::Refused(code, message)) => {
+                debug!(conn = self.id, "statement refused: {message}");
+                self.send_refusal(&code, &message).await?;
+                Ok(Next::Continue)
+            }
             Err(e) => Err(e),
         }
     }
@@ -311,7 +334,7 @@ impl Session {
 
     /// The session's connection to `shard`, opened if needed (and reopened if
     /// the shard closed it while idle, outside a transaction).
-    async fn backend(&mut self, shard: usize) -> Result<&mut BackendConn, BackendError> {
+    pub(super) async fn backend(&mut self, shard: usize) -> Result<&mut BackendConn, BackendError> {
         let now = Instant::now();
         let stale = match &self.backends[shard] {
             Some(b) => {
@@ -343,6 +366,9 @@ impl Session {
             };
             let (conn, hs) = BackendConn::connect(&params).await?;
             self.shared.learn(&hs);
+            if shard == 0 {
+                self.sql_modes = None;
+            }
             debug!(conn = self.id, shard = %s.name, backend_conn = conn.connection_id, "shard connection opened");
             self.backends[shard] = Some(conn);
         }
@@ -357,7 +383,7 @@ impl Session {
     /// Sends `payload` to `shard` as it is and relays the reply. Returns the
     /// index of the last result whose OK packet was seen, if any, and whether
     /// the reply was an error.
-    async fn forward(
+    pub(super) async fn forward(
         &mut self,
         shard: usize,
         payload: &[u8],
@@ -367,7 +393,7 @@ impl Session {
             .await
     }
 
-    async fn forward_with(
+    pub(super) async fn forward_with(
         &mut self,
         shard: usize,
         payload: &[u8],
@@ -420,6 +446,22 @@ impl Session {
     }
 
     async fn query(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+        if self.shared.rules.is_some() {
+            let handled = self.query_with_rules(payload).await?;
+            let sql = &payload[1..];
+            if inject::mentions_sql_mode(sql) {
+                self.sql_modes = None;
+            }
+            if matches!(
+                &inject::first_keyword(sql)[..],
+                b"ALTER\0\0\0" | b"CREATE\0\0" | b"DROP\0\0\0\0" | b"RENAME\0\0"
+            ) {
+                self.shared.columns.clear();
+            }
+            if handled {
+                return Ok(());
+            }
+        }
         let outcome = self.forward(0, payload, Expect::Results).await?;
         if !outcome.error && outcome.oks == 1 {
             if let Some(db) = use_statement(&payload[1..]) {
@@ -448,6 +490,18 @@ impl Session {
     }
 
     async fn prepare(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+        let plan = match self.shared.rules {
+            Some(_) => self.plan_prepare(payload).await?,
+            None => None,
+        };
+        let rewritten;
+        let payload = match &plan {
+            Some(p) => {
+                rewritten = [&[cmd::STMT_PREPARE][..], p.backend_sql.as_bytes()].concat();
+                &rewritten[..]
+            }
+            None => payload,
+        };
         let shards = self.backends.len();
         let mut stmt = PreparedStmt {
             prepare: payload.to_vec(),
@@ -455,22 +509,49 @@ impl Session {
             backend_ids: vec![None; shards],
             types_sent: vec![false; shards],
             types: None,
+            plan: plan.clone(),
         };
         let id = self.stmts.insert(stmt.clone());
-        let mut first = true;
+        // With a plan, the client is told the parameters it wrote: the
+        // shard's definitions of the parameters idgate added are dropped.
+        let client_params = plan.as_ref().map(|p| p.client_params);
+        let deprecate_eof = self.login.capabilities & cap::DEPRECATE_EOF != 0;
+        let mut index = 0usize;
         let mut backend_id = None;
         let mut hook = |kind: Kind, p: &[u8]| {
-            if !std::mem::replace(&mut first, false) || kind == Kind::Err || p.len() < 12 {
-                return Action::Keep;
+            let i = index;
+            index += 1;
+            if i == 0 {
+                if kind == Kind::Err || p.len() < 12 {
+                    return Action::Keep;
+                }
+                let mut c = Cursor::new(p);
+                let _ = c.u8();
+                backend_id = c.u32().ok();
+                let _columns = c.u16();
+                stmt.params = c.u16().unwrap_or(0);
+                let mut out = p.to_vec();
+                out[1..5].copy_from_slice(&id.to_le_bytes());
+                if let Some(n) = client_params {
+                    out[7..9].copy_from_slice(&(n as u16).to_le_bytes());
+                }
+                return Action::Replace(out);
             }
-            let mut c = Cursor::new(p);
-            let _ = c.u8();
-            backend_id = c.u32().ok();
-            let _columns = c.u16();
-            stmt.params = c.u16().unwrap_or(0);
-            let mut out = p.to_vec();
-            out[1..5].copy_from_slice(&id.to_le_bytes());
-            Action::Replace(out)
+            let (Some(n), params) = (client_params, stmt.params as usize) else {
+                return Action::Keep;
+            };
+            if i <= params {
+                if i <= n {
+                    Action::Keep
+                } else {
+                    Action::Drop
+                }
+            } else if i == params + 1 && params > 0 && !deprecate_eof && n == 0 {
+                // The EOF closing parameter definitions the client does not get.
+                Action::Drop
+            } else {
+                Action::Keep
+            }
         };
         let result = self
             .forward_with(0, payload, Expect::Prepare, &mut hook)
@@ -534,6 +615,9 @@ impl Session {
         let Some(s) = self.stmts.get_mut(id) else {
             return self.unknown_stmt(id, "mysqld_stmt_execute").await;
         };
+        if let Some(plan) = s.plan.clone() {
+            return self.execute_planned(id, shard, bid, payload, plan).await;
+        }
         let params = s.params as usize;
         let mut out;
         let body = &payload[1..];
@@ -594,6 +678,19 @@ impl Session {
         };
         let mut out = payload.to_vec();
         out[1..5].copy_from_slice(&bid.to_le_bytes());
+        if payload[0] == cmd::STMT_SEND_LONG_DATA && out.len() >= 7 {
+            // The client's parameter number, as the shard's statement counts
+            // it (idgate may have added parameters before it).
+            let n = u16::from_le_bytes([out[5], out[6]]) as usize;
+            let mapped = self
+                .stmts
+                .get_mut(id)
+                .and_then(|s| inject::backend_param_index(s, n));
+            match mapped {
+                Some(m) => out[5..7].copy_from_slice(&(m as u16).to_le_bytes()),
+                None => return Ok(()),
+            }
+        }
         match expect {
             Some(e) => self.forward(shard, &out, e).await.map(|_| ()),
             None => {
@@ -720,21 +817,21 @@ impl Session {
         }
     }
 
-    async fn unknown_stmt(&mut self, id: u32, name: &str) -> Result<(), CmdError> {
+    pub(super) async fn unknown_stmt(&mut self, id: u32, name: &str) -> Result<(), CmdError> {
         let msg = format!("Unknown prepared statement handler ({id}) given to {name}");
         self.send_error(self.next_seq, &codes::ER_UNKNOWN_STMT_HANDLER, &msg)
             .await
             .map_err(CmdError::ClientGone)
     }
 
-    async fn malformed(&mut self, what: &str) -> Result<(), CmdError> {
+    pub(super) async fn malformed(&mut self, what: &str) -> Result<(), CmdError> {
         let msg = format!("Malformed communication packet ({what})");
         self.send_error(self.next_seq, &codes::ER_MALFORMED_PACKET, &msg)
             .await
             .map_err(CmdError::ClientGone)
     }
 
-    async fn send_ok(&mut self, seq: u8, st: u16) -> Result<(), CmdError> {
+    pub(super) async fn send_ok(&mut self, seq: u8, st: u16) -> Result<(), CmdError> {
         let ok = reply::ok_packet(
             &OkPacket {
                 affected_rows: 0,
@@ -751,7 +848,7 @@ impl Session {
             .map_err(CmdError::ClientGone)
     }
 
-    async fn send_error(
+    pub(super) async fn send_error(
         &mut self,
         seq: u8,
         code: &ErrorCode,
@@ -795,13 +892,13 @@ impl Session {
 
 /// What the relay saw of a reply.
 #[derive(Debug, Default, Clone, Copy)]
-struct Outcome {
+pub(super) struct Outcome {
     /// OK packets that were results (not result-set terminators).
-    oks: usize,
+    pub(super) oks: usize,
     /// The reply ended with an ERR packet.
-    error: bool,
+    pub(super) error: bool,
     /// ... one after which the shard closes the connection.
-    connection_ended: bool,
+    pub(super) connection_ended: bool,
 }
 
 /// Errors after which a shard closes the connection: killed (1927), idle

@@ -1,11 +1,15 @@
 //! State shared by every session.
 
+use super::columns::ColumnCache;
 use crate::backend::{BackendConn, BackendError, ConnectParams};
 use crate::config::Config;
+use crate::idgen::{Allocator, Generator};
 use crate::protocol::consts::{cap, DEFAULT_CHARSET};
+use crate::rules::RuleSet;
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What the default shard announced in its handshake; idgate shows clients
@@ -27,11 +31,27 @@ pub struct Shared {
     pub users: HashMap<Vec<u8>, Vec<u8>>,
     /// Learned from the default shard; refreshed by every new shard connection.
     pub shard_info: RwLock<ShardInfo>,
+    /// Column rules; `None`: idgate only relays.
+    pub rules: Option<Arc<RuleSet>>,
+    /// The generators of `rules`.
+    pub allocator: Option<Allocator>,
+    /// Column order of rule tables (for INSERTs without a column list).
+    pub columns: ColumnCache,
     next_connection_id: AtomicU32,
 }
 
 impl Shared {
+    /// State for a server that only relays (no rules).
     pub fn new(config: Config) -> Self {
+        Shared::with_rules(config, None, None)
+    }
+
+    /// State for a server that fills ids by `rules` from `allocator`.
+    pub fn with_rules(
+        config: Config,
+        rules: Option<Arc<RuleSet>>,
+        allocator: Option<Allocator>,
+    ) -> Self {
         let users = config
             .users
             .iter()
@@ -46,8 +66,16 @@ impl Shared {
                 ext_capabilities: 0,
                 charset: DEFAULT_CHARSET,
             }),
+            rules,
+            allocator,
+            columns: ColumnCache::default(),
             next_connection_id: AtomicU32::new(1),
         }
+    }
+
+    /// The generator called `name`.
+    pub fn generator(&self, name: &str) -> Option<Arc<Generator>> {
+        self.allocator.as_ref()?.generator(name)
     }
 
     /// A connection id no other session of this process has.

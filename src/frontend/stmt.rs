@@ -6,7 +6,9 @@
 //! may omit but a freshly prepared statement needs.
 
 use crate::protocol::stmt::ParamType;
+use crate::sql::PrepareRewrite;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// One prepared statement of a session.
 #[derive(Debug, Clone)]
@@ -19,8 +21,11 @@ pub struct PreparedStmt {
     pub backend_ids: Vec<Option<u32>>,
     /// Whether the shard statement has been sent parameter types yet.
     pub types_sent: Vec<bool>,
-    /// Types from the last execute that carried them.
+    /// Types from the last execute that carried them (the client's
+    /// parameters: with a `plan`, fewer than the shard statement has).
     pub types: Option<Vec<ParamType>>,
+    /// For an INSERT into a rule table: how each execute fills the ids.
+    pub plan: Option<Arc<PrepareRewrite>>,
 }
 
 /// All prepared statements of a session, by the id the client knows.

@@ -1,0 +1,459 @@
+//! Filling ids: what a session does with the rules and the allocator.
+//!
+//! COM_QUERY: plan (cheap classification first; only rule-table INSERTs are
+//! parsed), take ids from the generators, observe explicit ids, splice the
+//! ids into the original text and relay the reply. The first generated id of
+//! each statement is written `LAST_INSERT_ID(<id>)`, so the shard's OK packet
+//! and `LAST_INSERT_ID()` report it exactly as AUTO_INCREMENT would; a
+//! statement with only explicit ids gets the last explicit id in its OK packet,
+//! as MariaDB reports for an AUTO_INCREMENT column.
+//!
+//! COM_STMT_PREPARE: the shard prepares a rewritten statement with extra
+//! parameters for the ids; the client is told the parameter count it wrote.
+//! COM_STMT_EXECUTE: fresh ids at every execute, added to the parameter block.
+
+use super::session::{CmdError, Session};
+use super::stmt::PreparedStmt;
+use crate::backend::relay::Action;
+use crate::protocol::codes::{self, ErrorCode};
+use crate::protocol::consts::cmd;
+use crate::protocol::reply;
+use crate::protocol::response::{Expect, Kind};
+use crate::protocol::stmt::{self as wire_stmt, types, ParamType};
+use crate::sql::{
+    self, BackendParam, BoundId, Plan, PlanCtx, PreparePlan, PrepareRewrite, SqlError, StmtInfo,
+};
+use std::borrow::Cow;
+use std::sync::Arc;
+
+/// The `sql_mode` flags that change how statements are read and filled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SqlModes {
+    pub no_auto_value_on_zero: bool,
+    pub no_backslash_escapes: bool,
+    pub ansi_quotes: bool,
+}
+
+impl SqlModes {
+    /// Reads `@@sql_mode` (a comma-separated list).
+    pub fn parse(sql_mode: &str) -> SqlModes {
+        let has = |flag: &str| {
+            sql_mode
+                .split(',')
+                .any(|f| f.trim().eq_ignore_ascii_case(flag))
+        };
+        SqlModes {
+            no_auto_value_on_zero: has("NO_AUTO_VALUE_ON_ZERO"),
+            no_backslash_escapes: has("NO_BACKSLASH_ESCAPES"),
+            ansi_quotes: has("ANSI_QUOTES"),
+        }
+    }
+}
+
+/// MySQL error for an allocator failure (store down, exhausted): "Failed to
+/// read auto-increment value", the error a client gets when AUTO_INCREMENT
+/// cannot produce a value.
+const ER_AUTOINC_READ_FAILED: ErrorCode = ErrorCode {
+    code: 1467,
+    state: "HY000",
+};
+
+/// Table doesn't exist (an INSERT without column list into a missing table).
+const ER_NO_SUCH_TABLE: ErrorCode = ErrorCode {
+    code: 1146,
+    state: "42S02",
+};
+
+impl Session {
+    /// The session's `sql_mode` flags, read from the default shard when not
+    /// known (a new shard connection, or after a statement that set it).
+    pub(super) async fn sql_modes(&mut self) -> Result<SqlModes, CmdError> {
+        if let Some(m) = self.sql_modes {
+            return Ok(m);
+        }
+        let b = self.backend(0).await.map_err(CmdError::Backend)?;
+        let rows = b
+            .query_rows("SELECT @@SESSION.sql_mode")
+            .await
+            .map_err(CmdError::Backend)?;
+        let mode = rows
+            .first()
+            .and_then(|r| r.first().cloned().flatten())
+            .unwrap_or_default();
+        let m = SqlModes::parse(&mode);
+        self.sql_modes = Some(m);
+        Ok(m)
+    }
+
+    /// Plans `sql` with the session's context, fetching a table's column
+    /// order when the planner asks for it.
+    async fn plan<T>(
+        &mut self,
+        sql: &str,
+        planner: fn(&str, &crate::rules::RuleSet, &PlanCtx<'_>) -> Result<T, SqlError>,
+        need: fn(&T) -> Option<(String, String)>,
+    ) -> Result<Result<T, SqlError>, CmdError> {
+        let Some(rules) = self.shared.rules.clone() else {
+            return Err(CmdError::End("no rules".into()));
+        };
+        let modes = self.sql_modes().await?;
+        for _ in 0..3 {
+            let plan = {
+                let cache = &self.shared.columns;
+                let columns = |s: &str, t: &str| cache.get(s, t);
+                let ctx = PlanCtx {
+                    schema: self.schema.as_deref(),
+                    no_auto_value_on_zero: modes.no_auto_value_on_zero,
+                    no_backslash_escapes: modes.no_backslash_escapes,
+                    ansi_quotes: modes.ansi_quotes,
+                    columns: &columns,
+                };
+                planner(sql, &rules, &ctx)
+            };
+            match plan.as_ref().ok().and_then(need) {
+                Some((schema, table)) => self.fetch_columns(&schema, &table).await?,
+                None => return Ok(plan),
+            }
+        }
+        Err(CmdError::Refused(
+            codes::ER_UNKNOWN_ERROR,
+            "idgate: the column order of the table kept changing while planning; try again".into(),
+        ))
+    }
+
+    /// Reads the column order of `schema.table` into the shared cache.
+    async fn fetch_columns(&mut self, schema: &str, table: &str) -> Result<(), CmdError> {
+        let q = format!(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '{}' AND TABLE_NAME = '{}' ORDER BY ORDINAL_POSITION",
+            quote_string(schema),
+            quote_string(table)
+        );
+        let b = self.backend(0).await.map_err(CmdError::Backend)?;
+        let rows = b.query_rows(&q).await.map_err(CmdError::Backend)?;
+        let cols: Vec<String> = rows
+            .into_iter()
+            .filter_map(|r| r.into_iter().next().flatten())
+            .collect();
+        if cols.is_empty() {
+            return Err(CmdError::Refused(
+                ER_NO_SUCH_TABLE,
+                format!("Table '{schema}.{table}' doesn't exist"),
+            ));
+        }
+        self.shared.columns.put(schema, table, cols);
+        Ok(())
+    }
+
+    /// COM_QUERY when rules are configured.
+    pub(super) async fn query_with_rules(&mut self, payload: &[u8]) -> Result<bool, CmdError> {
+        let text = statement_text(&payload[1..]);
+        let plan = match self
+            .plan(&text, sql::plan_query, |p| match p {
+                Plan::NeedColumns { schema, table } => Some((schema.clone(), table.clone())),
+                _ => None,
+            })
+            .await?
+        {
+            Ok(p) => p,
+            Err(e) => return Err(CmdError::Sql(e)),
+        };
+        let rw = match plan {
+            Plan::Rewrite(rw) => rw,
+            _ => return Ok(false),
+        };
+        if matches!(text, Cow::Owned(_)) {
+            let rule = rw.statements().iter().find_map(|s| s.rule.as_ref());
+            return Err(CmdError::Sql(not_utf8(
+                rule.map(|r| (r.table.as_str(), &*r.column)),
+            )));
+        }
+        let mut ids = Vec::with_capacity(rw.total_ids());
+        for d in rw.demands() {
+            self.take_ids(&d.generator, d.count, &mut ids).await?;
+        }
+        for st in rw.statements() {
+            if let Some(rule) = &st.rule {
+                self.observe(&rule.generator, &st.explicit);
+            }
+        }
+        let mut out = String::with_capacity(rw.sql().len() + 24 * ids.len() + 16);
+        rw.render(&ids, None, &mut out).map_err(CmdError::Sql)?;
+        let mut cmdbuf = Vec::with_capacity(out.len() + 1);
+        cmdbuf.push(cmd::QUERY);
+        cmdbuf.extend_from_slice(out.as_bytes());
+        let stmts = rw.statements();
+        let mut hook = |kind: Kind, p: &[u8]| match kind {
+            Kind::Ok { index } => explicit_only_ok(stmts.get(index), p),
+            _ => Action::Keep,
+        };
+        self.forward_with(0, &cmdbuf, Expect::Results, &mut hook)
+            .await?;
+        Ok(true)
+    }
+
+    /// Appends `count` ids of `generator` to `ids`.
+    async fn take_ids(
+        &self,
+        generator: &str,
+        count: usize,
+        ids: &mut Vec<u64>,
+    ) -> Result<(), CmdError> {
+        let Some(g) = self.shared.generator(generator) else {
+            return Err(CmdError::Refused(
+                ER_AUTOINC_READ_FAILED,
+                format!("generator {generator} is not loaded"),
+            ));
+        };
+        g.next(count as u64, ids)
+            .await
+            .map_err(|e| CmdError::Refused(ER_AUTOINC_READ_FAILED, e.to_string()))
+    }
+
+    /// Tells `generator` about explicit ids, so it never issues them.
+    fn observe(&self, generator: &str, explicit: &[u64]) {
+        if explicit.is_empty() {
+            return;
+        }
+        if let Some(g) = self.shared.generator(generator) {
+            for &id in explicit {
+                g.observe(id);
+            }
+        }
+    }
+
+    /// Plans a COM_STMT_PREPARE: `Some` when the shard must prepare a
+    /// rewritten statement instead of the client's.
+    pub(super) async fn plan_prepare(
+        &mut self,
+        payload: &[u8],
+    ) -> Result<Option<Arc<PrepareRewrite>>, CmdError> {
+        let text = statement_text(&payload[1..]);
+        let plan = self
+            .plan(&text, sql::plan_prepare, |p| match p {
+                PreparePlan::NeedColumns { schema, table } => Some((schema.clone(), table.clone())),
+                _ => None,
+            })
+            .await?
+            .map_err(CmdError::Sql)?;
+        match plan {
+            PreparePlan::Rewrite(pr) => {
+                if matches!(text, Cow::Owned(_)) {
+                    return Err(CmdError::Sql(not_utf8(Some((
+                        pr.rule.table.as_str(),
+                        &*pr.rule.column,
+                    )))));
+                }
+                Ok(Some(Arc::new(pr)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// COM_STMT_EXECUTE of a statement that fills ids: decodes the client's
+    /// parameters, decides which rows get ids, takes them, and sends the
+    /// shard an execute with the added parameters.
+    pub(super) async fn execute_planned(
+        &mut self,
+        id: u32,
+        shard: usize,
+        backend_id: u32,
+        payload: &[u8],
+        plan: Arc<PrepareRewrite>,
+    ) -> Result<(), CmdError> {
+        let modes = self.sql_modes().await?;
+        let body = &payload[1..];
+        let n = plan.client_params;
+        let Some(stmt) = self.stmts.get_mut(id) else {
+            return self.unknown_stmt(id, "mysqld_stmt_execute").await;
+        };
+        match wire_stmt::bound_types(body, n) {
+            Ok(Some(t)) => stmt.types = Some(t),
+            Ok(None) => {}
+            Err(_) => return self.malformed("COM_STMT_EXECUTE").await,
+        }
+        let client_types: Vec<ParamType> = stmt.types.clone().unwrap_or_default();
+        let Ok(e) = wire_stmt::decode_execute(body, n, Some(&client_types)) else {
+            return self.malformed("COM_STMT_EXECUTE").await;
+        };
+        let bound = |i: usize| match (e.values.get(i), client_types.get(i)) {
+            (Some(None), _) => BoundId::Null,
+            (Some(Some(v)), Some(t)) => match wire_stmt::int_value(*t, v) {
+                Some(x) if (0..=u64::MAX as i128).contains(&x) => BoundId::Int(x as u64),
+                _ => BoundId::Other,
+            },
+            _ => BoundId::Other,
+        };
+        let exec = plan.execute(&bound, modes.no_auto_value_on_zero);
+        let mut ids = Vec::with_capacity(exec.demand);
+        self.take_ids(&plan.rule.generator, exec.demand, &mut ids)
+            .await?;
+        self.observe(&plan.rule.generator, &exec.observed);
+        let params = exec.backend_params(&plan, &ids).map_err(CmdError::Sql)?;
+        let id_bytes: Vec<[u8; 8]> = params
+            .iter()
+            .filter_map(|p| match p {
+                BackendParam::Id(v) => Some(v.to_le_bytes()),
+                _ => None,
+            })
+            .collect();
+        const ID_TYPE: ParamType = [types::LONGLONG, types::UNSIGNED_FLAG];
+        let mut next_id = id_bytes.iter();
+        let mut list: Vec<(ParamType, Option<&[u8]>)> = Vec::with_capacity(params.len());
+        for p in &params {
+            list.push(match p {
+                BackendParam::Client(i) => match (client_types.get(*i), e.values.get(*i)) {
+                    (Some(t), Some(v)) => (*t, *v),
+                    _ => return self.malformed("COM_STMT_EXECUTE").await,
+                },
+                BackendParam::Null => (ID_TYPE, None),
+                BackendParam::Id(_) => (ID_TYPE, next_id.next().map(|b| &b[..])),
+            });
+        }
+        let mut out = Vec::with_capacity(payload.len() + 16 * ids.len() + 16);
+        out.push(cmd::STMT_EXECUTE);
+        wire_stmt::encode_execute(backend_id, e.flags, e.iterations, &list, &mut out);
+        let last_explicit = (exec.demand == 0).then(|| exec.last_explicit()).flatten();
+        let mut hook = |kind: Kind, p: &[u8]| match (kind, last_explicit) {
+            (Kind::Ok { index: 0 }, Some(v)) => replace_last_insert_id(p, v),
+            _ => Action::Keep,
+        };
+        self.forward_with(shard, &out, Expect::Results, &mut hook)
+            .await?;
+        Ok(())
+    }
+
+    /// Reports an error of idgate's own (a refused statement) to the client.
+    pub(super) async fn send_refusal(
+        &mut self,
+        code: &ErrorCode,
+        message: &str,
+    ) -> Result<(), CmdError> {
+        self.send_error(self.next_seq, code, message)
+            .await
+            .map_err(CmdError::ClientGone)
+    }
+}
+
+/// The MySQL error for a statement idgate refuses.
+pub fn sql_error_code(e: &SqlError) -> ErrorCode {
+    ErrorCode {
+        code: e.code(),
+        state: e.sqlstate(),
+    }
+}
+
+/// The shard parameter index of the client's parameter `n` of a statement
+/// that fills ids (for COM_STMT_SEND_LONG_DATA).
+pub fn backend_param_index(stmt: &PreparedStmt, n: usize) -> Option<usize> {
+    let Some(plan) = &stmt.plan else {
+        return Some(n);
+    };
+    plan.params.iter().position(|p| match *p {
+        sql::ParamSource::Client(i) => i == n,
+        sql::ParamSource::ClientUnlessAuto { param, .. } => param == n,
+        _ => false,
+    })
+}
+
+/// A statement's text for planning: borrowed when it is UTF-8; otherwise a
+/// lossy copy, good enough to tell whether it touches a rule table (such a
+/// statement is then refused, never forwarded without its ids).
+fn statement_text(sql: &[u8]) -> Cow<'_, str> {
+    String::from_utf8_lossy(sql)
+}
+
+/// The OK packet of a statement that wrote only explicit ids into a rule
+/// table reports the last of them, as MariaDB does for an AUTO_INCREMENT
+/// column; everything else is passed on as it is.
+fn explicit_only_ok(info: Option<&StmtInfo>, p: &[u8]) -> Action {
+    match info {
+        Some(i) if i.rule.is_some() && i.generated == 0 => match i.last_explicit() {
+            Some(v) => replace_last_insert_id(p, v),
+            None => Action::Keep,
+        },
+        _ => Action::Keep,
+    }
+}
+
+fn replace_last_insert_id(p: &[u8], v: u64) -> Action {
+    match reply::parse_ok(p) {
+        Ok(ok) if ok.affected_rows > 0 && ok.last_insert_id == 0 => {
+            match reply::with_last_insert_id(p, v) {
+                Ok(out) => Action::Replace(out),
+                Err(_) => Action::Keep,
+            }
+        }
+        _ => Action::Keep,
+    }
+}
+
+/// Escapes a string for a single-quoted SQL literal.
+fn quote_string(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('\'', "''")
+}
+
+/// The first keyword of a statement, upper-cased, skipping whitespace and comments.
+pub fn first_keyword(sql: &[u8]) -> [u8; 8] {
+    let mut i = 0;
+    loop {
+        while i < sql.len() && sql[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if sql[i..].starts_with(b"/*") && !sql[i..].starts_with(b"/*!") {
+            match sql[i + 2..].windows(2).position(|w| w == b"*/") {
+                Some(p) => i += p + 4,
+                None => return [0; 8],
+            }
+        } else if sql[i..].starts_with(b"#") || sql[i..].starts_with(b"-- ") {
+            match sql[i..].iter().position(|&b| b == b'\n') {
+                Some(p) => i += p + 1,
+                None => return [0; 8],
+            }
+        } else {
+            break;
+        }
+    }
+    let mut out = [0u8; 8];
+    for (o, b) in out
+        .iter_mut()
+        .zip(sql[i..].iter().take_while(|b| b.is_ascii_alphabetic()))
+    {
+        *o = b.to_ascii_uppercase();
+    }
+    out
+}
+
+/// Whether `sql` mentions `sql_mode` (then the session's modes are read again).
+pub fn mentions_sql_mode(sql: &[u8]) -> bool {
+    sql.windows(8).any(|w| w.eq_ignore_ascii_case(b"sql_mode"))
+}
+
+fn not_utf8(rule: Option<(&str, &str)>) -> SqlError {
+    let (table, column) = rule.unwrap_or_default();
+    SqlError::Unsupported {
+        what: "a statement that is not valid UTF-8".into(),
+        table: table.to_string(),
+        column: column.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sql_modes() {
+        let m = SqlModes::parse("STRICT_TRANS_TABLES,NO_AUTO_VALUE_ON_ZERO,ANSI_QUOTES");
+        assert!(m.no_auto_value_on_zero && m.ansi_quotes && !m.no_backslash_escapes);
+        assert_eq!(SqlModes::parse(""), SqlModes::default());
+    }
+
+    #[test]
+    fn first_keywords() {
+        assert_eq!(&first_keyword(b"  /* x */ alter table t")[..5], b"ALTER");
+        assert_eq!(&first_keyword(b"-- c\nDROP TABLE t")[..4], b"DROP");
+        assert_eq!(first_keyword(b"/* unterminated"), [0; 8]);
+        assert_eq!(&first_keyword(b"/*!40101 SET x */")[..1], b"\0");
+        assert!(mentions_sql_mode(b"/*!40101 SET SQL_MODE='' */"));
+    }
+}
