@@ -3,12 +3,14 @@
 //! - [`shared`]: state shared by all sessions (config, users, what the shards
 //!   announce, rules, allocator).
 //! - [`columns`]: the column order of rule tables, cached.
+//! - [`admin`]: idgate's own statements (SHOW IDGATE GENERATORS, IDGATE SET FLOOR, IDGATE RESERVE).
 //! - [`login`]: the handshake and authentication of a client.
 //! - [`session`]: the command loop and per-session state.
 //! - [`stmt`]: the session's prepared statements and their ids on each shard.
 //! - [`inject`]: filling ids: planning, allocating and splicing for COM_QUERY,
 //!   COM_STMT_PREPARE and COM_STMT_EXECUTE; what the client is told.
 
+pub mod admin;
 pub mod columns;
 pub mod inject;
 pub mod login;

@@ -5,6 +5,7 @@
 //! schema, character set and capabilities) and kept for the session. Replies
 //! are relayed byte for byte.
 
+use super::admin;
 use super::inject::{self, SqlModes};
 use super::login::{self, Login, LoginError};
 use super::shared::Shared;
@@ -325,6 +326,15 @@ impl Session {
             .position(|s| s.name == name)
     }
 
+    /// Server status to report in idgate's own replies: the default shard's
+    /// last status, or plain autocommit.
+    pub(super) fn status(&self) -> u16 {
+        self.backends[0]
+            .as_ref()
+            .map(|b| b.status & (status::IN_TRANS | status::AUTOCOMMIT))
+            .unwrap_or(status::AUTOCOMMIT)
+    }
+
     fn in_transaction(&self) -> bool {
         self.backends
             .iter()
@@ -446,6 +456,9 @@ impl Session {
     }
 
     async fn query(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+        if let Some(cmd) = admin::parse(&payload[1..]) {
+            return self.admin(cmd).await;
+        }
         if self.shared.rules.is_some() {
             let handled = self.query_with_rules(payload).await?;
             let sql = &payload[1..];

@@ -18,16 +18,25 @@ pub enum ColumnType {
     UInt,
 }
 
+/// What the client negotiated that changes how a result set is written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Framing {
+    /// `CLIENT_DEPRECATE_EOF`: OK instead of EOF packets.
+    pub deprecate_eof: bool,
+    /// MariaDB's extended metadata: column definitions carry type info.
+    pub extended_metadata: bool,
+}
+
 /// Frames a complete text result set (column count, definitions, rows,
 /// terminator) starting at sequence id `seq`; returns the bytes to send.
-/// `deprecate_eof` selects the terminators the client negotiated.
 pub fn text_result_set(
     seq: u8,
     columns: &[(&str, ColumnType)],
     rows: &[Vec<Option<String>>],
-    deprecate_eof: bool,
+    framing: Framing,
     status: u16,
 ) -> Vec<u8> {
+    let deprecate_eof = framing.deprecate_eof;
     let mut out = Vec::new();
     let mut seq = seq;
     let mut push = |out: &mut Vec<u8>, payload: &[u8]| {
@@ -44,6 +53,10 @@ pub fn text_result_set(
         put_lenenc_bytes(&mut p, b"");
         put_lenenc_bytes(&mut p, name.as_bytes());
         put_lenenc_bytes(&mut p, name.as_bytes());
+        if framing.extended_metadata {
+            // No extended type info.
+            put_lenenc_bytes(&mut p, b"");
+        }
         p.push(0x0c);
         let (charset, len, t, flags): (u16, u32, u8, u16) = match ty {
             ColumnType::Text => (DEFAULT_CHARSET as u16, 1024, VAR_STRING, 0),
@@ -104,7 +117,10 @@ mod tests {
                     vec![Some("a".into()), Some("1".into())],
                     vec![None, Some("2".into())],
                 ],
-                deprecate,
+                Framing {
+                    deprecate_eof: deprecate,
+                    extended_metadata: deprecate,
+                },
                 2,
             );
             let mut t = Tracker::new(Expect::Results, deprecate, 0);
