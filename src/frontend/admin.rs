@@ -204,7 +204,7 @@ impl Session {
                 };
                 let mut rows = Vec::new();
                 let mut floor = 0u64;
-                for e in rules.entries().iter().filter(|e| &**e.generator() == name) {
+                for e in rules.entries().iter().filter(|e| **e.generator() == *name) {
                     let Some(schema) = e
                         .schema()
                         .map(str::to_string)
