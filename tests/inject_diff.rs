@@ -1046,3 +1046,25 @@ async fn sql_mode_set_earlier_in_the_same_query() {
         .await;
     p.finish().await;
 }
+
+/// `USE db` earlier in the same COM_QUERY decides which table a later
+/// unqualified INSERT writes, as on the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "bug: src/sql/plan.rs plan_query (PlanCtx.schema is the session's schema for every statement of the query) + src/frontend/session.rs Session::query (schema updated only after a single-statement USE): `USE db; INSERT INTO t ...` in one COM_QUERY from a session without that schema misses the rule and is forwarded WITHOUT its id (strict mode: error 1364 Field 'id' doesn't have a default value; non-strict: id 0 stored)"]
+async fn use_earlier_in_the_same_query() {
+    let Some(tb) = support::testbed() else { return };
+    let pair = Pair::new(&tb, "useq").await;
+    let schema = pair.via.schema.clone();
+    let mut c = Conn::new(pair.proxy.opts(None)).await.unwrap();
+    let r = c
+        .query_drop(format!("USE `{schema}`; INSERT INTO t (k) VALUES ('u1')"))
+        .await;
+    let id: Option<u64> = c
+        .query_first(format!("SELECT id FROM `{schema}`.t WHERE k = 'u1'"))
+        .await
+        .unwrap();
+    let _ = c.disconnect().await;
+    pair.finish().await;
+    assert!(r.is_ok(), "{r:?}");
+    assert!(id.is_some_and(|id| id >= START), "{id:?}");
+}
