@@ -242,6 +242,7 @@ struct Pair {
     last_table_diff: Option<String>,
     /// `LAST_INSERT_ID()` on both sides after the previous statement.
     last_lid: Option<(Sym, Sym)>,
+    tb: support::Testbed,
 }
 
 impl Pair {
@@ -274,6 +275,7 @@ impl Pair {
             steps: 0,
             last_table_diff: None,
             last_lid: None,
+            tb: tb.clone(),
         }
     }
 
@@ -425,11 +427,19 @@ impl Pair {
             proxy,
             diffs,
             steps,
+            tb,
             ..
         } = self;
         let _ = direct.conn.disconnect().await;
         let _ = via.conn.disconnect().await;
         proxy.stop().await;
+        if diffs.is_empty() {
+            let drops = [
+                format!("DROP DATABASE IF EXISTS `{}`", direct.schema),
+                format!("DROP DATABASE IF EXISTS `{}`", via.schema),
+            ];
+            proxy::admin(&tb, 0, &[&drops[0], &drops[1]]).await;
+        }
         assert!(
             diffs.is_empty(),
             "{} differences over {steps} statements between AUTO_INCREMENT direct and idgate:\n{}",
