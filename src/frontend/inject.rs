@@ -167,15 +167,20 @@ impl Session {
                 rule.map(|r| (r.table.as_str(), &*r.column)),
             )));
         }
+        // Statement by statement, explicit ids before generated ones: a
+        // generated id comes out above the explicit ids of its own statement
+        // (and of earlier ones), as with AUTO_INCREMENT, and never equals one
+        // of them. Slots are in statement order, as `demands()` lists them.
         let mut ids = Vec::with_capacity(rw.total_ids());
-        for d in rw.demands() {
-            self.take_ids(&d.generator, d.count, &mut ids).await?;
-        }
         for st in rw.statements() {
-            if let Some(rule) = &st.rule {
-                self.observe(&rule.generator, &st.explicit);
+            let Some(rule) = &st.rule else { continue };
+            self.observe(&rule.generator, &st.explicit);
+            if st.generated > 0 {
+                self.take_ids(&rule.generator, st.generated, &mut ids)
+                    .await?;
             }
         }
+        debug_assert_eq!(ids.len(), rw.total_ids());
         let mut out = String::with_capacity(rw.sql().len() + 24 * ids.len() + 16);
         rw.render(&ids, None, &mut out).map_err(CmdError::Sql)?;
         let mut cmdbuf = Vec::with_capacity(out.len() + 1);
@@ -284,10 +289,12 @@ impl Session {
             _ => BoundId::Other,
         };
         let exec = plan.execute(&bound, modes.no_auto_value_on_zero);
+        // Explicit ids first, so the generated ones of this execute come out
+        // above them and never equal one of them.
+        self.observe(&plan.rule.generator, &exec.observed);
         let mut ids = Vec::with_capacity(exec.demand);
         self.take_ids(&plan.rule.generator, exec.demand, &mut ids)
             .await?;
-        self.observe(&plan.rule.generator, &exec.observed);
         let params = exec.backend_params(&plan, &ids).map_err(CmdError::Sql)?;
         let id_bytes: Vec<[u8; 8]> = params
             .iter()

@@ -10,6 +10,7 @@
 use super::Testbed;
 use idgate::config::Config;
 use idgate::frontend::Shared;
+use idgate::idgen::Allocator;
 use idgate::protocol::consts::cap;
 use idgate::protocol::handshake::{
     native_token, ClientHandshake, ServerHandshake, NATIVE_PASSWORD,
@@ -17,6 +18,7 @@ use idgate::protocol::handshake::{
 use idgate::protocol::packet::{frame, PacketConn};
 use idgate::protocol::reply::{self, ErrPacket};
 use idgate::protocol::response::{Expect, Kind, Tracker};
+use idgate::rules::RuleSet;
 use mysql_async::OptsBuilder;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -54,6 +56,18 @@ pub struct Proxy {
     pub shared: Arc<Shared>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
+    /// The id allocator of a proxy started with rules (shut down at stop).
+    allocator: Option<Allocator>,
+}
+
+/// Config text for idgate in front of the test bed with its allocator in the
+/// test bed's etcd under `etcd_prefix` (use [`super::unique`] for it).
+pub fn config_text_etcd(tb: &Testbed, etcd_prefix: &str) -> String {
+    format!(
+        "{}[allocator]\nstore = \"etcd\"\netcd_endpoints = [\"{}\"]\netcd_prefix = \"{etcd_prefix}\"\n",
+        config_text(tb, "127.0.0.1:0", ""),
+        tb.etcd
+    )
 }
 
 impl Proxy {
@@ -72,9 +86,44 @@ impl Proxy {
     /// idgate with `cfg`; `probe` logs in to the default shard first so the
     /// version string clients see is the shard's.
     pub async fn start_config(cfg: Config, probe: bool) -> Proxy {
+        Self::start_shared(Arc::new(Shared::new(cfg)), probe).await
+    }
+
+    /// idgate filling ids by `rules` (the text of one rule file), with its
+    /// allocator in the test bed's etcd under `etcd_prefix`: loads the rules
+    /// and opens the allocator as `idgate serve` does.
+    pub async fn start_rules(tb: &Testbed, rules: &str, etcd_prefix: &str) -> Proxy {
+        let cfg = Config::parse(&config_text_etcd(tb, etcd_prefix), "test")
+            .expect("test config is valid");
+        Self::start_config_rules(cfg, rules).await
+    }
+
+    /// idgate with `cfg` filling ids by `rules` (the text of one rule file),
+    /// with the allocator `cfg.allocator` describes.
+    pub async fn start_config_rules(cfg: Config, rules: &str) -> Proxy {
+        let rules = RuleSet::from_toml(
+            std::path::Path::new("test-rules.toml"),
+            rules,
+            &idgate::idgen::validate,
+        )
+        .unwrap_or_else(|e| panic!("test rules are valid: {e}"));
+        let allocator = Allocator::open(&cfg.allocator, rules.generators())
+            .await
+            .unwrap_or_else(|e| panic!("allocator opens: {e}"));
+        let shared = Arc::new(Shared::with_rules(
+            cfg,
+            Some(Arc::new(rules)),
+            Some(allocator.clone()),
+        ));
+        let mut p = Self::start_shared(shared, true).await;
+        p.allocator = Some(allocator);
+        p
+    }
+
+    /// idgate serving `shared`.
+    pub async fn start_shared(shared: Arc<Shared>, probe: bool) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("local addr");
-        let shared = Arc::new(Shared::new(cfg));
         if probe {
             shared
                 .probe_default_shard()
@@ -90,7 +139,15 @@ impl Proxy {
             shared,
             stop: Some(tx),
             task: Some(task),
+            allocator: None,
         }
+    }
+
+    /// The generator `name` of a proxy started with rules.
+    pub fn generator(&self, name: &str) -> Arc<idgate::idgen::Generator> {
+        self.shared
+            .generator(name)
+            .unwrap_or_else(|| panic!("generator {name} is loaded"))
     }
 
     /// mysql_async options for logging in to idgate as `app`.
@@ -132,13 +189,17 @@ impl Proxy {
         }
     }
 
-    /// Triggers shutdown and waits for the server to stop.
+    /// Triggers shutdown and waits for the server to stop (then shuts the
+    /// allocator down, as `idgate serve` does).
     pub async fn stop(mut self) {
         self.trigger_shutdown();
         assert!(
             self.wait(Duration::from_secs(40)).await,
             "idgate did not stop"
         );
+        if let Some(a) = self.allocator.take() {
+            a.shutdown().await;
+        }
     }
 }
 
