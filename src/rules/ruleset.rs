@@ -35,6 +35,7 @@ pub struct TableEntry {
     schema: Option<Box<str>>,
     table: Box<str>,
     generator: Arc<str>,
+    column: Arc<str>,
     quoted_column: Arc<str>,
     origin: Origin,
 }
@@ -55,6 +56,10 @@ impl TableEntry {
     /// The column idgate fills.
     pub fn column(&self) -> &str {
         &self.rule.column
+    }
+    /// The column idgate fills, shared (plans hold it cheaply).
+    pub fn column_arc(&self) -> &Arc<str> {
+        &self.column
     }
     /// The column in backquotes, ready to splice into SQL.
     pub fn quoted_column(&self) -> &Arc<str> {
@@ -115,6 +120,7 @@ impl RuleSet {
             }
             set.entries.push(TableEntry {
                 generator: Arc::from(rule.generator.as_str()),
+                column: Arc::from(rule.column.as_str()),
                 quoted_column: Arc::from(format!("`{}`", rule.column.replace('`', "``"))),
                 schema,
                 table,

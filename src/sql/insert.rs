@@ -44,8 +44,11 @@ pub struct Planned {
     pub slots: Vec<SlotKind>,
     /// Explicit integer ids, in row order.
     pub explicit: Vec<u64>,
-    /// Per row, in order (prepared statements use it at execute).
+    /// Per row, in order (prepared statements use it at execute; empty in
+    /// text mode).
     pub rows: Vec<RowId>,
+    /// Number of slots (`slots` is only filled in prepared mode).
+    pub slot_count: usize,
 }
 
 /// Names for error messages.
@@ -70,9 +73,12 @@ struct Builder<'a> {
 impl Builder<'_> {
     /// A new always-generated slot; returns (global slot, statically first).
     fn always(&mut self) -> (usize, bool) {
-        let local = self.out.slots.len();
-        self.out.slots.push(SlotKind::Always);
-        self.out.rows.push(RowId::Slot(local));
+        let local = self.out.slot_count;
+        self.out.slot_count += 1;
+        if self.mode == Mode::Prepare {
+            self.out.slots.push(SlotKind::Always);
+            self.out.rows.push(RowId::Slot(local));
+        }
         let first = local == 0;
         self.any_always = true;
         (self.slot_base + local, first)
@@ -98,13 +104,13 @@ impl Builder<'_> {
             ValueClass::Null | ValueClass::Default => true,
             ValueClass::Int(0) => !self.no_auto_value_on_zero,
             ValueClass::Int(n) => {
-                self.out.explicit.push(n);
-                self.out.rows.push(RowId::Explicit(n));
+                self.explicit(n);
                 return;
             }
             ValueClass::Param if self.mode == Mode::Prepare => {
                 let n = self.params.partition_point(|&p| p < v.start);
-                let local = self.out.slots.len();
+                let local = self.out.slot_count;
+                self.out.slot_count += 1;
                 self.out.slots.push(SlotKind::Client(n));
                 self.out.rows.push(RowId::Slot(local));
                 self.any_client = true;
@@ -125,9 +131,8 @@ impl Builder<'_> {
         };
         if !generated {
             if let ValueClass::Int(n) = v.class {
-                self.out.explicit.push(n);
-                self.out.rows.push(RowId::Explicit(n));
-            } else {
+                self.explicit(n);
+            } else if self.mode == Mode::Prepare {
                 self.out.rows.push(RowId::Kept);
             }
             return;
@@ -149,6 +154,13 @@ impl Builder<'_> {
                 },
             },
         });
+    }
+
+    fn explicit(&mut self, n: u64) {
+        self.out.explicit.push(n);
+        if self.mode == Mode::Prepare {
+            self.out.rows.push(RowId::Explicit(n));
+        }
     }
 
     fn column(&mut self, at: usize, lead: Lead) {

@@ -1,6 +1,7 @@
 //! [`plan_query`]: classify every statement of a query (cheaply), plan the
 //! INSERT/REPLACEs into rule tables, and find last-insert-id uses.
 
+use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -206,11 +207,19 @@ pub fn plan_query_with(
         let mut lx = Lexer::new(sql, 0, modes);
         match lx.next_token() {
             None => return Ok(Plan::Passthrough),
-            Some(t) => {
-                if matches!(first_kind(sql, &t, &lx), First::Plain { .. } | First::Other) && !hint {
-                    return Ok(Plan::Passthrough);
+            Some(t) => match first_kind(sql, &t, &lx) {
+                First::Plain { .. } | First::Other if !hint => return Ok(Plan::Passthrough),
+                First::Insert if !hint && !in_exec_anywhere(sql) => {
+                    // Look the table up before anything else.
+                    if let Ok(head) = fast::head(&mut lx, sql) {
+                        let schema = head.schema.as_deref().or(ctx.schema);
+                        if rules.entry(schema, &head.table).is_none() {
+                            return Ok(Plan::Passthrough);
+                        }
+                    }
                 }
-            }
+                _ => {}
+            },
         }
     }
     let mut p = QueryPlanner {
@@ -263,6 +272,15 @@ pub fn plan_query_with(
         demands,
         total: p.slot_base,
     }))
+}
+
+/// True if the text may contain an executable comment (`/*!`, `/*M!`), whose
+/// content is code the quick path must not skip.
+fn in_exec_anywhere(sql: &str) -> bool {
+    memchr::memmem::find(sql.as_bytes(), b"/*").is_some_and(|_| {
+        memchr::memmem::find(sql.as_bytes(), b"/*!").is_some()
+            || memchr::memmem::find(sql.as_bytes(), b"/*M!").is_some()
+    })
 }
 
 /// Cheap, conservative: does the text mention `last_insert_id` or `@@...identity`?
@@ -464,8 +482,8 @@ impl<'q> QueryPlanner<'q> {
                 self.rules.entry(schema, &head.table).map(|e| {
                     (
                         e,
-                        head.schema.as_deref().map(str::to_owned),
-                        head.table.clone().into_owned(),
+                        head.schema.clone(),
+                        head.table.clone(),
                         Some((head, head_lx.clone())),
                     )
                 })
@@ -476,9 +494,14 @@ impl<'q> QueryPlanner<'q> {
                 match parsed::parse(sql, start, s.end, self.modes).and_then(|p| p.table()) {
                     Ok((schema, table)) => {
                         let eff = schema.as_deref().or(self.ctx.schema);
-                        self.rules
-                            .entry(eff, &table)
-                            .map(|e| (e, schema.clone(), table.clone(), None))
+                        self.rules.entry(eff, &table).map(|e| {
+                            (
+                                e,
+                                schema.clone().map(Cow::Owned),
+                                Cow::Owned(table.clone()),
+                                None,
+                            )
+                        })
                     }
                     Err(_) => {
                         if let Some(e) = self.mentions_rule_table(start, s.end) {
@@ -516,10 +539,11 @@ impl<'q> QueryPlanner<'q> {
             slots,
             explicit,
             rows,
+            slot_count,
         } = rp.planned;
         let mut info = StmtInfo::plain(start..rp.end);
         info.first_slot = self.slot_base;
-        info.generated = slots.len();
+        info.generated = slot_count;
         info.explicit = explicit;
         info.edits = edits;
         if self.mode == Mode::Prepare {
@@ -528,6 +552,7 @@ impl<'q> QueryPlanner<'q> {
                 slots,
                 explicit: Vec::new(),
                 rows,
+                slot_count,
             });
         }
         if self.hint && self.mode == Mode::Text {
@@ -675,7 +700,7 @@ impl<'q> QueryPlanner<'q> {
             planned,
             hit: RuleHit {
                 table: display,
-                column: Arc::from(column),
+                column: entry.column_arc().clone(),
                 quoted_column: entry.quoted_column().clone(),
                 generator: entry.generator().clone(),
             },

@@ -19,9 +19,7 @@ pub(crate) fn push_u64(out: &mut String, mut v: u64) {
             break;
         }
     }
-    for &b in buf.get(i..).unwrap_or(&[]) {
-        out.push(char::from(b));
-    }
+    out.push_str(std::str::from_utf8(buf.get(i..).unwrap_or(&[])).unwrap_or(""));
 }
 
 /// Appends `text` as a backquoted identifier.
