@@ -144,6 +144,18 @@ impl Session {
         Ok(())
     }
 
+    /// Reads the session's current schema back from the default shard (after
+    /// a query that may have run `USE` among other statements).
+    pub(super) async fn refresh_schema(&mut self) -> Result<(), CmdError> {
+        let b = self.backend(0).await.map_err(CmdError::Backend)?;
+        let rows = b
+            .query_rows("SELECT DATABASE()")
+            .await
+            .map_err(CmdError::Backend)?;
+        self.schema = rows.first().and_then(|r| r.first().cloned().flatten());
+        Ok(())
+    }
+
     /// COM_QUERY when rules are configured.
     pub(super) async fn query_with_rules(&mut self, payload: &[u8]) -> Result<bool, CmdError> {
         let text = statement_text(&payload[1..]);
@@ -430,6 +442,18 @@ pub fn first_keyword(sql: &[u8]) -> [u8; 8] {
     out
 }
 
+/// Whether a multi-statement query may contain a `USE` (then the session
+/// reads its schema back from the shard afterwards). Conservative: the word
+/// `use` anywhere, in a query with a `;`.
+pub fn may_change_schema(sql: &[u8]) -> bool {
+    memchr::memchr(b';', sql).is_some()
+        && sql.windows(4).enumerate().any(|(i, w)| {
+            w[..3].eq_ignore_ascii_case(b"use")
+                && (w[3].is_ascii_whitespace() || w[3] == b'`')
+                && (i == 0 || !(sql[i - 1].is_ascii_alphanumeric() || sql[i - 1] == b'_'))
+        })
+}
+
 /// Whether `sql` mentions `sql_mode` (then the session's modes are read again).
 pub fn mentions_sql_mode(sql: &[u8]) -> bool {
     sql.windows(8).any(|w| w.eq_ignore_ascii_case(b"sql_mode"))
@@ -462,5 +486,10 @@ mod tests {
         assert_eq!(first_keyword(b"/* unterminated"), [0; 8]);
         assert_eq!(&first_keyword(b"/*!40101 SET x */")[..1], b"\0");
         assert!(mentions_sql_mode(b"/*!40101 SET SQL_MODE='' */"));
+        assert!(may_change_schema(
+            b"SELECT 1; use `db`; INSERT INTO t VALUES (1)"
+        ));
+        assert!(!may_change_schema(b"USE db"));
+        assert!(!may_change_schema(b"SELECT user FROM users; SELECT 1"));
     }
 }

@@ -456,12 +456,13 @@ impl Session {
     }
 
     async fn query(&mut self, payload: &[u8]) -> Result<(), CmdError> {
-        if let Some(cmd) = admin::parse(&payload[1..]) {
+        let sql = &payload[1..];
+        if let Some(cmd) = admin::parse(sql) {
             return self.admin(cmd).await;
         }
+        let mut handled = false;
         if self.shared.rules.is_some() {
-            let handled = self.query_with_rules(payload).await?;
-            let sql = &payload[1..];
+            handled = self.query_with_rules(payload).await?;
             if inject::mentions_sql_mode(sql) {
                 self.sql_modes = None;
             }
@@ -471,15 +472,17 @@ impl Session {
             ) {
                 self.shared.columns.clear();
             }
-            if handled {
-                return Ok(());
+        }
+        if !handled {
+            let outcome = self.forward(0, payload, Expect::Results).await?;
+            if !outcome.error && outcome.oks == 1 {
+                if let Some(db) = use_statement(sql) {
+                    self.schema = Some(db);
+                }
             }
         }
-        let outcome = self.forward(0, payload, Expect::Results).await?;
-        if !outcome.error && outcome.oks == 1 {
-            if let Some(db) = use_statement(&payload[1..]) {
-                self.schema = Some(db);
-            }
+        if inject::may_change_schema(sql) {
+            self.refresh_schema().await?;
         }
         Ok(())
     }

@@ -233,6 +233,8 @@ pub fn plan_query_with(
         slot_base: 0,
         params: Vec::new(),
         last_planned: None,
+        use_schema: None,
+        sql_mode_changed: false,
     };
     let mut statements = Vec::new();
     let mut pos = 0;
@@ -408,6 +410,12 @@ pub(crate) struct QueryPlanner<'q> {
     pub params: Vec<usize>,
     /// Prepared mode: the slots and rows of the last rule-table statement.
     pub last_planned: Option<Planned>,
+    /// The schema named by a `USE` earlier in this query (it applies to the
+    /// statements after it, before the session learns of it).
+    pub use_schema: Option<&'q str>,
+    /// A statement earlier in this query changes `sql_mode`: later
+    /// rule-table INSERTs cannot be planned with the session's modes.
+    pub sql_mode_changed: bool,
 }
 
 /// A rule-table statement's plan plus where it ended.
@@ -420,6 +428,36 @@ pub(crate) struct RulePlan {
 }
 
 impl<'q> QueryPlanner<'q> {
+    /// The schema unqualified table names refer to at this point of the query.
+    fn schema(&self) -> Option<&'q str> {
+        self.use_schema.or(self.ctx.schema)
+    }
+
+    /// Notes what a statement that is neither an INSERT nor a compound
+    /// changes for the statements after it: `USE db`, and `sql_mode`.
+    fn note_session_change(&mut self, first: &Token, start: usize, end: usize) {
+        let sql = self.sql;
+        if kw(sql, first, "USE") {
+            let mut lx = Lexer::new(sql, first.end, self.modes);
+            if let Some(t) = lx.next_token().filter(|t| t.end <= end) {
+                let name = match t.kind {
+                    Kind::Word => sql.get(t.start..t.end),
+                    Kind::QuotedIdent => sql.get(t.start + 1..t.end.saturating_sub(1)),
+                    _ => None,
+                };
+                if let Some(n) = name {
+                    self.use_schema = Some(n);
+                }
+            }
+        } else if sql
+            .as_bytes()
+            .get(start..end)
+            .is_some_and(|b| b.windows(8).any(|w| w.eq_ignore_ascii_case(b"sql_mode")))
+        {
+            self.sql_mode_changed = true;
+        }
+    }
+
     /// Plans the statement starting at `pos`; `None` if only comments remain.
     pub(crate) fn statement(&mut self, pos: usize, in_exec: bool) -> Result<Option<Outcome>, Stop> {
         let sql = self.sql;
@@ -443,6 +481,7 @@ impl<'q> QueryPlanner<'q> {
             First::Compound => self.opaque(start, lx).map(Some),
             kind => {
                 let s = skim(sql, start, self.modes, in_exec);
+                self.note_session_change(&first, start, s.end);
                 let mut info = StmtInfo::plain(start..s.end);
                 match kind {
                     First::Plain { select } if self.hint => {
@@ -478,7 +517,7 @@ impl<'q> QueryPlanner<'q> {
         };
         let found = match head_result {
             Ok(head) => {
-                let schema = head.schema.as_deref().or(self.ctx.schema);
+                let schema = head.schema.as_deref().or(self.schema());
                 self.rules.entry(schema, &head.table).map(|e| {
                     (
                         e,
@@ -493,7 +532,7 @@ impl<'q> QueryPlanner<'q> {
                 let s = skim(sql, start, self.modes, in_exec);
                 match parsed::parse(sql, start, s.end, self.modes).and_then(|p| p.table()) {
                     Ok((schema, table)) => {
-                        let eff = schema.as_deref().or(self.ctx.schema);
+                        let eff = schema.as_deref().or(self.schema());
                         self.rules.entry(eff, &table).map(|e| {
                             (
                                 e,
@@ -533,6 +572,18 @@ impl<'q> QueryPlanner<'q> {
                 in_exec: s.in_exec,
             });
         };
+        if self.sql_mode_changed {
+            let eff = schema.as_deref().or(self.schema());
+            return Err(SqlError::Unsupported {
+                what: "an INSERT after a change of sql_mode in the same query (send the SET in its own query first)".into(),
+                table: match eff {
+                    Some(s) => format!("{s}.{table}"),
+                    None => table.to_string(),
+                },
+                column: entry.column().to_string(),
+            }
+            .into());
+        }
         let rp = self.rule_insert(start, in_exec, entry, schema.as_deref(), &table, head)?;
         let Planned {
             edits,
@@ -584,7 +635,7 @@ impl<'q> QueryPlanner<'q> {
         head: Option<(fast::Head<'q>, Lexer<'q>)>,
     ) -> Result<RulePlan, Stop> {
         let sql = self.sql;
-        let eff_schema = schema.or(self.ctx.schema);
+        let eff_schema = schema.or(self.schema());
         let display = match eff_schema {
             Some(s) => format!("{s}.{table}"),
             None => table.to_string(),
@@ -753,7 +804,7 @@ impl<'q> QueryPlanner<'q> {
             if kw(sql, &t, "INSERT") || kw(sql, &t, "REPLACE") {
                 let mut h = lx.clone();
                 if let Ok(head) = fast::head(&mut h, sql) {
-                    let schema = head.schema.as_deref().or(self.ctx.schema);
+                    let schema = head.schema.as_deref().or(self.schema());
                     if let Some(e) = self.rules.entry(schema, &head.table) {
                         return Err(SqlError::Unsupported {
                             what: "an INSERT inside a stored program or compound statement".into(),
@@ -838,6 +889,8 @@ impl<'q> QueryPlanner<'q> {
             slot_base: 0,
             params: Vec::new(),
             last_planned: None,
+            use_schema: None,
+            sql_mode_changed: false,
         };
         // Only the first statement: PREPARE takes one.
         match inner_planner.statement(0, false) {
@@ -888,7 +941,7 @@ impl<'q> QueryPlanner<'q> {
                     },
                     _ => (None, first),
                 };
-                let eff = schema.as_deref().or(self.ctx.schema);
+                let eff = schema.as_deref().or(self.schema());
                 if let Some(e) = self.rules.entry(eff, &table) {
                     return Err(SqlError::Unsupported {
                         what: "LOAD DATA".into(),

@@ -244,6 +244,8 @@ pub fn plan_prepare(
         slot_base: 0,
         params: Vec::new(),
         last_planned: None,
+        use_schema: None,
+        sql_mode_changed: false,
     };
     let out = match p.statement(0, false) {
         Ok(Some(o)) => o,
