@@ -226,6 +226,10 @@ SELECT * FROM shop.orders ORDER BY id;
 INSERT INTO shop.events (kind, detail) VALUES ('order_created', 'alice'), ('order_paid', 'alice');
 SELECT LAST_INSERT_ID();
 SELECT * FROM shop.events ORDER BY id;
+\! echo "# idgate's own statements: what the generators hold, and (for migrations) moving a"
+\! echo "# generator above the largest id already stored in its tables on every shard."
+SHOW IDGATE GENERATORS;
+IDGATE SET FLOOR orders FROM TABLES;
 SQL
 
 # ------------------------------------------------------------------ 7. the shard
