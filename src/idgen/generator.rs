@@ -315,6 +315,22 @@ pub(crate) async fn run_follow(gen: Weak<Generator>, mut rx: tokio::sync::watch:
     }
 }
 
+/// Keeps a snowflake's cached tick fresh while it issues ids (see
+/// `Snowflake::tick`). Ends with the generator.
+pub(crate) async fn run_ticker(gen: Weak<Generator>) {
+    let mut last = (0, 0);
+    loop {
+        let pause = match gen.upgrade() {
+            Some(g) => match &g.imp {
+                Imp::Snowflake(s) if !s.stopped.load(Ordering::Relaxed) => s.tick(&mut last),
+                _ => return,
+            },
+            None => return,
+        };
+        tokio::time::sleep(pause).await;
+    }
+}
+
 /// The background task of one generator: refills segments / extends the
 /// ceiling / re-leases a node id, retrying with backoff while the store is
 /// down. Holds only a weak reference between rounds, so a generator dropped

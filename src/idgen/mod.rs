@@ -185,6 +185,9 @@ impl Allocator {
         let mut tasks = Vec::new();
         for g in map.values() {
             tasks.push(tokio::spawn(generator::run_background(Arc::downgrade(g))));
+            if g.kind() == crate::rules::spec::GeneratorKind::Snowflake {
+                tasks.push(tokio::spawn(generator::run_ticker(Arc::downgrade(g))));
+            }
             if let Some(rx) = g.follow_floor() {
                 tasks.push(tokio::spawn(generator::run_follow(Arc::downgrade(g), rx)));
             }

@@ -487,7 +487,6 @@ impl Sequence {
         if self.stopped.load(Ordering::Relaxed) {
             return Err(IdgenError::Shutdown(self.name.clone()));
         }
-        self.counters.waits.fetch_add(1, Ordering::Relaxed);
         let before = out.len();
         let deadline = tokio::time::Instant::now() + self.timeout;
         let result = self.next_slow(n, out, deadline).await;
@@ -507,6 +506,8 @@ impl Sequence {
             if self.take_all(n, out) {
                 return Ok(());
             }
+            // Both buffers are used up: this request waits for the store.
+            self.counters.waits.fetch_add(1, Ordering::Relaxed);
             let mut view = tokio::time::timeout_at(deadline, self.store_view.lock())
                 .await
                 .map_err(|_| self.unavailable(StoreError::Timeout(self.timeout)))?;
