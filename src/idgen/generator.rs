@@ -77,7 +77,21 @@ pub struct GeneratorStats {
     pub last_error: Option<String>,
 }
 
+/// Most ids one request may ask for: a bogus row count must not burn through
+/// a generator's whole id space (or push a snowflake's timestamp years ahead).
+pub const MAX_IDS_PER_REQUEST: u64 = 1 << 32;
+
 impl Generator {
+    fn check_n(&self, n: u64) -> Result<(), IdgenError> {
+        if n > MAX_IDS_PER_REQUEST {
+            return Err(IdgenError::BadRequest {
+                generator: self.name().to_string(),
+                detail: format!("{n} ids asked at once, at most {MAX_IDS_PER_REQUEST}"),
+            });
+        }
+        Ok(())
+    }
+
     /// A generator not yet prepared.
     pub(crate) fn new(
         name: &str,
@@ -125,8 +139,10 @@ impl Generator {
     ///
     /// Errors: [`IdgenError::Unavailable`] (store down and cache empty),
     /// [`IdgenError::Exhausted`], [`IdgenError::NoNode`] (snowflake without a
-    /// node-id lease), [`IdgenError::BadRequest`] (`n` overflows).
+    /// node-id lease), [`IdgenError::BadRequest`] (`n` over
+    /// [`MAX_IDS_PER_REQUEST`], or overflowing 64 bits with the increment).
     pub async fn next(&self, n: u64, out: &mut Vec<u64>) -> Result<(), IdgenError> {
+        self.check_n(n)?;
         match &self.imp {
             Imp::Sequence(s) => s.next(n, out).await,
             Imp::Snowflake(s) => s.next(n, out).await,
@@ -138,6 +154,7 @@ impl Generator {
     /// exhausted; nothing appended).
     #[inline]
     pub fn try_next(&self, n: u64, out: &mut Vec<u64>) -> Result<bool, IdgenError> {
+        self.check_n(n)?;
         match &self.imp {
             Imp::Sequence(s) => s.try_next(n, out),
             Imp::Snowflake(s) => s.try_next(n, out),
@@ -186,6 +203,7 @@ impl Generator {
     /// `max` (nothing is reserved then), [`IdgenError::Store`],
     /// [`IdgenError::Unsupported`] for snowflakes.
     pub async fn reserve(&self, count: u64) -> Result<Range<u64>, IdgenError> {
+        self.check_n(count)?;
         match &self.imp {
             Imp::Sequence(s) => s.reserve(count).await,
             Imp::Snowflake(s) => Err(IdgenError::Unsupported {

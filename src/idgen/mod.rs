@@ -21,6 +21,8 @@
 //! - `store/mod.rs`: the [`Store`] trait; `store/etcd.rs`, `store/file.rs`,
 //!   `store/memory.rs`: its implementations.
 
+#![warn(missing_docs)]
+
 mod clock;
 mod error;
 mod generator;
@@ -38,7 +40,7 @@ use tokio::task::JoinHandle;
 
 pub use clock::{Clock, FakeClock, SystemClock};
 pub use error::{IdgenError, StoreError};
-pub use generator::{Generator, GeneratorStats};
+pub use generator::{Generator, GeneratorStats, MAX_IDS_PER_REQUEST};
 pub use params::{parse_rfc3339_ms, validate};
 pub use store::etcd::{EtcdOptions, EtcdStore};
 pub use store::file::FileStore;

@@ -125,18 +125,29 @@ pub(crate) struct Sequence {
     counters: Counters,
 }
 
-/// Read-only view of a sequence for stats.
+/// Read-only view of a sequence for stats (see `GeneratorStats` for the meaning).
 pub(crate) struct SeqView {
+    /// End of the highest local reservation.
     pub high_water: u64,
+    /// Next id from the cache.
     pub next_id: u64,
+    /// Ids left in the current and waiting segments.
     pub cached_remaining: u64,
+    /// Size of the next reservation.
     pub batch: u64,
+    /// Measured ids/s.
     pub rate: f64,
+    /// Ids issued or skipped by this process.
     pub issued: u64,
+    /// Highest observed/floored id.
     pub floor: u64,
+    /// Requests that waited for the store.
     pub waits: u64,
+    /// Failed store calls.
     pub store_errors: u64,
+    /// Successful store writes.
     pub store_writes: u64,
+    /// Last store error.
     pub last_error: Option<String>,
 }
 

@@ -104,8 +104,11 @@ struct Info {
 /// Counters for the stats view.
 #[derive(Debug, Default)]
 struct Counters {
+    /// Requests that waited for the store (ceiling or lease).
     waits: AtomicU64,
+    /// Failed store calls.
     store_errors: AtomicU64,
+    /// Successful store writes.
     store_writes: AtomicU64,
 }
 
@@ -142,16 +145,25 @@ pub(crate) struct Snowflake {
     counters: Counters,
 }
 
-/// Read-only view for stats.
+/// Read-only view for stats (see `GeneratorStats` for the meaning).
 pub(crate) struct SnowView {
+    /// Persisted ceiling tick.
     pub high_water: u64,
+    /// Next id this process would issue now.
     pub next_id: u64,
+    /// Positions left below the ceiling.
     pub cached_remaining: u64,
+    /// Leased node id.
     pub node: Option<u64>,
+    /// Whether it may issue.
     pub lease_valid: bool,
+    /// Requests that waited for the store.
     pub waits: u64,
+    /// Failed store calls.
     pub store_errors: u64,
+    /// Successful store writes.
     pub store_writes: u64,
+    /// Last store error or why there is no node id.
     pub last_error: Option<String>,
 }
 
