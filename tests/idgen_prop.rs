@@ -640,3 +640,22 @@ async fn absurd_requests_are_refused() {
     assert_eq!(store.writes(), writes);
     assert!(a.generator("f").unwrap().reserve(10).await.is_err());
 }
+
+/// The future of `next` stays small: the session awaits it inline on every
+/// INSERT, and a large future costs a large copy per call.
+#[tokio::test]
+async fn next_future_is_small() {
+    let store = MemoryStore::new();
+    let a = Allocator::with_store(
+        store,
+        Arc::new(FakeClock::new(T0)),
+        &[rule("o", GeneratorKind::Sequence)],
+    )
+    .await
+    .unwrap();
+    let g = a.generator("o").unwrap();
+    let mut out = Vec::new();
+    let size = std::mem::size_of_val(&g.next(1, &mut out));
+    eprintln!("next() future: {size} bytes");
+    assert!(size <= 128, "next() future is {size} bytes");
+}

@@ -141,11 +141,18 @@ impl Generator {
     /// [`IdgenError::Exhausted`], [`IdgenError::NoNode`] (snowflake without a
     /// node-id lease), [`IdgenError::BadRequest`] (`n` over
     /// [`MAX_IDS_PER_REQUEST`], or overflowing 64 bits with the increment).
+    #[inline]
     pub async fn next(&self, n: u64, out: &mut Vec<u64>) -> Result<(), IdgenError> {
-        self.check_n(n)?;
+        // The sync fast path first, so the common case never enters the
+        // larger state machine of the slow path.
+        if self.try_next(n, out)? {
+            return Ok(());
+        }
+        // Boxed: the slow path's state machine is large (store calls,
+        // timeouts), and an inline one would make every call's future large.
         match &self.imp {
-            Imp::Sequence(s) => s.next(n, out).await,
-            Imp::Snowflake(s) => s.next(n, out).await,
+            Imp::Sequence(s) => Box::pin(s.next(n, out)).await,
+            Imp::Snowflake(s) => Box::pin(s.next(n, out)).await,
         }
     }
 
