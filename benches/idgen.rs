@@ -83,14 +83,22 @@ fn next(rt: &tokio::runtime::Runtime, g: &Generator, n: u64, out: &mut Vec<u64>)
 /// Calls that had to wait (printed at the end: should be ~0).
 static SLOW: AtomicU64 = AtomicU64::new(0);
 
-fn two_threads<F: Fn() + Sync>(rt: &tokio::runtime::Runtime, iters: u64, f: F) -> Duration {
+/// Runs `f` `iters` times in total on two threads at once (each with its
+/// own output buffer, as two sessions would have).
+fn two_threads<F: Fn(&mut Vec<u64>) + Sync>(
+    rt: &tokio::runtime::Runtime,
+    iters: u64,
+    f: F,
+) -> Duration {
     let start = Instant::now();
     std::thread::scope(|s| {
         for _ in 0..2 {
             s.spawn(|| {
                 let _in_runtime = rt.enter();
+                let mut out = Vec::with_capacity(16);
                 for _ in 0..iters / 2 {
-                    f();
+                    out.clear();
+                    f(&mut out);
                 }
             });
         }
@@ -156,26 +164,24 @@ fn benches(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     g.bench_function("baseline_atomic_fetch_add", |b| {
         b.iter_custom(|iters| {
-            two_threads(&rt, iters, || {
+            two_threads(&rt, iters, |_| {
                 black_box(counter.fetch_add(1, Ordering::AcqRel));
             })
         })
     });
     g.bench_function("sequence_next_1", |b| {
         b.iter_custom(|iters| {
-            two_threads(&rt, iters, || {
-                let mut out = Vec::with_capacity(1);
-                next(&rt, &seq, 1, &mut out);
-                black_box(&out);
+            two_threads(&rt, iters, |out| {
+                next(&rt, &seq, 1, out);
+                black_box(out);
             })
         })
     });
     g.bench_function("snowflake_next_1", |b| {
         b.iter_custom(|iters| {
-            two_threads(&rt, iters, || {
-                let mut out = Vec::with_capacity(1);
-                next(&rt, &snow, 1, &mut out);
-                black_box(&out);
+            two_threads(&rt, iters, |out| {
+                next(&rt, &snow, 1, out);
+                black_box(out);
             })
         })
     });

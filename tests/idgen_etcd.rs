@@ -74,6 +74,19 @@ async fn etcd_store(endpoint: &str, prefix: &str, options: EtcdOptions) -> Arc<d
     )
 }
 
+/// Deletes a test's keys from the shared etcd (best effort).
+async fn cleanup(endpoint: &str, prefix: &str) {
+    let attempt = async {
+        let mut c = etcd_client::Client::connect([endpoint], None).await?;
+        c.delete(
+            format!("{prefix}/"),
+            Some(etcd_client::DeleteOptions::new().with_prefix()),
+        )
+        .await
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(5), attempt).await;
+}
+
 fn assert_unique(ids: &[u64], what: &str) {
     let mut v = ids.to_vec();
     v.sort_unstable();
@@ -229,6 +242,7 @@ async fn two_allocators_a_million_ids_no_duplicate() {
     );
     a.shutdown().await;
     b.shutdown().await;
+    cleanup(&tb.etcd, &prefix).await;
 }
 
 /// Two processes (this binary re-run as children) take ids concurrently.
@@ -263,6 +277,7 @@ async fn two_processes_no_duplicate() {
         all.extend(ids);
     }
     assert_unique(&all, "two processes");
+    cleanup(&tb.etcd, &prefix).await;
 }
 
 /// Runs a "hold" child, reads ids until it has shown `want`, kills it with
@@ -334,6 +349,7 @@ async fn kill_9_then_restart_etcd() {
     all.extend(&snow);
     assert_unique(&all, "snowflake across kill -9");
     a.shutdown().await;
+    cleanup(&tb.etcd, &prefix).await;
 }
 
 /// The same with the embedded file store: the lock dies with the process,
@@ -671,6 +687,7 @@ async fn snowflake_restart_with_clock_backwards() {
     all.extend(third);
     assert_unique(&all, "snowflake across restarts with the clock back");
     c.shutdown().await;
+    cleanup(&tb.etcd, &prefix).await;
 }
 
 /// node_bits = 1: a third process gets a clear error; revoking a process's
@@ -744,6 +761,7 @@ async fn node_ids_exhausted_and_revoked() {
     assert!(g.stats().lease_valid);
     a.shutdown().await;
     b.shutdown().await;
+    cleanup(&tb.etcd, &prefix).await;
 }
 
 /// An explicit id seen by one process above its own reservations is skipped
@@ -776,6 +794,30 @@ async fn observed_id_reaches_other_processes() {
     assert!(out[0] > explicit);
     a.shutdown().await;
     b.shutdown().await;
+    cleanup(&tb.etcd, &prefix).await;
+}
+
+/// Opening against an etcd that is not there fails within the timeouts with
+/// an error naming what failed; it never hangs.
+#[tokio::test]
+async fn open_with_etcd_down_fails_fast() {
+    let port = free_port(); // nothing listens there
+    let cfg = etcd_config(&format!("http://127.0.0.1:{port}"), "/idgen");
+    let started = Instant::now();
+    let err = Allocator::open(&cfg, &rules())
+        .await
+        .unwrap_err()
+        .to_string();
+    eprintln!("open with etcd down: {err} after {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        err.starts_with("generator ") || err.starts_with("allocator store: "),
+        "{err}"
+    );
 }
 
 /// Measuring harness (not a pass/fail test): sustained 100k ids/s of

@@ -606,3 +606,56 @@ async fn observed_id_propagates_to_other_processes() {
     gb.next(1, &mut out).await.unwrap();
     assert_eq!(out, [1501]);
 }
+
+/// Absurd requests are refused without touching the store or the cache.
+#[tokio::test]
+async fn absurd_requests_are_refused() {
+    let mut s = rule("o", GeneratorKind::Sequence);
+    s.increment = Some(1 << 40);
+    let store = MemoryStore::new();
+    let a = Allocator::with_store(
+        store.clone(),
+        Arc::new(FakeClock::new(T0)),
+        &[s, rule("f", GeneratorKind::Snowflake)],
+    )
+    .await
+    .unwrap();
+    let writes = store.writes();
+    let mut out = Vec::new();
+    for name in ["o", "f"] {
+        let g = a.generator(name).unwrap();
+        let err = g.next(u64::MAX, &mut out).await.unwrap_err().to_string();
+        assert!(err.starts_with(&format!("generator {name}: ")), "{err}");
+        assert!(g.try_next(1 << 33, &mut out).is_err());
+    }
+    // 2^24 ids of increment 2^40 overflow 64 bits.
+    let err = a
+        .generator("o")
+        .unwrap()
+        .next(1 << 24, &mut out)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("do not fit in 64 bits"), "{err}");
+    assert!(out.is_empty());
+    assert_eq!(store.writes(), writes);
+    assert!(a.generator("f").unwrap().reserve(10).await.is_err());
+}
+
+/// The future of `next` stays small: the session awaits it inline on every
+/// INSERT, and a large future costs a large copy per call.
+#[tokio::test]
+async fn next_future_is_small() {
+    let store = MemoryStore::new();
+    let a = Allocator::with_store(
+        store,
+        Arc::new(FakeClock::new(T0)),
+        &[rule("o", GeneratorKind::Sequence)],
+    )
+    .await
+    .unwrap();
+    let g = a.generator("o").unwrap();
+    let mut out = Vec::new();
+    let size = std::mem::size_of_val(&g.next(1, &mut out));
+    eprintln!("next() future: {size} bytes");
+    assert!(size <= 128, "next() future is {size} bytes");
+}

@@ -77,7 +77,21 @@ pub struct GeneratorStats {
     pub last_error: Option<String>,
 }
 
+/// Most ids one request may ask for: a bogus row count must not burn through
+/// a generator's whole id space (or push a snowflake's timestamp years ahead).
+pub const MAX_IDS_PER_REQUEST: u64 = 1 << 32;
+
 impl Generator {
+    fn check_n(&self, n: u64) -> Result<(), IdgenError> {
+        if n > MAX_IDS_PER_REQUEST {
+            return Err(IdgenError::BadRequest {
+                generator: self.name().to_string(),
+                detail: format!("{n} ids asked at once, at most {MAX_IDS_PER_REQUEST}"),
+            });
+        }
+        Ok(())
+    }
+
     /// A generator not yet prepared.
     pub(crate) fn new(
         name: &str,
@@ -125,11 +139,20 @@ impl Generator {
     ///
     /// Errors: [`IdgenError::Unavailable`] (store down and cache empty),
     /// [`IdgenError::Exhausted`], [`IdgenError::NoNode`] (snowflake without a
-    /// node-id lease), [`IdgenError::BadRequest`] (`n` overflows).
+    /// node-id lease), [`IdgenError::BadRequest`] (`n` over
+    /// [`MAX_IDS_PER_REQUEST`], or overflowing 64 bits with the increment).
+    #[inline]
     pub async fn next(&self, n: u64, out: &mut Vec<u64>) -> Result<(), IdgenError> {
+        // The sync fast path first, so the common case never enters the
+        // larger state machine of the slow path.
+        if self.try_next(n, out)? {
+            return Ok(());
+        }
+        // Boxed: the slow path's state machine is large (store calls,
+        // timeouts), and an inline one would make every call's future large.
         match &self.imp {
-            Imp::Sequence(s) => s.next(n, out).await,
-            Imp::Snowflake(s) => s.next(n, out).await,
+            Imp::Sequence(s) => Box::pin(s.next(n, out)).await,
+            Imp::Snowflake(s) => Box::pin(s.next(n, out)).await,
         }
     }
 
@@ -138,6 +161,7 @@ impl Generator {
     /// exhausted; nothing appended).
     #[inline]
     pub fn try_next(&self, n: u64, out: &mut Vec<u64>) -> Result<bool, IdgenError> {
+        self.check_n(n)?;
         match &self.imp {
             Imp::Sequence(s) => s.try_next(n, out),
             Imp::Snowflake(s) => s.try_next(n, out),
@@ -186,6 +210,7 @@ impl Generator {
     /// `max` (nothing is reserved then), [`IdgenError::Store`],
     /// [`IdgenError::Unsupported`] for snowflakes.
     pub async fn reserve(&self, count: u64) -> Result<Range<u64>, IdgenError> {
+        self.check_n(count)?;
         match &self.imp {
             Imp::Sequence(s) => s.reserve(count).await,
             Imp::Snowflake(s) => Err(IdgenError::Unsupported {
@@ -312,6 +337,22 @@ pub(crate) async fn run_follow(gen: Weak<Generator>, mut rx: tokio::sync::watch:
             Ok(Err(_)) => return,
             Err(_) => {} // just checking the generator is still there
         }
+    }
+}
+
+/// Keeps a snowflake's cached tick fresh while it issues ids (see
+/// `Snowflake::tick`). Ends with the generator.
+pub(crate) async fn run_ticker(gen: Weak<Generator>) {
+    let mut last = (0, 0);
+    loop {
+        let pause = match gen.upgrade() {
+            Some(g) => match &g.imp {
+                Imp::Snowflake(s) if !s.stopped.load(Ordering::Relaxed) => s.tick(&mut last),
+                _ => return,
+            },
+            None => return,
+        };
+        tokio::time::sleep(pause).await;
     }
 }
 

@@ -21,6 +21,8 @@
 //! - `store/mod.rs`: the [`Store`] trait; `store/etcd.rs`, `store/file.rs`,
 //!   `store/memory.rs`: its implementations.
 
+#![warn(missing_docs)]
+
 mod clock;
 mod error;
 mod generator;
@@ -38,7 +40,7 @@ use tokio::task::JoinHandle;
 
 pub use clock::{Clock, FakeClock, SystemClock};
 pub use error::{IdgenError, StoreError};
-pub use generator::{Generator, GeneratorStats};
+pub use generator::{Generator, GeneratorStats, MAX_IDS_PER_REQUEST};
 pub use params::{parse_rfc3339_ms, validate};
 pub use store::etcd::{EtcdOptions, EtcdStore};
 pub use store::file::FileStore;
@@ -185,6 +187,9 @@ impl Allocator {
         let mut tasks = Vec::new();
         for g in map.values() {
             tasks.push(tokio::spawn(generator::run_background(Arc::downgrade(g))));
+            if g.kind() == crate::rules::spec::GeneratorKind::Snowflake {
+                tasks.push(tokio::spawn(generator::run_ticker(Arc::downgrade(g))));
+            }
             if let Some(rx) = g.follow_floor() {
                 tasks.push(tokio::spawn(generator::run_follow(Arc::downgrade(g), rx)));
             }

@@ -125,18 +125,29 @@ pub(crate) struct Sequence {
     counters: Counters,
 }
 
-/// Read-only view of a sequence for stats.
+/// Read-only view of a sequence for stats (see `GeneratorStats` for the meaning).
 pub(crate) struct SeqView {
+    /// End of the highest local reservation.
     pub high_water: u64,
+    /// Next id from the cache.
     pub next_id: u64,
+    /// Ids left in the current and waiting segments.
     pub cached_remaining: u64,
+    /// Size of the next reservation.
     pub batch: u64,
+    /// Measured ids/s.
     pub rate: f64,
+    /// Ids issued or skipped by this process.
     pub issued: u64,
+    /// Highest observed/floored id.
     pub floor: u64,
+    /// Requests that waited for the store.
     pub waits: u64,
+    /// Failed store calls.
     pub store_errors: u64,
+    /// Successful store writes.
     pub store_writes: u64,
+    /// Last store error.
     pub last_error: Option<String>,
 }
 
@@ -487,7 +498,6 @@ impl Sequence {
         if self.stopped.load(Ordering::Relaxed) {
             return Err(IdgenError::Shutdown(self.name.clone()));
         }
-        self.counters.waits.fetch_add(1, Ordering::Relaxed);
         let before = out.len();
         let deadline = tokio::time::Instant::now() + self.timeout;
         let result = self.next_slow(n, out, deadline).await;
@@ -507,6 +517,8 @@ impl Sequence {
             if self.take_all(n, out) {
                 return Ok(());
             }
+            // Both buffers are used up: this request waits for the store.
+            self.counters.waits.fetch_add(1, Ordering::Relaxed);
             let mut view = tokio::time::timeout_at(deadline, self.store_view.lock())
                 .await
                 .map_err(|_| self.unavailable(StoreError::Timeout(self.timeout)))?;

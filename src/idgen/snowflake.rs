@@ -43,6 +43,11 @@ struct Hot {
     /// Tick at which the background task is asked to extend the ceiling
     /// (`u64::MAX`: already asked).
     extend_mark: AtomicU64,
+    /// The current tick plus one, kept fresh (every ~1 ms) by the ticker task
+    /// while ids are being issued, so the fast path does not read the clock
+    /// (a clock read can cost more than everything else together). 0 when
+    /// the ticker is idle: the fast path then reads the clock itself.
+    cached_tick: AtomicU64,
 }
 
 /// Bit layout helpers.
@@ -99,8 +104,11 @@ struct Info {
 /// Counters for the stats view.
 #[derive(Debug, Default)]
 struct Counters {
+    /// Requests that waited for the store (ceiling or lease).
     waits: AtomicU64,
+    /// Failed store calls.
     store_errors: AtomicU64,
+    /// Successful store writes.
     store_writes: AtomicU64,
 }
 
@@ -137,16 +145,25 @@ pub(crate) struct Snowflake {
     counters: Counters,
 }
 
-/// Read-only view for stats.
+/// Read-only view for stats (see `GeneratorStats` for the meaning).
 pub(crate) struct SnowView {
+    /// Persisted ceiling tick.
     pub high_water: u64,
+    /// Next id this process would issue now.
     pub next_id: u64,
+    /// Positions left below the ceiling.
     pub cached_remaining: u64,
+    /// Leased node id.
     pub node: Option<u64>,
+    /// Whether it may issue.
     pub lease_valid: bool,
+    /// Requests that waited for the store.
     pub waits: u64,
+    /// Failed store calls.
     pub store_errors: u64,
+    /// Successful store writes.
     pub store_writes: u64,
+    /// Last store error or why there is no node id.
     pub last_error: Option<String>,
 }
 
@@ -180,6 +197,7 @@ impl Snowflake {
                 state: AtomicU64::new(0),
                 limit: Arc::new(AtomicU64::new(0)),
                 extend_mark: AtomicU64::new(u64::MAX),
+                cached_tick: AtomicU64::new(0),
             },
             slow: tokio::sync::Mutex::new(Slow::default()),
             info: Mutex::new(Info::default()),
@@ -260,10 +278,42 @@ impl Snowflake {
         out.extend((first..next).map(|c| l.compose(c, node_part)));
     }
 
+    /// The current tick for the fast path: the ticker's, or the clock's.
+    #[inline]
+    fn fast_tick(&self) -> u64 {
+        match self.hot.cached_tick.load(Ordering::Relaxed) {
+            0 => self.now_tick(),
+            t => t - 1,
+        }
+    }
+
+    /// One step of the ticker task: refreshes the cached tick while the
+    /// generator is in use; goes idle (and lets the fast path read the clock)
+    /// after `IDLE_TICKS` steps without an id issued. Returns the pause before
+    /// the next step, and remembers the state it saw in `last`.
+    pub(crate) fn tick(&self, last: &mut (u64, u32)) -> Duration {
+        const IDLE_TICKS: u32 = 200;
+        let state = self.hot.state.load(Ordering::Relaxed);
+        if state != last.0 {
+            *last = (state, 0);
+        } else {
+            last.1 = last.1.saturating_add(1);
+        }
+        if last.1 < IDLE_TICKS {
+            self.hot
+                .cached_tick
+                .store(self.now_tick() + 1, Ordering::Relaxed);
+            Duration::from_millis(1)
+        } else {
+            self.hot.cached_tick.store(0, Ordering::Relaxed);
+            Duration::from_millis(20)
+        }
+    }
+
     /// See [`crate::idgen::Generator::try_next`].
     #[inline]
     pub(crate) fn try_next(&self, n: u64, out: &mut Vec<u64>) -> Result<bool, IdgenError> {
-        match self.try_take(n, self.now_tick()) {
+        match self.try_take(n, self.fast_tick()) {
             Some((first, next, node)) => {
                 self.emit(out, first, next, node);
                 Ok(true)
@@ -280,12 +330,13 @@ impl Snowflake {
         if self.stopped.load(Ordering::Relaxed) {
             return Err(IdgenError::Shutdown(self.name.clone()));
         }
-        self.counters.waits.fetch_add(1, Ordering::Relaxed);
         let deadline = tokio::time::Instant::now() + self.timeout;
         for _ in 0..8 {
             if self.try_next(n, out)? {
                 return Ok(());
             }
+            // The ceiling (or the lease) is the limit: wait for the store.
+            self.counters.waits.fetch_add(1, Ordering::Relaxed);
             let mut slow = tokio::time::timeout_at(deadline, self.slow.lock())
                 .await
                 .map_err(|_| self.unavailable(StoreError::Timeout(self.timeout)))?;
