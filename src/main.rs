@@ -85,7 +85,11 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            let rt = match tokio::runtime::Runtime::new() {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            if cfg.server.worker_threads > 0 {
+                builder.worker_threads(cfg.server.worker_threads);
+            }
+            let rt = match builder.enable_all().build() {
                 Ok(rt) => rt,
                 Err(e) => {
                     eprintln!("cannot start the runtime: {e}");
