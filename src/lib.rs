@@ -13,9 +13,11 @@
 //!   Bytes only, no SQL semantics.
 //! - [`backend`]: one client connection from idgate to a shard.
 //! - [`frontend`]: one client session: authentication, the command loop,
-//!   per-session state, relaying replies.
+//!   per-session state, relaying replies, filling ids (`inject`), idgate's
+//!   own admin statements (`admin`).
 //! - [`sql`]: classify, parse, plan and splice INSERT statements. Pure.
-//! - [`idgen`]: the id allocator and its stores (etcd, file, memory).
+//! - [`idgen`]: the id allocator: sequence and snowflake generators over a
+//!   store (etcd, file, memory).
 //! - [`server`]: the accept loop, connection limit and graceful shutdown.
 
 pub mod backend;
