@@ -16,25 +16,7 @@ use idgate::idgen::{Allocator, Generator, MemoryStore, SystemClock};
 use idgate::rules::spec::{GeneratorKind, GeneratorRule};
 
 fn rule(name: &str, kind: GeneratorKind) -> GeneratorRule {
-    GeneratorRule {
-        name: name.into(),
-        kind,
-        batch: None,
-        min_batch: None,
-        max_batch: None,
-        segment_seconds: None,
-        refill_at: None,
-        start: None,
-        max: None,
-        increment: None,
-        preset: None,
-        epoch: None,
-        time_unit: None,
-        timestamp_bits: None,
-        node_bits: None,
-        sequence_bits: None,
-        lead_ms: None,
-    }
+    GeneratorRule::new(name, kind)
 }
 
 /// An allocator whose background tasks run on a one-worker runtime.

@@ -29,25 +29,7 @@ use idgate::rules::spec::{GeneratorKind, GeneratorRule};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 fn rule(name: &str, kind: GeneratorKind) -> GeneratorRule {
-    GeneratorRule {
-        name: name.into(),
-        kind,
-        batch: None,
-        min_batch: None,
-        max_batch: None,
-        segment_seconds: None,
-        refill_at: None,
-        start: None,
-        max: None,
-        increment: None,
-        preset: None,
-        epoch: None,
-        time_unit: None,
-        timestamp_bits: None,
-        node_bits: None,
-        sequence_bits: None,
-        lead_ms: None,
-    }
+    GeneratorRule::new(name, kind)
 }
 
 /// The generators every test uses: a sequence and a snowflake.
@@ -754,10 +736,7 @@ async fn node_ids_exhausted_and_revoked() {
             )
             .await
             .unwrap();
-        if releases
-            .kvs()
-            .iter()
-            .all(|kv| kv.lease() != lease)
+        if releases.kvs().iter().all(|kv| kv.lease() != lease)
             && g.stats().lease_valid
             && releases.kvs().len() == 2
         {

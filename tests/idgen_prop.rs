@@ -19,25 +19,7 @@ const PROCS: usize = 3;
 const T0: u64 = 1_780_272_000_000;
 
 fn rule(name: &str, kind: GeneratorKind) -> GeneratorRule {
-    GeneratorRule {
-        name: name.into(),
-        kind,
-        batch: None,
-        min_batch: None,
-        max_batch: None,
-        segment_seconds: None,
-        refill_at: None,
-        start: None,
-        max: None,
-        increment: None,
-        preset: None,
-        epoch: None,
-        time_unit: None,
-        timestamp_bits: None,
-        node_bits: None,
-        sequence_bits: None,
-        lead_ms: None,
-    }
+    GeneratorRule::new(name, kind)
 }
 
 #[derive(Debug, Clone)]

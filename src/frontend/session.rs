@@ -190,7 +190,7 @@ impl Session {
                     self.next_seq = last.wrapping_add(1);
                     self.command(&buf).await
                 }
-                Ok(Some(_)) => {
+                Ok(Some(_)) | Err(ReadError::OutOfOrder { .. }) => {
                     let _ = self
                         .send_error(
                             1,
@@ -209,16 +209,6 @@ impl Session {
                         )
                         .await;
                     return "packet too large".into();
-                }
-                Err(ReadError::OutOfOrder { .. }) => {
-                    let _ = self
-                        .send_error(
-                            1,
-                            &codes::ER_NET_PACKETS_OUT_OF_ORDER,
-                            "Got packets out of order",
-                        )
-                        .await;
-                    return "packets out of order".into();
                 }
                 Err(ReadError::Io(e)) => return format!("client connection error: {e}"),
             };

@@ -369,25 +369,7 @@ mod tests {
     use super::*;
 
     fn rule(kind: GeneratorKind) -> GeneratorRule {
-        GeneratorRule {
-            name: "orders".into(),
-            kind,
-            batch: None,
-            min_batch: None,
-            max_batch: None,
-            segment_seconds: None,
-            refill_at: None,
-            start: None,
-            max: None,
-            increment: None,
-            preset: None,
-            epoch: None,
-            time_unit: None,
-            timestamp_bits: None,
-            node_bits: None,
-            sequence_bits: None,
-            lead_ms: None,
-        }
+        GeneratorRule::new("orders", kind)
     }
 
     #[test]

@@ -85,6 +85,31 @@ pub struct GeneratorRule {
     pub lead_ms: Option<u64>,
 }
 
+impl GeneratorRule {
+    /// A rule with only a name and a kind; every option at its default.
+    pub fn new(name: &str, kind: GeneratorKind) -> GeneratorRule {
+        GeneratorRule {
+            name: name.to_string(),
+            kind,
+            batch: None,
+            min_batch: None,
+            max_batch: None,
+            segment_seconds: None,
+            refill_at: None,
+            start: None,
+            max: None,
+            increment: None,
+            preset: None,
+            epoch: None,
+            time_unit: None,
+            timestamp_bits: None,
+            node_bits: None,
+            sequence_bits: None,
+            lead_ms: None,
+        }
+    }
+}
+
 /// A `[[table]]` entry: fill `column` of table `name` from `generator`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
