@@ -147,6 +147,60 @@ async fn killed_shard_connection_while_idle_is_reopened() {
     proxy.stop().await;
 }
 
+/// A reopened shard connection gets the session's SET statements back
+/// (user variables, sql_mode, time zone), in order, before anything else.
+#[tokio::test]
+async fn reopened_shard_connection_keeps_the_sessions_settings() {
+    let Some(tb) = support::testbed() else { return };
+    let proxy = Proxy::start(&tb).await;
+    let mut c = Conn::new(proxy.opts(None)).await.unwrap();
+    for set in [
+        "SET @v = 42",
+        "SET SESSION sql_mode = 'ANSI_QUOTES'",
+        "SET time_zone = '+03:00'",
+        "SET @v = @v + 1",
+        "SET GLOBAL wait_timeout = @@GLOBAL.wait_timeout",
+    ] {
+        c.query_drop(set).await.unwrap();
+    }
+    let want: Option<(i64, String, String)> = c
+        .query_first("SELECT @v, @@sql_mode, @@time_zone")
+        .await
+        .unwrap();
+    assert_eq!(
+        want,
+        Some((43, "ANSI_QUOTES".to_string(), "+03:00".to_string()))
+    );
+    let victim = connection_id(&mut c).await;
+    proxy::admin(&tb, 0, &[&format!("KILL {victim}")]).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let got: Option<(i64, String, String)> = c
+        .query_first("SELECT @v, @@sql_mode, @@time_zone")
+        .await
+        .unwrap();
+    assert_ne!(connection_id(&mut c).await, victim);
+    assert_eq!(got, want);
+    proxy.stop().await;
+}
+
+/// Session state idgate cannot replay (a SET inside a multi-statement query)
+/// makes the reopen fail and the session end, rather than continue with
+/// the server's default settings.
+#[tokio::test]
+async fn unreplayable_session_state_ends_the_session_on_reopen() {
+    let Some(tb) = support::testbed() else { return };
+    let proxy = Proxy::start(&tb).await;
+    let mut c = Conn::new(proxy.opts(None)).await.unwrap();
+    c.query_drop("SET @w = 7; SELECT 1").await.unwrap();
+    let victim = connection_id(&mut c).await;
+    proxy::admin(&tb, 0, &[&format!("KILL {victim}")]).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let r: Result<Option<i64>, _> = c.query_first("SELECT @w").await;
+    let e = r.expect_err("the session's state is gone");
+    assert!(e.to_string().contains("could not be restored"), "{e}");
+    proxy.stop().await;
+}
+
 #[tokio::test]
 async fn killed_shard_connection_inside_a_transaction_closes_the_session() {
     let Some(tb) = support::testbed() else { return };

@@ -31,6 +31,9 @@ pub enum BackendError {
     Plugin { shard: String, plugin: String },
     #[error("shard {shard}: {source}")]
     Protocol { shard: String, source: Malformed },
+    /// A reopened connection could not be given the session's state back.
+    #[error("shard {shard}: the connection was reopened, but the session's state could not be restored: {reason}")]
+    StateLost { shard: String, reason: String },
     /// The connection broke while a command was under way.
     #[error("lost connection to shard {shard}: {source}")]
     Lost {

@@ -7,6 +7,7 @@
 //! - [`login`]: the handshake and authentication of a client.
 //! - [`session`]: the command loop and per-session state.
 //! - [`stmt`]: the session's prepared statements and their ids on each shard.
+//! - [`replay`]: the session's `SET` statements, replayed on a reopened shard connection.
 //! - [`inject`]: filling ids: planning, allocating and splicing for COM_QUERY,
 //!   COM_STMT_PREPARE and COM_STMT_EXECUTE; what the client is told.
 
@@ -14,6 +15,7 @@ pub mod admin;
 pub mod columns;
 pub mod inject;
 pub mod login;
+pub mod replay;
 pub mod session;
 pub mod shared;
 pub mod stmt;

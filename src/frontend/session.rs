@@ -8,6 +8,7 @@
 use super::admin;
 use super::inject::{self, SqlModes};
 use super::login::{self, Login, LoginError};
+use super::replay::SessionState;
 use super::shared::Shared;
 use super::stmt::{PreparedStmt, Statements};
 use crate::backend::relay::{relay_reply, Action, Hook, RelayError};
@@ -87,6 +88,11 @@ pub struct Session {
     /// `sql_mode` flags on the default shard connection (`None`: read them
     /// before the next statement is planned).
     pub(super) sql_modes: Option<SqlModes>,
+    /// `SET` statements to replay on a reopened shard connection.
+    pub(super) state: SessionState,
+    /// Shards this session has had a connection to (a new connection to one
+    /// of them is a reopen: the session's state is replayed on it).
+    pub(super) opened: Vec<bool>,
 }
 
 /// Serves one accepted client connection until it quits, fails or the server
@@ -123,6 +129,8 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
         buf: Vec::new(),
         next_seq: 0,
         sql_modes: None,
+        state: SessionState::default(),
+        opened: vec![false; shards],
     };
     let started = Instant::now();
     let reason = session.run(&mut shutdown).await;
@@ -283,6 +291,7 @@ impl Session {
             | BackendError::Server { shard, .. }
             | BackendError::Plugin { shard, .. }
             | BackendError::Protocol { shard, .. }
+            | BackendError::StateLost { shard, .. }
             | BackendError::Lost { shard, .. } => {
                 let i = self.shard_index(shard);
                 let in_trans = i
@@ -302,7 +311,7 @@ impl Session {
         self.send_backend_error(self.next_seq, &e)
             .await
             .map_err(CmdError::ClientGone)?;
-        if broken && was_in_trans {
+        if broken && (was_in_trans || matches!(e, BackendError::StateLost { .. })) {
             return Err(CmdError::Backend(e));
         }
         Ok(Next::Continue)
@@ -364,10 +373,30 @@ impl Session {
                 attrs: self.login.attrs.as_deref(),
                 timeout: self.shared.connect_timeout(),
             };
-            let (conn, hs) = BackendConn::connect(&params).await?;
+            let (mut conn, hs) = BackendConn::connect(&params).await?;
             self.shared.learn(&hs);
             if shard == 0 {
                 self.sql_modes = None;
+            }
+            if std::mem::replace(&mut self.opened[shard], true) {
+                let shard_name = s.name.clone();
+                let Some(sets) = self.state.replay() else {
+                    return Err(BackendError::StateLost {
+                        shard: shard_name,
+                        reason: "it was changed in ways idgate cannot replay (SET inside a multi-statement query, or too many SETs)".into(),
+                    });
+                };
+                for set in sets {
+                    if let Err(e) = conn.run(set, Expect::Results).await {
+                        return Err(BackendError::StateLost {
+                            shard: shard_name,
+                            reason: format!(
+                                "replaying {:?} failed: {e}",
+                                String::from_utf8_lossy(&set[1..])
+                            ),
+                        });
+                    }
+                }
             }
             debug!(conn = self.id, shard = %s.name, backend_conn = conn.connection_id, "shard connection opened");
             self.backends[shard] = Some(conn);
@@ -469,6 +498,7 @@ impl Session {
                 if let Some(db) = use_statement(sql) {
                     self.schema = Some(db);
                 }
+                self.state.record(payload);
             }
         }
         if inject::may_change_schema(sql) {
@@ -726,6 +756,7 @@ impl Session {
 
     async fn reset_connection(&mut self, payload: &[u8]) -> Result<(), CmdError> {
         self.stmts.clear();
+        self.state.clear();
         let mut replied = false;
         for shard in 0..self.backends.len() {
             if self.backends[shard].is_none() {
@@ -799,6 +830,7 @@ impl Session {
         }
         self.close_backends().await;
         self.stmts.clear();
+        self.state.clear();
         self.login.user = name;
         if let Some(cs) = charset {
             self.login.charset = cs as u8;
@@ -888,7 +920,9 @@ impl Session {
             | BackendError::Plugin { .. } => {
                 reply::err_packet(&codes::CR_CONN_HOST_ERROR, &e.to_string())
             }
-            BackendError::Lost { .. } | BackendError::Protocol { .. } => {
+            BackendError::Lost { .. }
+            | BackendError::Protocol { .. }
+            | BackendError::StateLost { .. } => {
                 reply::err_packet(&codes::CR_SERVER_LOST, &e.to_string())
             }
         };

@@ -1,0 +1,111 @@
+//! Session state that must survive a reopened shard connection.
+//!
+//! When a shard connection is reopened (the shard closed it while idle, or
+//! it broke outside a transaction), the new connection starts with the
+//! server's defaults. The session's `SET` statements (sql_mode, names, time
+//! zone, user variables, isolation level...) are recorded as the client sent
+//! them and replayed, in order, on the new connection before anything else.
+//! State idgate cannot replay (a `SET` inside a multi-statement query, more
+//! than [`MAX_RECORDED`] statements) makes a reopen fail instead, so the
+//! client never continues silently with different session settings.
+
+use super::inject::first_keyword;
+
+/// Most `SET` statements kept for replay.
+pub const MAX_RECORDED: usize = 64;
+
+/// What a session changed that a new shard connection must be told.
+#[derive(Debug, Default)]
+pub struct SessionState {
+    /// COM_QUERY payloads (command byte included) of successful `SET`s, in order.
+    sets: Vec<Vec<u8>>,
+    /// Some state could not be recorded: a reopen cannot restore it.
+    lost: bool,
+}
+
+impl SessionState {
+    /// Records a COM_QUERY that succeeded, if it changes session state.
+    pub fn record(&mut self, payload: &[u8]) {
+        let sql = payload.get(1..).unwrap_or_default();
+        if &first_keyword(sql)[..4] != b"SET\0" || !changes_session(sql) {
+            return;
+        }
+        if memchr::memchr(b';', sql)
+            .is_some_and(|i| sql[i + 1..].iter().any(|b| !b.is_ascii_whitespace()))
+        {
+            self.lost = true;
+            return;
+        }
+        if let Some(i) = self.sets.iter().position(|p| p == payload) {
+            self.sets.remove(i);
+        }
+        if self.sets.len() >= MAX_RECORDED {
+            self.lost = true;
+            return;
+        }
+        self.sets.push(payload.to_vec());
+    }
+
+    /// The statements to replay on a new connection, or `None` when the
+    /// session's state cannot be restored.
+    pub fn replay(&self) -> Option<&[Vec<u8>]> {
+        (!self.lost).then_some(&self.sets[..])
+    }
+
+    /// Forgets everything (COM_RESET_CONNECTION, COM_CHANGE_USER).
+    pub fn clear(&mut self) {
+        self.sets.clear();
+        self.lost = false;
+    }
+}
+
+/// Whether a `SET` statement changes this session (not `SET GLOBAL`, `SET
+/// PASSWORD`, or `SET TRANSACTION` for the next transaction only).
+fn changes_session(sql: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(sql);
+    let mut words = text.split_ascii_whitespace().skip(1);
+    let Some(second) = words.next() else {
+        return false;
+    };
+    let second = second.to_ascii_uppercase();
+    !(second == "GLOBAL"
+        || second.starts_with("@@GLOBAL.")
+        || second == "PASSWORD"
+        || second == "TRANSACTION"
+        || second == "STATEMENT")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(s: &str) -> Vec<u8> {
+        [&[3u8][..], s.as_bytes()].concat()
+    }
+
+    #[test]
+    fn records_session_sets_in_order_once_each() {
+        let mut st = SessionState::default();
+        st.record(&q("SET NAMES utf8mb4"));
+        st.record(&q("set @a = 1"));
+        st.record(&q("SET GLOBAL max_connections = 10"));
+        st.record(&q("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"));
+        st.record(&q("SELECT 1"));
+        st.record(&q("SET NAMES utf8mb4"));
+        let r = st.replay().unwrap();
+        assert_eq!(r, &[q("set @a = 1"), q("SET NAMES utf8mb4")]);
+        st.record(&q("SET @b = 2; SELECT 1"));
+        assert!(st.replay().is_none());
+        st.clear();
+        assert_eq!(st.replay().map(<[_]>::len), Some(0));
+    }
+
+    #[test]
+    fn too_many_statements_mark_the_state_lost() {
+        let mut st = SessionState::default();
+        for i in 0..=MAX_RECORDED {
+            st.record(&q(&format!("SET @v{i} = {i}")));
+        }
+        assert!(st.replay().is_none());
+    }
+}
