@@ -193,18 +193,62 @@ impl Session {
             }
         }
         debug_assert_eq!(ids.len(), rw.total_ids());
+        // Statements whose rows may be ignored or become updates (IGNORE,
+        // ON DUPLICATE KEY UPDATE), or that read LAST_INSERT_ID() themselves,
+        // must not set the last insert id before the shard knows whether a
+        // row went in: their ids are written plainly, and idgate reports the
+        // id itself once it has seen the OK packet.
+        let sql = rw.sql().as_bytes();
+        let conditional: Vec<bool> = rw
+            .statements()
+            .iter()
+            .map(|st| {
+                st.rule.is_some()
+                    && st.generated > 0
+                    && sql.get(st.range.clone()).is_some_and(may_not_insert)
+            })
+            .collect();
         let mut out = String::with_capacity(rw.sql().len() + 24 * ids.len() + 16);
-        rw.render(&ids, None, &mut out).map_err(CmdError::Sql)?;
+        rw.render_with(
+            &ids,
+            None,
+            &|i| conditional.get(i).copied().unwrap_or(false),
+            &mut out,
+        )
+        .map_err(CmdError::Sql)?;
         let mut cmdbuf = Vec::with_capacity(out.len() + 1);
         cmdbuf.push(cmd::QUERY);
         cmdbuf.extend_from_slice(out.as_bytes());
         let stmts = rw.statements();
+        let mut last_insert_id = None;
         let mut hook = |kind: Kind, p: &[u8]| match kind {
+            Kind::Ok { index } if conditional.get(index).copied().unwrap_or(false) => {
+                match stmts.get(index).map(|st| inserted(st, &ids, p)) {
+                    Some(Inserted::All(id) | Inserted::Some(id)) => {
+                        // A generated id wins over a LAST_INSERT_ID(expr) of
+                        // the statement, as with AUTO_INCREMENT.
+                        last_insert_id = Some(id);
+                        match reply::with_last_insert_id(p, id) {
+                            Ok(out) => Action::Replace(out),
+                            Err(_) => Action::Keep,
+                        }
+                    }
+                    _ => Action::Keep,
+                }
+            }
             Kind::Ok { index } => explicit_only_ok(stmts.get(index), p),
             _ => Action::Keep,
         };
         self.forward_with(0, &cmdbuf, Expect::Results, &mut hook)
             .await?;
+        if let Some(id) = last_insert_id {
+            // Give the shard's session the id, so LAST_INSERT_ID() returns it.
+            let b = self.backend(0).await.map_err(CmdError::Backend)?;
+            let q = format!("\x03DO LAST_INSERT_ID({id})");
+            b.run(q.as_bytes(), Expect::Results)
+                .await
+                .map_err(CmdError::Backend)?;
+        }
         Ok(true)
     }
 
@@ -394,6 +438,79 @@ fn explicit_only_ok(info: Option<&StmtInfo>, p: &[u8]) -> Action {
     }
 }
 
+/// Whether a statement's rows may be ignored or become updates, or it reads
+/// the last insert id itself (conservative: the words anywhere in it).
+fn may_not_insert(stmt: &[u8]) -> bool {
+    [&b"ignore"[..], b"duplicate", b"last_insert_id", b"identity"]
+        .iter()
+        .any(|w| contains_ignore_case(stmt, w))
+}
+
+/// Case-insensitive substring search (`needle` in lower case), SIMD-scanning
+/// for its first byte.
+fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
+    let Some(&first) = needle.first() else {
+        return true;
+    };
+    memchr::memchr2_iter(first, first.to_ascii_uppercase(), hay).any(|i| {
+        hay.get(i..i + needle.len())
+            .is_some_and(|w| w.eq_ignore_ascii_case(needle))
+    })
+}
+
+/// Which rows of a statement written with plain ids went in.
+enum Inserted {
+    /// None (the shard's own report stands: 0, or what `LAST_INSERT_ID(expr)` set).
+    None,
+    /// Every row: the first generated id is the one to report.
+    All(u64),
+    /// Some rows (IGNORE skipped or ON DUPLICATE KEY UPDATE updated others).
+    /// Which ones is not known without reading the table, which would clear
+    /// the statement's warnings: the first generated id is reported (MariaDB
+    /// reports the first id that was stored).
+    Some(u64),
+}
+
+/// Reads an OK packet: `Records: n  Duplicates: d` in its info for
+/// multi-row statements, affected rows (1: inserted, 2: updated, 0: ignored
+/// or unchanged) for one row.
+fn inserted(st: &StmtInfo, ids: &[u64], p: &[u8]) -> Inserted {
+    let (Ok(ok), Some(first)) = (reply::parse_ok(p), ids.get(st.first_slot).copied()) else {
+        return Inserted::None;
+    };
+    match parse_records(&ok_info(p)) {
+        Some((records, duplicates)) if duplicates >= records => Inserted::None,
+        Some((_, 0)) => Inserted::All(first),
+        Some(_) => Inserted::Some(first),
+        None if ok.affected_rows == 1 => Inserted::All(first),
+        None => Inserted::None,
+    }
+}
+
+/// The info text at the end of an OK packet.
+fn ok_info(p: &[u8]) -> String {
+    let mut c = crate::protocol::wire::Cursor::new(p);
+    let fixed = c.u8().and_then(|_| c.lenenc()).and_then(|_| c.lenenc());
+    let fixed = fixed.and_then(|_| c.u16()).and_then(|_| c.u16());
+    match fixed {
+        Ok(_) => String::from_utf8_lossy(c.rest()).into_owned(),
+        Err(_) => String::new(),
+    }
+}
+
+/// `Records: 3  Duplicates: 1  Warnings: 0` -> (3, 1).
+fn parse_records(info: &str) -> Option<(u64, u64)> {
+    let num = |key: &str| -> Option<u64> {
+        let rest = info.get(info.find(key)? + key.len()..)?;
+        rest.trim_start()
+            .split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    };
+    Some((num("Records:")?, num("Duplicates:").unwrap_or(0)))
+}
+
 fn replace_last_insert_id(p: &[u8], v: u64) -> Action {
     match reply::parse_ok(p) {
         Ok(ok) if ok.affected_rows > 0 && ok.last_insert_id == 0 => {
@@ -456,7 +573,7 @@ pub fn may_change_schema(sql: &[u8]) -> bool {
 
 /// Whether `sql` mentions `sql_mode` (then the session's modes are read again).
 pub fn mentions_sql_mode(sql: &[u8]) -> bool {
-    sql.windows(8).any(|w| w.eq_ignore_ascii_case(b"sql_mode"))
+    contains_ignore_case(sql, b"sql_mode")
 }
 
 fn not_utf8(rule: Option<(&str, &str)>) -> SqlError {

@@ -52,6 +52,23 @@ impl QueryRewrite {
         last_insert_id: Option<u64>,
         out: &mut String,
     ) -> Result<(), SqlError> {
+        self.render_with(ids, last_insert_id, &|_| false, out)
+    }
+
+    /// [`QueryRewrite::render`], except that the statements for which
+    /// `plain(index)` is true get their first id as a plain literal instead
+    /// of `LAST_INSERT_ID(<id>)` (the caller then reports the id itself, for
+    /// statements whose rows may be ignored or turned into updates).
+    ///
+    /// # Errors
+    /// As [`QueryRewrite::render`].
+    pub fn render_with(
+        &self,
+        ids: &[u64],
+        last_insert_id: Option<u64>,
+        plain: &dyn Fn(usize) -> bool,
+        out: &mut String,
+    ) -> Result<(), SqlError> {
         if ids.len() != self.total {
             return Err(SqlError::IdCount {
                 table: self
@@ -67,7 +84,8 @@ impl QueryRewrite {
         out.reserve(sql.len() + ids.len() * 24 + 16);
         let mut last = last_insert_id;
         let mut cur = 0;
-        for st in &self.statements {
+        for (index, st) in self.statements.iter().enumerate() {
+            let wrap_first = !plain(index);
             for e in &st.edits {
                 out.push_str(sql.get(cur..e.start).unwrap_or(""));
                 cur = e.end.max(cur);
@@ -90,7 +108,7 @@ impl QueryRewrite {
                             }
                         }
                         let id = ids.get(*slot).copied().unwrap_or(0);
-                        if *first {
+                        if *first && wrap_first {
                             out.push_str("LAST_INSERT_ID(");
                             push_u64(out, id);
                             out.push(')');
