@@ -8,6 +8,10 @@
 //! whose content is code), user and system variables, numbers. Everything is
 //! byte offsets into the original text; nothing is copied or unescaped.
 
+/// The end of a `/* */` comment (a searcher built once).
+static COMMENT_END: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"*/"));
+
 /// The parts of `sql_mode` that change how text is tokenized.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Modes {
@@ -135,7 +139,7 @@ impl<'a> Lexer<'a> {
                         self.in_exec = true;
                         self.exec_seen = true;
                     } else {
-                        match memchr::memmem::find(self.src.get(after..).unwrap_or(&[]), b"*/") {
+                        match COMMENT_END.find(self.src.get(after..).unwrap_or(&[])) {
                             Some(i) => self.pos = after + i + 2,
                             None => {
                                 self.pos = self.src.len();
@@ -430,7 +434,7 @@ pub fn skim(sql: &str, mut pos: usize, modes: Modes, mut in_exec: bool) -> Skim 
                         in_exec = true;
                         out.exec_seen = true;
                     } else {
-                        match memchr::memmem::find(src.get(pos + 2..).unwrap_or(&[]), b"*/") {
+                        match COMMENT_END.find(src.get(pos + 2..).unwrap_or(&[])) {
                             Some(i) => pos += 2 + i + 2,
                             None => {
                                 out.unterminated = true;

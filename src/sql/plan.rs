@@ -1,9 +1,10 @@
 //! [`plan_query`]: classify every statement of a query (cheaply), plan the
 //! INSERT/REPLACEs into rule tables, and find last-insert-id uses.
 
+use memchr::memmem::Finder;
 use std::borrow::Cow;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use super::edit::Edit;
 use super::error::SqlError;
@@ -279,10 +280,21 @@ pub fn plan_query_with(
 /// True if the text may contain an executable comment (`/*!`, `/*M!`), whose
 /// content is code the quick path must not skip.
 fn in_exec_anywhere(sql: &str) -> bool {
-    memchr::memmem::find(sql.as_bytes(), b"/*").is_some_and(|_| {
-        memchr::memmem::find(sql.as_bytes(), b"/*!").is_some()
-            || memchr::memmem::find(sql.as_bytes(), b"/*M!").is_some()
+    find(&COMMENT, sql.as_bytes()).is_some_and(|_| {
+        find(&EXEC_COMMENT, sql.as_bytes()).is_some()
+            || find(&MARIADB_EXEC_COMMENT, sql.as_bytes()).is_some()
     })
+}
+
+// Substring searchers, built once: building one costs more than a search
+// of a short statement.
+static COMMENT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"/*"));
+static EXEC_COMMENT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"/*!"));
+static MARIADB_EXEC_COMMENT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"/*M!"));
+static AT_AT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"@@"));
+
+fn find(f: &Finder<'_>, hay: &[u8]) -> Option<usize> {
+    f.find(hay)
 }
 
 /// Cheap, conservative: does the text mention `last_insert_id` or `@@...identity`?
@@ -296,7 +308,7 @@ fn last_id_hint(b: &[u8]) -> bool {
             return true;
         }
     }
-    for i in memchr::memmem::find_iter(b, b"@@") {
+    for i in AT_AT.find_iter(b) {
         let rest = b.get(i + 2..).unwrap_or(&[]);
         let name_len = rest
             .iter()
