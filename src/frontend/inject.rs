@@ -242,14 +242,20 @@ impl Session {
         self.forward_with(0, &cmdbuf, Expect::Results, &mut hook)
             .await?;
         if let Some(id) = last_insert_id {
-            // Give the shard's session the id, so LAST_INSERT_ID() returns it.
-            let b = self.backend(0).await.map_err(CmdError::Backend)?;
-            let q = format!("\x03DO LAST_INSERT_ID({id})");
-            b.run(q.as_bytes(), Expect::Results)
-                .await
-                .map_err(CmdError::Backend)?;
+            self.set_last_insert_id(0, id).await?;
         }
         Ok(true)
+    }
+
+    /// Gives the shard's session `id` as its last insert id, so
+    /// `LAST_INSERT_ID()` returns it (`DO` keeps the statement's warnings).
+    async fn set_last_insert_id(&mut self, shard: usize, id: u64) -> Result<(), CmdError> {
+        let b = self.backend(shard).await.map_err(CmdError::Backend)?;
+        let q = format!("\x03DO LAST_INSERT_ID({id})");
+        b.run(q.as_bytes(), Expect::Results)
+            .await
+            .map_err(CmdError::Backend)?;
+        Ok(())
     }
 
     /// Appends `count` ids of `generator` to `ids`.
@@ -303,6 +309,17 @@ impl Session {
                         pr.rule.table.as_str(),
                         &*pr.rule.column,
                     )))));
+                }
+                let mut pr = pr;
+                // IGNORE / ON DUPLICATE KEY UPDATE: ids go in plainly and
+                // idgate reports the id once it knows a row went in (as for
+                // the text protocol). Only when the client's own text has no
+                // LAST_INSERT_ID of its own, so every one in the shard's text
+                // is idgate's.
+                if may_not_insert(text.as_bytes())
+                    && !contains_ignore_case(text.as_bytes(), b"last_insert_id")
+                {
+                    pr.backend_sql = pr.backend_sql.replace("LAST_INSERT_ID(?)", "?");
                 }
                 Ok(Some(Arc::new(pr)))
             }
@@ -376,12 +393,30 @@ impl Session {
         out.push(cmd::STMT_EXECUTE);
         wire_stmt::encode_execute(backend_id, e.flags, e.iterations, &list, &mut out);
         let last_explicit = (exec.demand == 0).then(|| exec.last_explicit()).flatten();
+        // The shard's text has no LAST_INSERT_ID(?) of idgate's: the id is
+        // reported here when a row went in (see `plan_prepare`).
+        let conditional = exec.demand > 0 && !plan.backend_sql.contains("LAST_INSERT_ID(?)");
+        let first = ids.first().copied();
+        let mut last_insert_id = None;
         let mut hook = |kind: Kind, p: &[u8]| match (kind, last_explicit) {
+            (Kind::Ok { index: 0 }, _) if conditional => match inserted_from_ok(first, p) {
+                Inserted::All(id) | Inserted::Some(id) => {
+                    last_insert_id = Some(id);
+                    match reply::with_last_insert_id(p, id) {
+                        Ok(out) => Action::Replace(out),
+                        Err(_) => Action::Keep,
+                    }
+                }
+                Inserted::None => Action::Keep,
+            },
             (Kind::Ok { index: 0 }, Some(v)) => replace_last_insert_id(p, v),
             _ => Action::Keep,
         };
         self.forward_with(shard, &out, Expect::Results, &mut hook)
             .await?;
+        if let Some(id) = last_insert_id {
+            self.set_last_insert_id(shard, id).await?;
+        }
         Ok(())
     }
 
@@ -475,7 +510,12 @@ enum Inserted {
 /// multi-row statements, affected rows (1: inserted, 2: updated, 0: ignored
 /// or unchanged) for one row.
 fn inserted(st: &StmtInfo, ids: &[u64], p: &[u8]) -> Inserted {
-    let (Ok(ok), Some(first)) = (reply::parse_ok(p), ids.get(st.first_slot).copied()) else {
+    inserted_from_ok(ids.get(st.first_slot).copied(), p)
+}
+
+/// [`inserted`] for a statement whose first generated id is `first`.
+fn inserted_from_ok(first: Option<u64>, p: &[u8]) -> Inserted {
+    let (Ok(ok), Some(first)) = (reply::parse_ok(p), first) else {
         return Inserted::None;
     };
     match parse_records(&ok_info(p)) {
