@@ -275,8 +275,14 @@ async fn sysbench_oltp_read_write_with_server_side_prepared_statements() {
             "sysbench {step} failed:\n{stdout}\n{stderr}"
         );
         if step == "run" {
-            assert!(stat(&stdout, "transactions:") > 0, "{stdout}");
-            assert_eq!(stat(&stdout, "ignored errors:"), 0, "{stdout}");
+            let transactions = stat(&stdout, "transactions:");
+            assert!(transactions > 0, "{stdout}");
+            // sysbench ignores (and retries) only deadlocks and lock wait
+            // timeouts (--mysql-ignore-errors=1213,1205): MariaDB's own
+            // answer to contention, rare but not a relay fault. Any other
+            // error is fatal to the run and fails the exit-status check above.
+            let ignored = stat(&stdout, "ignored errors:");
+            assert!(ignored * 100 <= transactions, "{stdout}");
             assert_eq!(stat(&stdout, "reconnects:"), 0, "{stdout}");
             assert!(!stderr.contains("FATAL"), "{stderr}");
         }
