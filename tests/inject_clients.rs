@@ -275,28 +275,14 @@ async fn sysbench_oltp_insert_gets_unique_ids() {
     let proxy = Proxy::start_rules(&tb, &rules, &format!("/t-{schema}-sb")).await;
     let addr = proxy.addr;
     let db = schema.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("sysbench")
-            .arg("oltp_insert")
-            .arg("--db-driver=mysql")
-            .arg(format!("--mysql-host={}", addr.ip()))
-            .arg(format!("--mysql-port={}", addr.port()))
-            .arg(format!("--mysql-user={}", proxy::USER))
-            .arg(format!("--mysql-password={}", proxy::PASSWORD))
-            .arg(format!("--mysql-db={db}"))
-            .arg("--mysql-ssl=off")
-            .arg("--auto-inc=on")
-            .arg("--tables=1")
-            .arg("--table-size=10000")
-            .arg("--threads=4")
-            .arg("--time=3")
-            .arg("--report-interval=0")
-            .arg("run")
-            .output()
-            .expect("sysbench is installed")
-    })
-    .await
-    .unwrap();
+    let args = [
+        "--auto-inc=on",
+        "--tables=1",
+        "--table-size=10000",
+        "--threads=4",
+        "--time=3",
+    ];
+    let out = proxy::sysbench(addr, &db, "oltp_insert", &args, "run").await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "sysbench failed:\n{stdout}\n{stderr}");

@@ -222,29 +222,18 @@ async fn load_data_local_infile_through_idgate() {
 
 /// Runs sysbench `oltp_read_write` with `cmd` (prepare/run/cleanup).
 async fn sysbench(addr: SocketAddr, db: &str, cmd: &str) -> Output {
-    Command::new("sysbench")
-        .arg("oltp_read_write")
-        .arg("--db-driver=mysql")
-        .arg(format!("--mysql-host={}", addr.ip()))
-        .arg(format!("--mysql-port={}", addr.port()))
-        .arg(format!("--mysql-user={}", proxy::USER))
-        .arg(format!("--mysql-password={}", proxy::PASSWORD))
-        .arg(format!("--mysql-db={db}"))
-        .arg("--mysql-ssl=off")
-        .arg("--db-ps-mode=auto")
+    let args = [
+        "--db-ps-mode=auto",
         // Deadlocks (1213) and lock wait timeouts (1205) are the shard's own
         // answers to contention; sysbench retries those and counts them as
         // "ignored errors". Any other error ends sysbench with a failure.
-        .arg("--mysql-ignore-errors=1213,1205")
-        .arg("--tables=4")
-        .arg("--table-size=10000")
-        .arg("--threads=4")
-        .arg("--time=3")
-        .arg("--report-interval=0")
-        .arg(cmd)
-        .output()
-        .await
-        .expect("sysbench is installed")
+        "--mysql-ignore-errors=1213,1205",
+        "--tables=4",
+        "--table-size=10000",
+        "--threads=4",
+        "--time=3",
+    ];
+    proxy::sysbench(addr, db, "oltp_read_write", &args, cmd).await
 }
 
 /// The number in a sysbench statistics line such as `ignored errors: 0 (0.00 per sec.)`.

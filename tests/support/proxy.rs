@@ -776,3 +776,29 @@ pub async fn run_exec(
     }
     ev
 }
+
+/// Runs `sysbench <workload> ... <cmd>` against idgate at `addr`, logged in
+/// as the test user, on schema `db`; `args` are the workload's own options.
+pub async fn sysbench(
+    addr: SocketAddr,
+    db: &str,
+    workload: &str,
+    args: &[&str],
+    cmd: &str,
+) -> std::process::Output {
+    tokio::process::Command::new("sysbench")
+        .arg(workload)
+        .arg("--db-driver=mysql")
+        .arg(format!("--mysql-host={}", addr.ip()))
+        .arg(format!("--mysql-port={}", addr.port()))
+        .arg(format!("--mysql-user={USER}"))
+        .arg(format!("--mysql-password={PASSWORD}"))
+        .arg(format!("--mysql-db={db}"))
+        .arg("--mysql-ssl=off")
+        .arg("--report-interval=0")
+        .args(args)
+        .arg(cmd)
+        .output()
+        .await
+        .expect("sysbench is installed")
+}
