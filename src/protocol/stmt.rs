@@ -187,45 +187,24 @@ pub fn encode_execute(
 pub fn int_value(ty: ParamType, v: &[u8]) -> Option<i128> {
     use types::*;
     let unsigned = ty[1] & UNSIGNED_FLAG != 0;
-    let le = |n: usize| -> Option<u64> {
+    // The n-byte little-endian integer, sign-extended unless unsigned.
+    let int = |n: usize| -> Option<i128> {
         let b = v.get(..n)?;
         let mut a = [0u8; 8];
         a[..n].copy_from_slice(b);
-        Some(u64::from_le_bytes(a))
+        let x = u64::from_le_bytes(a);
+        let shift = 64 - 8 * n as u32;
+        Some(if unsigned {
+            x as i128
+        } else {
+            (((x << shift) as i64) >> shift) as i128
+        })
     };
     Some(match ty[0] {
-        TINY => {
-            let x = le(1)?;
-            if unsigned {
-                x as i128
-            } else {
-                x as u8 as i8 as i128
-            }
-        }
-        SHORT | YEAR => {
-            let x = le(2)?;
-            if unsigned {
-                x as i128
-            } else {
-                x as u16 as i16 as i128
-            }
-        }
-        LONG | INT24 => {
-            let x = le(4)?;
-            if unsigned {
-                x as i128
-            } else {
-                x as u32 as i32 as i128
-            }
-        }
-        LONGLONG => {
-            let x = le(8)?;
-            if unsigned {
-                x as i128
-            } else {
-                x as i64 as i128
-            }
-        }
+        TINY => int(1)?,
+        SHORT | YEAR => int(2)?,
+        LONG | INT24 => int(4)?,
+        LONGLONG => int(8)?,
         DECIMAL | 0xf6 | 0x0f | 0xfd | 0xfe => std::str::from_utf8(v).ok()?.trim().parse().ok()?,
         _ => return None,
     })
@@ -252,6 +231,27 @@ mod tests {
         let types: Vec<ParamType> = params.iter().map(|p| p.0).collect();
         assert_eq!(e.types.as_deref(), Some(&types[..]));
         assert_eq!(int_value(types[0], &long), Some(42));
+        assert_eq!(int_value([types::TINY, 0], &[0xff]), Some(-1));
+        assert_eq!(
+            int_value([types::TINY, types::UNSIGNED_FLAG], &[0xff]),
+            Some(255)
+        );
+        assert_eq!(
+            int_value([types::LONG, 0], &(-7i32).to_le_bytes()),
+            Some(-7)
+        );
+        assert_eq!(
+            int_value([types::LONGLONG, 0], &(-7i64).to_le_bytes()),
+            Some(-7)
+        );
+        assert_eq!(
+            int_value(
+                [types::LONGLONG, types::UNSIGNED_FLAG],
+                &u64::MAX.to_le_bytes()
+            ),
+            Some(u64::MAX as i128)
+        );
+        assert_eq!(int_value([types::SHORT, 0], &[1]), None);
     }
 
     #[test]

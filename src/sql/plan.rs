@@ -328,6 +328,14 @@ fn last_id_hint(b: &[u8]) -> bool {
     false
 }
 
+/// `schema.table`, or `table` when no schema is known (for messages).
+fn display_table(schema: Option<&str>, table: &str) -> String {
+    match schema {
+        Some(s) => format!("{s}.{table}"),
+        None => table.to_string(),
+    }
+}
+
 /// How a statement starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum First {
@@ -588,10 +596,7 @@ impl<'q> QueryPlanner<'q> {
             let eff = schema.as_deref().or(self.schema());
             return Err(SqlError::Unsupported {
                 what: "an INSERT after a change of sql_mode in the same query (send the SET in its own query first)".into(),
-                table: match eff {
-                    Some(s) => format!("{s}.{table}"),
-                    None => table.to_string(),
-                },
+                table: display_table(eff, &table),
                 column: entry.column().to_string(),
             }
             .into());
@@ -648,10 +653,7 @@ impl<'q> QueryPlanner<'q> {
     ) -> Result<RulePlan, Stop> {
         let sql = self.sql;
         let eff_schema = schema.or(self.schema());
-        let display = match eff_schema {
-            Some(s) => format!("{s}.{table}"),
-            None => table.to_string(),
-        };
+        let display = display_table(eff_schema, table);
         let column = entry.column();
         let unsupported = |what: &str| {
             Stop::Err(SqlError::Unsupported {
@@ -957,10 +959,7 @@ impl<'q> QueryPlanner<'q> {
                 if let Some(e) = self.rules.entry(eff, &table) {
                     return Err(SqlError::Unsupported {
                         what: "LOAD DATA".into(),
-                        table: match eff {
-                            Some(s) => format!("{s}.{table}"),
-                            None => table.to_string(),
-                        },
+                        table: display_table(eff, &table),
                         column: e.column().to_string(),
                     }
                     .into());
