@@ -18,6 +18,8 @@
 //! - [`sql`]: classify, parse, plan and splice INSERT statements. Pure.
 //! - [`idgen`]: the id allocator: sequence and snowflake generators over a
 //!   store (etcd, file, memory).
+//! - [`shard`]: placement of rows on shards and merging of scattered
+//!   replies. Pure.
 //! - [`server`]: the accept loop, connection limit and graceful shutdown.
 
 pub mod backend;
@@ -27,4 +29,5 @@ pub mod idgen;
 pub mod protocol;
 pub mod rules;
 pub mod server;
+pub mod shard;
 pub mod sql;

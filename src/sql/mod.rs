@@ -24,6 +24,8 @@
 //! - `lastid.rs`: `LAST_INSERT_ID()` / `@@identity` uses.
 //! - `edit.rs`: splices; `render.rs`: applying them.
 //! - `prepare.rs`: [`plan_prepare`], [`PrepareRewrite`], execute-time helpers.
+//! - `route.rs`: what a SELECT/UPDATE/DELETE/DDL needs for routing (tables,
+//!   shard key bounds, scatter merge spec).
 //! - `error.rs`: [`SqlError`] with MySQL codes.
 
 pub(crate) mod edit;
@@ -36,6 +38,7 @@ pub(crate) mod parsed;
 pub mod plan;
 pub mod prepare;
 pub(crate) mod render;
+pub mod route;
 pub(crate) mod shape;
 
 pub use error::SqlError;

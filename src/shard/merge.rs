@@ -1,0 +1,1 @@
+//! Merging result sets from several shards into one. (Being written.)

@@ -1,0 +1,1 @@
+//! Placement: which shard a shard key value maps to. (Being written.)

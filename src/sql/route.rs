@@ -1,0 +1,1 @@
+//! Routing analysis of SELECT/UPDATE/DELETE/DDL. (Being written.)
