@@ -24,6 +24,7 @@
 //! - `lastid.rs`: `LAST_INSERT_ID()` / `@@identity` uses.
 //! - `edit.rs`: splices; `render.rs`: applying them.
 //! - `prepare.rs`: [`plan_prepare`], [`PrepareRewrite`], execute-time helpers.
+//! - `rows.rs`: rows of an INSERT into a sharded table (text and shard key).
 //! - `route.rs`: what a SELECT/UPDATE/DELETE/DDL needs for routing (tables,
 //!   shard key bounds, scatter merge spec).
 //! - `error.rs`: [`SqlError`] with MySQL codes.
@@ -39,10 +40,12 @@ pub mod plan;
 pub mod prepare;
 pub(crate) mod render;
 pub mod route;
+pub mod rows;
 pub(crate) mod shape;
 
 pub use error::SqlError;
 pub use insert::SlotKind;
+pub use rows::{RowKey, RowSpan};
 pub use plan::{plan_query, ColumnsFn, IdDemand, Plan, PlanCtx, QueryRewrite, RuleHit, StmtInfo};
 #[doc(hidden)]
 pub use plan::{plan_query_with, Engine};

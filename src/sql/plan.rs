@@ -13,7 +13,8 @@ use super::insert::{self, Mode, Names, Planned};
 use super::lastid;
 use super::lexer::{skim, Kind, Lexer, Modes, Token};
 use super::parsed::{self, Fail};
-use super::shape::same_column;
+use super::rows::{self, RowSpan};
+use super::shape::{same_column, Body};
 use crate::rules::{RuleSet, TableEntry};
 
 /// `(schema, table)` -> the table's columns in order (the session's cache).
@@ -82,6 +83,9 @@ pub struct RuleHit {
     pub quoted_column: Arc<str>,
     /// The generator that fills it (explicit ids are observed on it).
     pub generator: Arc<str>,
+    /// Index of the table's rule in [`RuleSet::entries`] when the table is
+    /// sharded or broadcast (its rows are routed), else `None`.
+    pub routed: Option<usize>,
 }
 
 /// One statement of the query.
@@ -101,6 +105,9 @@ pub struct StmtInfo {
     /// It sets the last insert id itself (`LAST_INSERT_ID(expr)`,
     /// `SET @@last_insert_id = ...`): the session cannot know the new value.
     pub changes_last_insert_id: bool,
+    /// For an INSERT into a routed table (text protocol): its rows, in
+    /// order; empty otherwise (or when a row could not be located).
+    pub rows: Vec<RowSpan>,
     pub(crate) edits: Vec<Edit>,
 }
 
@@ -119,6 +126,7 @@ impl StmtInfo {
             generated: 0,
             explicit: Vec::new(),
             changes_last_insert_id: false,
+            rows: Vec::new(),
             edits: Vec::new(),
         }
     }
@@ -328,6 +336,12 @@ fn last_id_hint(b: &[u8]) -> bool {
     false
 }
 
+/// Whether rows of `entry`'s table are routed (sharded or broadcast).
+fn routed(entry: &TableEntry) -> bool {
+    let r = entry.rule();
+    r.shard_key.is_some() || r.broadcast == Some(true)
+}
+
 /// `schema.table`, or `table` when no schema is known (for messages).
 fn display_table(schema: Option<&str>, table: &str) -> String {
     match schema {
@@ -441,6 +455,8 @@ pub(crate) struct QueryPlanner<'q> {
 /// A rule-table statement's plan plus where it ended.
 pub(crate) struct RulePlan {
     pub planned: Planned,
+    /// The statement's rows or assignments, as parsed.
+    pub body: Body,
     pub hit: RuleHit,
     pub end: usize,
     pub semicolon: bool,
@@ -610,6 +626,10 @@ impl<'q> QueryPlanner<'q> {
             slot_count,
         } = rp.planned;
         let mut info = StmtInfo::plain(start..rp.end);
+        if rp.hit.routed.is_some() && self.mode == Mode::Text {
+            info.rows =
+                rows::spans(sql, start..rp.end, self.modes, &rp.body, &edits).unwrap_or_default();
+        }
         info.first_slot = self.slot_base;
         info.generated = slot_count;
         info.explicit = explicit;
@@ -761,13 +781,21 @@ impl<'q> QueryPlanner<'q> {
             self.mode,
             &self.params,
         )?;
+        let routed = routed(entry).then(|| {
+            self.rules
+                .entries()
+                .iter()
+                .position(|e| std::ptr::eq(e, entry))
+        });
         Ok(RulePlan {
             planned,
+            body: shape.body,
             hit: RuleHit {
                 table: display,
                 column: entry.column_arc().clone(),
                 quoted_column: entry.quoted_column().clone(),
                 generator: entry.generator().clone(),
+                routed: routed.flatten(),
             },
             end,
             semicolon,

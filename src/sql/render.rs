@@ -1,9 +1,9 @@
 //! Rendering a [`QueryRewrite`]: copy the original text, splicing in ids,
 //! column names and last-insert-id literals.
 
-use super::edit::{EditKind, Lead, Prefix};
+use super::edit::{Edit, EditKind, Lead, Prefix};
 use super::error::SqlError;
-use super::plan::QueryRewrite;
+use super::plan::{QueryRewrite, StmtInfo};
 
 /// Appends `v` in decimal.
 pub(crate) fn push_u64(out: &mut String, mut v: u64) {
@@ -89,62 +89,7 @@ impl QueryRewrite {
             for e in &st.edits {
                 out.push_str(sql.get(cur..e.start).unwrap_or(""));
                 cur = e.end.max(cur);
-                match &e.kind {
-                    EditKind::Id {
-                        slot,
-                        first,
-                        prefix,
-                        ..
-                    } => {
-                        match prefix {
-                            Prefix::None => {}
-                            Prefix::Comma => out.push_str(", "),
-                            Prefix::Assign => {
-                                out.push_str(", ");
-                                if let Some(r) = &st.rule {
-                                    out.push_str(&r.quoted_column);
-                                }
-                                out.push_str(" = ");
-                            }
-                        }
-                        let id = ids.get(*slot).copied().unwrap_or(0);
-                        if *first && wrap_first {
-                            out.push_str("LAST_INSERT_ID(");
-                            push_u64(out, id);
-                            out.push(')');
-                        } else {
-                            push_u64(out, id);
-                        }
-                    }
-                    EditKind::Column(lead) => {
-                        let col = st.rule.as_ref().map(|r| &*r.quoted_column).unwrap_or("");
-                        match lead {
-                            Lead::None => out.push_str(col),
-                            Lead::Comma => {
-                                out.push_str(", ");
-                                out.push_str(col);
-                            }
-                            Lead::Paren => {
-                                out.push_str(" (");
-                                out.push_str(col);
-                                out.push(')');
-                            }
-                        }
-                    }
-                    EditKind::LastId { alias } => {
-                        let original = sql.get(e.start..e.end).unwrap_or("");
-                        match last {
-                            Some(v) => {
-                                push_u64(out, v);
-                                if *alias {
-                                    out.push_str(" AS ");
-                                    push_quoted(out, original);
-                                }
-                            }
-                            None => out.push_str(original),
-                        }
-                    }
-                }
+                push_edit(sql, st, e, ids, wrap_first, last, out);
             }
             if last.is_some() {
                 if st.generated > 0 {
@@ -156,6 +101,66 @@ impl QueryRewrite {
             }
         }
         out.push_str(sql.get(cur..).unwrap_or(""));
+        Ok(())
+    }
+
+    /// Renders statement `index` of the query with only the rows `rows`
+    /// (indexes into its [`StmtInfo::rows`], ascending): the text before the
+    /// first row, those rows' texts joined by `, `, and the text after the
+    /// last row, each with its splices. This is one shard's part of a
+    /// multi-row INSERT whose rows go to several shards. `wrap_first` as in
+    /// [`QueryRewrite::render_with`] (the first id of the statement, in
+    /// whichever part holds it, is written `LAST_INSERT_ID(<id>)`).
+    /// Last-insert-id uses are left for the backend.
+    ///
+    /// # Errors
+    /// [`SqlError::IdCount`] as [`QueryRewrite::render`].
+    pub fn render_rows(
+        &self,
+        index: usize,
+        rows: &[usize],
+        ids: &[u64],
+        wrap_first: bool,
+        out: &mut String,
+    ) -> Result<(), SqlError> {
+        let Some(st) = self.statements.get(index) else {
+            return Ok(());
+        };
+        let (Some(first), Some(last)) = (st.rows.first(), st.rows.last()) else {
+            return Ok(());
+        };
+        if ids.len() != self.total {
+            return Err(SqlError::IdCount {
+                table: st.rule.as_ref().map(|r| r.table.clone()).unwrap_or_default(),
+                needed: self.total,
+                given: ids.len(),
+            });
+        }
+        let sql = &*self.sql;
+        // Edits starting in `from..to` (or at `to` too, for a row: an id
+        // appended to a row is inserted at its `)`).
+        let piece = |from: usize, to: usize, at_end: bool, out: &mut String| {
+            let mut cur = from;
+            let inside = |e: &&Edit| e.start >= from && (e.start < to || (at_end && e.start == to));
+            for e in st.edits.iter().filter(inside) {
+                out.push_str(sql.get(cur..e.start).unwrap_or(""));
+                cur = e.end.max(cur);
+                push_edit(sql, st, e, ids, wrap_first, None, out);
+            }
+            out.push_str(sql.get(cur..to).unwrap_or(""));
+        };
+        piece(st.range.start, first.open, false, out);
+        for (n, &i) in rows.iter().enumerate() {
+            let Some(r) = st.rows.get(i) else { continue };
+            if n > 0 {
+                out.push_str(", ");
+            }
+            // A row's text runs to its `)` included; an id appended to the
+            // row is inserted at the `)`.
+            piece(r.open, r.close, true, out);
+            out.push(')');
+        }
+        piece(last.close + 1, st.range.end, true, out);
         Ok(())
     }
 
@@ -171,6 +176,74 @@ impl QueryRewrite {
         let mut out = String::new();
         self.render(ids, last_insert_id, &mut out)?;
         Ok(out)
+    }
+}
+
+/// Writes what edit `e` of statement `st` puts in place of its bytes.
+fn push_edit(
+    sql: &str,
+    st: &StmtInfo,
+    e: &Edit,
+    ids: &[u64],
+    wrap_first: bool,
+    last: Option<u64>,
+    out: &mut String,
+) {
+    match &e.kind {
+        EditKind::Id {
+            slot,
+            first,
+            prefix,
+            ..
+        } => {
+            match prefix {
+                Prefix::None => {}
+                Prefix::Comma => out.push_str(", "),
+                Prefix::Assign => {
+                    out.push_str(", ");
+                    if let Some(r) = &st.rule {
+                        out.push_str(&r.quoted_column);
+                    }
+                    out.push_str(" = ");
+                }
+            }
+            let id = ids.get(*slot).copied().unwrap_or(0);
+            if *first && wrap_first {
+                out.push_str("LAST_INSERT_ID(");
+                push_u64(out, id);
+                out.push(')');
+            } else {
+                push_u64(out, id);
+            }
+        }
+        EditKind::Column(lead) => {
+            let col = st.rule.as_ref().map(|r| &*r.quoted_column).unwrap_or("");
+            match lead {
+                Lead::None => out.push_str(col),
+                Lead::Comma => {
+                    out.push_str(", ");
+                    out.push_str(col);
+                }
+                Lead::Paren => {
+                    out.push_str(" (");
+                    out.push_str(col);
+                    out.push(')');
+                }
+            }
+        }
+        EditKind::LastId { alias } => {
+            let original = sql.get(e.start..e.end).unwrap_or("");
+            match last {
+                Some(v) => {
+                    push_u64(out, v);
+                    if *alias {
+                        out.push_str(" AS ");
+                        push_quoted(out, original);
+                    }
+                }
+                None => out.push_str(original),
+            }
+        }
     }
 }
 

@@ -1,0 +1,200 @@
+//! Rows of an INSERT into a sharded table: where each row's text is and what
+//! decides its shard, so the session can send each row to its shard and
+//! split a multi-row INSERT into one INSERT per shard, each built from the
+//! original row texts.
+
+use super::edit::{Edit, EditKind};
+use super::lexer::{Kind, Lexer, Modes};
+use super::shape::{Body, ValueClass};
+
+/// What decides a row's shard (the shard key is the id column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowKey {
+    /// A generated id: the global slot it takes.
+    Generated(usize),
+    /// An explicit integer id.
+    Explicit(u64),
+    /// An expression or another literal: idgate cannot tell the shard.
+    Unknown,
+}
+
+/// One row of a routed INSERT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowSpan {
+    /// Offset of the row's `(` (for `INSERT ... SET`: the statement's start).
+    pub open: usize,
+    /// Offset of the row's `)` (for `INSERT ... SET`: the statement's end).
+    pub close: usize,
+    /// What decides its shard.
+    pub key: RowKey,
+}
+
+/// The rows of one planned INSERT, `None` when a row's `(` cannot be found
+/// (the caller then refuses to split the statement).
+pub(crate) fn spans(
+    sql: &str,
+    range: std::ops::Range<usize>,
+    modes: Modes,
+    body: &Body,
+    edits: &[Edit],
+) -> Option<Vec<RowSpan>> {
+    let slot_in = |from: usize, to: usize| {
+        edits.iter().find_map(|e| match e.kind {
+            EditKind::Id { slot, .. } if e.start >= from && e.start <= to => Some(slot),
+            _ => None,
+        })
+    };
+    let key_of = |slot: Option<usize>, class: Option<ValueClass>| match (slot, class) {
+        (Some(s), _) => RowKey::Generated(s),
+        (None, Some(ValueClass::Int(v))) => RowKey::Explicit(v),
+        _ => RowKey::Unknown,
+    };
+    match body {
+        Body::Set { id, .. } => Some(vec![RowSpan {
+            open: range.start,
+            close: range.end,
+            key: key_of(slot_in(range.start, range.end), id.map(|v| v.class)),
+        }]),
+        Body::Values(rows) => {
+            let mut lx = Lexer::new(sql, range.start, modes);
+            // The first `(` at depth 0 after the VALUES/VALUE keyword.
+            let mut depth = 0usize;
+            loop {
+                let t = lx.next_token()?;
+                if t.start >= range.end {
+                    return None;
+                }
+                match t.kind {
+                    Kind::Punct(b'(') => depth += 1,
+                    Kind::Punct(b')') => depth = depth.saturating_sub(1),
+                    Kind::Word if depth == 0 => {
+                        let w = sql.get(t.start..t.end).unwrap_or("");
+                        if w.eq_ignore_ascii_case("VALUES") || w.eq_ignore_ascii_case("VALUE") {
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let mut out = Vec::with_capacity(rows.len());
+            for r in rows {
+                let open = loop {
+                    let t = lx.next_token()?;
+                    if t.start >= r.close {
+                        return None;
+                    }
+                    if t.is(b'(') {
+                        break t.start;
+                    }
+                };
+                lx.set_pos(r.close + 1, false);
+                out.push(RowSpan {
+                    open,
+                    close: r.close,
+                    key: key_of(slot_in(open, r.close), r.id.map(|v| v.class)),
+                });
+            }
+            Some(out)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RowKey;
+    use crate::rules::RuleSet;
+    use crate::sql::{plan_query_with, Engine, Plan, PlanCtx, QueryRewrite};
+    use std::path::Path;
+
+    const RULES: &str = r#"
+[[generator]]
+name = "g"
+kind = "sequence"
+[[table]]
+name = "shop.t"
+column = "id"
+generator = "g"
+shard_key = "id"
+sharding = "mod"
+"#;
+
+    fn plan(sql: &str, engine: Engine) -> QueryRewrite {
+        let rules = RuleSet::from_toml(Path::new("t.toml"), RULES, &|_| Ok(())).unwrap();
+        let cols = |_: &str, _: &str| Some(["id", "a"].iter().map(|s| s.to_string()).collect());
+        let ctx = PlanCtx {
+            schema: Some("shop"),
+            no_auto_value_on_zero: false,
+            no_backslash_escapes: false,
+            ansi_quotes: false,
+            columns: &cols,
+        };
+        match plan_query_with(sql, &rules, &ctx, engine).unwrap() {
+            Plan::Rewrite(r) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn split(sql: &str, parts: &[&[usize]]) -> Vec<String> {
+        let mut out = Vec::new();
+        for engine in [Engine::FastOnly, Engine::SqlParserOnly] {
+            let rw = plan(sql, engine);
+            let ids: Vec<u64> = (0..rw.total_ids() as u64).map(|i| 101 + i).collect();
+            let texts: Vec<String> = parts
+                .iter()
+                .map(|rows| {
+                    let mut s = String::new();
+                    rw.render_rows(0, rows, &ids, true, &mut s).unwrap();
+                    s
+                })
+                .collect();
+            if engine == Engine::FastOnly {
+                out = texts;
+            } else {
+                assert_eq!(out, texts, "parsers differ for {sql}");
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn keys_of_rows() {
+        let rw = plan(
+            "INSERT INTO t (id, a) VALUES (NULL, 1), (7, 2), (0, 3), (id + 1, 4)",
+            Engine::Auto,
+        );
+        let keys: Vec<RowKey> = rw.statements()[0].rows.iter().map(|r| r.key).collect();
+        assert_eq!(
+            keys,
+            [
+                RowKey::Generated(0),
+                RowKey::Explicit(7),
+                RowKey::Generated(1),
+                RowKey::Unknown
+            ]
+        );
+        let rw = plan("INSERT INTO t SET a = 1", Engine::Auto);
+        assert_eq!(rw.statements()[0].rows[0].key, RowKey::Generated(0));
+        let rw = plan("INSERT INTO t SET a = 1, id = 9", Engine::Auto);
+        assert_eq!(rw.statements()[0].rows[0].key, RowKey::Explicit(9));
+    }
+
+    #[test]
+    fn split_keeps_row_texts_and_the_rest() {
+        let sql = "INSERT /* c */ INTO t (a) VALUES ('x,(y'),\n ( 'z' ) , (3) ON DUPLICATE KEY UPDATE a = VALUES(a)";
+        assert_eq!(
+            split(sql, &[&[0, 2], &[1]]),
+            [
+                "INSERT /* c */ INTO t (a, `id`) VALUES ('x,(y', LAST_INSERT_ID(101)), (3, 103) ON DUPLICATE KEY UPDATE a = VALUES(a)",
+                "INSERT /* c */ INTO t (a, `id`) VALUES ( 'z' , 102) ON DUPLICATE KEY UPDATE a = VALUES(a)",
+            ]
+        );
+        // Without a column list: the id takes its place in the row.
+        assert_eq!(
+            split("INSERT INTO t VALUES (NULL, 'a'), (5, 'b')", &[&[1], &[0]]),
+            [
+                "INSERT INTO t VALUES (5, 'b')",
+                "INSERT INTO t VALUES (LAST_INSERT_ID(101), 'a')",
+            ]
+        );
+    }
+}
