@@ -237,6 +237,11 @@ impl BackendConn {
         expect: Expect,
     ) -> Result<Vec<Vec<u8>>, BackendError> {
         self.send(payload).await?;
+        self.read_reply(expect).await
+    }
+
+    /// Reads the whole reply to a command already sent (see [`BackendConn::run`]).
+    pub async fn read_reply(&mut self, expect: Expect) -> Result<Vec<Vec<u8>>, BackendError> {
         let mut tracker = Tracker::new(expect, self.deprecate_eof(), self.status);
         let mut packets = Vec::new();
         let mut buf = Vec::new();

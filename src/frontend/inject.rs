@@ -208,6 +208,42 @@ impl Session {
                     && sql.get(st.range.clone()).is_some_and(may_not_insert)
             })
             .collect();
+        if let Some(st) = rw.statements().first() {
+            if st.rule.as_ref().is_some_and(|r| r.routed.is_some()) {
+                if rw.statements().len() > 1 {
+                    return Err(CmdError::Refused(
+                        super::route::ER_NOT_ROUTABLE,
+                        format!(
+                            "idgate: a query of several statements that inserts into sharded table {} is not supported; send its statements one by one",
+                            st.rule.as_ref().map(|r| r.table.as_str()).unwrap_or_default()
+                        ),
+                    ));
+                }
+                let plain = conditional.first().copied().unwrap_or(false);
+                self.insert_routed(&rw, &ids, plain).await?;
+                return Ok(true);
+            }
+        }
+        if self.shared.routing && rw.statements().iter().any(|s| s.rule.as_ref().is_some_and(|r| r.routed.is_some())) {
+            return Err(CmdError::Refused(
+                super::route::ER_NOT_ROUTABLE,
+                "idgate: a query of several statements that inserts into a sharded table is not supported; send its statements one by one".into(),
+            ));
+        }
+        self.send_rewrite(0, &rw, &ids, &conditional).await?;
+        Ok(true)
+    }
+
+    /// Renders `rw` with `ids` and relays it on `shard`. Statements marked
+    /// in `conditional` get plain ids, and idgate reports the id once the
+    /// OK packet shows a row went in.
+    pub(super) async fn send_rewrite(
+        &mut self,
+        shard: usize,
+        rw: &crate::sql::QueryRewrite,
+        ids: &[u64],
+        conditional: &[bool],
+    ) -> Result<(), CmdError> {
         let mut out = String::with_capacity(rw.sql().len() + 24 * ids.len() + 16);
         rw.render_with(
             &ids,
@@ -223,7 +259,7 @@ impl Session {
         let mut last_insert_id = None;
         let mut hook = |kind: Kind, p: &[u8]| match kind {
             Kind::Ok { index } if conditional.get(index).copied().unwrap_or(false) => {
-                match stmts.get(index).map(|st| inserted(st, &ids, p)) {
+                match stmts.get(index).map(|st| inserted(st, ids, p)) {
                     Some(Inserted::All(id) | Inserted::Some(id)) => {
                         // A generated id wins over a LAST_INSERT_ID(expr) of
                         // the statement, as with AUTO_INCREMENT.
@@ -239,17 +275,20 @@ impl Session {
             Kind::Ok { index } => explicit_only_ok(stmts.get(index), p),
             _ => Action::Keep,
         };
-        self.forward_with(0, &cmdbuf, Expect::Results, &mut hook)
+        self.forward_with(shard, &cmdbuf, Expect::Results, &mut hook)
             .await?;
         if let Some(id) = last_insert_id {
-            self.set_last_insert_id(0, id).await?;
+            self.set_last_insert_id(shard, id).await?;
         }
-        Ok(true)
+        if self.shared.routing {
+            self.note_last_id_change(shard, rw.sql().as_bytes());
+        }
+        Ok(())
     }
 
     /// Gives the shard's session `id` as its last insert id, so
     /// `LAST_INSERT_ID()` returns it (`DO` keeps the statement's warnings).
-    async fn set_last_insert_id(&mut self, shard: usize, id: u64) -> Result<(), CmdError> {
+    pub(super) async fn set_last_insert_id(&mut self, shard: usize, id: u64) -> Result<(), CmdError> {
         let b = self.backend(shard).await.map_err(CmdError::Backend)?;
         let q = format!("\x03DO LAST_INSERT_ID({id})");
         b.run(q.as_bytes(), Expect::Results)
@@ -333,8 +372,6 @@ impl Session {
     pub(super) async fn execute_planned(
         &mut self,
         id: u32,
-        shard: usize,
-        backend_id: u32,
         payload: &[u8],
         plan: Arc<PrepareRewrite>,
     ) -> Result<(), CmdError> {
@@ -369,6 +406,23 @@ impl Session {
         self.take_ids(&plan.rule.generator, exec.demand, &mut ids)
             .await?;
         let params = exec.backend_params(&plan, &ids).map_err(CmdError::Sql)?;
+        let shard = match plan.rule.routed {
+            Some(_) => {
+                let keys: Vec<u64> = ids.iter().chain(&exec.observed).copied().collect();
+                let shard = self.prepared_insert_shard(&plan, &keys)?;
+                self.check_write(&[shard])?;
+                shard
+            }
+            None => 0,
+        };
+        let Some(backend_id) = self.backend_stmt(id, shard).await? else {
+            return self.unknown_stmt(id, "mysqld_stmt_execute").await;
+        };
+        // The shard statement may be new (prepared again on a new connection,
+        // or for the first time on this shard): it needs the types.
+        if let Some(s) = self.stmts.get_mut(id) {
+            s.types_sent[shard] = true;
+        }
         let id_bytes: Vec<[u8; 8]> = params
             .iter()
             .filter_map(|p| match p {
@@ -416,6 +470,9 @@ impl Session {
             .await?;
         if let Some(id) = last_insert_id {
             self.set_last_insert_id(shard, id).await?;
+        }
+        if self.shared.routing && !ids.is_empty() {
+            self.last_id_home(shard);
         }
         Ok(())
     }
@@ -483,7 +540,7 @@ fn may_not_insert(stmt: &[u8]) -> bool {
 
 /// Case-insensitive substring search (`needle` in lower case), SIMD-scanning
 /// for its first byte.
-fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
+pub(super) fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
     let Some(&first) = needle.first() else {
         return true;
     };
@@ -528,7 +585,7 @@ fn inserted_from_ok(first: Option<u64>, p: &[u8]) -> Inserted {
 }
 
 /// The info text at the end of an OK packet.
-fn ok_info(p: &[u8]) -> String {
+pub(super) fn ok_info(p: &[u8]) -> String {
     let mut c = crate::protocol::wire::Cursor::new(p);
     let fixed = c.u8().and_then(|_| c.lenenc()).and_then(|_| c.lenenc());
     let fixed = fixed.and_then(|_| c.u16()).and_then(|_| c.u16());
@@ -568,8 +625,8 @@ fn quote_string(s: &str) -> String {
     s.replace('\\', "\\\\").replace('\'', "''")
 }
 
-/// The first keyword of a statement, upper-cased, skipping whitespace and comments.
-pub fn first_keyword(sql: &[u8]) -> [u8; 8] {
+/// Where the first word of a statement starts, after whitespace and comments.
+pub fn keyword_start(sql: &[u8]) -> usize {
     let mut i = 0;
     loop {
         while i < sql.len() && sql[i].is_ascii_whitespace() {
@@ -578,17 +635,22 @@ pub fn first_keyword(sql: &[u8]) -> [u8; 8] {
         if sql[i..].starts_with(b"/*") && !sql[i..].starts_with(b"/*!") {
             match sql[i + 2..].windows(2).position(|w| w == b"*/") {
                 Some(p) => i += p + 4,
-                None => return [0; 8],
+                None => return sql.len(),
             }
         } else if sql[i..].starts_with(b"#") || sql[i..].starts_with(b"-- ") {
             match sql[i..].iter().position(|&b| b == b'\n') {
                 Some(p) => i += p + 1,
-                None => return [0; 8],
+                None => return sql.len(),
             }
         } else {
-            break;
+            return i;
         }
     }
+}
+
+/// The first keyword of a statement, upper-cased, skipping whitespace and comments.
+pub fn first_keyword(sql: &[u8]) -> [u8; 8] {
+    let i = keyword_start(sql);
     let mut out = [0u8; 8];
     for (o, b) in out
         .iter_mut()

@@ -10,15 +10,26 @@
 //! - [`replay`]: the session's `SET` statements, replayed on a reopened shard connection.
 //! - [`inject`]: filling ids: planning, allocating and splicing for COM_QUERY,
 //!   COM_STMT_PREPARE and COM_STMT_EXECUTE; what the client is told.
+//! - [`route`]: routing statements on sharded and broadcast tables (which
+//!   shards, INSERT splitting, DDL on every shard).
+//! - [`scatter`]: a SELECT on several shards: streamed concatenation or merge.
+//! - [`txn`]: transactions across shards; one write shard per transaction.
+//! - [`xa`]: atomic writes to several shards (XA two-phase commit).
+//! - [`lastid`]: the session's `LAST_INSERT_ID()` across shard connections.
 
 pub mod admin;
 pub mod columns;
 pub mod inject;
+pub mod lastid;
 pub mod login;
 pub mod replay;
+pub mod route;
+pub mod scatter;
 pub mod session;
 pub mod shared;
 pub mod stmt;
+pub mod txn;
+pub mod xa;
 
 pub use session::Session;
 pub use shared::Shared;

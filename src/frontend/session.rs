@@ -11,6 +11,7 @@ use super::login::{self, Login, LoginError};
 use super::replay::SessionState;
 use super::shared::Shared;
 use super::stmt::{PreparedStmt, Statements};
+use super::txn::{self, TxnStmt};
 use crate::backend::relay::{relay_reply, Action, Hook, RelayError};
 use crate::backend::{BackendConn, BackendError, ConnectParams};
 use crate::protocol::codes::{self, ErrorCode};
@@ -49,6 +50,9 @@ pub(super) enum CmdError {
     /// Another error of idgate's own for this command (the client is told).
     #[error("{1}")]
     Refused(ErrorCode, String),
+    /// A ready ERR packet for the client (a shard's error, reworded).
+    #[error("error reply")]
+    Reply(Vec<u8>),
 }
 
 impl From<RelayError> for CmdError {
@@ -90,9 +94,17 @@ pub struct Session {
     pub(super) sql_modes: Option<SqlModes>,
     /// `SET` statements to replay on a reopened shard connection.
     pub(super) state: SessionState,
-    /// Shards this session has had a connection to (a new connection to one
-    /// of them is a reopen: the session's state is replayed on it).
-    pub(super) opened: Vec<bool>,
+    /// The client's `BEGIN` of the open explicit transaction (started again
+    /// on each shard the transaction reaches).
+    pub(super) txn_begin: Option<Vec<u8>>,
+    /// The shard the open transaction has written to.
+    pub(super) txn_write: Option<usize>,
+    /// The shard connection holding the session's `LAST_INSERT_ID()`.
+    pub(super) lid_home: usize,
+    /// Shards whose connection holds the same value (bit per shard).
+    pub(super) lid_synced: u64,
+    /// XA transactions run by this session (numbers its xids).
+    pub(super) xa_seq: u64,
 }
 
 /// Serves one accepted client connection until it quits, fails or the server
@@ -130,7 +142,11 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
         next_seq: 0,
         sql_modes: None,
         state: SessionState::default(),
-        opened: vec![false; shards],
+        txn_begin: None,
+        txn_write: None,
+        lid_home: 0,
+        lid_synced: u64::MAX,
+        xa_seq: 0,
     };
     let started = Instant::now();
     let reason = session.run(&mut shutdown).await;
@@ -264,6 +280,9 @@ impl Session {
                 Ok(())
             }
         };
+        if self.shared.routing {
+            self.txn_settled();
+        }
         match result {
             Ok(()) => Ok(Next::Continue),
             Err(CmdError::Backend(e)) => self.shard_failed(e).await,
@@ -276,6 +295,10 @@ impl Session {
             Err(CmdError::Refused(code, message)) => {
                 debug!(conn = self.id, "statement refused: {message}");
                 self.send_refusal(&code, &message).await?;
+                Ok(Next::Continue)
+            }
+            Err(CmdError::Reply(p)) => {
+                self.reply_packet(&p).await?;
                 Ok(Next::Continue)
             }
             Err(e) => Err(e),
@@ -375,10 +398,15 @@ impl Session {
             };
             let (mut conn, hs) = BackendConn::connect(&params).await?;
             self.shared.learn(&hs);
+            if let Some(n) = self.shared.shard_connects.get(shard) {
+                n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             if shard == 0 {
                 self.sql_modes = None;
             }
-            if std::mem::replace(&mut self.opened[shard], true) {
+            {
+                // Every new connection gets the session's state, whether it
+                // replaces a lost one or is the first to this shard.
                 let shard_name = s.name.clone();
                 let Some(sets) = self.state.replay() else {
                     return Err(BackendError::StateLost {
@@ -400,6 +428,9 @@ impl Session {
             }
             debug!(conn = self.id, shard = %s.name, backend_conn = conn.connection_id, "shard connection opened");
             self.backends[shard] = Some(conn);
+            if self.shared.routing && !self.shared.pending_xa.lock().is_empty() {
+                Box::pin(self.commit_pending_xa(shard)).await;
+            }
         }
         self.backends[shard]
             .as_mut()
@@ -430,6 +461,9 @@ impl Session {
         hook: Hook<'_>,
     ) -> Result<Outcome, CmdError> {
         self.backend(shard).await.map_err(CmdError::Backend)?;
+        if shard != 0 && self.txn_begin.is_some() {
+            self.enlist(shard).await?;
+        }
         let Some(b) = self.backends[shard].as_mut() else {
             return Ok(Outcome::default());
         };
@@ -479,6 +513,19 @@ impl Session {
         if let Some(cmd) = admin::parse(sql) {
             return self.admin(cmd).await;
         }
+        if self.shared.routing {
+            match txn::classify(sql) {
+                TxnStmt::Begin => return self.begin(payload).await,
+                TxnStmt::End => return self.end(payload).await,
+                TxnStmt::Other => {}
+            }
+            if self.query_routed(payload).await? {
+                return Ok(());
+            }
+            if txn::may_write(&inject::first_keyword(sql)) {
+                self.check_write(&[0])?;
+            }
+        }
         let mut handled = false;
         if self.shared.rules.is_some() {
             handled = self.query_with_rules(payload).await?;
@@ -493,9 +540,20 @@ impl Session {
             }
         }
         if !handled {
+            if self.shared.routing {
+                self.sync_last_id(0, sql).await?;
+            }
             let outcome = self.forward(0, payload, Expect::Results).await?;
+            if self.shared.routing {
+                self.note_last_id_change(0, sql);
+            }
             if !outcome.error && outcome.oks == 1 {
-                if let Some(db) = use_statement(sql) {
+                let db = use_statement(sql);
+                let set = &inject::first_keyword(sql)[..4] == b"SET\0";
+                if self.shared.routing && (db.is_some() || set) {
+                    self.propagate(0, payload, Expect::Results).await;
+                }
+                if let Some(db) = db {
                     self.schema = Some(db);
                 }
                 self.state.record(payload);
@@ -511,6 +569,9 @@ impl Session {
         let outcome = self.forward(0, payload, Expect::Single).await?;
         if !outcome.error {
             self.schema = Some(String::from_utf8_lossy(&payload[1..]).into_owned());
+            if self.shared.routing {
+                self.propagate(0, payload, Expect::Single).await;
+            }
         }
         Ok(())
     }
@@ -538,6 +599,11 @@ impl Session {
             }
             None => payload,
         };
+        let (route, prepare_on) = match (&plan, self.shared.routing) {
+            (None, true) => self.prepare_route(payload).await?,
+            (Some(p), true) => (None, self.insert_prepare_shard(p)),
+            _ => (None, 0),
+        };
         let shards = self.backends.len();
         let mut stmt = PreparedStmt {
             prepare: payload.to_vec(),
@@ -546,6 +612,7 @@ impl Session {
             types_sent: vec![false; shards],
             types: None,
             plan: plan.clone(),
+            route,
         };
         let id = self.stmts.insert(stmt.clone());
         // With a plan, the client is told the parameters it wrote: the
@@ -590,11 +657,11 @@ impl Session {
             }
         };
         let result = self
-            .forward_with(0, payload, Expect::Prepare, &mut hook)
+            .forward_with(prepare_on, payload, Expect::Prepare, &mut hook)
             .await;
         match (result, backend_id) {
             (Ok(_), Some(bid)) => {
-                stmt.backend_ids[0] = Some(bid);
+                stmt.backend_ids[prepare_on] = Some(bid);
                 if let Some(s) = self.stmts.get_mut(id) {
                     *s = stmt;
                 }
@@ -644,22 +711,46 @@ impl Session {
         let Ok(id) = wire_stmt::stmt_id(&payload[1..]) else {
             return self.malformed("COM_STMT_EXECUTE").await;
         };
-        let shard = 0;
-        let Some(bid) = self.backend_stmt(id, shard).await? else {
-            return self.unknown_stmt(id, "mysqld_stmt_execute").await;
-        };
         let Some(s) = self.stmts.get_mut(id) else {
             return self.unknown_stmt(id, "mysqld_stmt_execute").await;
         };
         if let Some(plan) = s.plan.clone() {
-            return self.execute_planned(id, shard, bid, payload, plan).await;
+            return self.execute_planned(id, payload, plan).await;
         }
+        if let Some(route) = s.route.clone() {
+            return self.execute_routed(id, payload, route).await;
+        }
+        let shard = 0;
+        match self.execute_payload(id, shard, payload).await? {
+            Some(out) => self.forward(shard, &out, Expect::Results).await.map(|_| ()),
+            None => Ok(()),
+        }
+    }
+
+    /// The COM_STMT_EXECUTE to send `shard` for the client's `payload`:
+    /// the shard's statement id (preparing it there first if needed), and
+    /// the parameter types when that statement has not seen them yet.
+    /// `None`: the client has been told what was wrong.
+    pub(super) async fn execute_payload(
+        &mut self,
+        id: u32,
+        shard: usize,
+        payload: &[u8],
+    ) -> Result<Option<Vec<u8>>, CmdError> {
+        let Some(bid) = self.backend_stmt(id, shard).await? else {
+            self.unknown_stmt(id, "mysqld_stmt_execute").await?;
+            return Ok(None);
+        };
+        let Some(s) = self.stmts.get_mut(id) else {
+            self.unknown_stmt(id, "mysqld_stmt_execute").await?;
+            return Ok(None);
+        };
         let params = s.params as usize;
         let mut out;
         let body = &payload[1..];
         let sent_types = match wire_stmt::bound_types(body, params) {
             Ok(t) => t,
-            Err(_) => return self.malformed("COM_STMT_EXECUTE").await,
+            Err(_) => return self.malformed("COM_STMT_EXECUTE").await.map(|_| None),
         };
         if let Some(t) = sent_types {
             s.types = Some(t);
@@ -669,7 +760,7 @@ impl Session {
             // A statement prepared again on a new connection has not seen the
             // types the client bound earlier: send them along.
             let Ok(e) = wire_stmt::decode_execute(body, params, s.types.as_deref()) else {
-                return self.malformed("COM_STMT_EXECUTE").await;
+                return self.malformed("COM_STMT_EXECUTE").await.map(|_| None);
             };
             let types = s.types.clone().unwrap_or_default();
             let merged: Vec<_> = types
@@ -684,7 +775,7 @@ impl Session {
             out = payload.to_vec();
             out[1..5].copy_from_slice(&bid.to_le_bytes());
         }
-        self.forward(shard, &out, Expect::Results).await.map(|_| ())
+        Ok(Some(out))
     }
 
     /// FETCH, RESET and SEND_LONG_DATA: the statement id is translated, the

@@ -8,7 +8,7 @@ use crate::protocol::consts::{cap, DEFAULT_CHARSET};
 use crate::rules::RuleSet;
 use parking_lot::RwLock;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,6 +37,14 @@ pub struct Shared {
     pub allocator: Option<Allocator>,
     /// Column order of rule tables (for INSERTs without a column list).
     pub columns: ColumnCache,
+    /// Some rule table is sharded or broadcast: statements are routed.
+    pub routing: bool,
+    /// XA branches prepared but not committed (shard, xid): committed on the
+    /// next connection to that shard (see `xa.rs`).
+    pub pending_xa: parking_lot::Mutex<Vec<(usize, String)>>,
+    /// Shard connections opened so far, per shard (for operators and tests:
+    /// a keyed statement must not open connections to other shards).
+    pub shard_connects: Vec<AtomicU64>,
     next_connection_id: AtomicU32,
 }
 
@@ -57,7 +65,15 @@ impl Shared {
             .iter()
             .map(|u| (u.name.as_bytes().to_vec(), u.password.as_bytes().to_vec()))
             .collect();
+        let routing = rules.as_ref().is_some_and(|r| {
+            r.entries()
+                .iter()
+                .any(|e| e.rule().shard_key.is_some() || e.rule().broadcast == Some(true))
+        });
         Shared {
+            routing,
+            pending_xa: parking_lot::Mutex::new(Vec::new()),
+            shard_connects: config.shards.iter().map(|_| AtomicU64::new(0)).collect(),
             config,
             users,
             shard_info: RwLock::new(ShardInfo {

@@ -26,6 +26,10 @@ pub struct PreparedStmt {
     pub types: Option<Vec<ParamType>>,
     /// For an INSERT into a rule table: how each execute fills the ids.
     pub plan: Option<Arc<PrepareRewrite>>,
+    /// For a SELECT/UPDATE/DELETE on a sharded or broadcast table: what
+    /// routing needs (the shards are chosen at each execute, from the
+    /// values bound to the shard key).
+    pub route: Option<Arc<crate::sql::route::Analysis>>,
 }
 
 /// All prepared statements of a session, by the id the client knows.

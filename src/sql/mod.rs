@@ -24,6 +24,8 @@
 //! - `lastid.rs`: `LAST_INSERT_ID()` / `@@identity` uses.
 //! - `edit.rs`: splices; `render.rs`: applying them.
 //! - `prepare.rs`: [`plan_prepare`], [`PrepareRewrite`], execute-time helpers.
+//! - `mention.rs`: cheap whole-query checks (names a table of a set? how many
+//!   statements?).
 //! - `rows.rs`: rows of an INSERT into a sharded table (text and shard key).
 //! - `route.rs`: what a SELECT/UPDATE/DELETE/DDL needs for routing (tables,
 //!   shard key bounds, scatter merge spec).
@@ -35,6 +37,7 @@ pub(crate) mod fast;
 pub(crate) mod insert;
 pub(crate) mod lastid;
 pub(crate) mod lexer;
+pub(crate) mod mention;
 pub(crate) mod parsed;
 pub mod plan;
 pub mod prepare;
@@ -45,6 +48,7 @@ pub(crate) mod shape;
 
 pub use error::SqlError;
 pub use insert::SlotKind;
+pub use mention::{mentions_table, statement_count};
 pub use rows::{RowKey, RowSpan};
 pub use plan::{plan_query, ColumnsFn, IdDemand, Plan, PlanCtx, QueryRewrite, RuleHit, StmtInfo};
 #[doc(hidden)]

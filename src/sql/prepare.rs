@@ -183,6 +183,11 @@ impl PrepareRewrite {
     /// `bound(n)` is the client's value for parameter `n` (only asked for
     /// parameters in the id column). A client NULL, or 0 unless
     /// `no_auto_value_on_zero`, is generated; other integers are explicit.
+    /// Rows per execute.
+    pub fn row_count(&self) -> usize {
+        self.rows.len()
+    }
+
     pub fn execute(
         &self,
         bound: &dyn Fn(usize) -> BoundId,

@@ -1,0 +1,71 @@
+//! The session's `LAST_INSERT_ID()` across shard connections.
+//!
+//! MariaDB keeps `LAST_INSERT_ID()` per connection, and a session's rows may
+//! go to several shards. idgate remembers which shard connection holds the
+//! session's current value (its "home": where the last statement that could
+//! change it ran) and which others hold the same value. Before a statement
+//! that reads it goes to a shard that does not, the value is copied there
+//! (`SELECT LAST_INSERT_ID()` on the home shard, `DO LAST_INSERT_ID(v)` on
+//! the target), so `LAST_INSERT_ID()` tells the truth wherever it runs.
+
+use super::inject::{contains_ignore_case, first_keyword};
+use super::session::{CmdError, Session};
+
+/// Shard bits in the "holds the current value" mask; shards beyond it are
+/// always synchronised before a read.
+const MASK_BITS: usize = 64;
+
+fn bit(shard: usize) -> u64 {
+    if shard < MASK_BITS {
+        1 << shard
+    } else {
+        0
+    }
+}
+
+/// Whether a statement reads or sets the last insert id by name.
+fn mentions(sql: &[u8]) -> bool {
+    contains_ignore_case(sql, b"last_insert_id") || contains_ignore_case(sql, b"@@identity")
+}
+
+impl Session {
+    /// `shard` now holds the session's last insert id, and no other does.
+    pub(super) fn last_id_home(&mut self, shard: usize) {
+        self.lid_home = shard;
+        self.lid_synced = bit(shard);
+    }
+
+    /// After `sql` ran on `shard`: if it may have changed the last insert
+    /// id (an INSERT/REPLACE, or `LAST_INSERT_ID(expr)`), `shard` is home.
+    pub(super) fn note_last_id_change(&mut self, shard: usize, sql: &[u8]) {
+        let first = first_keyword(sql);
+        if matches!(&first, b"INSERT\0\0" | b"REPLACE\0") || mentions(sql) {
+            self.last_id_home(shard);
+        }
+    }
+
+    /// Before `sql` goes to `shard`: if it reads the last insert id and that
+    /// connection does not hold the session's value, copies it there.
+    pub(super) async fn sync_last_id(&mut self, shard: usize, sql: &[u8]) -> Result<(), CmdError> {
+        if self.lid_synced & bit(shard) != 0 || shard == self.lid_home || !mentions(sql) {
+            return Ok(());
+        }
+        let home = self.lid_home;
+        let Some(b) = self.backends.get_mut(home).and_then(Option::as_mut) else {
+            // The home connection is gone, and its value with it.
+            return Ok(());
+        };
+        let rows = b
+            .query_rows("SELECT LAST_INSERT_ID()")
+            .await
+            .map_err(CmdError::Backend)?;
+        let value: u64 = rows
+            .first()
+            .and_then(|r| r.first().cloned().flatten())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        self.set_last_insert_id(shard, value).await?;
+        self.lid_synced |= bit(shard);
+        Ok(())
+    }
+}

@@ -1,0 +1,751 @@
+//! Routing statements on sharded and broadcast tables.
+//!
+//! - INSERT/REPLACE: after ids are filled in, each row goes to the shard its
+//!   shard key (the id column) maps to; a multi-row INSERT whose rows go to
+//!   several shards is split into one INSERT per shard, each built from the
+//!   original row texts. Broadcast tables get the same statement on every
+//!   shard.
+//! - SELECT/UPDATE/DELETE: with the shard key bound by `=`/`IN`, only the
+//!   matching shards; otherwise every shard of the table. A SELECT on several
+//!   shards is scattered and merged (`scatter.rs`).
+//! - DDL on a sharded or broadcast table runs on every shard of it.
+//! - A write to several shards runs as one XA transaction outside a
+//!   transaction (`xa.rs`) and is refused inside one (`txn.rs`).
+//!
+//! Statements that name no sharded or broadcast table go to the default
+//! shard, as without sharding.
+
+use super::inject::{self, first_keyword, SqlModes};
+use super::session::{CmdError, Session};
+use crate::protocol::codes::ErrorCode;
+use crate::protocol::reply::{self, OkPacket};
+use crate::protocol::response::Expect;
+use crate::rules::{RuleSet, TableEntry};
+use crate::shard::placement::{KeyValue, Placement};
+use crate::sql::lexer::Modes;
+use crate::sql::route::{self as analysis, Analysis, KeyArg, KeyBound, StmtKind};
+use crate::sql::{QueryRewrite, RowKey};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A statement idgate cannot route correctly (the client is told why).
+pub(super) const ER_NOT_ROUTABLE: ErrorCode = ErrorCode {
+    code: 1235,
+    state: "42000",
+};
+
+/// Where a statement goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Target {
+    /// One shard: the statement is relayed as it is.
+    One(usize),
+    /// Several shards (ascending).
+    Many(Vec<usize>),
+}
+
+impl Target {
+    fn from_set(mut shards: Vec<usize>) -> Target {
+        shards.sort_unstable();
+        shards.dedup();
+        match shards.as_slice() {
+            [one] => Target::One(*one),
+            _ => Target::Many(shards),
+        }
+    }
+
+    pub(super) fn shards(&self) -> &[usize] {
+        match self {
+            Target::One(s) => std::slice::from_ref(s),
+            Target::Many(v) => v,
+        }
+    }
+}
+
+pub(super) fn modes(m: SqlModes) -> Modes {
+    Modes {
+        no_backslash_escapes: m.no_backslash_escapes,
+        ansi_quotes: m.ansi_quotes,
+    }
+}
+
+/// Why a statement cannot be routed.
+fn refuse(message: String) -> CmdError {
+    CmdError::Refused(ER_NOT_ROUTABLE, format!("idgate: {message}"))
+}
+
+/// The shard(s) a table's rows with key values `key` are on.
+fn shards_of(
+    entry: &TableEntry,
+    placement: &Placement,
+    key: &KeyBound,
+    params: &dyn Fn(usize) -> Option<KeyValue>,
+) -> Result<Vec<usize>, CmdError> {
+    if placement.is_broadcast() {
+        return Ok(placement.shards().to_vec());
+    }
+    let KeyBound::Values(values) = key else {
+        return Ok(placement.shards().to_vec());
+    };
+    let mut out = Vec::with_capacity(values.len());
+    for v in values {
+        let value = match v {
+            KeyArg::Value(v) => v.clone(),
+            KeyArg::Param(i) => match params(*i) {
+                Some(v) => v,
+                None => return Ok(placement.shards().to_vec()),
+            },
+        };
+        match placement.shard_of(&value) {
+            Ok(s) => out.push(s),
+            // `key = NULL` matches no row: any one shard answers that.
+            Err(_) if value == KeyValue::Null => out.push(placement.read_shard()),
+            Err(e) => {
+                return Err(refuse(format!(
+                    "table {}: shard key `{}`: {e}",
+                    entry.rule().name,
+                    entry.shard_key().unwrap_or_default()
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What routing decided for a SELECT/UPDATE/DELETE.
+pub(super) struct Routed {
+    pub target: Target,
+    /// The statement reads a broadcast table only: any one shard answers.
+    pub analysis: Analysis,
+}
+
+/// Decides where a statement with `analysis` goes. `params(i)` is the
+/// value bound to the statement's `?` number `i` (prepared statements).
+pub(super) fn decide(
+    rules: &RuleSet,
+    schema: Option<&str>,
+    analysis: Analysis,
+    params: &dyn Fn(usize) -> Option<KeyValue>,
+) -> Result<Option<Routed>, CmdError> {
+    let mut sharded: Vec<(String, Vec<usize>, bool)> = Vec::new();
+    let mut broadcast_only: Option<Vec<usize>> = None;
+    let mut default_tables = Vec::new();
+    let is_write = matches!(analysis.kind, StmtKind::Update | StmtKind::Delete);
+    let is_ddl = analysis.kind == StmtKind::Ddl;
+    for t in &analysis.tables {
+        let s = t.schema.as_deref().or(schema);
+        match rules.entry(s, &t.table).and_then(|e| Some((e, e.placement()?))) {
+            Some((e, p)) if p.is_broadcast() => {
+                let on = if is_write || is_ddl {
+                    p.shards().to_vec()
+                } else {
+                    vec![p.read_shard()]
+                };
+                if is_write || is_ddl {
+                    sharded.push((e.rule().name.clone(), on, t.in_subquery));
+                } else {
+                    broadcast_only.get_or_insert(on);
+                }
+            }
+            Some((e, p)) => {
+                let key = if is_ddl { &KeyBound::Unbound } else { &t.key };
+                let on = shards_of(e, p, key, params)?;
+                sharded.push((e.rule().name.clone(), on, t.in_subquery));
+            }
+            None => default_tables.push(t.table.clone()),
+        }
+    }
+    if sharded.is_empty() {
+        // Only broadcast tables (reads) or none: one shard answers. With
+        // other tables in the statement, they live on the default shard,
+        // and so does every broadcast table.
+        return Ok(match (broadcast_only, default_tables.is_empty()) {
+            (Some(on), true) => Some(Routed {
+                target: Target::from_set(on),
+                analysis,
+            }),
+            _ => None,
+        });
+    }
+    if is_ddl {
+        let all: Vec<usize> = sharded.iter().flat_map(|(_, s, _)| s.clone()).collect();
+        return Ok(Some(Routed {
+            target: Target::from_set(all),
+            analysis,
+        }));
+    }
+    let target = Target::from_set(sharded[0].1.clone());
+    let single = matches!(target, Target::One(_));
+    for (name, on, _) in &sharded[1..] {
+        if Target::from_set(on.clone()) != target || !single {
+            return Err(refuse(format!(
+                "this statement joins sharded tables {} and {name} across shards; it can only run when all of them route to the same single shard (bind their shard keys)",
+                sharded[0].0
+            )));
+        }
+    }
+    if let Some((name, _, _)) = sharded.iter().find(|(_, _, sub)| *sub) {
+        if !single {
+            return Err(refuse(format!(
+                "a subquery over sharded table {name} cannot be answered across shards; bind its shard key so that the statement routes to one shard"
+            )));
+        }
+    }
+    if !default_tables.is_empty() && target != Target::One(0) {
+        return Err(refuse(format!(
+            "this statement uses table {} (on the default shard) with sharded table {} on other shards; it can only run where both are",
+            default_tables[0], sharded[0].0
+        )));
+    }
+    if analysis.sets_shard_key {
+        return Err(refuse(format!(
+            "an UPDATE may not change the shard key of table {} (the row would have to move to another shard: delete and insert it instead)",
+            sharded[0].0
+        )));
+    }
+    Ok(Some(Routed { target, analysis }))
+}
+
+/// Whether `sql` names a sharded or broadcast table anywhere (cheap: one
+/// pass of the tokenizer, no parse).
+pub(super) fn mentions_routed(rules: &RuleSet, sql: &str, modes: Modes) -> bool {
+    crate::sql::mentions_table(sql, modes, &|name| rules.has_sharded_table_name(name))
+}
+
+/// The shard key of `schema.table`, for the analysis.
+pub(super) fn shard_key_of<'r>(
+    rules: &'r RuleSet,
+    schema: Option<&str>,
+) -> impl Fn(Option<&str>, &str) -> Option<Arc<str>> + 'r {
+    let schema = schema.map(str::to_string);
+    move |s: Option<&str>, t: &str| {
+        let e = rules.entry(s.or(schema.as_deref()), t)?;
+        e.placement()?;
+        e.shard_key().map(Arc::from)
+    }
+}
+
+/// Sums the numbers of OK-packet info texts written from the same template
+/// ("Records: 3  Duplicates: 0  Warnings: 0", "Rows matched: 2  Changed: 2
+/// Warnings: 0"); texts that differ in shape keep the first.
+pub(super) fn sum_info(infos: &[String]) -> String {
+    let Some(first) = infos.first() else {
+        return String::new();
+    };
+    let split = |s: &str| -> (Vec<String>, Vec<u64>) {
+        let mut text = vec![String::new()];
+        let mut nums = Vec::new();
+        let mut digits = String::new();
+        for c in s.chars() {
+            if c.is_ascii_digit() {
+                digits.push(c);
+            } else {
+                if !digits.is_empty() {
+                    nums.push(digits.parse().unwrap_or(0));
+                    digits.clear();
+                    text.push(String::new());
+                }
+                if let Some(t) = text.last_mut() {
+                    t.push(c);
+                }
+            }
+        }
+        if !digits.is_empty() {
+            nums.push(digits.parse().unwrap_or(0));
+            text.push(String::new());
+        }
+        (text, nums)
+    };
+    let (text, mut total) = split(first);
+    for other in &infos[1..] {
+        let (t, n) = split(other);
+        if t != text {
+            return first.clone();
+        }
+        for (a, b) in total.iter_mut().zip(n) {
+            *a = a.saturating_add(b);
+        }
+    }
+    let mut out = String::new();
+    for (i, t) in text.iter().enumerate() {
+        out.push_str(t);
+        if let Some(n) = total.get(i) {
+            out.push_str(&n.to_string());
+        }
+    }
+    out
+}
+
+/// One shard's OK reply to a part of a multi-shard write.
+pub(super) struct PartOk {
+    pub ok: OkPacket,
+    pub info: String,
+}
+
+impl PartOk {
+    pub(super) fn parse(packets: &[Vec<u8>]) -> Option<PartOk> {
+        let p = packets.last()?;
+        let ok = reply::parse_ok(p).ok()?;
+        Some(PartOk {
+            ok,
+            info: inject::ok_info(p),
+        })
+    }
+}
+
+/// The OK packet the client gets for a write that ran on several shards:
+/// affected rows, warnings and info numbers summed; `last_insert_id` given
+/// by the caller; status from the last shard.
+pub(super) fn combined_ok(parts: &[PartOk], last_insert_id: u64) -> Vec<u8> {
+    let affected = parts.iter().map(|p| p.ok.affected_rows).sum();
+    let warnings = parts
+        .iter()
+        .fold(0u16, |w, p| w.saturating_add(p.ok.warnings));
+    let status = parts.last().map(|p| p.ok.status).unwrap_or(0);
+    let infos: Vec<String> = parts.iter().map(|p| p.info.clone()).collect();
+    let info = sum_info(&infos);
+    reply::ok_packet(
+        &OkPacket {
+            affected_rows: affected,
+            last_insert_id,
+            status,
+            warnings,
+        },
+        info.as_bytes(),
+    )
+}
+
+impl Session {
+    /// COM_QUERY on a server with sharded tables, for statements other than
+    /// INSERTs into rule tables (those are planned by `inject`): `Ok(false)`
+    /// when the statement names no sharded or broadcast table.
+    pub(super) async fn query_routed(&mut self, payload: &[u8]) -> Result<bool, CmdError> {
+        let Some(rules) = self.shared.rules.clone() else {
+            return Ok(false);
+        };
+        let Ok(sql) = std::str::from_utf8(&payload[1..]) else {
+            return Ok(false);
+        };
+        let first = first_keyword(sql.as_bytes());
+        if matches!(&first, b"INSERT\0\0" | b"REPLACE\0") {
+            return Ok(false);
+        }
+        let m = modes(self.sql_modes().await?);
+        if !mentions_routed(&rules, sql, m) {
+            return Ok(false);
+        }
+        if crate::sql::statement_count(sql, m) > 1 {
+            return Err(refuse(
+                "a query of several statements that uses sharded tables is not supported; send its statements one by one".into(),
+            ));
+        }
+        let schema = self.schema.clone();
+        let key_of = shard_key_of(&rules, schema.as_deref());
+        let a = analysis::analyze(sql, m, &key_of).map_err(CmdError::Sql)?;
+        let Some(routed) = decide(&rules, schema.as_deref(), a, &|_| None)? else {
+            return Ok(false);
+        };
+        match routed.analysis.kind {
+            StmtKind::Select => self.select_routed(payload, routed).await?,
+            StmtKind::Update | StmtKind::Delete => {
+                self.write_routed(payload, &routed.target).await?
+            }
+            StmtKind::Ddl => self.ddl_routed(payload, &routed.target).await?,
+            StmtKind::Other => match routed.target {
+                Target::One(s) => {
+                    self.forward(s, payload, Expect::Results).await?;
+                }
+                Target::Many(_) => {
+                    return Err(refuse(
+                        "this statement uses sharded tables in a way idgate cannot route".into(),
+                    ))
+                }
+            },
+        }
+        Ok(true)
+    }
+
+    async fn select_routed(&mut self, payload: &[u8], routed: Routed) -> Result<(), CmdError> {
+        match &routed.target {
+            Target::One(s) => {
+                self.sync_last_id(*s, &payload[1..]).await?;
+                self.forward(*s, payload, Expect::Results).await.map(|_| ())
+            }
+            Target::Many(shards) => {
+                let spec = match &routed.analysis.scatter {
+                    Ok(spec) => spec.clone(),
+                    Err(reason) => {
+                        return Err(refuse(format!(
+                            "this SELECT would have to run on several shards, and {reason}; bind the shard key so that it routes to one shard"
+                        )))
+                    }
+                };
+                let rewritten;
+                let payload = match &routed.analysis.shard_sql {
+                    Some(sql) => {
+                        rewritten = [&[crate::protocol::consts::cmd::QUERY][..], sql.as_bytes()]
+                            .concat();
+                        &rewritten[..]
+                    }
+                    None => payload,
+                };
+                let parts = shards.iter().map(|&s| (s, payload.to_vec())).collect();
+                self.scatter(parts, &spec, crate::shard::merge::Protocol::Text)
+                    .await
+            }
+        }
+    }
+
+    /// UPDATE/DELETE (text): one shard, or all of `target` atomically.
+    async fn write_routed(&mut self, payload: &[u8], target: &Target) -> Result<(), CmdError> {
+        self.check_write(target.shards())?;
+        match target {
+            Target::One(s) => {
+                self.sync_last_id(*s, &payload[1..]).await?;
+                self.forward(*s, payload, Expect::Results).await?;
+                self.note_last_id_change(*s, &payload[1..]);
+                Ok(())
+            }
+            Target::Many(shards) => {
+                let parts: Vec<(usize, Vec<u8>)> =
+                    shards.iter().map(|&s| (s, payload.to_vec())).collect();
+                let oks = self.run_atomic(parts).await?;
+                let ok = combined_ok(&oks, 0);
+                self.reply_packet(&ok).await
+            }
+        }
+    }
+
+    /// DDL on a sharded or broadcast table: on every shard of it, one after
+    /// the other; the first failure stops it and is reported with the
+    /// shard's name (DDL is not transactional: the shards before it keep the
+    /// change, as the message says).
+    async fn ddl_routed(&mut self, payload: &[u8], target: &Target) -> Result<(), CmdError> {
+        self.shared.columns.clear();
+        let shards = target.shards().to_vec();
+        let mut last = None;
+        for (n, &s) in shards.iter().enumerate() {
+            let b = self.backend(s).await.map_err(CmdError::Backend)?;
+            match b.run(payload, Expect::Results).await {
+                Ok(packets) => last = Some(packets),
+                Err(e @ crate::backend::BackendError::Server { .. }) => {
+                    let done: Vec<String> = shards[..n]
+                        .iter()
+                        .filter_map(|&i| self.shared.config.shards.get(i))
+                        .map(|s| s.name.clone())
+                        .collect();
+                    let mut err = super::xa::shard_error(e);
+                    if let (CmdError::Reply(p), false) = (&mut err, done.is_empty()) {
+                        p.extend_from_slice(
+                            format!(" (the statement already ran on shard {})", done.join(", "))
+                                .as_bytes(),
+                        );
+                    }
+                    return Err(err);
+                }
+                Err(e) => return Err(CmdError::Backend(e)),
+            }
+        }
+        match last.and_then(|p| p.last().cloned()) {
+            Some(ok) => self.reply_packet(&ok).await,
+            None => self.send_ok(self.next_seq, self.status()).await,
+        }
+    }
+
+    /// Sends one packet as the whole reply to the current command.
+    pub(super) async fn reply_packet(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+        let seq = self.next_seq;
+        self.next_seq = self
+            .client
+            .write_packet(seq, payload)
+            .await
+            .map_err(CmdError::ClientGone)?;
+        Ok(())
+    }
+
+    /// An INSERT/REPLACE into a routed table (`rw` has exactly one
+    /// statement, planned with its rows); `ids` are allocated, `plain` as in
+    /// `inject` (ids written plainly, reported by idgate).
+    pub(super) async fn insert_routed(
+        &mut self,
+        rw: &QueryRewrite,
+        ids: &[u64],
+        plain: bool,
+    ) -> Result<(), CmdError> {
+        let Some(rules) = self.shared.rules.clone() else {
+            return Ok(());
+        };
+        let st = &rw.statements()[0];
+        let Some(hit) = &st.rule else {
+            return Ok(());
+        };
+        let Some(entry) = hit.routed.and_then(|i| rules.entries().get(i)) else {
+            return Ok(());
+        };
+        let Some(placement) = entry.placement() else {
+            return Ok(());
+        };
+        // Which rows go where.
+        let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        if placement.is_broadcast() {
+            for &s in placement.shards() {
+                groups.insert(s, (0..st.rows.len()).collect());
+            }
+        } else {
+            if st.rows.is_empty() {
+                return Err(refuse(format!(
+                    "INSERT into sharded table {}: its rows could not be located in the statement",
+                    hit.table
+                )));
+            }
+            for (i, r) in st.rows.iter().enumerate() {
+                let key = match r.key {
+                    RowKey::Generated(slot) => ids.get(slot).copied(),
+                    RowKey::Explicit(v) => Some(v),
+                    RowKey::Unknown => None,
+                };
+                let Some(key) = key else {
+                    return Err(refuse(format!(
+                        "INSERT into sharded table {}: row {} gives shard key `{}` a value idgate cannot evaluate; write an integer literal, or NULL/DEFAULT/0 for a generated id",
+                        hit.table,
+                        i + 1,
+                        hit.column
+                    )));
+                };
+                let shard = placement
+                    .shard_of(&KeyValue::Int(i128::from(key)))
+                    .map_err(|e| {
+                        refuse(format!(
+                            "INSERT into sharded table {}: row {}: {e}",
+                            hit.table,
+                            i + 1
+                        ))
+                    })?;
+                groups.entry(shard).or_default().push(i);
+            }
+        }
+        let shards: Vec<usize> = groups.keys().copied().collect();
+        self.check_write(&shards)?;
+        let first_id = (st.generated > 0).then(|| ids.get(st.first_slot).copied()).flatten();
+        if let [shard] = shards[..] {
+            // The whole statement on one shard: as without sharding.
+            self.send_rewrite(shard, rw, ids, plain).await?;
+            return Ok(());
+        }
+        let broadcast = placement.is_broadcast();
+        let mut parts = Vec::with_capacity(groups.len());
+        for (&shard, rows) in &groups {
+            let mut out = String::from("\x03");
+            if broadcast {
+                rw.render_with(ids, None, &|_| plain, &mut out)
+                    .map_err(CmdError::Sql)?;
+            } else {
+                rw.render_rows(0, rows, ids, !plain, &mut out)
+                    .map_err(CmdError::Sql)?;
+            }
+            parts.push((shard, out.into_bytes()));
+        }
+        // The shard holding the statement's first generated row keeps the
+        // session's LAST_INSERT_ID().
+        let home = match st.rows.iter().position(|r| matches!(r.key, RowKey::Generated(s) if s == st.first_slot)) {
+            Some(row) => groups.iter().find(|(_, rows)| rows.contains(&row)).map(|(&s, _)| s),
+            None => None,
+        };
+        let oks = self.run_atomic(parts).await?;
+        let inserted: u64 = oks.iter().map(|p| p.ok.affected_rows).sum();
+        let last_insert_id = match first_id {
+            Some(id) if !plain || inserted > 0 => id,
+            _ => st.last_explicit().unwrap_or(0),
+        };
+        let ok = combined_ok(&oks, last_insert_id);
+        if let (Some(id), true) = (first_id, last_insert_id != 0) {
+            let home = home.unwrap_or(shards[0]);
+            if plain || broadcast {
+                self.set_last_insert_id(home, id).await?;
+            }
+            self.last_id_home(home);
+        }
+        self.reply_packet(&ok).await
+    }
+}
+
+/// A prepared statement's parameter as a shard key value.
+fn key_value(ty: crate::protocol::stmt::ParamType, v: Option<&[u8]>) -> Option<KeyValue> {
+    use crate::protocol::stmt::{int_value, types};
+    let Some(v) = v else {
+        return Some(KeyValue::Null);
+    };
+    match ty[0] {
+        types::TINY | types::SHORT | types::YEAR | types::LONG | types::INT24 | types::LONGLONG => {
+            int_value(ty, v).map(KeyValue::Int)
+        }
+        // Strings, decimals and blobs are sent as their text.
+        0x00 | 0x0f | 0xf6 | 0xf9..=0xfe => Some(KeyValue::Str(v.to_vec())),
+        _ => None,
+    }
+}
+
+impl Session {
+    /// COM_STMT_PREPARE of a statement that is not an INSERT into a rule
+    /// table: its routing analysis when it names a sharded or broadcast
+    /// table, and the shard to prepare it on first.
+    pub(super) async fn prepare_route(
+        &mut self,
+        payload: &[u8],
+    ) -> Result<(Option<Arc<Analysis>>, usize), CmdError> {
+        let Some(rules) = self.shared.rules.clone() else {
+            return Ok((None, 0));
+        };
+        let Ok(sql) = std::str::from_utf8(&payload[1..]) else {
+            return Ok((None, 0));
+        };
+        let m = modes(self.sql_modes().await?);
+        if !mentions_routed(&rules, sql, m) {
+            return Ok((None, 0));
+        }
+        let schema = self.schema.clone();
+        let key_of = shard_key_of(&rules, schema.as_deref());
+        let a = analysis::analyze(sql, m, &key_of).map_err(CmdError::Sql)?;
+        if !matches!(a.kind, StmtKind::Select | StmtKind::Update | StmtKind::Delete) {
+            return Ok((None, 0));
+        }
+        // Where the table is (its first shard); errors that depend on the
+        // values bound are reported at execute.
+        let first = match decide(&rules, schema.as_deref(), a.clone(), &|_| None) {
+            Ok(Some(r)) => r.target.shards()[0],
+            _ => 0,
+        };
+        Ok((Some(Arc::new(a)), first))
+    }
+
+    /// The shard to prepare an INSERT into a rule table on.
+    pub(super) fn insert_prepare_shard(&self, plan: &crate::sql::PrepareRewrite) -> usize {
+        plan.rule
+            .routed
+            .and_then(|i| self.shared.rules.as_ref()?.entries().get(i)?.placement().map(|p| p.shards()[0]))
+            .unwrap_or(0)
+    }
+
+    /// The shard of one execute of a prepared INSERT into a routed table,
+    /// from the ids of its rows (generated and explicit).
+    pub(super) fn prepared_insert_shard(
+        &self,
+        plan: &crate::sql::PrepareRewrite,
+        keys: &[u64],
+    ) -> Result<usize, CmdError> {
+        let table = &plan.rule.table;
+        let Some(placement) = plan
+            .rule
+            .routed
+            .and_then(|i| self.shared.rules.as_ref()?.entries().get(i)?.placement().cloned())
+        else {
+            return Ok(0);
+        };
+        if placement.is_broadcast() {
+            return Err(refuse(format!(
+                "a prepared INSERT into broadcast table {table} is not supported; use the text protocol (idgate writes it to every shard atomically)"
+            )));
+        }
+        if keys.len() < plan.row_count() {
+            return Err(refuse(format!(
+                "prepared INSERT into sharded table {table}: a row's shard key `{}` is bound to a value idgate cannot evaluate; bind an integer, or NULL/0 for a generated id",
+                plan.rule.column
+            )));
+        }
+        let mut shard = None;
+        for &k in keys {
+            let s = placement
+                .shard_of(&KeyValue::Int(i128::from(k)))
+                .map_err(|e| refuse(format!("INSERT into sharded table {table}: {e}")))?;
+            if shard.is_some_and(|x| x != s) {
+                return Err(refuse(format!(
+                    "a prepared multi-row INSERT into sharded table {table} whose rows go to several shards is not supported; execute one row at a time, or use the text protocol (idgate splits it)"
+                )));
+            }
+            shard = Some(s);
+        }
+        Ok(shard.unwrap_or_else(|| placement.shards()[0]))
+    }
+
+    /// COM_STMT_EXECUTE of a SELECT/UPDATE/DELETE on a routed table.
+    pub(super) async fn execute_routed(
+        &mut self,
+        id: u32,
+        payload: &[u8],
+        route: Arc<Analysis>,
+    ) -> Result<(), CmdError> {
+        let Some(rules) = self.shared.rules.clone() else {
+            return Ok(());
+        };
+        let body = &payload[1..];
+        let Some(s) = self.stmts.get_mut(id) else {
+            return self.unknown_stmt(id, "mysqld_stmt_execute").await;
+        };
+        // The client's parameters (no plan: the shard's statement has the
+        // same ones).
+        let n = s.params as usize;
+        match crate::protocol::stmt::bound_types(body, n) {
+            Ok(Some(t)) => s.types = Some(t),
+            Ok(None) => {}
+            Err(_) => return self.malformed("COM_STMT_EXECUTE").await,
+        }
+        let types = s.types.clone().unwrap_or_default();
+        let Ok(e) = crate::protocol::stmt::decode_execute(body, n, Some(&types)) else {
+            return self.malformed("COM_STMT_EXECUTE").await;
+        };
+        let values: Vec<Option<KeyValue>> = e
+            .values
+            .iter()
+            .zip(&types)
+            .map(|(v, t)| key_value(*t, *v))
+            .collect();
+        let schema = self.schema.clone();
+        let Some(routed) = decide(&rules, schema.as_deref(), (*route).clone(), &|i| {
+            values.get(i).cloned().flatten()
+        })?
+        else {
+            let Some(out) = self.execute_payload(id, 0, payload).await? else {
+                return Ok(());
+            };
+            return self.forward(0, &out, Expect::Results).await.map(|_| ());
+        };
+        let write = matches!(routed.analysis.kind, StmtKind::Update | StmtKind::Delete);
+        if write {
+            self.check_write(routed.target.shards())?;
+        }
+        let mut parts = Vec::new();
+        for &shard in routed.target.shards() {
+            let Some(out) = self.execute_payload(id, shard, payload).await? else {
+                return Ok(());
+            };
+            parts.push((shard, out));
+        }
+        match (routed.target, write) {
+            (Target::One(shard), _) => {
+                let out = parts.pop().map(|(_, p)| p).unwrap_or_default();
+                self.forward(shard, &out, Expect::Results).await.map(|_| ())
+            }
+            (Target::Many(_), true) => {
+                let oks = self.run_atomic(parts).await?;
+                let ok = combined_ok(&oks, 0);
+                self.reply_packet(&ok).await
+            }
+            (Target::Many(_), false) => {
+                let spec = match &routed.analysis.scatter {
+                    Ok(spec) if routed.analysis.shard_sql.is_none() => spec.clone(),
+                    Ok(_) => {
+                        return Err(refuse(
+                            "a prepared SELECT with LIMIT ... OFFSET on several shards is not supported; write LIMIT n without OFFSET, or bind the shard key".into(),
+                        ))
+                    }
+                    Err(reason) => {
+                        return Err(refuse(format!(
+                            "this SELECT would have to run on several shards, and {reason}; bind the shard key so that it routes to one shard"
+                        )))
+                    }
+                };
+                self.scatter(parts, &spec, crate::shard::merge::Protocol::Binary)
+                    .await
+            }
+        }
+    }
+}

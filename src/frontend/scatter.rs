@@ -1,0 +1,267 @@
+//! A SELECT on several shards: the statement is sent to every shard at
+//! once (pipelined), then the replies become one result set.
+//!
+//! - Nothing to merge (no ORDER BY, LIMIT or aggregate): rows are relayed as
+//!   they come, shard after shard; the column definitions are the first
+//!   shard's, the terminator is the last shard's with the warnings of all.
+//!   Nothing is buffered beyond what the relay reads at once.
+//! - ORDER BY / LIMIT / aggregates: each shard's reply is read whole and
+//!   merged (`shard::merge`).
+//!
+//! A shard's error ends the result set with that error (its message names
+//! the shard); the other shards' replies are read and dropped.
+
+use super::session::{CmdError, Session};
+use crate::backend::relay::{relay_reply, Action};
+use crate::protocol::packet::frame;
+use crate::protocol::response::{Expect, Kind, Tracker};
+use crate::protocol::wire::Cursor;
+use crate::shard::merge::{self, MergeSpec, Protocol};
+
+/// Where a relayed result set is.
+#[derive(Debug, Clone, Copy)]
+enum Part {
+    /// Before the column count.
+    Start,
+    /// Column definitions (and the EOF after them) still to come.
+    Header(u64),
+    Rows,
+    /// Ended (terminator or error seen).
+    Done,
+}
+
+/// Whether a packet in the rows part ends the result set.
+fn is_terminator(p: &[u8]) -> bool {
+    p.first() == Some(&0xfe) && p.len() < 0xff_ffff
+}
+
+/// The warnings and status of a terminator (EOF, or OK with header 0xfe).
+fn terminator_fields(p: &[u8], deprecate_eof: bool) -> Option<(u16, u16)> {
+    let mut c = Cursor::new(p);
+    c.u8().ok()?;
+    if deprecate_eof {
+        c.lenenc().ok()?;
+        c.lenenc().ok()?;
+        let status = c.u16().ok()?;
+        let warnings = c.u16().ok()?;
+        Some((warnings, status))
+    } else {
+        let warnings = c.u16().ok()?;
+        let status = c.u16().ok()?;
+        Some((warnings, status))
+    }
+}
+
+/// `p` (a terminator) with its warning count replaced.
+fn with_warnings(p: &[u8], warnings: u16, deprecate_eof: bool) -> Option<Vec<u8>> {
+    let mut c = Cursor::new(p);
+    c.u8().ok()?;
+    if deprecate_eof {
+        c.lenenc().ok()?;
+        c.lenenc().ok()?;
+        c.u16().ok()?;
+    }
+    let at = p.len() - c.rest().len();
+    let mut out = p.to_vec();
+    out.get_mut(at..at + 2)?
+        .copy_from_slice(&warnings.to_le_bytes());
+    Some(out)
+}
+
+impl Session {
+    /// Runs `parts` (shard, payload), one per shard, and sends the client one
+    /// result set.
+    pub(super) async fn scatter(
+        &mut self,
+        parts: Vec<(usize, Vec<u8>)>,
+        spec: &MergeSpec,
+        protocol: Protocol,
+    ) -> Result<(), CmdError> {
+        let expect = Expect::Results;
+        // Send everything first: the shards work in parallel.
+        let mut sent = Vec::with_capacity(parts.len());
+        for (shard, payload) in &parts {
+            self.backend(*shard).await.map_err(CmdError::Backend)?;
+            if self.txn_begin.is_some() {
+                self.enlist(*shard).await?;
+            }
+            let Some(b) = self.backends[*shard].as_mut() else {
+                continue;
+            };
+            let seq = b.send(payload).await.map_err(CmdError::Backend)?;
+            sent.push((*shard, seq));
+        }
+        if spec.is_concat() {
+            self.concat(&sent, expect).await
+        } else {
+            self.merged(&sent, spec, protocol, expect).await
+        }
+    }
+
+    async fn concat(&mut self, sent: &[(usize, u8)], expect: Expect) -> Result<(), CmdError> {
+        let n = sent.len();
+        let mut warnings: u16 = 0;
+        let mut failed = false;
+        let mut result = Ok(());
+        for (i, &(shard, seq)) in sent.iter().enumerate() {
+            let name = self.shared.config.shards[shard].name.clone();
+            let Some(b) = self.backends[shard].as_mut() else {
+                continue;
+            };
+            let deprecate_eof = b.deprecate_eof();
+            let mut tracker = Tracker::new(expect, deprecate_eof, b.status);
+            let mut part = Part::Start;
+            let last = i + 1 == n;
+            let mut hook = |kind: Kind, p: &[u8]| -> Action {
+                if failed {
+                    return Action::Drop;
+                }
+                match kind {
+                    Kind::Err => {
+                        failed = true;
+                        part = Part::Done;
+                        return Action::Replace(prefix_error(p, &name));
+                    }
+                    Kind::Ok { .. } => {
+                        part = Part::Done;
+                        return if last { Action::Keep } else { Action::Drop };
+                    }
+                    _ => {}
+                }
+                let first = i == 0;
+                match part {
+                    Part::Start => {
+                        let cols = Cursor::new(p).lenenc().unwrap_or(0);
+                        let defs = cols + u64::from(!deprecate_eof);
+                        part = if defs == 0 { Part::Rows } else { Part::Header(defs) };
+                        if first {
+                            Action::Keep
+                        } else {
+                            Action::Drop
+                        }
+                    }
+                    Part::Header(left) => {
+                        part = if left <= 1 { Part::Rows } else { Part::Header(left - 1) };
+                        if first {
+                            Action::Keep
+                        } else {
+                            Action::Drop
+                        }
+                    }
+                    Part::Rows if is_terminator(p) => {
+                        part = Part::Done;
+                        let (w, _) = terminator_fields(p, deprecate_eof).unwrap_or((0, 0));
+                        warnings = warnings.saturating_add(w);
+                        if last {
+                            match with_warnings(p, warnings, deprecate_eof) {
+                                Some(out) => Action::Replace(out),
+                                None => Action::Keep,
+                            }
+                        } else {
+                            Action::Drop
+                        }
+                    }
+                    Part::Rows => Action::Keep,
+                    Part::Done => Action::Drop,
+                }
+            };
+            let r = relay_reply(
+                b,
+                &mut self.client,
+                &mut tracker,
+                seq.wrapping_add(1),
+                &mut self.next_seq,
+                &mut hook,
+            )
+            .await;
+            b.status = tracker.status();
+            if let Err(e) = r {
+                // Keep reading the other shards' replies? Their connections
+                // stay usable only if read to the end; a broken relay
+                // leaves this one unusable and the session reports it.
+                result = Err(CmdError::from(e));
+                for &(other, _) in &sent[i + 1..] {
+                    self.backends[other] = None;
+                    self.stmts.forget_shard(other);
+                }
+                break;
+            }
+        }
+        result
+    }
+
+    async fn merged(
+        &mut self,
+        sent: &[(usize, u8)],
+        spec: &MergeSpec,
+        protocol: Protocol,
+        expect: Expect,
+    ) -> Result<(), CmdError> {
+        let mut replies = Vec::with_capacity(sent.len());
+        let mut error = None;
+        let mut deprecate_eof = false;
+        for &(shard, _) in sent {
+            let Some(b) = self.backends[shard].as_mut() else {
+                continue;
+            };
+            deprecate_eof = b.deprecate_eof();
+            match b.read_reply(expect).await {
+                Ok(packets) => replies.push(packets),
+                Err(e @ crate::backend::BackendError::Server { .. }) => {
+                    error.get_or_insert(super::xa::shard_error(e));
+                }
+                Err(e) => return Err(CmdError::Backend(e)),
+            }
+        }
+        if let Some(e) = error {
+            return Err(e);
+        }
+        let packets = merge::merge(&replies, spec, protocol, deprecate_eof).map_err(|e| {
+            CmdError::Refused(
+                super::route::ER_NOT_ROUTABLE,
+                format!("idgate: cannot merge the shards' results: {e}"),
+            )
+        })?;
+        let mut out = Vec::with_capacity(packets.iter().map(|p| p.len() + 4).sum());
+        let mut seq = self.next_seq;
+        for p in &packets {
+            seq = frame(&mut out, seq, p).wrapping_add(1);
+        }
+        self.next_seq = seq;
+        self.client
+            .write_raw(&out)
+            .await
+            .map_err(CmdError::ClientGone)
+    }
+}
+
+/// A shard's ERR packet with the shard's name in front of its message.
+fn prefix_error(p: &[u8], shard: &str) -> Vec<u8> {
+    // 0xff, code (2), then '#' + 5-byte state when present, then the message.
+    let head = if p.get(3) == Some(&b'#') { 9 } else { 3 };
+    if p.len() < head {
+        return p.to_vec();
+    }
+    let mut out = p[..head].to_vec();
+    out.extend_from_slice(format!("shard {shard}: ").as_bytes());
+    out.extend_from_slice(&p[head..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminators() {
+        let eof = [0xfe, 3, 0, 2, 0];
+        assert_eq!(terminator_fields(&eof, false), Some((3, 2)));
+        assert_eq!(with_warnings(&eof, 9, false).unwrap(), [0xfe, 9, 0, 2, 0]);
+        let ok = [0xfe, 0, 0, 2, 0, 4, 0];
+        assert_eq!(terminator_fields(&ok, true), Some((4, 2)));
+        assert_eq!(with_warnings(&ok, 7, true).unwrap(), [0xfe, 0, 0, 2, 0, 7, 0]);
+        assert!(!is_terminator(&[0x01, 0x31]));
+        let err = [0xff, 0x7a, 0x04, b'#', b'4', b'2', b'S', b'0', b'2', b'x'];
+        assert_eq!(prefix_error(&err, "s1")[9..], *b"shard s1: x");
+    }
+}

@@ -1,0 +1,270 @@
+//! Transactions across shards.
+//!
+//! A session's transaction lives on every shard connection it touched:
+//! `BEGIN` / `START TRANSACTION` is answered by the default shard and
+//! started again on each other shard the first time a statement of the
+//! transaction goes there; `COMMIT` / `ROLLBACK` end it on every shard
+//! connection that is in a transaction (the other shards first, silently,
+//! then the default shard, whose reply the client gets; if another shard
+//! failed, the client gets that shard's error instead).
+//!
+//! Writes: inside a transaction (explicit, or with `autocommit = 0`) all
+//! writes must go to one shard, so its COMMIT is atomic; a write that would
+//! make a transaction write to a second shard is refused before it runs
+//! (the transaction stays open and usable). Outside a transaction, a write
+//! to several shards is made atomic with XA (see `xa.rs`).
+
+use super::inject::{first_keyword, keyword_start};
+use super::session::{CmdError, Session};
+use crate::protocol::codes::ErrorCode;
+use crate::protocol::consts::status;
+use crate::protocol::response::Expect;
+
+/// Refused: this would need a distributed transaction idgate does not run.
+pub(super) const ER_MULTI_SHARD_TXN: ErrorCode = ErrorCode {
+    code: 1235,
+    state: "42000",
+};
+
+/// A statement's role in transactions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TxnStmt {
+    /// `BEGIN [WORK]`, `START TRANSACTION ...`.
+    Begin,
+    /// `COMMIT ...`, `ROLLBACK [WORK]` (not `ROLLBACK TO SAVEPOINT`).
+    End,
+    /// Anything else.
+    Other,
+}
+
+/// Classifies a COM_QUERY text.
+pub(super) fn classify(sql: &[u8]) -> TxnStmt {
+    let first = first_keyword(sql);
+    let second = || second_word(sql).to_ascii_uppercase();
+    match &first {
+        b"BEGIN\0\0\0" => match second().as_str() {
+            "" | "WORK" => TxnStmt::Begin,
+            _ => TxnStmt::Other, // BEGIN NOT ATOMIC: a compound statement
+        },
+        b"START\0\0\0" if second() == "TRANSACTION" => TxnStmt::Begin,
+        b"COMMIT\0\0" => TxnStmt::End,
+        b"ROLLBACK" => match second().as_str() {
+            "TO" => TxnStmt::Other,
+            "WORK" => {
+                let rest = String::from_utf8_lossy(&sql[keyword_start(sql)..]).to_ascii_uppercase();
+                if rest.split_ascii_whitespace().nth(2) == Some("TO") {
+                    TxnStmt::Other
+                } else {
+                    TxnStmt::End
+                }
+            }
+            _ => TxnStmt::End,
+        },
+        _ => TxnStmt::Other,
+    }
+}
+
+/// The word after the first one (letters only), or "".
+fn second_word(sql: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&sql[keyword_start(sql)..]);
+    let mut words = text
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|w| !w.is_empty());
+    words.next();
+    words.next().unwrap_or("").to_string()
+}
+
+/// Whether a statement starting with this keyword may write rows.
+pub(super) fn may_write(first: &[u8; 8]) -> bool {
+    matches!(
+        first,
+        b"INSERT\0\0" | b"REPLACE\0" | b"UPDATE\0\0" | b"DELETE\0\0" | b"LOAD\0\0\0\0" | b"CALL\0\0\0\0"
+    )
+}
+
+impl Session {
+    /// The session runs in a transaction: an explicit one, or autocommit off.
+    pub(super) fn in_txn(&self) -> bool {
+        if self.txn_begin.is_some() {
+            return true;
+        }
+        let autocommit = self
+            .backends
+            .iter()
+            .flatten()
+            .next()
+            .is_none_or(|b| b.status & status::AUTOCOMMIT != 0);
+        !autocommit
+            || self
+                .backends
+                .iter()
+                .flatten()
+                .any(|b| b.status & status::IN_TRANS != 0)
+    }
+
+    /// Before a statement of the session's explicit transaction goes to
+    /// `shard`: starts the transaction there if it is not yet.
+    pub(super) async fn enlist(&mut self, shard: usize) -> Result<(), CmdError> {
+        let Some(begin) = self.txn_begin.clone() else {
+            return Ok(());
+        };
+        let b = self.backend(shard).await.map_err(CmdError::Backend)?;
+        if b.status & status::IN_TRANS == 0 {
+            b.run(&begin, Expect::Results)
+                .await
+                .map_err(CmdError::Backend)?;
+        }
+        Ok(())
+    }
+
+    /// A write is about to go to `shards`: inside a transaction they must be
+    /// the one shard the transaction writes to.
+    pub(super) fn check_write(&mut self, shards: &[usize]) -> Result<(), CmdError> {
+        if !self.in_txn() {
+            return Ok(());
+        }
+        let names = |s: &[usize]| {
+            s.iter()
+                .filter_map(|&i| self.shared.config.shards.get(i).map(|s| s.name.as_str()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match (shards, self.txn_write) {
+            ([one], None) => {
+                self.txn_write = Some(*one);
+                Ok(())
+            }
+            ([one], Some(w)) if *one == w => Ok(()),
+            ([_], Some(w)) => Err(CmdError::Refused(
+                ER_MULTI_SHARD_TXN,
+                format!(
+                    "idgate: this transaction already wrote to shard {}; a write to shard {} in the same transaction could not be committed atomically (commit first, or keep a transaction's writes on one shard)",
+                    names(&[w]),
+                    names(shards)
+                ),
+            )),
+            _ => Err(CmdError::Refused(
+                ER_MULTI_SHARD_TXN,
+                format!(
+                    "idgate: this write goes to shards {} and cannot be atomic inside a transaction (outside a transaction idgate commits it on all shards atomically with XA)",
+                    names(shards)
+                ),
+            )),
+        }
+    }
+
+    /// `BEGIN` / `START TRANSACTION`: an open transaction is committed on
+    /// every shard (as MariaDB does implicitly), then the new one starts on
+    /// the default shard, and on others as statements reach them.
+    pub(super) async fn begin(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+        self.end_elsewhere(b"\x03COMMIT").await?;
+        let outcome = self.forward(0, payload, Expect::Results).await?;
+        self.txn_write = None;
+        self.txn_begin = (!outcome.error).then(|| payload.to_vec());
+        Ok(())
+    }
+
+    /// `COMMIT` / `ROLLBACK`: on every shard in the transaction.
+    pub(super) async fn end(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+        let failed = self.end_elsewhere(payload).await;
+        self.txn_begin = None;
+        self.txn_write = None;
+        match failed {
+            Ok(()) => self.forward(0, payload, Expect::Results).await.map(|_| ()),
+            Err(e) => {
+                if let Some(b) = self.backends[0].as_mut() {
+                    if b.status & status::IN_TRANS != 0 {
+                        let _ = b.run(payload, Expect::Results).await;
+                    }
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Runs `payload` (COMMIT or ROLLBACK) on every shard connection but the
+    /// default shard's that is in a transaction. Returns the first failure
+    /// (after trying them all).
+    async fn end_elsewhere(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+        let mut first_err = None;
+        for shard in 1..self.backends.len() {
+            let Some(b) = self.backends[shard].as_mut() else {
+                continue;
+            };
+            if b.status & status::IN_TRANS == 0 {
+                continue;
+            }
+            if let Err(e) = b.run(payload, Expect::Results).await {
+                first_err.get_or_insert(CmdError::Backend(e));
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// After a command: forgets the transaction once no shard is in one.
+    pub(super) fn txn_settled(&mut self) {
+        if self.txn_begin.is_none() && self.txn_write.is_none() {
+            return;
+        }
+        let open = self
+            .backends
+            .iter()
+            .flatten()
+            .any(|b| b.status & status::IN_TRANS != 0);
+        let autocommit = self
+            .backends
+            .iter()
+            .flatten()
+            .all(|b| b.status & status::AUTOCOMMIT != 0);
+        if !open && (autocommit || self.txn_begin.is_some()) {
+            self.txn_begin = None;
+            self.txn_write = None;
+        }
+    }
+
+    /// Runs a statement that changed session state (`SET`, `USE`,
+    /// COM_INIT_DB) on every other open shard connection too. A connection
+    /// that refuses it is closed: it reopens with the recorded state replayed
+    /// (or fails loudly if that cannot be done).
+    pub(super) async fn propagate(&mut self, done_on: usize, payload: &[u8], expect: Expect) {
+        for shard in 0..self.backends.len() {
+            if shard == done_on {
+                continue;
+            }
+            let Some(b) = self.backends[shard].as_mut() else {
+                continue;
+            };
+            if b.run(payload, expect).await.is_err() {
+                self.backends[shard] = None;
+                self.stmts.forget_shard(shard);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{classify, TxnStmt};
+
+    #[test]
+    fn classifies_transaction_statements() {
+        for (sql, want) in [
+            ("BEGIN", TxnStmt::Begin),
+            ("begin work", TxnStmt::Begin),
+            ("START TRANSACTION READ ONLY", TxnStmt::Begin),
+            ("BEGIN NOT ATOMIC SELECT 1; END", TxnStmt::Other),
+            ("COMMIT", TxnStmt::End),
+            ("commit work and no chain", TxnStmt::End),
+            ("ROLLBACK", TxnStmt::End),
+            ("ROLLBACK TO SAVEPOINT a", TxnStmt::Other),
+            ("ROLLBACK WORK TO a", TxnStmt::Other),
+            ("/* x */ rollback work", TxnStmt::End),
+            ("SELECT 1", TxnStmt::Other),
+        ] {
+            assert_eq!(classify(sql.as_bytes()), want, "{sql}");
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! Sharded routing through idgate on the test bed's two real MariaDB shards
+//! (issue 5): rows land where the rule says, keyed statements touch only
+//! their shard, scattered reads equal the same query on one unsharded copy,
+//! multi-shard writes are atomic, transactions keep their writes on one
+//! shard, DDL runs on every shard.
+
+mod support;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Row};
+use std::sync::atomic::Ordering;
+use support::proxy::{self, Proxy};
+
+fn rules(schema: &str) -> String {
+    format!(
+        "[[generator]]\nname = \"seq\"\nkind = \"sequence\"\nbatch = 50\n\n\
+         [[table]]\nname = \"{schema}.t\"\ncolumn = \"id\"\ngenerator = \"seq\"\nshard_key = \"id\"\nsharding = \"mod\"\n\n\
+         [[table]]\nname = \"{schema}.h\"\ncolumn = \"id\"\ngenerator = \"seq\"\nshard_key = \"id\"\nsharding = \"hash\"\n\n\
+         [[table]]\nname = \"{schema}.ref\"\ncolumn = \"id\"\ngenerator = \"seq\"\nbroadcast = true\n"
+    )
+}
+
+const TABLE: &str = "(id BIGINT UNSIGNED PRIMARY KEY, w VARCHAR(32) NOT NULL, n INT NOT NULL, d DECIMAL(10,2) NULL)";
+
+/// A proxy with the sharded rules, the schema on both shards and the tables
+/// created through idgate (DDL on a sharded table runs on every shard).
+async fn setup(tb: &support::Testbed) -> (Proxy, String) {
+    let schema = support::unique("shard");
+    for shard in 0..2 {
+        proxy::admin(tb, shard, &[&format!("CREATE DATABASE `{schema}`")]).await;
+    }
+    let p = Proxy::start_rules(tb, &rules(&schema), &format!("/{schema}")).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    for t in ["t", "h", "ref"] {
+        c.query_drop(format!("CREATE TABLE {t} {TABLE}")).await.unwrap();
+    }
+    // The unsharded copy scattered reads are compared with.
+    c.query_drop(format!("CREATE TABLE plain {TABLE}")).await.unwrap();
+    (p, schema)
+}
+
+async fn teardown(tb: &support::Testbed, p: Proxy, schema: &str) {
+    p.stop().await;
+    for shard in 0..2 {
+        proxy::admin(tb, shard, &[&format!("DROP DATABASE IF EXISTS `{schema}`")]).await;
+    }
+}
+
+async fn direct(tb: &support::Testbed, shard: usize, schema: &str) -> Conn {
+    Conn::new(proxy::direct_opts(tb, shard, Some(schema)))
+        .await
+        .unwrap()
+}
+
+async fn ids_on(tb: &support::Testbed, shard: usize, schema: &str, table: &str) -> Vec<u64> {
+    let mut c = direct(tb, shard, schema).await;
+    let ids = c
+        .query(format!("SELECT id FROM {table} ORDER BY id"))
+        .await
+        .unwrap();
+    let _ = c.disconnect().await;
+    ids
+}
+
+#[tokio::test]
+async fn rows_land_where_the_rule_says() {
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    // Single rows with generated ids, a multi-row INSERT split across the
+    // shards, explicit ids, INSERT ... SET.
+    for i in 0..20 {
+        c.exec_drop("INSERT INTO t (w, n) VALUES (?, ?)", ("p", i)).await.unwrap();
+        c.query_drop(format!("INSERT INTO t (w, n) VALUES ('s', {i})")).await.unwrap();
+    }
+    let r = c
+        .query_iter("INSERT INTO t (w, n) VALUES ('m', 1), ('m', 2), ('m', 3), ('m', 4), ('m', 5)")
+        .await
+        .unwrap();
+    let (affected, first) = (r.affected_rows(), r.last_insert_id());
+    drop(r);
+    assert_eq!(affected, 5);
+    let first = first.expect("a last insert id");
+    let lid: u64 = c.query_first("SELECT LAST_INSERT_ID()").await.unwrap().unwrap();
+    assert_eq!(lid, first, "LAST_INSERT_ID() is the first generated id of the split INSERT");
+    c.query_drop("INSERT INTO t (id, w, n) VALUES (1000001, 'x', 0), (1000002, 'x', 0)")
+        .await
+        .unwrap();
+    c.query_drop("INSERT INTO t SET w = 'set', n = 9").await.unwrap();
+    let mut all = Vec::new();
+    for shard in 0..2 {
+        let ids = ids_on(&tb, shard, &schema, "t").await;
+        assert!(!ids.is_empty(), "shard {shard} got rows");
+        for id in &ids {
+            assert_eq!((*id % 2) as usize, shard, "id {id} is on shard {shard}");
+        }
+        all.extend(ids);
+    }
+    let n = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), n, "no row on two shards");
+    assert_eq!(n, 20 * 2 + 5 + 2 + 1, "no row lost");
+    // The hash table: placement is CRC32(id) % 2, as MariaDB computes it.
+    for _ in 0..20 {
+        c.query_drop("INSERT INTO h (w, n) VALUES ('a', 1), ('b', 2)").await.unwrap();
+    }
+    for shard in 0..2 {
+        let mut d = direct(&tb, shard, &schema).await;
+        let wrong: u64 = d
+            .query_first(format!("SELECT COUNT(*) FROM h WHERE CRC32(id) % 2 <> {shard}"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(wrong, 0, "hash placement on shard {shard}");
+        let _ = d.disconnect().await;
+    }
+    drop(c);
+    teardown(&tb, p, &schema).await;
+}
+
+#[tokio::test]
+async fn keyed_statements_touch_only_their_shard() {
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    {
+        let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+        c.query_drop("INSERT INTO t (id, w, n) VALUES (10, 'a', 1), (11, 'b', 2), (12, 'c', 3), (13, 'd', 4)")
+            .await
+            .unwrap();
+    }
+    let before: Vec<u64> = p.shared.shard_connects.iter().map(|n| n.load(Ordering::Relaxed)).collect();
+    let mut c = Conn::new(p.opts(None)).await.unwrap();
+    let w: Option<String> = c
+        .query_first(format!("SELECT w FROM `{schema}`.t WHERE id = 11"))
+        .await
+        .unwrap();
+    assert_eq!(w.as_deref(), Some("b"));
+    let ws: Vec<String> = c
+        .query(format!("SELECT w FROM `{schema}`.t WHERE id IN (13, 11) ORDER BY id"))
+        .await
+        .unwrap();
+    assert_eq!(ws, ["b", "d"]);
+    let stmt = c
+        .prep(format!("SELECT w FROM `{schema}`.t WHERE id = ?"))
+        .await
+        .unwrap();
+    let w: Option<String> = c.exec_first(&stmt, (13,)).await.unwrap();
+    assert_eq!(w.as_deref(), Some("d"));
+    c.query_drop(format!("UPDATE `{schema}`.t SET n = n + 10 WHERE id = 13"))
+        .await
+        .unwrap();
+    c.exec_drop(format!("DELETE FROM `{schema}`.t WHERE id = ?"), (11,))
+        .await
+        .unwrap();
+    let after: Vec<u64> = p.shared.shard_connects.iter().map(|n| n.load(Ordering::Relaxed)).collect();
+    assert_eq!(after[0], before[0], "keyed statements on odd ids opened no connection to shard s0");
+    assert_eq!(after[1], before[1] + 1, "one connection to s1");
+    assert_eq!(ids_on(&tb, 1, &schema, "t").await, [13]);
+    assert_eq!(ids_on(&tb, 0, &schema, "t").await, [10, 12]);
+    // Changing the shard key is refused.
+    let err = c
+        .query_drop(format!("UPDATE `{schema}`.t SET id = 15 WHERE id = 13"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("shard key"), "{err}");
+    drop(c);
+    teardown(&tb, p, &schema).await;
+}
+
+#[tokio::test]
+async fn scattered_reads_equal_one_unsharded_copy() {
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    let mut values = Vec::new();
+    for i in 0..60u64 {
+        let d = if i % 7 == 0 { "NULL".to_string() } else { format!("{}.{:02}", i * 3 % 17, i % 100) };
+        values.push(format!("({}, 'w{}', {}, {d})", i + 1, (i * 37) % 23, (i * 13) % 29));
+    }
+    let rows = values.join(", ");
+    c.query_drop(format!("INSERT INTO t (id, w, n, d) VALUES {rows}")).await.unwrap();
+    proxy::admin(&tb, 0, &[&format!("INSERT INTO `{schema}`.plain (id, w, n, d) VALUES {rows}")]).await;
+    for q in [
+        "SELECT id, w FROM {T} ORDER BY id",
+        "SELECT id, n FROM {T} ORDER BY n DESC, id LIMIT 7",
+        "SELECT id, n FROM {T} ORDER BY n, id LIMIT 5 OFFSET 11",
+        "SELECT id, n FROM {T} ORDER BY n, id LIMIT 11, 5",
+        "SELECT id, d FROM {T} ORDER BY d, id LIMIT 9",
+        "SELECT id, d FROM {T} ORDER BY d DESC, id",
+        "SELECT * FROM {T} WHERE n > 10 ORDER BY w, id LIMIT 20",
+        "SELECT COUNT(*), SUM(n), MIN(w), MAX(d), SUM(d) FROM {T}",
+        "SELECT COUNT(*) FROM {T} WHERE n > 100",
+        "SELECT MAX(id) FROM {T} WHERE id < 30",
+    ] {
+        let sharded: Vec<Row> = c.query(q.replace("{T}", "t")).await.unwrap();
+        let plain: Vec<Row> = c.query(q.replace("{T}", "plain")).await.unwrap();
+        let show = |rows: &[Row]| -> Vec<Vec<mysql_async::Value>> {
+            rows.iter().map(|r| r.clone().unwrap()).collect()
+        };
+        assert_eq!(show(&sharded), show(&plain), "{q}");
+        // The same through the binary protocol.
+        let sharded: Vec<Row> = c.exec(q.replace("{T}", "t"), ()).await.unwrap();
+        let plain: Vec<Row> = c.exec(q.replace("{T}", "plain"), ()).await.unwrap();
+        assert_eq!(show(&sharded), show(&plain), "prepared {q}");
+    }
+    // Unordered scatter: the same rows (in shard order).
+    let mut all: Vec<u64> = c.query("SELECT id FROM t").await.unwrap();
+    all.sort_unstable();
+    assert_eq!(all, (1..=60).collect::<Vec<u64>>());
+    // What cannot be answered across shards is refused, with the reason.
+    for (q, why) in [
+        ("SELECT n, COUNT(*) FROM t GROUP BY n", "GROUP BY"),
+        ("SELECT * FROM t JOIN h ON t.id = h.id", "joins sharded tables"),
+    ] {
+        let err = c.query_drop(q).await.unwrap_err();
+        assert!(err.to_string().contains(why), "{q}: {err}");
+    }
+    drop(c);
+    teardown(&tb, p, &schema).await;
+}
+
+#[tokio::test]
+async fn multi_shard_writes_are_atomic() {
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    // A row only shard s1 has makes the s1 part of the next INSERT fail.
+    proxy::admin(&tb, 1, &[&format!("INSERT INTO `{schema}`.t VALUES (101, 'x', 0, NULL)")]).await;
+    let err = c
+        .query_drop("INSERT INTO t (id, w, n) VALUES (100, 'a', 1), (101, 'b', 2), (102, 'c', 3)")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("s1"), "the error names the shard: {err}");
+    assert!(ids_on(&tb, 0, &schema, "t").await.is_empty(), "s0's part was rolled back");
+    // Unkeyed UPDATE and DELETE run on both shards, atomically.
+    c.query_drop("INSERT INTO t (id, w, n) VALUES (200, 'a', 1), (201, 'b', 2), (202, 'c', 3)")
+        .await
+        .unwrap();
+    let r = c.query_iter("UPDATE t SET n = n + 1 WHERE n > 0").await.unwrap();
+    assert_eq!(r.affected_rows(), 4);
+    drop(r);
+    let r = c.query_iter("DELETE FROM t WHERE id >= 200").await.unwrap();
+    assert_eq!(r.affected_rows(), 3);
+    drop(r);
+    assert_eq!(ids_on(&tb, 1, &schema, "t").await, [101]);
+    // A broadcast table gets every row on both shards.
+    c.query_drop("INSERT INTO ref (w, n) VALUES ('r', 1), ('r', 2)").await.unwrap();
+    assert_eq!(ids_on(&tb, 0, &schema, "ref").await, ids_on(&tb, 1, &schema, "ref").await);
+    assert_eq!(ids_on(&tb, 0, &schema, "ref").await.len(), 2);
+    let n: u64 = c.query_first("SELECT COUNT(*) FROM ref").await.unwrap().unwrap();
+    assert_eq!(n, 2, "reads of a broadcast table come from one shard");
+    drop(c);
+    teardown(&tb, p, &schema).await;
+}
+
+#[tokio::test]
+async fn transactions_keep_their_writes_on_one_shard() {
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    c.query_drop("BEGIN").await.unwrap();
+    c.query_drop("INSERT INTO t (id, w, n) VALUES (2, 'a', 1)").await.unwrap();
+    let err = c
+        .query_drop("INSERT INTO t (id, w, n) VALUES (3, 'b', 1)")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("already wrote to shard s0"), "{err}");
+    // Reads of other shards are fine, and the transaction goes on.
+    let n: u64 = c.query_first("SELECT COUNT(*) FROM t").await.unwrap().unwrap();
+    assert_eq!(n, 1);
+    c.query_drop("INSERT INTO t (id, w, n) VALUES (4, 'c', 1)").await.unwrap();
+    c.query_drop("COMMIT").await.unwrap();
+    assert_eq!(ids_on(&tb, 0, &schema, "t").await, [2, 4]);
+    // ROLLBACK reaches the shard the transaction wrote to.
+    c.query_drop("START TRANSACTION").await.unwrap();
+    c.query_drop("INSERT INTO t (id, w, n) VALUES (5, 'd', 1)").await.unwrap();
+    c.query_drop("ROLLBACK").await.unwrap();
+    assert!(ids_on(&tb, 1, &schema, "t").await.is_empty());
+    // autocommit = 0 is a transaction too.
+    c.query_drop("SET autocommit = 0").await.unwrap();
+    c.query_drop("INSERT INTO t (id, w, n) VALUES (7, 'e', 1)").await.unwrap();
+    let err = c
+        .query_drop("INSERT INTO t (id, w, n) VALUES (8, 'f', 1)")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("already wrote"), "{err}");
+    c.query_drop("COMMIT").await.unwrap();
+    c.query_drop("SET autocommit = 1").await.unwrap();
+    assert_eq!(ids_on(&tb, 1, &schema, "t").await, [7]);
+    drop(c);
+    teardown(&tb, p, &schema).await;
+}
+
+#[tokio::test]
+async fn ddl_runs_on_every_shard_and_names_the_failing_one() {
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    c.query_drop("ALTER TABLE t ADD COLUMN extra INT NULL").await.unwrap();
+    for shard in 0..2 {
+        let mut d = direct(&tb, shard, &schema).await;
+        let cols: Vec<String> = d
+            .query(format!(
+                "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '{schema}' AND TABLE_NAME = 't' AND COLUMN_NAME = 'extra'"
+            ))
+            .await
+            .unwrap();
+        assert_eq!(cols, ["extra"], "shard {shard}");
+        let _ = d.disconnect().await;
+    }
+    proxy::admin(&tb, 1, &[&format!("ALTER TABLE `{schema}`.h ADD COLUMN only_s1 INT")]).await;
+    let err = c
+        .query_drop("ALTER TABLE h ADD COLUMN only_s1 INT")
+        .await
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("shard s1") && msg.contains("already ran on shard s0"), "{msg}");
+    drop(c);
+    teardown(&tb, p, &schema).await;
+}
