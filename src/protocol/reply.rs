@@ -124,6 +124,18 @@ pub fn is_eof(payload: &[u8]) -> bool {
     payload.first() == Some(&EOF) && payload.len() < 9
 }
 
+/// Whether a whole payload (split packets joined) ends a result set's rows:
+/// `0xfe` first, and shorter than any row that can start with `0xfe` (a
+/// text row whose first value is 16 MiB or longer).
+pub fn is_terminator(payload: &[u8], deprecate_eof: bool) -> bool {
+    payload.first() == Some(&EOF)
+        && if deprecate_eof {
+            payload.len() < super::consts::MAX_PAYLOAD
+        } else {
+            payload.len() < 9
+        }
+}
+
 /// The status flags and warning count of the packet that ends a result
 /// set's rows: an EOF packet, or under `CLIENT_DEPRECATE_EOF` an OK packet
 /// with header `0xfe`.
