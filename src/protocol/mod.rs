@@ -8,7 +8,7 @@
 //! - [`reply`]: OK, ERR and EOF packets.
 //! - [`response`]: where a server's reply to a command ends (result sets, multi-results).
 //! - [`resultset`]: text result sets idgate writes itself (admin commands).
-//! - [`column`]: column definition packets.
+//! - [`mod@column`]: column definition packets.
 //! - [`row`]: result-set rows, text and binary, split into values and built from them.
 //! - [`stmt`]: COM_STMT_EXECUTE parameter blocks and the binary form of one value.
 

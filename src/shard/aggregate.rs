@@ -6,7 +6,7 @@
 //!   `SUM` of integers as DECIMAL), in `f64` for FLOAT and DOUBLE. A sum that
 //!   no longer fits the column's type is an error, not a wrapped value.
 //! - `MIN` and `MAX` pick one shard's value (the first of equal ones) by
-//!   [`super::value::compare`], skipping NULLs, and send its bytes unchanged.
+//!   `value::compare`, skipping NULLs, and send its bytes unchanged.
 //! - `First` (a constant or plain column) takes shard 0's value.
 //!
 //! A sum is encoded as the column's type is in the protocol at hand: decimal

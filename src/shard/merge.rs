@@ -12,14 +12,14 @@
 //! - No ORDER BY: the shards' rows one shard after the other, unchanged.
 //! - ORDER BY: each shard sorted its own rows; a k-way merge of the sorted
 //!   streams (a heap of one head row per shard) yields them in order. Keys
-//!   compare as [`super::value`] says; NULL sorts first in ASC and last in
+//!   compare as `value.rs` says; NULL sorts first in ASC and last in
 //!   DESC as in MariaDB; rows with equal keys keep shard order, then each
 //!   shard's own order. Rows are relayed byte for byte; only their key
 //!   columns are decoded, and only for rows the merge reaches.
 //! - LIMIT/OFFSET: `offset` merged rows are skipped and at most `limit`
 //!   returned, after the merge (or after the concatenation without ORDER BY).
 //! - Aggregates without GROUP BY: every shard's one row combined into one
-//!   ([`super::aggregate`]), encoded like the input rows. ORDER BY does not
+//!   (`aggregate.rs`), encoded like the input rows. ORDER BY does not
 //!   matter for one row and is not looked at; LIMIT 0 or an OFFSET leaves no
 //!   row, and then shards may have returned none.
 //! - Terminator: [`merge_terminators`].

@@ -15,9 +15,9 @@
 //! - `decimal.rs`: exact comparison and addition of DECIMAL text.
 //! - `aggregate.rs`: one COUNT/SUM/MIN/MAX column combined over shards.
 
-pub mod aggregate;
-pub mod decimal;
+mod aggregate;
+mod decimal;
 pub mod merge;
 pub mod placement;
-pub mod reply;
-pub mod value;
+mod reply;
+mod value;
