@@ -317,10 +317,8 @@ struct Columns<'c, 'a> {
 }
 
 impl Columns<'_, '_> {
-    /// `2 (`price`)`, for messages.
     fn label(&self, i: usize) -> String {
-        let name = self.defs.get(i).map_or(&b""[..], |d| d.name);
-        format!("{i} (`{}`)", String::from_utf8_lossy(name))
+        label(i, self.defs.get(i).map_or(&b""[..], |d| d.name))
     }
 
     fn split<'r>(
@@ -339,6 +337,11 @@ impl Columns<'_, '_> {
             what: e.0,
         })
     }
+}
+
+/// `2 (`price`)`: column 2, named price, for messages.
+fn label(i: usize, name: &[u8]) -> String {
+    format!("{i} (`{}`)", String::from_utf8_lossy(name))
 }
 
 /// Every shard has shard 0's number of columns and column types.
@@ -363,7 +366,7 @@ fn check_columns(shards: &[ShardReply<'_>]) -> Result<(), MergeError> {
             if a.column_type != b.column_type || a.is_unsigned() != b.is_unsigned() {
                 return Err(MergeError::ColumnType {
                     shard,
-                    column: format!("{c} (`{}`)", String::from_utf8_lossy(a.name)),
+                    column: label(c, a.name),
                     expected: describe(a),
                     found: describe(b),
                 });
