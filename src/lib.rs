@@ -9,8 +9,8 @@
 //! - [`config`]: `idgate.toml` (listen addresses, users, backend account, shards,
 //!   allocator store, rules directory), validated on load.
 //! - [`rules`]: `rules/*.toml`: generators and table column rules.
-//! - [`protocol`]: MySQL packet framing, handshake, OK/ERR packets, error codes.
-//!   Bytes only, no SQL semantics.
+//! - [`protocol`]: MySQL packet framing, handshake, OK/ERR packets, error codes,
+//!   column definitions and result-set rows. Bytes only, no SQL semantics.
 //! - [`backend`]: one client connection from idgate to a shard.
 //! - [`frontend`]: one client session: authentication, the command loop,
 //!   per-session state, relaying replies, filling ids (`inject`), idgate's

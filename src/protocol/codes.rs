@@ -38,6 +38,10 @@ codes! {
     ER_NET_PACKET_TOO_LARGE = (1153, "08S01");
     /// Malformed packet.
     ER_MALFORMED_PACKET = (1835, "HY000");
+    /// Unknown column (an ORDER BY idgate cannot resolve).
+    ER_BAD_FIELD_ERROR = (1054, "42S22");
+    /// Value out of range (a sum over shards that no longer fits its type).
+    ER_DATA_OUT_OF_RANGE = (1690, "22003");
     /// Unknown prepared statement handler.
     ER_UNKNOWN_STMT_HANDLER = (1243, "HY000");
     /// This version doesn't yet support it.

@@ -8,15 +8,19 @@
 //! - [`reply`]: OK, ERR and EOF packets.
 //! - [`response`]: where a server's reply to a command ends (result sets, multi-results).
 //! - [`resultset`]: text result sets idgate writes itself (admin commands).
-//! - [`stmt`]: COM_STMT_EXECUTE parameter blocks.
+//! - [`mod@column`]: column definition packets.
+//! - [`row`]: result-set rows, text and binary, split into values and built from them.
+//! - [`stmt`]: COM_STMT_EXECUTE parameter blocks and the binary form of one value.
 
 pub mod codes;
+pub mod column;
 pub mod consts;
 pub mod handshake;
 pub mod packet;
 pub mod reply;
 pub mod response;
 pub mod resultset;
+pub mod row;
 pub mod stmt;
 pub mod wire;
 

@@ -1,4 +1,5 @@
-//! OK, ERR and EOF packets (protocol 4.1).
+//! OK, ERR and EOF packets (protocol 4.1), and the packet that ends a
+//! result set's rows ([`Terminator`]).
 
 use super::codes::ErrorCode;
 use super::wire::{put_lenenc, Cursor};
@@ -123,6 +124,80 @@ pub fn is_eof(payload: &[u8]) -> bool {
     payload.first() == Some(&EOF) && payload.len() < 9
 }
 
+/// Whether a whole payload (split packets joined) ends a result set's rows:
+/// `0xfe` first, and shorter than any row that can start with `0xfe` (a
+/// text row whose first value is 16 MiB or longer).
+pub fn is_terminator(payload: &[u8], deprecate_eof: bool) -> bool {
+    payload.first() == Some(&EOF)
+        && if deprecate_eof {
+            payload.len() < super::consts::MAX_PAYLOAD
+        } else {
+            payload.len() < 9
+        }
+}
+
+/// The status flags and warning count of the packet that ends a result
+/// set's rows: an EOF packet, or under `CLIENT_DEPRECATE_EOF` an OK packet
+/// with header `0xfe`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Terminator {
+    pub status: u16,
+    pub warnings: u16,
+}
+
+/// Where a terminator's status and warnings are: (status offset, warnings offset).
+fn terminator_offsets(payload: &[u8], deprecate_eof: bool) -> Result<(usize, usize), Malformed> {
+    let mut c = Cursor::new(payload);
+    if c.u8()? != EOF {
+        return Err(Malformed("result set without its terminator"));
+    }
+    let (status_at, warnings_at) = if deprecate_eof {
+        c.lenenc()?;
+        c.lenenc()?;
+        (c.pos(), c.pos() + 2)
+    } else {
+        (3, 1)
+    };
+    if payload.len() < status_at.max(warnings_at) + 2 {
+        return Err(Malformed("terminator too short"));
+    }
+    Ok((status_at, warnings_at))
+}
+
+fn u16_at(payload: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_le_bytes([
+        *payload.get(at)?,
+        *payload.get(at + 1)?,
+    ]))
+}
+
+/// Parses a result set's terminator.
+pub fn parse_terminator(payload: &[u8], deprecate_eof: bool) -> Result<Terminator, Malformed> {
+    let (s, w) = terminator_offsets(payload, deprecate_eof)?;
+    match (u16_at(payload, s), u16_at(payload, w)) {
+        (Some(status), Some(warnings)) => Ok(Terminator { status, warnings }),
+        _ => Err(Malformed("terminator too short")),
+    }
+}
+
+/// The same terminator with other status flags and warning count; every
+/// other byte (an OK packet's info and session state changes) is kept.
+pub fn terminator_with(
+    payload: &[u8],
+    deprecate_eof: bool,
+    t: Terminator,
+) -> Result<Vec<u8>, Malformed> {
+    let (s, w) = terminator_offsets(payload, deprecate_eof)?;
+    let mut out = payload.to_vec();
+    for (at, v) in [(s, t.status), (w, t.warnings)] {
+        match out.get_mut(at..at + 2) {
+            Some(dst) => dst.copy_from_slice(&v.to_le_bytes()),
+            None => return Err(Malformed("terminator too short")),
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,6 +218,49 @@ mod tests {
         assert_eq!(q.last_insert_id, 1 << 40);
         assert_eq!(q.affected_rows, 3);
         assert!(re.ends_with(b"Records: 3"));
+    }
+
+    #[test]
+    fn terminators_in_both_eof_modes() {
+        let eof = eof_packet(3, 0x22);
+        let t = Terminator {
+            status: 0x22,
+            warnings: 3,
+        };
+        assert_eq!(parse_terminator(&eof, false), Ok(t));
+        let u = Terminator {
+            status: 2,
+            warnings: 65535,
+        };
+        let re = terminator_with(&eof, false, u).unwrap();
+        assert_eq!(re, eof_packet(65535, 2));
+
+        let mut ok = ok_packet(
+            &OkPacket {
+                affected_rows: 300,
+                last_insert_id: 0,
+                status: 0x22,
+                warnings: 3,
+            },
+            b"\x03abc",
+        );
+        ok[0] = EOF;
+        assert_eq!(parse_terminator(&ok, true), Ok(t));
+        let re = terminator_with(&ok, true, u).unwrap();
+        assert_eq!(parse_terminator(&re, true), Ok(u));
+        assert!(re.ends_with(b"\x03abc"), "the tail is kept");
+        assert_eq!(parse_ok(&re).unwrap().affected_rows, 300);
+
+        for bad in [
+            &b""[..],
+            &[0xfe, 1, 0, 2],
+            &[0x00, 1, 0, 2, 0],
+            &[0xfe, 0xfc, 1],
+        ] {
+            assert!(parse_terminator(bad, false).is_err(), "{bad:?}");
+            assert!(parse_terminator(bad, true).is_err(), "{bad:?}");
+        }
+        assert!(terminator_with(&[0xfe, 0, 0], false, u).is_err());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! COM_STMT_EXECUTE payloads: statement id, flags, NULL bitmap, parameter
-//! types and values.
+//! types and values; the binary form of one value ([`take_value`],
+//! [`put_value`]), which binary result-set rows use too.
 //!
 //! idgate gives clients its own statement ids (a statement may be prepared on
 //! several shard connections, or again after a reconnect), remembers the
@@ -25,6 +26,9 @@ pub mod types {
     pub const TIME: u8 = 0x0b;
     pub const DATETIME: u8 = 0x0c;
     pub const YEAR: u8 = 0x0d;
+    pub const NEWDECIMAL: u8 = 0xf6;
+    pub const ENUM: u8 = 0xf7;
+    pub const SET: u8 = 0xf8;
     /// Flag in the second type byte: the integer is unsigned.
     pub const UNSIGNED_FLAG: u8 = 0x80;
 }
@@ -118,7 +122,11 @@ pub fn decode_execute<'a>(
     })
 }
 
-fn take_value<'a>(c: &mut Cursor<'a>, ty: u8) -> Result<&'a [u8], Malformed> {
+/// Reads one value in the binary protocol form of type `ty` (execute
+/// parameters and binary result-set rows share it): fixed-width integers and
+/// floats as they are, temporal values after their length byte, everything
+/// else as a length-encoded string. Returns the value without its length prefix.
+pub fn take_value<'a>(c: &mut Cursor<'a>, ty: u8) -> Result<&'a [u8], Malformed> {
     use types::*;
     match ty {
         NULL => Ok(&[]),
@@ -162,23 +170,30 @@ pub fn encode_execute(
     }
     for (t, v) in params {
         if let Some(v) = v {
-            match t[0] {
-                types::DATE | types::DATETIME | types::TIMESTAMP | types::TIME => {
-                    out.push(v.len() as u8);
-                    out.extend_from_slice(v);
-                }
-                types::TINY
-                | types::SHORT
-                | types::YEAR
-                | types::LONG
-                | types::INT24
-                | types::FLOAT
-                | types::LONGLONG
-                | types::DOUBLE
-                | types::NULL => out.extend_from_slice(v),
-                _ => put_lenenc_bytes(out, v),
-            }
+            put_value(out, t[0], v);
         }
+    }
+}
+
+/// Appends one value in the binary protocol form of type `ty`, the inverse of
+/// [`take_value`]: `v` is the value without its length prefix (a temporal
+/// value is at most 12 bytes long, a fixed-width one exactly its width).
+pub fn put_value(out: &mut Vec<u8>, ty: u8, v: &[u8]) {
+    match ty {
+        types::DATE | types::DATETIME | types::TIMESTAMP | types::TIME => {
+            out.push(v.len() as u8);
+            out.extend_from_slice(v);
+        }
+        types::TINY
+        | types::SHORT
+        | types::YEAR
+        | types::LONG
+        | types::INT24
+        | types::FLOAT
+        | types::LONGLONG
+        | types::DOUBLE
+        | types::NULL => out.extend_from_slice(v),
+        _ => put_lenenc_bytes(out, v),
     }
 }
 
@@ -205,7 +220,9 @@ pub fn int_value(ty: ParamType, v: &[u8]) -> Option<i128> {
         SHORT | YEAR => int(2)?,
         LONG | INT24 => int(4)?,
         LONGLONG => int(8)?,
-        DECIMAL | 0xf6 | 0x0f | 0xfd | 0xfe => std::str::from_utf8(v).ok()?.trim().parse().ok()?,
+        DECIMAL | NEWDECIMAL | 0x0f | 0xfd | 0xfe => {
+            std::str::from_utf8(v).ok()?.trim().parse().ok()?
+        }
         _ => return None,
     })
 }
