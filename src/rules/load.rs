@@ -12,6 +12,7 @@ use super::error::{Problem, RulesError};
 use super::names::{check_generator_name, check_ident, split_table_name};
 use super::ruleset::{Origin, RuleSet};
 use super::spec::{GeneratorRule, RuleFile, TableRule};
+use crate::shard::placement::{Placement, Sharding};
 
 /// The semantic check of one generator that the allocator supplies (bit
 /// widths, batch sizes...). `Err` carries the reason, reported at the
@@ -42,6 +43,15 @@ struct LocatedTable {
     generator: Spanned<String>,
     shard_key: Option<Spanned<String>>,
     sharding: Option<Spanned<String>>,
+    shards: Option<Spanned<Vec<Spanned<String>>>>,
+    ranges: Option<Spanned<Vec<Spanned<LocatedRange>>>>,
+}
+
+#[derive(Deserialize)]
+struct LocatedRange {
+    from: Option<Spanned<i64>>,
+    to: Option<Spanned<i64>>,
+    shard: Spanned<String>,
 }
 
 /// Maps byte offsets of one file to 1-based line numbers.
@@ -66,6 +76,9 @@ struct Loader {
     problems: Vec<Problem>,
     generators: Vec<(GeneratorRule, Origin)>,
     tables: Vec<(TableRule, Origin, TableLines)>,
+    /// The config's shard names, in order (the first is the default shard);
+    /// `None`: not known (`rules check` without a config), names unchecked.
+    shards: Option<Vec<String>>,
 }
 
 /// Lines of the keys of one `[[table]]` entry.
@@ -75,6 +88,18 @@ struct TableLines {
     generator: usize,
     shard_key: Option<usize>,
     sharding: Option<usize>,
+    /// `shards`: the key's line and each name's line.
+    shards: Option<(usize, Vec<usize>)>,
+    /// `ranges`: the key's line and each entry's lines.
+    ranges: Option<(usize, Vec<RangeLines>)>,
+}
+
+/// Lines of one `ranges` entry.
+struct RangeLines {
+    entry: usize,
+    from: Option<usize>,
+    to: Option<usize>,
+    shard: usize,
 }
 
 impl Loader {
@@ -133,6 +158,28 @@ impl Loader {
                 generator: at(&loc.generator),
                 shard_key: loc.shard_key.as_ref().map(at),
                 sharding: loc.sharding.as_ref().map(at),
+                shards: loc.shards.as_ref().map(|s| {
+                    (
+                        lines.line(s.span().start),
+                        s.get_ref().iter().map(at).collect(),
+                    )
+                }),
+                ranges: loc.ranges.as_ref().map(|r| {
+                    let entries = r
+                        .get_ref()
+                        .iter()
+                        .map(|e| {
+                            let v = e.get_ref();
+                            RangeLines {
+                                entry: lines.line(e.span().start),
+                                from: v.from.as_ref().map(|f| lines.line(f.span().start)),
+                                to: v.to.as_ref().map(|t| lines.line(t.span().start)),
+                                shard: at(&v.shard),
+                            }
+                        })
+                        .collect();
+                    (lines.line(r.span().start), entries)
+                }),
             };
             let origin = Origin {
                 file: file.to_path_buf(),
@@ -168,6 +215,8 @@ impl Loader {
 
         let mut table_seen: HashMap<String, Origin> = HashMap::new();
         let mut found = Vec::new();
+        let mut placements = Vec::with_capacity(self.tables.len());
+        let names = self.shard_names();
         for (t, origin, lines) in &self.tables {
             match split_table_name(&t.name) {
                 Err(reason) => found.push((origin.file.clone(), Some(lines.name), reason)),
@@ -205,42 +254,15 @@ impl Loader {
                     ),
                 ));
             }
-            if let (Some(key), Some(l)) = (&t.shard_key, lines.shard_key) {
-                if let Err(reason) = check_ident("shard_key", key) {
-                    found.push((
-                        origin.file.clone(),
-                        Some(l),
-                        format!("table `{}`: {reason}", t.name),
-                    ));
-                }
-                if t.broadcast == Some(true) {
-                    found.push((
-                        origin.file.clone(),
-                        Some(l),
-                        format!("table `{}`: a broadcast table has no shard_key", t.name),
-                    ));
-                }
+            let (problems, placement) = Loader::placement(&names, t, lines);
+            for (line, reason) in problems {
+                found.push((
+                    origin.file.clone(),
+                    Some(line),
+                    format!("table `{}`: {reason}", t.name),
+                ));
             }
-            if let (Some(kind), Some(l)) = (&t.sharding, lines.sharding) {
-                if !SHARDING_KINDS.contains(&kind.as_str()) {
-                    found.push((
-                        origin.file.clone(),
-                        Some(l),
-                        format!(
-                            "table `{}`: sharding `{kind}` is not one of {}",
-                            t.name,
-                            SHARDING_KINDS.join(", ")
-                        ),
-                    ));
-                }
-                if t.shard_key.is_none() {
-                    found.push((
-                        origin.file.clone(),
-                        Some(l),
-                        format!("table `{}`: sharding without shard_key", t.name),
-                    ));
-                }
-            }
+            placements.push(placement);
         }
         for (file, line, reason) in found {
             self.problem(&file, line, reason);
@@ -254,31 +276,282 @@ impl Loader {
         let tables = self
             .tables
             .into_iter()
-            .map(|(t, origin, _)| (t, origin))
+            .zip(placements)
+            .map(|((t, origin, _), p)| (t, origin, p))
             .collect();
-        Ok(RuleSet::build(self.generators, tables))
+        Ok(RuleSet::build(self.generators, tables, names))
     }
+
+    /// The shard names placements index into: the config's, or (names
+    /// unchecked) every name the rules mention, in order of appearance.
+    fn shard_names(&self) -> Vec<String> {
+        if let Some(names) = &self.shards {
+            return names.clone();
+        }
+        let mut names: Vec<String> = Vec::new();
+        for (t, _, _) in &self.tables {
+            let listed = t.shards.iter().flatten();
+            let ranged = t.ranges.iter().flatten().map(|r| &r.shard);
+            for n in listed.chain(ranged) {
+                if !names.contains(n) {
+                    names.push(n.clone());
+                }
+            }
+        }
+        if names.is_empty() {
+            names.push("default".into());
+        }
+        names
+    }
+
+    /// Checks the sharding keys of one table rule and builds its placement
+    /// (`None`: not sharded, the default shard). Problems are `(line,
+    /// reason)`; the placement is `None` when there are any.
+    fn placement(
+        names: &[String],
+        t: &TableRule,
+        l: &TableLines,
+    ) -> (Vec<(usize, String)>, Option<Placement>) {
+        let mut found: Vec<(usize, String)> = Vec::new();
+        let broadcast = t.broadcast == Some(true);
+        let kind = t.sharding.as_deref();
+        let line_or_name = |x: Option<usize>| x.unwrap_or(l.name);
+
+        if let Some(key) = &t.shard_key {
+            let line = line_or_name(l.shard_key);
+            if let Err(reason) = check_ident("shard_key", key) {
+                found.push((line, reason));
+            }
+            if broadcast {
+                found.push((line, "a broadcast table has no shard_key".into()));
+            } else if kind.is_none() {
+                found.push((
+                    line,
+                    format!(
+                        "shard_key without sharding: add sharding = \"mod\", \"hash\" or \"range\" (or remove shard_key: the table then lives on the default shard `{}`)",
+                        names.first().map_or("", String::as_str)
+                    ),
+                ));
+            }
+        }
+        if let Some(k) = kind {
+            let line = line_or_name(l.sharding);
+            if !SHARDING_KINDS.contains(&k) {
+                found.push((
+                    line,
+                    format!("sharding `{k}` is not one of {}", SHARDING_KINDS.join(", ")),
+                ));
+            }
+            if broadcast {
+                found.push((line, "a broadcast table has no sharding".into()));
+            } else if t.shard_key.is_none() {
+                found.push((line, "sharding without shard_key".into()));
+            }
+            if k == "range" && t.ranges.is_none() && !broadcast {
+                found.push((
+                    line,
+                    "sharding = \"range\" needs ranges = [ { to = ..., shard = \"...\" }, ..., { from = ..., shard = \"...\" } ]".into(),
+                ));
+            }
+        }
+
+        let index_of = |name: &str| names.iter().position(|n| n == name);
+        let unknown = |name: &str| {
+            format!(
+                "unknown shard `{name}` (the config's shards: {})",
+                names.join(", ")
+            )
+        };
+
+        // `shards`: the list of a mod/hash/broadcast table.
+        let mut list: Option<Vec<usize>> = None;
+        if let Some(given) = &t.shards {
+            let (line, entry_lines) = match &l.shards {
+                Some((line, entries)) => (*line, entries.as_slice()),
+                None => (l.name, &[][..]),
+            };
+            let entry_line = |i: usize| entry_lines.get(i).copied().unwrap_or(line);
+            if kind == Some("range") {
+                found.push((
+                    line,
+                    "a range table names its shards in `ranges`, not in `shards`".into(),
+                ));
+            } else if !broadcast && kind.is_none() {
+                found.push((
+                    line,
+                    "shards without sharding or broadcast = true (a table without shard_key lives on the default shard)".into(),
+                ));
+            }
+            if given.is_empty() {
+                found.push((line, "shards is empty: name at least one shard".into()));
+            }
+            let mut indexes = Vec::with_capacity(given.len());
+            for (i, name) in given.iter().enumerate() {
+                if given[..i].contains(name) {
+                    found.push((
+                        entry_line(i),
+                        format!("shard `{name}` is listed twice in shards"),
+                    ));
+                }
+                match index_of(name) {
+                    Some(x) => indexes.push(x),
+                    None => found.push((entry_line(i), unknown(name))),
+                }
+            }
+            list = Some(indexes);
+        }
+
+        // `ranges`: the intervals of a range table.
+        let mut range: Option<(usize, Vec<(i128, usize)>)> = None;
+        if let Some(ranges) = &t.ranges {
+            let (line, entry_lines) = match &l.ranges {
+                Some((line, entries)) => (*line, entries.as_slice()),
+                None => (l.name, &[][..]),
+            };
+            if broadcast {
+                found.push((line, "a broadcast table has no ranges".into()));
+            } else if kind != Some("range") {
+                found.push((line, "ranges without sharding = \"range\"".into()));
+            } else if ranges.is_empty() {
+                found.push((
+                    line,
+                    "ranges is empty: write at least one { shard = \"...\" }".into(),
+                ));
+            } else {
+                let (first, rest) =
+                    check_ranges(ranges, entry_lines, line, &index_of, &unknown, &mut found);
+                range = Some((first, rest));
+            }
+        }
+
+        if !found.is_empty() {
+            return (found, None);
+        }
+        let every = || (0..names.len()).collect::<Vec<usize>>();
+        let built = match (broadcast, kind) {
+            (true, _) => Placement::broadcast(list.unwrap_or_else(every)),
+            (false, Some("mod")) => Placement::modulo(list.unwrap_or_else(every)),
+            (false, Some("hash")) => Placement::hash(list.unwrap_or_else(every)),
+            (false, Some("range")) => match &range {
+                Some((first, rest)) => Placement::range(*first, rest),
+                None => return (found, None),
+            },
+            _ => return (found, None),
+        };
+        match built {
+            Ok(p) => (found, Some(p)),
+            Err(e) => (vec![(l.name, format!("cannot place the table: {e}"))], None),
+        }
+    }
+}
+
+/// Checks `ranges` (contiguous, ordered, first without `from`, last without
+/// `to`, known shards), pushing `(line, reason)` problems; returns the
+/// placement's first shard and `(from, shard)` of the others.
+fn check_ranges(
+    ranges: &[super::spec::RangeRule],
+    entry_lines: &[RangeLines],
+    key_line: usize,
+    index_of: &dyn Fn(&str) -> Option<usize>,
+    unknown: &dyn Fn(&str) -> String,
+    found: &mut Vec<(usize, String)>,
+) -> (usize, Vec<(i128, usize)>) {
+    let last = ranges.len().saturating_sub(1);
+    let mut first_shard = 0;
+    let mut rest = Vec::with_capacity(last);
+    for (i, r) in ranges.iter().enumerate() {
+        let lines = entry_lines.get(i);
+        let entry = lines.map_or(key_line, |x| x.entry);
+        let from_line = lines.and_then(|x| x.from).unwrap_or(entry);
+        let to_line = lines.and_then(|x| x.to).unwrap_or(entry);
+        let shard_line = lines.map_or(entry, |x| x.shard);
+        let nth = i + 1;
+        match (i, r.from) {
+            (0, Some(f)) => found.push((
+                from_line,
+                format!("the first range has from = {f}: leave `from` out, it starts at the smallest key"),
+            )),
+            (_, None) if i > 0 => found.push((
+                entry,
+                format!("range {nth} has no `from`: only the first range starts at the smallest key"),
+            )),
+            _ => {}
+        }
+        match r.to {
+            Some(to) if i == last => found.push((
+                to_line,
+                format!("the last range has to = {to}: leave `to` out, it runs to the largest key"),
+            )),
+            None if i < last => found.push((
+                entry,
+                format!("range {nth} has no `to`: only the last range runs to the largest key"),
+            )),
+            _ => {}
+        }
+        if let (Some(f), Some(to)) = (r.from, r.to) {
+            if f >= to {
+                found.push((
+                    from_line,
+                    format!("range {nth} is empty: from = {f} is not below to = {to}"),
+                ));
+            }
+        }
+        if i > 0 {
+            if let (Some(prev), Some(f)) = (ranges.get(i - 1).and_then(|p| p.to), r.from) {
+                if f > prev {
+                    found.push((
+                        from_line,
+                        format!(
+                            "gap before range {nth}: keys {prev} to {} are in no range (each `from` must equal the previous `to`)",
+                            i128::from(f) - 1
+                        ),
+                    ));
+                } else if f < prev {
+                    found.push((
+                        from_line,
+                        format!(
+                            "range {nth} (from = {f}) overlaps the previous range (to = {prev}): ranges must be in ascending order and each `from` must equal the previous `to`"
+                        ),
+                    ));
+                }
+            }
+        }
+        let shard = match index_of(&r.shard) {
+            Some(x) => x,
+            None => {
+                found.push((shard_line, unknown(&r.shard)));
+                0
+            }
+        };
+        if i == 0 {
+            first_shard = shard;
+        } else if let Some(f) = r.from {
+            rest.push((i128::from(f), shard));
+        }
+    }
+    (first_shard, rest)
 }
 
 impl RuleSet {
     /// Loads every `*.toml` file of `dir` (in name order), and validates the
     /// whole set: TOML syntax and unknown keys, generator and table names,
     /// duplicate generators, unknown generators, two rules for one table, the
-    /// `sharding`/`shard_key` pair, and `validate_generator` (the allocator's
-    /// own checks of each generator).
+    /// sharding keys (`shard_key`/`sharding`/`shards`/`ranges`/`broadcast`,
+    /// shard names against `shards`), and `validate_generator` (the
+    /// allocator's own checks of each generator).
+    ///
+    /// `shards` are the config's `[[shards]]` names in config order: the
+    /// first is the default shard, and placements index into this list.
     ///
     /// # Errors
     /// [`RulesError`] listing every problem found, each as `file:line: reason`
     /// (or `dir: reason` when the directory cannot be read).
-    pub fn load_dir(
+    pub fn load_dir<S: AsRef<str>>(
         dir: &Path,
+        shards: &[S],
         validate_generator: GeneratorCheck<'_>,
     ) -> Result<RuleSet, RulesError> {
-        let mut loader = Loader::default();
-        for (file, text) in read_dir_files(dir, &mut loader) {
-            loader.add_file(&file, &text, validate_generator);
-        }
-        loader.finish()
+        Loader::load_dir(dir, Some(names(shards)), validate_generator)
     }
 
     /// Loads one rule file given as text; `file` names it in errors. Used by
@@ -286,13 +559,38 @@ impl RuleSet {
     ///
     /// # Errors
     /// As [`RuleSet::load_dir`].
-    pub fn from_toml(
+    pub fn from_toml<S: AsRef<str>>(
         file: &Path,
         text: &str,
+        shards: &[S],
         validate_generator: GeneratorCheck<'_>,
     ) -> Result<RuleSet, RulesError> {
-        let mut loader = Loader::default();
+        let mut loader = Loader {
+            shards: Some(names(shards)),
+            ..Loader::default()
+        };
         loader.add_file(file, text, validate_generator);
+        loader.finish()
+    }
+}
+
+fn names<S: AsRef<str>>(shards: &[S]) -> Vec<String> {
+    shards.iter().map(|s| s.as_ref().to_string()).collect()
+}
+
+impl Loader {
+    fn load_dir(
+        dir: &Path,
+        shards: Option<Vec<String>>,
+        validate_generator: GeneratorCheck<'_>,
+    ) -> Result<RuleSet, RulesError> {
+        let mut loader = Loader {
+            shards,
+            ..Loader::default()
+        };
+        for (file, text) in read_dir_files(dir, &mut loader) {
+            loader.add_file(&file, &text, validate_generator);
+        }
         loader.finish()
     }
 }
@@ -334,19 +632,30 @@ fn read_dir_files(dir: &Path, loader: &mut Loader) -> Vec<(PathBuf, String)> {
 /// and writes a summary (one line per generator and per table rule) to `out`.
 /// The caller prints the error and exits non-zero on `Err`.
 ///
+/// `shards`: the config's shard names (`--config`). `None` checks everything
+/// but the shard names (any name is accepted; placements then index the
+/// names the rules mention, in order of appearance) and says so in the
+/// summary.
+///
 /// # Errors
 /// [`RulesError`] with every problem found; nothing is written to `out` then.
 pub fn check_dir(
     dir: &Path,
+    shards: Option<&[String]>,
     validate_generator: GeneratorCheck<'_>,
     out: &mut dyn Write,
 ) -> Result<RuleSet, RulesError> {
-    let set = RuleSet::load_dir(dir, validate_generator)?;
-    let _ = write_summary(&set, dir, out);
+    let set = Loader::load_dir(dir, shards.map(names), validate_generator)?;
+    let _ = write_summary(&set, dir, shards.is_some(), out);
     Ok(set)
 }
 
-fn write_summary(set: &RuleSet, dir: &Path, out: &mut dyn Write) -> std::io::Result<()> {
+fn write_summary(
+    set: &RuleSet,
+    dir: &Path,
+    shards_checked: bool,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
     writeln!(
         out,
         "{}: OK, {} generator(s), {} table rule(s)",
@@ -354,6 +663,12 @@ fn write_summary(set: &RuleSet, dir: &Path, out: &mut dyn Write) -> std::io::Res
         set.generators().len(),
         set.tables().len()
     )?;
+    if !shards_checked {
+        writeln!(
+            out,
+            "  shard names not checked (no --config): give --config idgate.toml to check them against its [[shards]]"
+        )?;
+    }
     for (g, o) in set.generators().iter().zip(set.generator_origins()) {
         let kind = match g.kind {
             super::GeneratorKind::Sequence => "sequence",
@@ -374,9 +689,13 @@ fn write_summary(set: &RuleSet, dir: &Path, out: &mut dyn Write) -> std::io::Res
             ""
         };
         let o = e.origin();
+        let placed = match e.placement() {
+            Some(p) => format!("  {}", describe(set.shard_names(), e.shard_key(), p)),
+            None => String::new(),
+        };
         writeln!(
             out,
-            "  table {}.{} <- {}{scope}  {}:{}",
+            "  table {}.{} <- {}{scope}{placed}  {}:{}",
             e.rule().name,
             e.column(),
             e.generator(),
@@ -385,4 +704,32 @@ fn write_summary(set: &RuleSet, dir: &Path, out: &mut dyn Write) -> std::io::Res
         )?;
     }
     Ok(())
+}
+
+/// One line about a placement: `hash(id) over s0, s1`, `range(id): ..100 s0,
+/// 100.. s1`, `broadcast to s0, s1 (reads from s0)`.
+fn describe(names: &[String], key: Option<&str>, p: &Placement) -> String {
+    let name = |i: &usize| names.get(*i).map_or("?", String::as_str);
+    let list = || p.list().iter().map(name).collect::<Vec<_>>().join(", ");
+    let key = key.unwrap_or("");
+    match p.kind() {
+        Sharding::Broadcast => format!(
+            "broadcast to {} (reads from {})",
+            list(),
+            name(&p.read_shard())
+        ),
+        Sharding::Mod | Sharding::Hash => format!("{}({key}) over {}", p.kind(), list()),
+        Sharding::Range => {
+            let mut parts = Vec::new();
+            let b = p.bounds();
+            for (i, s) in p.list().iter().enumerate() {
+                let from = i.checked_sub(1).and_then(|j| b.get(j));
+                let to = b.get(i);
+                let f = from.map_or(String::new(), i128::to_string);
+                let t = to.map_or(String::new(), i128::to_string);
+                parts.push(format!("{f}..{t} {}", name(s)));
+            }
+            format!("range({key}): {}", parts.join(", "))
+        }
+    }
 }

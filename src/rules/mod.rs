@@ -17,4 +17,4 @@ pub mod spec;
 pub use error::{Problem, RulesError};
 pub use load::{check_dir, GeneratorCheck};
 pub use ruleset::{Origin, RuleSet, TableEntry};
-pub use spec::{GeneratorKind, GeneratorRule, RuleFile, TableRule, TimeUnit};
+pub use spec::{GeneratorKind, GeneratorRule, RangeRule, RuleFile, TableRule, TimeUnit};

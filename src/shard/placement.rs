@@ -285,6 +285,26 @@ impl Placement {
         }
     }
 
+    /// The shard list in the rule's order: for `mod`/`hash` the list that
+    /// `k % n` indexes; for broadcast the shards it is copied to (the first
+    /// serves reads); for `range` the shard of each range, in range order
+    /// (a shard may repeat).
+    pub fn list(&self) -> &[usize] {
+        match &self.rule {
+            Rule::Mod(l) | Rule::Hash(l) | Rule::Broadcast(l) => l,
+            Rule::Range { targets, .. } => targets,
+        }
+    }
+
+    /// `range`: the lower bound (inclusive) of every range but the first, in
+    /// order (range `i + 1` starts at `bounds()[i]`); empty for other kinds.
+    pub fn bounds(&self) -> &[i128] {
+        match &self.rule {
+            Rule::Range { starts, .. } => starts,
+            _ => &[],
+        }
+    }
+
     /// Index (into the config's `[[shards]]` list) of the shard holding rows
     /// with key `v`.
     ///
@@ -473,6 +493,8 @@ mod tests {
     fn modulo_is_euclidean_over_the_list_in_order() {
         let p = Placement::modulo(vec![2, 0, 1]).unwrap();
         assert_eq!(p.shards(), &[0, 1, 2]);
+        assert_eq!(p.list(), &[2, 0, 1]);
+        assert!(p.bounds().is_empty());
         assert_eq!(p.kind(), Sharding::Mod);
         let cases = [(0, 2), (1, 0), (2, 1), (3, 2), (-1, 1), (-2, 0), (-3, 2)];
         for (k, want) in cases {
@@ -571,6 +593,8 @@ mod tests {
             assert_eq!(p.shard_of(&KeyValue::Int(k)), Ok(want), "key {k}");
         }
         assert_eq!(p.shard_of(&s("150")), Ok(0));
+        assert_eq!(p.list(), &[1, 0, 1]);
+        assert_eq!(p.bounds(), &[100, 200]);
         assert!(matches!(
             p.shard_of(&s("x")),
             Err(PlacementError::NotInteger(_))
