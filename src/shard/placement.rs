@@ -320,8 +320,13 @@ impl Placement {
         match &self.rule {
             Rule::Mod(list) => {
                 let k = int_key(v)?;
-                let n = list.len() as i128;
-                pick(list, k.rem_euclid(n.max(1)) as usize)
+                let n = list.len().max(1);
+                // 64-bit division when the key fits (128-bit is a slow call).
+                let i = match i64::try_from(k) {
+                    Ok(k) => k.rem_euclid(n as i64) as usize,
+                    Err(_) => k.rem_euclid(n as i128) as usize,
+                };
+                pick(list, i)
             }
             Rule::Hash(list) => {
                 let crc = hash_key(v);
@@ -422,6 +427,14 @@ fn hash_key(v: &KeyValue) -> u32 {
 fn decimal(i: i128, buf: &mut [u8; 40]) -> &[u8] {
     let mut m = i.unsigned_abs();
     let mut at = buf.len();
+    // Digits above 64 bits with 128-bit division (a slow call), the rest
+    // with 64-bit division.
+    while m > u128::from(u64::MAX) {
+        at -= 1;
+        buf[at] = b'0' + (m % 10) as u8;
+        m /= 10;
+    }
+    let mut m = m as u64;
     loop {
         at -= 1;
         buf[at] = b'0' + (m % 10) as u8;
@@ -484,7 +497,19 @@ mod tests {
     #[test]
     fn decimal_text() {
         let mut buf = [0u8; 40];
-        for i in [0i128, 7, -7, 10, -100, i128::MAX, i128::MIN] {
+        let big = i128::from(u64::MAX);
+        for i in [
+            0i128,
+            7,
+            -7,
+            10,
+            -100,
+            big,
+            big + 1,
+            -big - 1,
+            i128::MAX,
+            i128::MIN,
+        ] {
             assert_eq!(decimal(i, &mut buf), i.to_string().as_bytes());
         }
     }
