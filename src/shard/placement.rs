@@ -642,6 +642,50 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Any key and any placement: no panic, a shard of the table, the
+        /// documented formula, and a digit string placed like its integer.
+        #[test]
+        fn every_key_has_its_documented_shard(
+            k in proptest::num::i128::ANY,
+            small in -1000i128..1000,
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..48),
+            n in 1usize..9,
+            mut bounds in proptest::collection::vec(-2000i128..2000, 0..6),
+        ) {
+            let list: Vec<usize> = (0..n).rev().collect();
+            let m = Placement::modulo(list.clone()).unwrap();
+            let h = Placement::hash(list.clone()).unwrap();
+            bounds.sort_unstable();
+            bounds.dedup();
+            let rest: Vec<(i128, usize)> = bounds.iter().enumerate().map(|(i, &b)| (b, i % n)).collect();
+            let r = Placement::range(n - 1, &rest).unwrap();
+            for key in [k, small] {
+                let int = KeyValue::Int(key);
+                let text = KeyValue::Str(key.to_string().into_bytes());
+                let want = list[key.rem_euclid(n as i128) as usize];
+                proptest::prop_assert_eq!(m.shard_of(&int), Ok(want));
+                proptest::prop_assert_eq!(m.shard_of(&text), Ok(want));
+                let crc = crc32fast::hash(key.to_string().as_bytes());
+                let want = list[(crc as usize) % n];
+                proptest::prop_assert_eq!(h.shard_of(&int), Ok(want));
+                proptest::prop_assert_eq!(h.shard_of(&text), Ok(want));
+                let at = bounds.iter().filter(|&&b| b <= key).count();
+                let want = if at == 0 { n - 1 } else { rest[at - 1].1 };
+                proptest::prop_assert_eq!(r.shard_of(&int), Ok(want));
+                proptest::prop_assert_eq!(r.shard_of(&text), Ok(want));
+            }
+            let any = KeyValue::Str(bytes.clone());
+            for p in [&m, &h, &r] {
+                if let Ok(s) = p.shard_of(&any) {
+                    proptest::prop_assert!(p.shards().contains(&s));
+                }
+            }
+            let crc = crc32fast::hash(&bytes);
+            proptest::prop_assert_eq!(h.shard_of(&any), Ok(list[(crc as usize) % n]));
+        }
+    }
+
     #[test]
     fn invalid_placements_are_refused() {
         assert_eq!(Placement::modulo(vec![]), Err(InvalidPlacement::NoShards));
