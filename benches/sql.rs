@@ -58,7 +58,8 @@ fn plan_render(
 }
 
 fn bench(c: &mut Criterion) {
-    let rules = RuleSet::from_toml(Path::new("bench.toml"), RULES, &|_| Ok(())).expect("rules");
+    let rules =
+        RuleSet::from_toml(Path::new("bench.toml"), RULES, &["s0"], &|_| Ok(())).expect("rules");
     let ctx = PlanCtx {
         schema: Some("shop"),
         no_auto_value_on_zero: false,

@@ -4,7 +4,8 @@
 //! # Layout
 //!
 //! Dependencies point one way: `server` -> `frontend` -> (`sql`, `idgen`,
-//! `backend`) -> `protocol`; `config` and `rules` are leaves.
+//! `backend`) -> `protocol`; `config`, `rules` and `shard` are leaves, except
+//! that `rules` builds the tables' `shard::placement`s.
 //!
 //! - [`config`]: `idgate.toml` (listen addresses, users, backend account, shards,
 //!   allocator store, rules directory), validated on load.

@@ -47,6 +47,10 @@ enum RulesCommand {
     Check {
         /// The rules directory.
         dir: PathBuf,
+        /// idgate.toml whose [[shards]] names the rules may use; without it,
+        /// shard names are not checked (the output says so).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
     },
 }
 
@@ -65,7 +69,7 @@ fn main() -> ExitCode {
             Ok(cfg) => {
                 println!("{}: ok", config.display());
                 match &cfg.rules {
-                    Some(r) => check_rules(&r.dir),
+                    Some(r) => check_rules(&r.dir, Some(&shard_names(&cfg))),
                     None => ExitCode::SUCCESS,
                 }
             }
@@ -75,8 +79,14 @@ fn main() -> ExitCode {
             }
         },
         Command::Rules {
-            command: RulesCommand::Check { dir },
-        } => check_rules(&dir),
+            command: RulesCommand::Check { dir, config },
+        } => match config.as_deref().map(Config::load).transpose() {
+            Ok(cfg) => check_rules(&dir, cfg.as_ref().map(shard_names).as_deref()),
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Serve { config } => {
             let cfg = match Config::load(&config) {
                 Ok(c) => c,
@@ -101,9 +111,14 @@ fn main() -> ExitCode {
     }
 }
 
-fn check_rules(dir: &std::path::Path) -> ExitCode {
+/// The config's shard names, in order: what rule files may name.
+fn shard_names(cfg: &Config) -> Vec<String> {
+    cfg.shards.iter().map(|s| s.name.clone()).collect()
+}
+
+fn check_rules(dir: &std::path::Path, shards: Option<&[String]>) -> ExitCode {
     let mut out = std::io::stdout();
-    match idgate::rules::check_dir(dir, &idgate::idgen::validate, &mut out) {
+    match idgate::rules::check_dir(dir, shards, &idgate::idgen::validate, &mut out) {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("{e}");
@@ -123,13 +138,14 @@ async fn serve(cfg: Config) -> ExitCode {
     let (rules, allocator) = match &cfg.rules {
         None => (None, None),
         Some(r) => {
-            let rules = match RuleSet::load_dir(&r.dir, &idgate::idgen::validate) {
-                Ok(set) => set,
-                Err(e) => {
-                    error!("rules refused:\n{e}");
-                    return ExitCode::FAILURE;
-                }
-            };
+            let rules =
+                match RuleSet::load_dir(&r.dir, &shard_names(&cfg), &idgate::idgen::validate) {
+                    Ok(set) => set,
+                    Err(e) => {
+                        error!("rules refused:\n{e}");
+                        return ExitCode::FAILURE;
+                    }
+                };
             let allocator = match Allocator::open(&cfg.allocator, rules.generators()).await {
                 Ok(a) => a,
                 Err(e) => {

@@ -26,7 +26,7 @@ generator = "orders"
 "#;
 
 fn rules() -> RuleSet {
-    RuleSet::from_toml(Path::new("t.toml"), RULES, &|_| Ok(())).unwrap()
+    RuleSet::from_toml(Path::new("t.toml"), RULES, &["s0"], &|_| Ok(())).unwrap()
 }
 
 fn columns(schema: &str, table: &str) -> Option<Arc<[String]>> {

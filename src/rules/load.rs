@@ -11,15 +11,15 @@ use toml::Spanned;
 use super::error::{Problem, RulesError};
 use super::names::{check_generator_name, check_ident, split_table_name};
 use super::ruleset::{Origin, RuleSet};
+use super::sharding::{describe, placement, RangeLines, ShardingLines};
 use super::spec::{GeneratorRule, RuleFile, TableRule};
+
+pub use super::sharding::SHARDING_KINDS;
 
 /// The semantic check of one generator that the allocator supplies (bit
 /// widths, batch sizes...). `Err` carries the reason, reported at the
 /// generator's `file:line`.
 pub type GeneratorCheck<'a> = &'a dyn Fn(&GeneratorRule) -> Result<(), String>;
-
-/// Values `[[table]] sharding` may take.
-pub const SHARDING_KINDS: &[&str] = &["mod", "hash", "range"];
 
 /// A second parse of the same text that only keeps where things are.
 #[derive(Deserialize)]
@@ -42,6 +42,15 @@ struct LocatedTable {
     generator: Spanned<String>,
     shard_key: Option<Spanned<String>>,
     sharding: Option<Spanned<String>>,
+    shards: Option<Spanned<Vec<Spanned<String>>>>,
+    ranges: Option<Spanned<Vec<Spanned<LocatedRange>>>>,
+}
+
+#[derive(Deserialize)]
+struct LocatedRange {
+    from: Option<Spanned<i64>>,
+    to: Option<Spanned<i64>>,
+    shard: Spanned<String>,
 }
 
 /// Maps byte offsets of one file to 1-based line numbers.
@@ -66,6 +75,9 @@ struct Loader {
     problems: Vec<Problem>,
     generators: Vec<(GeneratorRule, Origin)>,
     tables: Vec<(TableRule, Origin, TableLines)>,
+    /// The config's shard names, in order (the first is the default shard);
+    /// `None`: not known (`rules check` without a config), names unchecked.
+    shards: Option<Vec<String>>,
 }
 
 /// Lines of the keys of one `[[table]]` entry.
@@ -73,8 +85,8 @@ struct TableLines {
     name: usize,
     column: usize,
     generator: usize,
-    shard_key: Option<usize>,
-    sharding: Option<usize>,
+    /// The sharding keys.
+    sharding: ShardingLines,
 }
 
 impl Loader {
@@ -131,8 +143,33 @@ impl Loader {
                 name: at(&loc.name),
                 column: at(&loc.column),
                 generator: at(&loc.generator),
-                shard_key: loc.shard_key.as_ref().map(at),
-                sharding: loc.sharding.as_ref().map(at),
+                sharding: ShardingLines {
+                    name: at(&loc.name),
+                    shard_key: loc.shard_key.as_ref().map(at),
+                    sharding: loc.sharding.as_ref().map(at),
+                    shards: loc.shards.as_ref().map(|s| {
+                        (
+                            lines.line(s.span().start),
+                            s.get_ref().iter().map(at).collect(),
+                        )
+                    }),
+                    ranges: loc.ranges.as_ref().map(|r| {
+                        let entries = r
+                            .get_ref()
+                            .iter()
+                            .map(|e| {
+                                let v = e.get_ref();
+                                RangeLines {
+                                    entry: lines.line(e.span().start),
+                                    from: v.from.as_ref().map(|f| lines.line(f.span().start)),
+                                    to: v.to.as_ref().map(|t| lines.line(t.span().start)),
+                                    shard: at(&v.shard),
+                                }
+                            })
+                            .collect();
+                        (lines.line(r.span().start), entries)
+                    }),
+                },
             };
             let origin = Origin {
                 file: file.to_path_buf(),
@@ -143,7 +180,8 @@ impl Loader {
     }
 
     /// Checks across all files: unique generators, table rules that refer to
-    /// existing generators, valid names, one rule per table.
+    /// existing generators, valid names, one rule per table, sharding keys
+    /// and shard names (`sharding.rs`).
     fn finish(mut self) -> Result<RuleSet, RulesError> {
         let mut gen_seen: HashMap<String, Origin> = HashMap::new();
         let mut dup_gens = Vec::new();
@@ -168,6 +206,8 @@ impl Loader {
 
         let mut table_seen: HashMap<String, Origin> = HashMap::new();
         let mut found = Vec::new();
+        let mut placements = Vec::with_capacity(self.tables.len());
+        let names = self.shard_names();
         for (t, origin, lines) in &self.tables {
             match split_table_name(&t.name) {
                 Err(reason) => found.push((origin.file.clone(), Some(lines.name), reason)),
@@ -205,42 +245,15 @@ impl Loader {
                     ),
                 ));
             }
-            if let (Some(key), Some(l)) = (&t.shard_key, lines.shard_key) {
-                if let Err(reason) = check_ident("shard_key", key) {
-                    found.push((
-                        origin.file.clone(),
-                        Some(l),
-                        format!("table `{}`: {reason}", t.name),
-                    ));
-                }
-                if t.broadcast == Some(true) {
-                    found.push((
-                        origin.file.clone(),
-                        Some(l),
-                        format!("table `{}`: a broadcast table has no shard_key", t.name),
-                    ));
-                }
+            let (problems, placed) = placement(&names, t, &lines.sharding);
+            for (line, reason) in problems {
+                found.push((
+                    origin.file.clone(),
+                    Some(line),
+                    format!("table `{}`: {reason}", t.name),
+                ));
             }
-            if let (Some(kind), Some(l)) = (&t.sharding, lines.sharding) {
-                if !SHARDING_KINDS.contains(&kind.as_str()) {
-                    found.push((
-                        origin.file.clone(),
-                        Some(l),
-                        format!(
-                            "table `{}`: sharding `{kind}` is not one of {}",
-                            t.name,
-                            SHARDING_KINDS.join(", ")
-                        ),
-                    ));
-                }
-                if t.shard_key.is_none() {
-                    found.push((
-                        origin.file.clone(),
-                        Some(l),
-                        format!("table `{}`: sharding without shard_key", t.name),
-                    ));
-                }
-            }
+            placements.push(placed);
         }
         for (file, line, reason) in found {
             self.problem(&file, line, reason);
@@ -254,9 +267,32 @@ impl Loader {
         let tables = self
             .tables
             .into_iter()
-            .map(|(t, origin, _)| (t, origin))
+            .zip(placements)
+            .map(|((t, origin, _), p)| (t, origin, p))
             .collect();
-        Ok(RuleSet::build(self.generators, tables))
+        Ok(RuleSet::build(self.generators, tables, names))
+    }
+
+    /// The shard names placements index into: the config's, or (names
+    /// unchecked) every name the rules mention, in order of appearance.
+    fn shard_names(&self) -> Vec<String> {
+        if let Some(names) = &self.shards {
+            return names.clone();
+        }
+        let mut names: Vec<String> = Vec::new();
+        for (t, _, _) in &self.tables {
+            let listed = t.shards.iter().flatten();
+            let ranged = t.ranges.iter().flatten().map(|r| &r.shard);
+            for n in listed.chain(ranged) {
+                if !names.contains(n) {
+                    names.push(n.clone());
+                }
+            }
+        }
+        if names.is_empty() {
+            names.push("default".into());
+        }
+        names
     }
 }
 
@@ -264,21 +300,22 @@ impl RuleSet {
     /// Loads every `*.toml` file of `dir` (in name order), and validates the
     /// whole set: TOML syntax and unknown keys, generator and table names,
     /// duplicate generators, unknown generators, two rules for one table, the
-    /// `sharding`/`shard_key` pair, and `validate_generator` (the allocator's
-    /// own checks of each generator).
+    /// sharding keys (`shard_key`/`sharding`/`shards`/`ranges`/`broadcast`,
+    /// shard names against `shards`), and `validate_generator` (the
+    /// allocator's own checks of each generator).
+    ///
+    /// `shards` are the config's `[[shards]]` names in config order: the
+    /// first is the default shard, and placements index into this list.
     ///
     /// # Errors
     /// [`RulesError`] listing every problem found, each as `file:line: reason`
     /// (or `dir: reason` when the directory cannot be read).
-    pub fn load_dir(
+    pub fn load_dir<S: AsRef<str>>(
         dir: &Path,
+        shards: &[S],
         validate_generator: GeneratorCheck<'_>,
     ) -> Result<RuleSet, RulesError> {
-        let mut loader = Loader::default();
-        for (file, text) in read_dir_files(dir, &mut loader) {
-            loader.add_file(&file, &text, validate_generator);
-        }
-        loader.finish()
+        Loader::load_dir(dir, Some(names(shards)), validate_generator)
     }
 
     /// Loads one rule file given as text; `file` names it in errors. Used by
@@ -286,13 +323,38 @@ impl RuleSet {
     ///
     /// # Errors
     /// As [`RuleSet::load_dir`].
-    pub fn from_toml(
+    pub fn from_toml<S: AsRef<str>>(
         file: &Path,
         text: &str,
+        shards: &[S],
         validate_generator: GeneratorCheck<'_>,
     ) -> Result<RuleSet, RulesError> {
-        let mut loader = Loader::default();
+        let mut loader = Loader {
+            shards: Some(names(shards)),
+            ..Loader::default()
+        };
         loader.add_file(file, text, validate_generator);
+        loader.finish()
+    }
+}
+
+fn names<S: AsRef<str>>(shards: &[S]) -> Vec<String> {
+    shards.iter().map(|s| s.as_ref().to_string()).collect()
+}
+
+impl Loader {
+    fn load_dir(
+        dir: &Path,
+        shards: Option<Vec<String>>,
+        validate_generator: GeneratorCheck<'_>,
+    ) -> Result<RuleSet, RulesError> {
+        let mut loader = Loader {
+            shards,
+            ..Loader::default()
+        };
+        for (file, text) in read_dir_files(dir, &mut loader) {
+            loader.add_file(&file, &text, validate_generator);
+        }
         loader.finish()
     }
 }
@@ -334,19 +396,30 @@ fn read_dir_files(dir: &Path, loader: &mut Loader) -> Vec<(PathBuf, String)> {
 /// and writes a summary (one line per generator and per table rule) to `out`.
 /// The caller prints the error and exits non-zero on `Err`.
 ///
+/// `shards`: the config's shard names (`--config`). `None` checks everything
+/// but the shard names (any name is accepted; placements then index the
+/// names the rules mention, in order of appearance) and says so in the
+/// summary.
+///
 /// # Errors
 /// [`RulesError`] with every problem found; nothing is written to `out` then.
 pub fn check_dir(
     dir: &Path,
+    shards: Option<&[String]>,
     validate_generator: GeneratorCheck<'_>,
     out: &mut dyn Write,
 ) -> Result<RuleSet, RulesError> {
-    let set = RuleSet::load_dir(dir, validate_generator)?;
-    let _ = write_summary(&set, dir, out);
+    let set = Loader::load_dir(dir, shards.map(names), validate_generator)?;
+    let _ = write_summary(&set, dir, shards.is_some(), out);
     Ok(set)
 }
 
-fn write_summary(set: &RuleSet, dir: &Path, out: &mut dyn Write) -> std::io::Result<()> {
+fn write_summary(
+    set: &RuleSet,
+    dir: &Path,
+    shards_checked: bool,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
     writeln!(
         out,
         "{}: OK, {} generator(s), {} table rule(s)",
@@ -354,6 +427,12 @@ fn write_summary(set: &RuleSet, dir: &Path, out: &mut dyn Write) -> std::io::Res
         set.generators().len(),
         set.tables().len()
     )?;
+    if !shards_checked {
+        writeln!(
+            out,
+            "  shard names not checked (no --config): give --config idgate.toml to check them against its [[shards]]"
+        )?;
+    }
     for (g, o) in set.generators().iter().zip(set.generator_origins()) {
         let kind = match g.kind {
             super::GeneratorKind::Sequence => "sequence",
@@ -374,9 +453,13 @@ fn write_summary(set: &RuleSet, dir: &Path, out: &mut dyn Write) -> std::io::Res
             ""
         };
         let o = e.origin();
+        let placed = match e.placement() {
+            Some(p) => format!("  {}", describe(set.shard_names(), e.shard_key(), p)),
+            None => String::new(),
+        };
         writeln!(
             out,
-            "  table {}.{} <- {}{scope}  {}:{}",
+            "  table {}.{} <- {}{scope}{placed}  {}:{}",
             e.rule().name,
             e.column(),
             e.generator(),

@@ -5,6 +5,8 @@
 //! - `load.rs`: loading a directory, whole-set validation, `rules check`.
 //! - `ruleset.rs`: [`RuleSet`], the validated rules indexed for lookups
 //!   (matching rules: see its module doc).
+//! - `sharding.rs`: the sharding keys of a table rule: checks (unknown
+//!   shard, range gaps...) and the placement they build.
 //! - `names.rs`: which identifiers rule files may use.
 //! - `error.rs`: [`RulesError`], every problem as `file:line: reason`.
 
@@ -12,9 +14,10 @@ pub mod error;
 pub mod load;
 pub mod names;
 pub mod ruleset;
+mod sharding;
 pub mod spec;
 
 pub use error::{Problem, RulesError};
 pub use load::{check_dir, GeneratorCheck};
 pub use ruleset::{Origin, RuleSet, TableEntry};
-pub use spec::{GeneratorKind, GeneratorRule, RuleFile, TableRule, TimeUnit};
+pub use spec::{GeneratorKind, GeneratorRule, RangeRule, RuleFile, TableRule, TimeUnit};

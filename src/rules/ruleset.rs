@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::spec::{GeneratorRule, TableRule};
+use crate::shard::placement::Placement;
 
 /// Where a rule was written (for summaries and error messages).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +39,7 @@ pub struct TableEntry {
     column: Arc<str>,
     quoted_column: Arc<str>,
     origin: Origin,
+    placement: Option<Placement>,
 }
 
 impl TableEntry {
@@ -73,6 +75,16 @@ impl TableEntry {
     pub fn origin(&self) -> &Origin {
         &self.origin
     }
+    /// Where the table's rows live: `None` when the table is not sharded (no
+    /// `shard_key`, not broadcast): it lives on the default shard, index 0.
+    pub fn placement(&self) -> Option<&Placement> {
+        self.placement.as_ref()
+    }
+    /// The column whose value picks the shard (`None`: not sharded, or
+    /// broadcast).
+    pub fn shard_key(&self) -> Option<&str> {
+        self.rule.shard_key.as_deref()
+    }
 }
 
 /// Index entry for one bare table name.
@@ -82,6 +94,8 @@ struct Slot {
     any: Option<usize>,
     /// `schema.table` rules for this table name: (schema, index into `entries`).
     by_schema: Vec<(Box<str>, usize)>,
+    /// Some rule for this table name (any schema) has a placement.
+    sharded: bool,
 }
 
 /// The validated rules of a rules directory. Built by
@@ -94,20 +108,28 @@ pub struct RuleSet {
     tables: Vec<TableRule>,
     entries: Vec<TableEntry>,
     index: HashMap<Box<str>, Slot>,
+    /// The shard names placements index into (the config's, in order).
+    shard_names: Vec<String>,
+    /// Some table has a placement.
+    sharded: bool,
 }
 
 impl RuleSet {
     /// Builds the index. The caller has validated names and uniqueness.
     pub(crate) fn build(
         generators: Vec<(GeneratorRule, Origin)>,
-        tables: Vec<(TableRule, Origin)>,
+        tables: Vec<(TableRule, Origin, Option<Placement>)>,
+        shard_names: Vec<String>,
     ) -> RuleSet {
-        let mut set = RuleSet::default();
+        let mut set = RuleSet {
+            shard_names,
+            ..RuleSet::default()
+        };
         for (g, o) in generators {
             set.generators.push(g);
             set.generator_origins.push(o);
         }
-        for (rule, origin) in tables {
+        for (rule, origin, placement) in tables {
             let (schema, table) = match rule.name.split_once('.') {
                 Some((s, t)) => (Some(Box::<str>::from(s)), Box::<str>::from(t)),
                 None => (None, Box::<str>::from(rule.name.as_str())),
@@ -118,6 +140,8 @@ impl RuleSet {
                 Some(s) => slot.by_schema.push((s.clone(), i)),
                 None => slot.any = Some(i),
             }
+            slot.sharded |= placement.is_some();
+            set.sharded |= placement.is_some();
             set.entries.push(TableEntry {
                 generator: Arc::from(rule.generator.as_str()),
                 column: Arc::from(rule.column.as_str()),
@@ -125,6 +149,7 @@ impl RuleSet {
                 schema,
                 table,
                 origin,
+                placement,
                 rule: rule.clone(),
             });
             set.tables.push(rule);
@@ -157,6 +182,25 @@ impl RuleSet {
     /// True if some rule names `table` (in any schema): a cheap pre-check.
     pub fn has_table_name(&self, table: &str) -> bool {
         self.index.contains_key(table)
+    }
+
+    /// True if some table rule has a placement (sharded or broadcast): the
+    /// session then has to route; otherwise everything is on the default shard.
+    pub fn is_sharded(&self) -> bool {
+        self.sharded
+    }
+
+    /// True if some rule for a table called `table` (in any schema) has a
+    /// placement: a cheap pre-check, like [`RuleSet::has_table_name`].
+    pub fn has_sharded_table_name(&self, table: &str) -> bool {
+        self.index.get(table).is_some_and(|s| s.sharded)
+    }
+
+    /// The shard names placements index into: the config's `[[shards]]`
+    /// names in order (index 0 is the default shard). Loaded without a config
+    /// (`rules check` without `--config`): the names the rules mention.
+    pub fn shard_names(&self) -> &[String] {
+        &self.shard_names
     }
 
     /// All generators, in file order.

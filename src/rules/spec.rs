@@ -120,10 +120,34 @@ pub struct TableRule {
     pub column: String,
     /// Name of a `[[generator]]` (in any rule file of the directory).
     pub generator: String,
-    /// Column whose value picks the shard; absent: the default shard.
+    /// Column whose value picks the shard; absent (and not broadcast): the
+    /// table lives on the default shard (the config's first `[[shards]]`).
     pub shard_key: Option<String>,
-    /// How `shard_key` maps to a shard (`mod`, `hash`, `range`).
+    /// How `shard_key` maps to a shard (`mod`, `hash`, `range`); required
+    /// with `shard_key`, refused without it.
     pub sharding: Option<String>,
-    /// Small reference table written to every shard.
+    /// Small reference table: every write goes to every shard of `shards`,
+    /// reads to the first of them. No `shard_key`/`sharding`/`ranges`.
     pub broadcast: Option<bool>,
+    /// `mod`/`hash`/broadcast tables: the config shard names the table is
+    /// spread over, in this order (the order fixes which shard `key % n`
+    /// picks). Default: every `[[shards]]` entry, in config order.
+    pub shards: Option<Vec<String>>,
+    /// `range` tables: contiguous intervals of the key, in ascending order,
+    /// each mapped to a shard name.
+    pub ranges: Option<Vec<RangeRule>>,
+}
+
+/// One entry of `[[table]] ranges`: keys `from <= k < to` live on `shard`.
+/// The first entry has no `from` (it starts at the smallest key), the last no
+/// `to` (it runs to the largest), and every other `from` is the previous `to`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RangeRule {
+    /// Inclusive lower bound; absent only on the first entry.
+    pub from: Option<i64>,
+    /// Exclusive upper bound; absent only on the last entry.
+    pub to: Option<i64>,
+    /// A `[[shards]]` name of the config.
+    pub shard: String,
 }

@@ -28,7 +28,7 @@ generator = "orders"
 "#;
 
 pub(crate) fn rules() -> RuleSet {
-    RuleSet::from_toml(Path::new("t.toml"), RULES, &|_| Ok(())).unwrap()
+    RuleSet::from_toml(Path::new("t.toml"), RULES, &["s0"], &|_| Ok(())).unwrap()
 }
 
 pub(crate) fn columns(schema: &str, table: &str) -> Option<Arc<[String]>> {

@@ -101,9 +101,11 @@ impl Proxy {
     /// idgate with `cfg` filling ids by `rules` (the text of one rule file),
     /// with the allocator `cfg.allocator` describes.
     pub async fn start_config_rules(cfg: Config, rules: &str) -> Proxy {
+        let shards: Vec<&str> = cfg.shards.iter().map(|s| s.name.as_str()).collect();
         let rules = RuleSet::from_toml(
             std::path::Path::new("test-rules.toml"),
             rules,
+            &shards,
             &idgate::idgen::validate,
         )
         .unwrap_or_else(|e| panic!("test rules are valid: {e}"));
