@@ -528,7 +528,7 @@ impl Session {
         let first_id = (st.generated > 0).then(|| ids.get(st.first_slot).copied()).flatten();
         if let [shard] = shards[..] {
             // The whole statement on one shard: as without sharding.
-            self.send_rewrite(shard, rw, ids, plain).await?;
+            self.send_rewrite(shard, rw, ids, &[plain]).await?;
             return Ok(());
         }
         let broadcast = placement.is_broadcast();

@@ -676,7 +676,7 @@ impl Session {
 
     /// The shard statement id for client statement `id` on `shard`, preparing
     /// it there first if that connection does not have it.
-    async fn backend_stmt(&mut self, id: u32, shard: usize) -> Result<Option<u32>, CmdError> {
+    pub(super) async fn backend_stmt(&mut self, id: u32, shard: usize) -> Result<Option<u32>, CmdError> {
         if self.stmts.get_mut(id).is_none() {
             return Ok(None);
         }

@@ -65,11 +65,7 @@ impl Shared {
             .iter()
             .map(|u| (u.name.as_bytes().to_vec(), u.password.as_bytes().to_vec()))
             .collect();
-        let routing = rules.as_ref().is_some_and(|r| {
-            r.entries()
-                .iter()
-                .any(|e| e.rule().shard_key.is_some() || e.rule().broadcast == Some(true))
-        });
+        let routing = rules.as_ref().is_some_and(|r| r.is_sharded());
         Shared {
             routing,
             pending_xa: parking_lot::Mutex::new(Vec::new()),

@@ -338,8 +338,7 @@ fn last_id_hint(b: &[u8]) -> bool {
 
 /// Whether rows of `entry`'s table are routed (sharded or broadcast).
 fn routed(entry: &TableEntry) -> bool {
-    let r = entry.rule();
-    r.shard_key.is_some() || r.broadcast == Some(true)
+    entry.placement().is_some()
 }
 
 /// `schema.table`, or `table` when no schema is known (for messages).
