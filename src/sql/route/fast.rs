@@ -193,6 +193,14 @@ impl<'a> P<'a> {
                 return None;
             }
         }
+        if t.kind == Kind::QuotedIdent && self.sql.as_bytes().get(t.start) == Some(&b'"') {
+            // As sqlparser is given it: `"..."` becomes `` `...` ``, which
+            // works only without quotes inside.
+            let inner = self.sql.get(t.start + 1..t.end.saturating_sub(1))?;
+            if inner.contains(['"', '`']) {
+                return None;
+            }
+        }
         let n = ident(self.sql, t)?;
         self.i += 1;
         Some(n)
@@ -307,10 +315,13 @@ impl<'a> P<'a> {
                 return None;
             }
             let term = self.toks.get(start..self.i)?;
-            if term.first().is_none_or(|t| t.is(b'(')) {
-                return None;
+            match term.first() {
+                None => return None,
+                // sqlparser reads through parentheses: only an OR/XOR
+                // inside binds nothing for both.
+                Some(t) if t.is(b'(') => self.parenthesized_or(term)?,
+                Some(_) => self.term(term, block)?,
             }
-            self.term(term, block)?;
             if !self.eat_word("AND") {
                 return Some(());
             }
@@ -367,6 +378,29 @@ impl<'a> P<'a> {
             }
         }
         Some(())
+    }
+
+    /// A term wholly in parentheses whose top level inside is an OR or
+    /// XOR: binds nothing. `None` (decline) for any other parenthesized term.
+    fn parenthesized_or(&self, term: &[Token]) -> Option<()> {
+        let mut depth = 0usize;
+        let mut or = false;
+        for (i, t) in term.iter().enumerate() {
+            match t.kind {
+                Kind::Punct(b'(') => depth += 1,
+                Kind::Punct(b')') => {
+                    depth = depth.checked_sub(1)?;
+                    if depth == 0 && i + 1 != term.len() {
+                        return None;
+                    }
+                }
+                Kind::Word if depth == 1 => {
+                    or |= self.word_is(t, "OR") || self.word_is(t, "XOR");
+                }
+                _ => {}
+            }
+        }
+        or.then_some(())
     }
 
     /// `(v, ...)` as the whole rest of a term: `Some(None)` unless every

@@ -18,6 +18,7 @@
 //! - `value.rs`: key literals (escapes resolved as MariaDB does), shared by both paths.
 //! - `scatter.rs`: select list, ORDER BY and LIMIT to [`MergeSpec`], shared.
 //! - `bound.rs`: which `WHERE` conjuncts bind which table's shard key, shared.
+//! - `ddl.rs`: DDL target names from tokens, when sqlparser cannot parse the DDL.
 
 use std::sync::Arc;
 
@@ -27,12 +28,16 @@ pub use super::lexer::Modes;
 pub use error::RouteError;
 
 mod bound;
+mod ddl;
 mod error;
 mod fast;
 mod parsed;
 mod prep;
 mod scatter;
 mod value;
+
+#[cfg(test)]
+mod tests;
 
 // TODO(merge): use crate::shard::placement::KeyValue
 /// A shard key value written in the statement.

@@ -86,7 +86,15 @@ pub(super) fn analyze(
         .and_then(|mut p| p.parse_statements());
     let mut stmts = match parsed {
         Ok(s) => s,
-        Err(e) if routed => return Err(RouteError::syntax(e.to_string())),
+        Err(e) if routed => {
+            return match super::ddl::tables(sql, modes) {
+                Some(tables) => Ok(Analysis {
+                    kind: StmtKind::Ddl,
+                    ..other(tables)
+                }),
+                None => Err(RouteError::syntax(e.to_string())),
+            }
+        }
         Err(_) => return Ok(other(Vec::new())),
     };
     if stmts.len() != 1 {
@@ -400,10 +408,18 @@ impl<'a> Walker<'a> {
                 a.kind = StmtKind::Delete;
                 let mut block = Vec::new();
                 let mut ctes = Vec::new();
-                let from = match (&d.using, &d.from) {
-                    (Some(u), _) => u,
-                    (None, sqlparser::ast::FromTable::WithFromKeyword(f))
-                    | (None, sqlparser::ast::FromTable::WithoutKeyword(f)) => f,
+                let (sqlparser::ast::FromTable::WithFromKeyword(named)
+                | sqlparser::ast::FromTable::WithoutKeyword(named)) = &d.from;
+                let from = match &d.using {
+                    Some(u) => {
+                        // `DELETE FROM a, b USING ...`: the targets name
+                        // tables of USING.
+                        for twj in named {
+                            self.factors(twj, &ctes, &mut Vec::new());
+                        }
+                        u
+                    }
+                    None => named,
                 };
                 for twj in from {
                     self.factors(twj, &ctes, &mut block);
@@ -751,7 +767,9 @@ impl<'a> Walker<'a> {
             }
             SetExpr::Query(inner) if bare => self.scatter_query(inner),
             SetExpr::Query(_) => Err("ORDER BY or LIMIT outside a parenthesized SELECT".into()),
-            SetExpr::SetOperation { op, .. } => Err(format!("{op}")),
+            SetExpr::SetOperation {
+                op, set_quantifier, ..
+            } => Err(format!("{op} {set_quantifier}").trim_end().to_string()),
             SetExpr::Values(_) | SetExpr::Table(_) if bare => Ok((MergeSpec::default(), None)),
             _ => Err("this query form".into()),
         }

@@ -213,6 +213,35 @@ pub(super) fn prepare(sql: &str, modes: Modes) -> Result<Prep, RouteError> {
     }
 
     let first = tokens.first().copied();
+    // `CREATE TABLE a (LIKE b)`: sqlparser reads a column named LIKE.
+    if first.is_some_and(|f| is_word(sql, &f, "CREATE")) {
+        let name =
+            |t: Option<&Token>| t.is_some_and(|t| matches!(t.kind, Kind::Word | Kind::QuotedIdent));
+        for (i, open) in tokens.iter().enumerate() {
+            if !open.is(b'(') || !tokens.get(i + 1).is_some_and(|l| is_word(sql, l, "LIKE")) {
+                continue;
+            }
+            let close = if name(tokens.get(i + 2)) && tokens.get(i + 3).is_some_and(|t| t.is(b')'))
+            {
+                tokens.get(i + 3)
+            } else if name(tokens.get(i + 2))
+                && tokens.get(i + 3).is_some_and(|t| t.is(b'.'))
+                && name(tokens.get(i + 4))
+                && tokens.get(i + 5).is_some_and(|t| t.is(b')'))
+            {
+                tokens.get(i + 5)
+            } else {
+                None
+            };
+            if let Some(c) = close {
+                let (o, c) = (open.start, c.start);
+                edit(&mut |b| {
+                    blank(b, o, o + 1);
+                    blank(b, c, c + 1);
+                });
+            }
+        }
+    }
     let mut commas = Vec::new();
     if let Some(f) = first {
         let update = is_word(sql, &f, "UPDATE");
