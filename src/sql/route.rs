@@ -1,1 +1,0 @@
-//! Routing analysis of SELECT/UPDATE/DELETE/DDL. (Being written.)

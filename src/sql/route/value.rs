@@ -1,0 +1,141 @@
+//! Shard key literals: the tokens of one value to a [`KeyArg`], with string
+//! escapes resolved exactly as MariaDB does. Both paths read values through
+//! here, from the original text, so they cannot disagree on a value.
+
+use super::super::lexer::{Kind, Lexer, Modes, Token};
+use super::{KeyArg, KeyValue};
+
+/// A sign written before a number (sqlparser keeps it outside the value's
+/// span).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Sign {
+    None,
+    Minus,
+    Plus,
+}
+
+fn word_is(sql: &str, t: &Token, kw: &str) -> bool {
+    t.kind == Kind::Word
+        && sql
+            .as_bytes()
+            .get(t.start..t.end)
+            .is_some_and(|w| w.eq_ignore_ascii_case(kw.as_bytes()))
+}
+
+/// The key value written by exactly the tokens `toks`, or `None` if they are
+/// not one literal the analysis reads (the bound is then `Unbound`):
+/// an integer (`42`, `-5`, `+7`), a string (`'a'`, `"a"` without
+/// ANSI_QUOTES, `_utf8mb4'a'`, `N'a'`), `NULL`, or `?` (whose index
+/// `param(token)` gives).
+pub(super) fn literal(
+    sql: &str,
+    toks: &[Token],
+    sign: Sign,
+    modes: Modes,
+    param: &dyn Fn(&Token) -> Option<usize>,
+) -> Option<KeyArg> {
+    let (sign, toks) = match toks {
+        [s, rest @ ..] if sign == Sign::None && (s.is(b'-') || s.is(b'+')) => {
+            (if s.is(b'-') { Sign::Minus } else { Sign::Plus }, rest)
+        }
+        _ => (sign, toks),
+    };
+    match (sign, toks) {
+        (_, [n]) if n.kind == Kind::Number => {
+            let digits = sql.get(n.start..n.end)?;
+            if !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let v: i128 = digits.parse().ok()?;
+            let v = if sign == Sign::Minus {
+                v.checked_neg()?
+            } else {
+                v
+            };
+            Some(KeyArg::Value(KeyValue::Int(v)))
+        }
+        (Sign::None, [s]) if s.kind == Kind::Str => Some(KeyArg::Value(KeyValue::Str(unescape(
+            sql.as_bytes().get(s.start..s.end)?,
+            modes,
+        )))),
+        (Sign::None, [w, s]) if w.kind == Kind::Word && s.kind == Kind::Str => {
+            let word = sql.get(w.start..w.end)?;
+            let bytes = unescape(sql.as_bytes().get(s.start..s.end)?, modes);
+            let national = word.eq_ignore_ascii_case("N")
+                && w.end == s.start
+                && sql.as_bytes().get(s.start) == Some(&b'\'');
+            let ok = national
+                || match word.strip_prefix('_').map(|c| c.to_ascii_lowercase()) {
+                    Some(cs) => match cs.as_str() {
+                        "binary" | "utf8" | "utf8mb3" | "utf8mb4" => true,
+                        // ASCII-compatible: the same bytes for ASCII text only.
+                        "latin1" | "ascii" => bytes.is_ascii(),
+                        _ => false,
+                    },
+                    None => false,
+                };
+            ok.then_some(KeyArg::Value(KeyValue::Str(bytes)))
+        }
+        (Sign::None, [w]) if word_is(sql, w, "NULL") => Some(KeyArg::Value(KeyValue::Null)),
+        (Sign::None, [p]) if p.kind == Kind::Param => param(p).map(KeyArg::Param),
+        _ => None,
+    }
+}
+
+/// All tokens of `sql[start..end]` (none if a quote or comment is unclosed
+/// or a token runs past `end`).
+pub(super) fn tokens_in(sql: &str, start: usize, end: usize, modes: Modes) -> Vec<Token> {
+    let mut lx = Lexer::new(sql, start, modes);
+    let mut out = Vec::new();
+    while let Some(t) = lx.next_token() {
+        if t.start >= end {
+            break;
+        }
+        if t.end > end || t.kind == Kind::Unterminated {
+            return Vec::new();
+        }
+        out.push(t);
+    }
+    out
+}
+
+/// The first token at or after `pos`.
+pub(super) fn token_at(sql: &str, pos: usize, modes: Modes) -> Option<Token> {
+    Lexer::new(sql, pos, modes).next_token()
+}
+
+/// The bytes of a string literal token (quotes included), as MariaDB reads
+/// them: a doubled quote is one quote; unless `NO_BACKSLASH_ESCAPES`, `\0`
+/// `\b` `\n` `\r` `\t` `\Z` are control characters, `\%` and `\_` stay two
+/// characters, and `\` before anything else is dropped.
+pub(super) fn unescape(tok: &[u8], modes: Modes) -> Vec<u8> {
+    let Some((&q, rest)) = tok.split_first() else {
+        return Vec::new();
+    };
+    let body = rest.get(..rest.len().saturating_sub(1)).unwrap_or(&[]);
+    let mut out = Vec::with_capacity(body.len());
+    let mut i = 0;
+    while let Some(&b) = body.get(i) {
+        if b == b'\\' && !modes.no_backslash_escapes {
+            match body.get(i + 1) {
+                Some(b'0') => out.push(0),
+                Some(b'b') => out.push(8),
+                Some(b'n') => out.push(b'\n'),
+                Some(b'r') => out.push(b'\r'),
+                Some(b't') => out.push(b'\t'),
+                Some(b'Z') => out.push(0x1a),
+                Some(&c @ (b'%' | b'_')) => out.extend_from_slice(&[b'\\', c]),
+                Some(&c) => out.push(c),
+                None => out.push(b'\\'),
+            }
+            i += 2;
+        } else if b == q && body.get(i + 1) == Some(&q) {
+            out.push(q);
+            i += 2;
+        } else {
+            out.push(b);
+            i += 1;
+        }
+    }
+    out
+}
