@@ -32,10 +32,14 @@ async fn setup(tb: &support::Testbed) -> (Proxy, String) {
     let p = Proxy::start_rules(tb, &rules(&schema), &format!("/{schema}")).await;
     let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
     for t in ["t", "h", "ref"] {
-        c.query_drop(format!("CREATE TABLE {t} {TABLE}")).await.unwrap();
+        c.query_drop(format!("CREATE TABLE {t} {TABLE}"))
+            .await
+            .unwrap();
     }
     // The unsharded copy scattered reads are compared with.
-    c.query_drop(format!("CREATE TABLE plain {TABLE}")).await.unwrap();
+    c.query_drop(format!("CREATE TABLE plain {TABLE}"))
+        .await
+        .unwrap();
     (p, schema)
 }
 
@@ -70,8 +74,12 @@ async fn rows_land_where_the_rule_says() {
     // Single rows with generated ids, a multi-row INSERT split across the
     // shards, explicit ids, INSERT ... SET.
     for i in 0..20 {
-        c.exec_drop("INSERT INTO t (w, n) VALUES (?, ?)", ("p", i)).await.unwrap();
-        c.query_drop(format!("INSERT INTO t (w, n) VALUES ('s', {i})")).await.unwrap();
+        c.exec_drop("INSERT INTO t (w, n) VALUES (?, ?)", ("p", i))
+            .await
+            .unwrap();
+        c.query_drop(format!("INSERT INTO t (w, n) VALUES ('s', {i})"))
+            .await
+            .unwrap();
     }
     let r = c
         .query_iter("INSERT INTO t (w, n) VALUES ('m', 1), ('m', 2), ('m', 3), ('m', 4), ('m', 5)")
@@ -81,12 +89,21 @@ async fn rows_land_where_the_rule_says() {
     drop(r);
     assert_eq!(affected, 5);
     let first = first.expect("a last insert id");
-    let lid: u64 = c.query_first("SELECT LAST_INSERT_ID()").await.unwrap().unwrap();
-    assert_eq!(lid, first, "LAST_INSERT_ID() is the first generated id of the split INSERT");
+    let lid: u64 = c
+        .query_first("SELECT LAST_INSERT_ID()")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        lid, first,
+        "LAST_INSERT_ID() is the first generated id of the split INSERT"
+    );
     c.query_drop("INSERT INTO t (id, w, n) VALUES (1000001, 'x', 0), (1000002, 'x', 0)")
         .await
         .unwrap();
-    c.query_drop("INSERT INTO t SET w = 'set', n = 9").await.unwrap();
+    c.query_drop("INSERT INTO t SET w = 'set', n = 9")
+        .await
+        .unwrap();
     let mut all = Vec::new();
     for shard in 0..2 {
         let ids = ids_on(&tb, shard, &schema, "t").await;
@@ -103,12 +120,16 @@ async fn rows_land_where_the_rule_says() {
     assert_eq!(n, 20 * 2 + 5 + 2 + 1, "no row lost");
     // The hash table: placement is CRC32(id) % 2, as MariaDB computes it.
     for _ in 0..20 {
-        c.query_drop("INSERT INTO h (w, n) VALUES ('a', 1), ('b', 2)").await.unwrap();
+        c.query_drop("INSERT INTO h (w, n) VALUES ('a', 1), ('b', 2)")
+            .await
+            .unwrap();
     }
     for shard in 0..2 {
         let mut d = direct(&tb, shard, &schema).await;
         let wrong: u64 = d
-            .query_first(format!("SELECT COUNT(*) FROM h WHERE CRC32(id) % 2 <> {shard}"))
+            .query_first(format!(
+                "SELECT COUNT(*) FROM h WHERE CRC32(id) % 2 <> {shard}"
+            ))
             .await
             .unwrap()
             .unwrap();
@@ -129,15 +150,25 @@ async fn keyed_statements_touch_only_their_shard() {
             .await
             .unwrap();
     }
-    let before: Vec<u64> = p.shared.shard_connects.iter().map(|n| n.load(Ordering::Relaxed)).collect();
+    // The driver's own queries at connect go to the default shard: count
+    // from after them.
     let mut c = Conn::new(p.opts(None)).await.unwrap();
+    c.query_drop("SELECT 1").await.unwrap();
+    let before: Vec<u64> = p
+        .shared
+        .shard_connects
+        .iter()
+        .map(|n| n.load(Ordering::Relaxed))
+        .collect();
     let w: Option<String> = c
         .query_first(format!("SELECT w FROM `{schema}`.t WHERE id = 11"))
         .await
         .unwrap();
     assert_eq!(w.as_deref(), Some("b"));
     let ws: Vec<String> = c
-        .query(format!("SELECT w FROM `{schema}`.t WHERE id IN (13, 11) ORDER BY id"))
+        .query(format!(
+            "SELECT w FROM `{schema}`.t WHERE id IN (13, 11) ORDER BY id"
+        ))
         .await
         .unwrap();
     assert_eq!(ws, ["b", "d"]);
@@ -153,8 +184,16 @@ async fn keyed_statements_touch_only_their_shard() {
     c.exec_drop(format!("DELETE FROM `{schema}`.t WHERE id = ?"), (11,))
         .await
         .unwrap();
-    let after: Vec<u64> = p.shared.shard_connects.iter().map(|n| n.load(Ordering::Relaxed)).collect();
-    assert_eq!(after[0], before[0], "keyed statements on odd ids opened no connection to shard s0");
+    let after: Vec<u64> = p
+        .shared
+        .shard_connects
+        .iter()
+        .map(|n| n.load(Ordering::Relaxed))
+        .collect();
+    assert_eq!(
+        after[0], before[0],
+        "keyed statements on odd ids opened no connection to shard s0"
+    );
     assert_eq!(after[1], before[1] + 1, "one connection to s1");
     assert_eq!(ids_on(&tb, 1, &schema, "t").await, [13]);
     assert_eq!(ids_on(&tb, 0, &schema, "t").await, [10, 12]);
@@ -175,12 +214,30 @@ async fn scattered_reads_equal_one_unsharded_copy() {
     let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
     let mut values = Vec::new();
     for i in 0..60u64 {
-        let d = if i % 7 == 0 { "NULL".to_string() } else { format!("{}.{:02}", i * 3 % 17, i % 100) };
-        values.push(format!("({}, 'w{}', {}, {d})", i + 1, (i * 37) % 23, (i * 13) % 29));
+        let d = if i % 7 == 0 {
+            "NULL".to_string()
+        } else {
+            format!("{}.{:02}", i * 3 % 17, i % 100)
+        };
+        values.push(format!(
+            "({}, 'w{}', {}, {d})",
+            i + 1,
+            (i * 37) % 23,
+            (i * 13) % 29
+        ));
     }
     let rows = values.join(", ");
-    c.query_drop(format!("INSERT INTO t (id, w, n, d) VALUES {rows}")).await.unwrap();
-    proxy::admin(&tb, 0, &[&format!("INSERT INTO `{schema}`.plain (id, w, n, d) VALUES {rows}")]).await;
+    c.query_drop(format!("INSERT INTO t (id, w, n, d) VALUES {rows}"))
+        .await
+        .unwrap();
+    proxy::admin(
+        &tb,
+        0,
+        &[&format!(
+            "INSERT INTO `{schema}`.plain (id, w, n, d) VALUES {rows}"
+        )],
+    )
+    .await;
     for q in [
         "SELECT id, w FROM {T} ORDER BY id",
         "SELECT id, n FROM {T} ORDER BY n DESC, id LIMIT 7",
@@ -199,7 +256,13 @@ async fn scattered_reads_equal_one_unsharded_copy() {
             rows.iter().map(|r| r.clone().unwrap()).collect()
         };
         assert_eq!(show(&sharded), show(&plain), "{q}");
-        // The same through the binary protocol.
+        // The same through the binary protocol (a prepared scatter with an
+        // OFFSET is refused: the offset would have to move into the text).
+        if q.contains("OFFSET") || q.contains("11, 5") {
+            let err = c.exec_drop(q.replace("{T}", "t"), ()).await.unwrap_err();
+            assert!(err.to_string().contains("OFFSET"), "{err}");
+            continue;
+        }
         let sharded: Vec<Row> = c.exec(q.replace("{T}", "t"), ()).await.unwrap();
         let plain: Vec<Row> = c.exec(q.replace("{T}", "plain"), ()).await.unwrap();
         assert_eq!(show(&sharded), show(&plain), "prepared {q}");
@@ -211,7 +274,10 @@ async fn scattered_reads_equal_one_unsharded_copy() {
     // What cannot be answered across shards is refused, with the reason.
     for (q, why) in [
         ("SELECT n, COUNT(*) FROM t GROUP BY n", "GROUP BY"),
-        ("SELECT * FROM t JOIN h ON t.id = h.id", "joins sharded tables"),
+        (
+            "SELECT * FROM t JOIN h ON t.id = h.id",
+            "joins sharded tables",
+        ),
     ] {
         let err = c.query_drop(q).await.unwrap_err();
         assert!(err.to_string().contains(why), "{q}: {err}");
@@ -226,29 +292,58 @@ async fn multi_shard_writes_are_atomic() {
     let (p, schema) = setup(&tb).await;
     let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
     // A row only shard s1 has makes the s1 part of the next INSERT fail.
-    proxy::admin(&tb, 1, &[&format!("INSERT INTO `{schema}`.t VALUES (101, 'x', 0, NULL)")]).await;
+    proxy::admin(
+        &tb,
+        1,
+        &[&format!(
+            "INSERT INTO `{schema}`.t VALUES (101, 'x', 0, NULL)"
+        )],
+    )
+    .await;
     let err = c
         .query_drop("INSERT INTO t (id, w, n) VALUES (100, 'a', 1), (101, 'b', 2), (102, 'c', 3)")
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("s1"), "the error names the shard: {err}");
-    assert!(ids_on(&tb, 0, &schema, "t").await.is_empty(), "s0's part was rolled back");
+    assert!(
+        err.to_string().contains("s1"),
+        "the error names the shard: {err}"
+    );
+    assert!(
+        ids_on(&tb, 0, &schema, "t").await.is_empty(),
+        "s0's part was rolled back"
+    );
     // Unkeyed UPDATE and DELETE run on both shards, atomically.
     c.query_drop("INSERT INTO t (id, w, n) VALUES (200, 'a', 1), (201, 'b', 2), (202, 'c', 3)")
         .await
         .unwrap();
-    let r = c.query_iter("UPDATE t SET n = n + 1 WHERE n > 0").await.unwrap();
-    assert_eq!(r.affected_rows(), 4);
+    let r = c
+        .query_iter("UPDATE t SET n = n + 1 WHERE n > 0")
+        .await
+        .unwrap();
+    assert_eq!(
+        r.affected_rows(),
+        3,
+        "200..202 on both shards (101 has n = 0)"
+    );
     drop(r);
     let r = c.query_iter("DELETE FROM t WHERE id >= 200").await.unwrap();
     assert_eq!(r.affected_rows(), 3);
     drop(r);
     assert_eq!(ids_on(&tb, 1, &schema, "t").await, [101]);
     // A broadcast table gets every row on both shards.
-    c.query_drop("INSERT INTO ref (w, n) VALUES ('r', 1), ('r', 2)").await.unwrap();
-    assert_eq!(ids_on(&tb, 0, &schema, "ref").await, ids_on(&tb, 1, &schema, "ref").await);
+    c.query_drop("INSERT INTO ref (w, n) VALUES ('r', 1), ('r', 2)")
+        .await
+        .unwrap();
+    assert_eq!(
+        ids_on(&tb, 0, &schema, "ref").await,
+        ids_on(&tb, 1, &schema, "ref").await
+    );
     assert_eq!(ids_on(&tb, 0, &schema, "ref").await.len(), 2);
-    let n: u64 = c.query_first("SELECT COUNT(*) FROM ref").await.unwrap().unwrap();
+    let n: u64 = c
+        .query_first("SELECT COUNT(*) FROM ref")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(n, 2, "reads of a broadcast table come from one shard");
     drop(c);
     teardown(&tb, p, &schema).await;
@@ -260,26 +355,41 @@ async fn transactions_keep_their_writes_on_one_shard() {
     let (p, schema) = setup(&tb).await;
     let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
     c.query_drop("BEGIN").await.unwrap();
-    c.query_drop("INSERT INTO t (id, w, n) VALUES (2, 'a', 1)").await.unwrap();
+    c.query_drop("INSERT INTO t (id, w, n) VALUES (2, 'a', 1)")
+        .await
+        .unwrap();
     let err = c
         .query_drop("INSERT INTO t (id, w, n) VALUES (3, 'b', 1)")
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("already wrote to shard s0"), "{err}");
+    assert!(
+        err.to_string().contains("already wrote to shard s0"),
+        "{err}"
+    );
     // Reads of other shards are fine, and the transaction goes on.
-    let n: u64 = c.query_first("SELECT COUNT(*) FROM t").await.unwrap().unwrap();
+    let n: u64 = c
+        .query_first("SELECT COUNT(*) FROM t")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(n, 1);
-    c.query_drop("INSERT INTO t (id, w, n) VALUES (4, 'c', 1)").await.unwrap();
+    c.query_drop("INSERT INTO t (id, w, n) VALUES (4, 'c', 1)")
+        .await
+        .unwrap();
     c.query_drop("COMMIT").await.unwrap();
     assert_eq!(ids_on(&tb, 0, &schema, "t").await, [2, 4]);
     // ROLLBACK reaches the shard the transaction wrote to.
     c.query_drop("START TRANSACTION").await.unwrap();
-    c.query_drop("INSERT INTO t (id, w, n) VALUES (5, 'd', 1)").await.unwrap();
+    c.query_drop("INSERT INTO t (id, w, n) VALUES (5, 'd', 1)")
+        .await
+        .unwrap();
     c.query_drop("ROLLBACK").await.unwrap();
     assert!(ids_on(&tb, 1, &schema, "t").await.is_empty());
     // autocommit = 0 is a transaction too.
     c.query_drop("SET autocommit = 0").await.unwrap();
-    c.query_drop("INSERT INTO t (id, w, n) VALUES (7, 'e', 1)").await.unwrap();
+    c.query_drop("INSERT INTO t (id, w, n) VALUES (7, 'e', 1)")
+        .await
+        .unwrap();
     let err = c
         .query_drop("INSERT INTO t (id, w, n) VALUES (8, 'f', 1)")
         .await
@@ -297,7 +407,9 @@ async fn ddl_runs_on_every_shard_and_names_the_failing_one() {
     let Some(tb) = support::testbed() else { return };
     let (p, schema) = setup(&tb).await;
     let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
-    c.query_drop("ALTER TABLE t ADD COLUMN extra INT NULL").await.unwrap();
+    c.query_drop("ALTER TABLE t ADD COLUMN extra INT NULL")
+        .await
+        .unwrap();
     for shard in 0..2 {
         let mut d = direct(&tb, shard, &schema).await;
         let cols: Vec<String> = d
@@ -309,13 +421,21 @@ async fn ddl_runs_on_every_shard_and_names_the_failing_one() {
         assert_eq!(cols, ["extra"], "shard {shard}");
         let _ = d.disconnect().await;
     }
-    proxy::admin(&tb, 1, &[&format!("ALTER TABLE `{schema}`.h ADD COLUMN only_s1 INT")]).await;
+    proxy::admin(
+        &tb,
+        1,
+        &[&format!("ALTER TABLE `{schema}`.h ADD COLUMN only_s1 INT")],
+    )
+    .await;
     let err = c
         .query_drop("ALTER TABLE h ADD COLUMN only_s1 INT")
         .await
         .unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("shard s1") && msg.contains("already ran on shard s0"), "{msg}");
+    assert!(
+        msg.contains("shard s1") && msg.contains("already ran on shard s0"),
+        "{msg}"
+    );
     drop(c);
     teardown(&tb, p, &schema).await;
 }

@@ -224,7 +224,12 @@ impl Session {
                 return Ok(true);
             }
         }
-        if self.shared.routing && rw.statements().iter().any(|s| s.rule.as_ref().is_some_and(|r| r.routed.is_some())) {
+        if self.shared.routing
+            && rw
+                .statements()
+                .iter()
+                .any(|s| s.rule.as_ref().is_some_and(|r| r.routed.is_some()))
+        {
             return Err(CmdError::Refused(
                 super::route::ER_NOT_ROUTABLE,
                 "idgate: a query of several statements that inserts into a sharded table is not supported; send its statements one by one".into(),
@@ -244,9 +249,13 @@ impl Session {
         ids: &[u64],
         conditional: &[bool],
     ) -> Result<(), CmdError> {
+        if self.shared.routing {
+            self.check_write(&[shard])?;
+            self.sync_last_id(shard, rw.sql().as_bytes()).await?;
+        }
         let mut out = String::with_capacity(rw.sql().len() + 24 * ids.len() + 16);
         rw.render_with(
-            &ids,
+            ids,
             None,
             &|i| conditional.get(i).copied().unwrap_or(false),
             &mut out,
@@ -288,7 +297,11 @@ impl Session {
 
     /// Gives the shard's session `id` as its last insert id, so
     /// `LAST_INSERT_ID()` returns it (`DO` keeps the statement's warnings).
-    pub(super) async fn set_last_insert_id(&mut self, shard: usize, id: u64) -> Result<(), CmdError> {
+    pub(super) async fn set_last_insert_id(
+        &mut self,
+        shard: usize,
+        id: u64,
+    ) -> Result<(), CmdError> {
         let b = self.backend(shard).await.map_err(CmdError::Backend)?;
         let q = format!("\x03DO LAST_INSERT_ID({id})");
         b.run(q.as_bytes(), Expect::Results)

@@ -68,6 +68,17 @@ pub(super) fn modes(m: SqlModes) -> Modes {
     }
 }
 
+/// An analysis failure, as the client sees it.
+fn route_error(e: analysis::RouteError) -> CmdError {
+    CmdError::Refused(
+        ErrorCode {
+            code: e.code(),
+            state: e.sqlstate(),
+        },
+        e.to_string(),
+    )
+}
+
 /// Why a statement cannot be routed.
 fn refuse(message: String) -> CmdError {
     CmdError::Refused(ER_NOT_ROUTABLE, format!("idgate: {message}"))
@@ -133,7 +144,10 @@ pub(super) fn decide(
     let is_ddl = analysis.kind == StmtKind::Ddl;
     for t in &analysis.tables {
         let s = t.schema.as_deref().or(schema);
-        match rules.entry(s, &t.table).and_then(|e| Some((e, e.placement()?))) {
+        match rules
+            .entry(s, &t.table)
+            .and_then(|e| Some((e, e.placement()?)))
+        {
             Some((e, p)) if p.is_broadcast() => {
                 let on = if is_write || is_ddl {
                     p.shards().to_vec()
@@ -340,7 +354,7 @@ impl Session {
         }
         let schema = self.schema.clone();
         let key_of = shard_key_of(&rules, schema.as_deref());
-        let a = analysis::analyze(sql, m, &key_of).map_err(CmdError::Sql)?;
+        let a = analysis::analyze(sql, m, &key_of).map_err(route_error)?;
         let Some(routed) = decide(&rules, schema.as_deref(), a, &|_| None)? else {
             return Ok(false);
         };
@@ -382,8 +396,8 @@ impl Session {
                 let rewritten;
                 let payload = match &routed.analysis.shard_sql {
                     Some(sql) => {
-                        rewritten = [&[crate::protocol::consts::cmd::QUERY][..], sql.as_bytes()]
-                            .concat();
+                        rewritten =
+                            [&[crate::protocol::consts::cmd::QUERY][..], sql.as_bytes()].concat();
                         &rewritten[..]
                     }
                     None => payload,
@@ -525,7 +539,9 @@ impl Session {
         }
         let shards: Vec<usize> = groups.keys().copied().collect();
         self.check_write(&shards)?;
-        let first_id = (st.generated > 0).then(|| ids.get(st.first_slot).copied()).flatten();
+        let first_id = (st.generated > 0)
+            .then(|| ids.get(st.first_slot).copied())
+            .flatten();
         if let [shard] = shards[..] {
             // The whole statement on one shard: as without sharding.
             self.send_rewrite(shard, rw, ids, &[plain]).await?;
@@ -546,8 +562,15 @@ impl Session {
         }
         // The shard holding the statement's first generated row keeps the
         // session's LAST_INSERT_ID().
-        let home = match st.rows.iter().position(|r| matches!(r.key, RowKey::Generated(s) if s == st.first_slot)) {
-            Some(row) => groups.iter().find(|(_, rows)| rows.contains(&row)).map(|(&s, _)| s),
+        let home = match st
+            .rows
+            .iter()
+            .position(|r| matches!(r.key, RowKey::Generated(s) if s == st.first_slot))
+        {
+            Some(row) => groups
+                .iter()
+                .find(|(_, rows)| rows.contains(&row))
+                .map(|(&s, _)| s),
             None => None,
         };
         let oks = self.run_atomic(parts).await?;
@@ -604,8 +627,11 @@ impl Session {
         }
         let schema = self.schema.clone();
         let key_of = shard_key_of(&rules, schema.as_deref());
-        let a = analysis::analyze(sql, m, &key_of).map_err(CmdError::Sql)?;
-        if !matches!(a.kind, StmtKind::Select | StmtKind::Update | StmtKind::Delete) {
+        let a = analysis::analyze(sql, m, &key_of).map_err(route_error)?;
+        if !matches!(
+            a.kind,
+            StmtKind::Select | StmtKind::Update | StmtKind::Delete
+        ) {
             return Ok((None, 0));
         }
         // Where the table is (its first shard); errors that depend on the
@@ -621,7 +647,15 @@ impl Session {
     pub(super) fn insert_prepare_shard(&self, plan: &crate::sql::PrepareRewrite) -> usize {
         plan.rule
             .routed
-            .and_then(|i| self.shared.rules.as_ref()?.entries().get(i)?.placement().map(|p| p.shards()[0]))
+            .and_then(|i| {
+                self.shared
+                    .rules
+                    .as_ref()?
+                    .entries()
+                    .get(i)?
+                    .placement()
+                    .map(|p| p.shards()[0])
+            })
             .unwrap_or(0)
     }
 
@@ -633,11 +667,15 @@ impl Session {
         keys: &[u64],
     ) -> Result<usize, CmdError> {
         let table = &plan.rule.table;
-        let Some(placement) = plan
-            .rule
-            .routed
-            .and_then(|i| self.shared.rules.as_ref()?.entries().get(i)?.placement().cloned())
-        else {
+        let Some(placement) = plan.rule.routed.and_then(|i| {
+            self.shared
+                .rules
+                .as_ref()?
+                .entries()
+                .get(i)?
+                .placement()
+                .cloned()
+        }) else {
             return Ok(0);
         };
         if placement.is_broadcast() {

@@ -133,7 +133,11 @@ impl Session {
                     Part::Start => {
                         let cols = Cursor::new(p).lenenc().unwrap_or(0);
                         let defs = cols + u64::from(!deprecate_eof);
-                        part = if defs == 0 { Part::Rows } else { Part::Header(defs) };
+                        part = if defs == 0 {
+                            Part::Rows
+                        } else {
+                            Part::Header(defs)
+                        };
                         if first {
                             Action::Keep
                         } else {
@@ -141,7 +145,11 @@ impl Session {
                         }
                     }
                     Part::Header(left) => {
-                        part = if left <= 1 { Part::Rows } else { Part::Header(left - 1) };
+                        part = if left <= 1 {
+                            Part::Rows
+                        } else {
+                            Part::Header(left - 1)
+                        };
                         if first {
                             Action::Keep
                         } else {
@@ -259,7 +267,10 @@ mod tests {
         assert_eq!(with_warnings(&eof, 9, false).unwrap(), [0xfe, 9, 0, 2, 0]);
         let ok = [0xfe, 0, 0, 2, 0, 4, 0];
         assert_eq!(terminator_fields(&ok, true), Some((4, 2)));
-        assert_eq!(with_warnings(&ok, 7, true).unwrap(), [0xfe, 0, 0, 2, 0, 7, 0]);
+        assert_eq!(
+            with_warnings(&ok, 7, true).unwrap(),
+            [0xfe, 0, 0, 2, 0, 7, 0]
+        );
         assert!(!is_terminator(&[0x01, 0x31]));
         let err = [0xff, 0x7a, 0x04, b'#', b'4', b'2', b'S', b'0', b'2', b'x'];
         assert_eq!(prefix_error(&err, "s1")[9..], *b"shard s1: x");

@@ -522,9 +522,6 @@ impl Session {
             if self.query_routed(payload).await? {
                 return Ok(());
             }
-            if txn::may_write(&inject::first_keyword(sql)) {
-                self.check_write(&[0])?;
-            }
         }
         let mut handled = false;
         if self.shared.rules.is_some() {
@@ -541,6 +538,9 @@ impl Session {
         }
         if !handled {
             if self.shared.routing {
+                if txn::may_write(&inject::first_keyword(sql)) {
+                    self.check_write(&[0])?;
+                }
                 self.sync_last_id(0, sql).await?;
             }
             let outcome = self.forward(0, payload, Expect::Results).await?;
@@ -676,7 +676,11 @@ impl Session {
 
     /// The shard statement id for client statement `id` on `shard`, preparing
     /// it there first if that connection does not have it.
-    pub(super) async fn backend_stmt(&mut self, id: u32, shard: usize) -> Result<Option<u32>, CmdError> {
+    pub(super) async fn backend_stmt(
+        &mut self,
+        id: u32,
+        shard: usize,
+    ) -> Result<Option<u32>, CmdError> {
         if self.stmts.get_mut(id).is_none() {
             return Ok(None);
         }

@@ -78,7 +78,12 @@ fn second_word(sql: &[u8]) -> String {
 pub(super) fn may_write(first: &[u8; 8]) -> bool {
     matches!(
         first,
-        b"INSERT\0\0" | b"REPLACE\0" | b"UPDATE\0\0" | b"DELETE\0\0" | b"LOAD\0\0\0\0" | b"CALL\0\0\0\0"
+        b"INSERT\0\0"
+            | b"REPLACE\0"
+            | b"UPDATE\0\0"
+            | b"DELETE\0\0"
+            | b"LOAD\0\0\0\0"
+            | b"CALL\0\0\0\0"
     )
 }
 

@@ -45,7 +45,11 @@ pub(super) fn shard_error(e: BackendError) -> CmdError {
             let mut p = vec![reply::ERR];
             p.extend_from_slice(&err.code.to_le_bytes());
             p.push(b'#');
-            let state = if err.state.len() == 5 { err.state.as_str() } else { "HY000" };
+            let state = if err.state.len() == 5 {
+                err.state.as_str()
+            } else {
+                "HY000"
+            };
             p.extend_from_slice(state.as_bytes());
             p.extend_from_slice(format!("shard {shard}: {}", err.message).as_bytes());
             CmdError::Reply(p)

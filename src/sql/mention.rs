@@ -11,10 +11,10 @@ pub fn mentions_table(sql: &str, modes: Modes, pred: &dyn Fn(&str) -> bool) -> b
     let mut lx = Lexer::new(sql, 0, modes);
     while let Some(t) = lx.next_token() {
         match t.kind {
-            Kind::Word | Kind::QuotedIdent => {
-                if fast::ident(sql, &t).is_some_and(|name| pred(&name)) {
-                    return true;
-                }
+            Kind::Word | Kind::QuotedIdent
+                if fast::ident(sql, &t).is_some_and(|name| pred(&name)) =>
+            {
+                return true;
             }
             Kind::Unterminated => return false,
             _ => {}

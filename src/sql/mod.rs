@@ -49,13 +49,13 @@ pub(crate) mod shape;
 pub use error::SqlError;
 pub use insert::SlotKind;
 pub use mention::{mentions_table, statement_count};
-pub use rows::{RowKey, RowSpan};
 pub use plan::{plan_query, ColumnsFn, IdDemand, Plan, PlanCtx, QueryRewrite, RuleHit, StmtInfo};
 #[doc(hidden)]
 pub use plan::{plan_query_with, Engine};
 pub use prepare::{
     plan_prepare, BackendParam, BoundId, Execution, ParamSource, PreparePlan, PrepareRewrite,
 };
+pub use rows::{RowKey, RowSpan};
 
 #[cfg(test)]
 mod tests;

@@ -131,7 +131,11 @@ impl QueryRewrite {
         };
         if ids.len() != self.total {
             return Err(SqlError::IdCount {
-                table: st.rule.as_ref().map(|r| r.table.clone()).unwrap_or_default(),
+                table: st
+                    .rule
+                    .as_ref()
+                    .map(|r| r.table.clone())
+                    .unwrap_or_default(),
                 needed: self.total,
                 given: ids.len(),
             });

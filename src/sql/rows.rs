@@ -119,7 +119,8 @@ sharding = "mod"
 "#;
 
     fn plan(sql: &str, engine: Engine) -> QueryRewrite {
-        let rules = RuleSet::from_toml(Path::new("t.toml"), RULES, &["s0", "s1"], &|_| Ok(())).unwrap();
+        let rules =
+            RuleSet::from_toml(Path::new("t.toml"), RULES, &["s0", "s1"], &|_| Ok(())).unwrap();
         let cols = |_: &str, _: &str| Some(["id", "a"].iter().map(|s| s.to_string()).collect());
         let ctx = PlanCtx {
             schema: Some("shop"),

@@ -39,17 +39,7 @@ mod value;
 #[cfg(test)]
 mod tests;
 
-// TODO(merge): use crate::shard::placement::KeyValue
-/// A shard key value written in the statement.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum KeyValue {
-    /// `NULL`.
-    Null,
-    /// An integer literal.
-    Int(i128),
-    /// A string literal's bytes, escapes resolved.
-    Str(Vec<u8>),
-}
+pub use crate::shard::placement::KeyValue;
 
 /// One value a shard key is bound to.
 #[derive(Debug, Clone, PartialEq, Eq)]
