@@ -254,14 +254,14 @@ ranges = [ { to = 1000000, shard = "s0" }, { from = 1000000, to = 5000000, shard
 name = "orders"
 column = "id"
 generator = "g"
-shard_key = "user_id"
+shard_key = "id"
 sharding = "mod"
 
 [[table]]
 name = "shop.sessions"
 column = "id"
 generator = "g"
-shard_key = "token"
+shard_key = "id"
 sharding = "hash"
 shards = ["s2", "s0"]
 
@@ -324,7 +324,7 @@ fn sharded_tables_get_their_placements() {
     }
 
     let orders = set.entry(Some("any"), "orders").unwrap();
-    assert_eq!(orders.shard_key(), Some("user_id"));
+    assert_eq!(orders.shard_key(), Some("id"));
     let p = orders.placement().unwrap();
     assert_eq!((p.kind(), p.shards()), (Sharding::Mod, &[0, 1, 2][..]));
     assert_eq!(p.shard_of(&int(5)), Ok(2));
@@ -503,8 +503,8 @@ fn check_dir_describes_placements() {
         .replace(&format!("{}/", dir.path().display()), "");
     let want = [
         "  table shop.users.id <- g  range(id): ..1000000 s0, 1000000..5000000 s1, 5000000.. s0  x.toml:6",
-        "  table orders.id <- g  (any schema)  mod(user_id) over s0, s1, s2  x.toml:14",
-        "  table shop.sessions.id <- g  hash(token) over s2, s0  x.toml:21",
+        "  table orders.id <- g  (any schema)  mod(id) over s0, s1, s2  x.toml:14",
+        "  table shop.sessions.id <- g  hash(id) over s2, s0  x.toml:21",
         "  table countries.id <- g  (any schema)  broadcast to s1, s2 (reads from s1)  x.toml:29",
         "  table shop.plain.id <- g  x.toml:42",
     ];
@@ -533,7 +533,7 @@ fn check_dir_without_config_checks_all_but_shard_names() {
     );
     // Placements index the names the rules mention, in order of appearance.
     assert_eq!(set.shard_names(), ["s0", "s1", "eu-1"]);
-    assert!(out.contains("hash(token) over eu-1, s0"), "{out}");
+    assert!(out.contains("hash(id) over eu-1, s0"), "{out}");
     // Everything else is still checked.
     write(
         dir.path(),
@@ -545,5 +545,18 @@ fn check_dir_without_config_checks_all_but_shard_names() {
         err.to_string()
             .ends_with("y.toml:5: table `z`: sharding without shard_key"),
         "{err}"
+    );
+}
+
+#[test]
+fn the_shard_key_is_the_id_column() {
+    let text = "[[generator]]\nname = \"g\"\nkind = \"sequence\"\n\n\
+                [[table]]\nname = \"carts\"\ncolumn = \"id\"\ngenerator = \"g\"\n\
+                shard_key = \"user_id\"\nsharding = \"mod\"\n";
+    let (_dir, lines) = load_err(&[("a.toml", text)]);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].starts_with("a.toml:9: table `carts`: shard_key `user_id` is not a column of the rule: it must be the id column `id`"),
+        "{lines:?}"
     );
 }

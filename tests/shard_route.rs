@@ -439,3 +439,39 @@ async fn ddl_runs_on_every_shard_and_names_the_failing_one() {
     drop(c);
     teardown(&tb, p, &schema).await;
 }
+
+#[tokio::test]
+async fn a_shard_that_is_down_fails_only_what_needs_it() {
+    let Some(tb) = support::testbed() else { return };
+    let schema = support::unique("sharddown");
+    proxy::admin(&tb, 0, &[&format!("CREATE DATABASE `{schema}`")]).await;
+    proxy::admin(&tb, 0, &[&format!("CREATE TABLE `{schema}`.t {TABLE}")]).await;
+    // s1 points at a port nobody listens on.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_addr = dead.local_addr().unwrap().to_string();
+    drop(dead);
+    let mut text = proxy::config_text_etcd(&tb, &format!("/{schema}"));
+    text = text.replace(&tb.shards[1], &dead_addr);
+    let cfg = idgate::config::Config::parse(&text, "test").unwrap();
+    let p = Proxy::start_config_rules(cfg, &rules(&schema)).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    // Rows of shard s0 go in.
+    c.query_drop("INSERT INTO t (id, w, n) VALUES (2, 'a', 1), (4, 'b', 1)")
+        .await
+        .unwrap();
+    // A write that needs s1 too fails, names s1, and leaves nothing on s0.
+    let err = c
+        .query_drop("INSERT INTO t (id, w, n) VALUES (6, 'c', 1), (7, 'd', 1)")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("s1"), "{err}");
+    // A scattered read fails the same way; a keyed one still works.
+    let err = c.query_drop("SELECT * FROM t").await.unwrap_err();
+    assert!(err.to_string().contains("s1"), "{err}");
+    let n: Option<u64> = c.query_first("SELECT n FROM t WHERE id = 4").await.unwrap();
+    assert_eq!(n, Some(1));
+    drop(c);
+    assert_eq!(ids_on(&tb, 0, &schema, "t").await, [2, 4]);
+    p.stop().await;
+    proxy::admin(&tb, 0, &[&format!("DROP DATABASE IF EXISTS `{schema}`")]).await;
+}

@@ -78,13 +78,17 @@ impl Session {
         protocol: Protocol,
     ) -> Result<(), CmdError> {
         let expect = Expect::Results;
-        // Send everything first: the shards work in parallel.
-        let mut sent = Vec::with_capacity(parts.len());
-        for (shard, payload) in &parts {
+        // Every connection first (a shard that is down fails the statement
+        // before any shard has been sent it), then send everything: the
+        // shards work in parallel.
+        for (shard, _) in &parts {
             self.backend(*shard).await.map_err(CmdError::Backend)?;
             if self.txn_begin.is_some() {
                 self.enlist(*shard).await?;
             }
+        }
+        let mut sent = Vec::with_capacity(parts.len());
+        for (shard, payload) in &parts {
             let Some(b) = self.backends[*shard].as_mut() else {
                 continue;
             };
