@@ -16,7 +16,8 @@
 #   --warmup S         unrecorded warm-up run per target and workload (default 2; 0: none)
 #   --threads N        sysbench threads (default 16)
 #   --table-size N     rows in sbtest.sbtest1 (default 10000)
-#   --workloads "..."  subset of: point_select read_write_ps insert (default: all)
+#   --workloads "..."  subset of: point_select read_write_ps insert
+#                      point_select_sharded scatter_select (default: all)
 #   --idle-conns N     sessions opened by the idle step (default 1000)
 #   --no-idle          skip the idle-session step
 #   --no-idgate        measure direct and HAProxy only
@@ -34,6 +35,13 @@
 #                   sbtest_ids.sbtest1 (no AUTO_INCREMENT; idgate fills the id from
 #                   its sequence generator), after which every row is checked for a
 #                   unique, generated id.
+#   point_select_sharded  oltp_point_select against idgate_sh: a second idgate
+#                   with sbtest_sh.sbtest1 sharded by id (mod) over shards s0 and
+#                   s1 (prepared through it: rows split, DDL on both shards),
+#                   beside direct and HAProxy to the whole table on s0.
+#   scatter_select  bench/scatter.lua: `SELECT id, k FROM sbtest1 ORDER BY k, id
+#                   LIMIT 10`, on every shard and merged through idgate_sh,
+#                   against the same query on the whole table (direct, HAProxy).
 #
 # Results: target/bench/results-<stamp>.tsv (raw: one row per run) and
 # target/bench/results-<stamp>.txt (the report); bench/report.py FILE.tsv
@@ -54,7 +62,7 @@ duration=10
 warmup=2
 threads=16
 table_size=10000
-workloads="point_select read_write_ps insert"
+workloads="point_select read_write_ps insert point_select_sharded scatter_select"
 idle_conns=1000
 do_idle=1
 do_idgate=1
@@ -87,12 +95,14 @@ done
 
 host=127.0.0.1
 s0_port=${IDGATE_TB_S0_PORT:-33061}
+s1_port=${IDGATE_TB_S1_PORT:-33062}
 etcd_port=${IDGATE_TB_ETCD_PORT:-23790}
 backend_user=idgate backend_password=idgate # the test bed's account on every shard
 app_user=${BENCH_APP_USER:-sbtest}                 # the [[users]] account sysbench logs in to idgate with
 app_password=${BENCH_APP_PASSWORD:-sbtest}
 db=${BENCH_DB:-sbtest}
 ids_db=${BENCH_IDS_DB:-sbtest_ids}
+sh_db=${BENCH_SHARDED_DB:-sbtest_sh}
 idgate_bin=${IDGATE_BIN:-$repo/target/release/idgate}
 
 stamp=$(date +%Y%m%d-%H%M%S)
@@ -126,6 +136,7 @@ mysql_cli() {
     --connect-timeout=5 --batch --skip-column-names "$@"
 }
 sql_s0() { mysql_cli "$s0_port" "$backend_user" "$backend_password" -e "$1"; }
+sql_s1() { mysql_cli "$s1_port" "$backend_user" "$backend_password" -e "$1"; }
 
 testbed_reachable() {
   sql_s0 'SELECT 1' >/dev/null 2>&1 && curl -fsS "http://$host:$etcd_port/health" >/dev/null 2>&1
@@ -166,18 +177,22 @@ haproxy2_port=
 idgate_port=
 idgate_pid=
 idgate_ok=0
+idgate_sh_pid=
+idgate_sh_port=
+idgate_sh_ok=0
 etcd_prefix=
 cleanup() {
   local rc=$?
   stop_pid haproxy "$haproxy_pid"
   stop_pid haproxy2 "$haproxy2_pid"
   stop_pid idgate "$idgate_pid"
+  stop_pid idgate_sh "$idgate_sh_pid"
   if [ -n "$etcd_prefix" ] && command -v etcdctl >/dev/null; then
     ETCDCTL_API=3 etcdctl --endpoints="http://$host:$etcd_port" del --prefix "$etcd_prefix" >/dev/null 2>&1 || true
   fi
   if [ -n "$tmp" ] && [ -d "$tmp" ]; then
     # idgate's log and config stay next to the results.
-    for f in idgate.log idgate.toml; do
+    for f in idgate.log idgate.toml idgate_sh.log idgate_sh.toml; do
       if [ -f "$tmp/$f" ]; then cp "$tmp/$f" "$outdir/${f%.*}-$stamp.${f##*.}" 2>/dev/null || true; fi
     done
     rm -rf "$tmp"
@@ -260,37 +275,69 @@ etcd_prefix = "$etcd_prefix"
 [rules]
 dir = "$tmp/rules"
 EOF
+  # The sharded idgate: its own rules directory, etcd prefix and both shards.
+  mkdir -p "$tmp/rules_sh"
+  cat >"$tmp/rules_sh/bench.toml" <<EOF
+# sysbench's sbtest1 in $sh_db, sharded by id over s0 and s1.
+[[generator]]
+name = "sbtest_sh"
+kind = "sequence"
+batch = 10000
+
+[[table]]
+name = "$sh_db.sbtest1"
+column = "id"
+generator = "sbtest_sh"
+shard_key = "id"
+sharding = "mod"
+EOF
+  sed -e "s|^listen = .*|listen = \"$host:$2\"|" -e "s|^dir = .*|dir = \"$tmp/rules_sh\"|" \
+    -e "s|^etcd_prefix = \"\(.*\)\"|etcd_prefix = \"\1-sh\"|" "$tmp/idgate.toml" >"$tmp/idgate_sh.toml"
+  printf '\n[[shards]]\nname = "s1"\naddress = "%s"\n' "$host:$s1_port" >>"$tmp/idgate_sh.toml"
 }
 
-# Sets idgate_ok=1 when idgate runs and answers; otherwise says why it is skipped.
+# launch_idgate NAME CONFIG PORT: runs `idgate serve` as NAME (idgate or
+# idgate_sh); sets NAME_pid, and NAME_port and NAME_ok=1 once it answers;
+# otherwise says why it is skipped.
+launch_idgate() {
+  local name=$1 config=$2 port=$3 pid
+  # warn: no per-session log lines while measuring (HAProxy logs nothing either).
+  RUST_LOG=${RUST_LOG:-warn} "$idgate_bin" serve --config "$config" >"$tmp/$name.log" 2>&1 &
+  pid=$!
+  printf -v "${name}_pid" '%s' "$pid"
+  if ! wait_ready 60 "$pid" "$port" "$app_user" "$app_password"; then
+    if kill -0 "$pid" 2>/dev/null; then
+      log "$name SKIPPED: \`idgate serve\` did not answer SELECT 1 as $app_user on $host:$port within 60 s; its log:"
+    else
+      local rc=0; wait "$pid" || rc=$?
+      log "$name SKIPPED: \`idgate serve --config $config\` exited with status $rc before answering; its log:"
+    fi
+    if [ -s "$tmp/$name.log" ]; then
+      tail -n 15 "$tmp/$name.log" | sed "s/^/[bench]   $name: /" >&2
+    else
+      log "  (empty)"
+    fi
+    stop_pid "$name" "$pid"
+    printf -v "${name}_pid" '%s' ""
+    return 0
+  fi
+  printf -v "${name}_port" '%s' "$port"
+  printf -v "${name}_ok" '%s' 1
+  log "$name on $host:$port, pid $pid (config $config)"
+}
+
 start_idgate() {
   if ((!do_idgate)); then log "idgate SKIPPED (--no-idgate)"; return 0; fi
   if ! build_idgate; then log "idgate SKIPPED: it does not build"; return 0; fi
   if [ ! -x "$idgate_bin" ]; then log "idgate SKIPPED: no binary at $idgate_bin"; return 0; fi
-  local port; port=$(free_port)
-  write_idgate_config "$port"
-  # warn: no per-session log lines while measuring (HAProxy logs nothing either).
-  RUST_LOG=${RUST_LOG:-warn} "$idgate_bin" serve --config "$tmp/idgate.toml" >"$tmp/idgate.log" 2>&1 &
-  idgate_pid=$!
-  if ! wait_ready 60 "$idgate_pid" "$port" "$app_user" "$app_password"; then
-    if kill -0 "$idgate_pid" 2>/dev/null; then
-      log "idgate SKIPPED: \`idgate serve\` did not answer SELECT 1 as $app_user on $host:$port within 60 s; its log:"
-    else
-      local rc=0; wait "$idgate_pid" || rc=$?
-      log "idgate SKIPPED: \`idgate serve --config $tmp/idgate.toml\` exited with status $rc before answering; its log:"
-    fi
-    if [ -s "$tmp/idgate.log" ]; then
-      tail -n 15 "$tmp/idgate.log" | sed 's/^/[bench]   idgate: /' >&2
-    else
-      log "  (empty)"
-    fi
-    stop_pid idgate "$idgate_pid"
-    idgate_pid=
-    return 0
+  local port port_sh; port=$(free_port); port_sh=$(free_port)
+  write_idgate_config "$port" "$port_sh"
+  launch_idgate idgate "$tmp/idgate.toml" "$port"
+  if [[ " $workloads " == *" point_select_sharded "* || " $workloads " == *" scatter_select "* ]]; then
+    launch_idgate idgate_sh "$tmp/idgate_sh.toml" "$port_sh"
+    if ((idgate_sh_ok)); then prepare_sharded; fi
   fi
-  idgate_port=$port
-  idgate_ok=1
-  log "idgate on $host:$port, pid $idgate_pid, etcd prefix $etcd_prefix (config $tmp/idgate.toml)"
+  return 0
 }
 
 # ---------------------------------------------------------------- sysbench
@@ -319,6 +366,23 @@ prepare_data() {
   log "prepared in $((SECONDS - t0)) s"
 }
 
+# sbtest_sh.sbtest1 through idgate_sh: the schema on both shards, then
+# sysbench's own prepare (CREATE TABLE and CREATE INDEX run on both shards,
+# the rows get idgate's ids and are split by id).
+prepare_sharded() {
+  local t0=$SECONDS args n0 n1
+  log "preparing $sh_db.sbtest1 ($table_size rows) through idgate_sh, sharded over s0 and s1"
+  sql_s0 "DROP DATABASE IF EXISTS \`$sh_db\`; CREATE DATABASE \`$sh_db\`"
+  sql_s1 "DROP DATABASE IF EXISTS \`$sh_db\`; CREATE DATABASE \`$sh_db\`"
+  mapfile -t args < <(sb_common "$idgate_sh_port" "$app_user" "$app_password" "$sh_db")
+  sysbench oltp_point_select "${args[@]}" --db-ps-mode=disable prepare >"$tmp/prepare_sh.log" 2>&1 \
+    || { cat "$tmp/prepare_sh.log" >&2; die "sysbench prepare through idgate_sh failed"; }
+  n0=$(sql_s0 "SELECT COUNT(*) FROM \`$sh_db\`.sbtest1")
+  n1=$(sql_s1 "SELECT COUNT(*) FROM \`$sh_db\`.sbtest1")
+  log "prepared in $((SECONDS - t0)) s: $n0 rows on s0, $n1 on s1"
+  printf '# sharded table %s.sbtest1: s0=%s s1=%s\n' "$sh_db" "$n0" "$n1" >>"$results"
+}
+
 # target_args TARGET: prints PORT USER PASSWORD DB, one a line.
 target_args() {
   case "$1" in
@@ -327,6 +391,7 @@ target_args() {
     haproxy2) printf '%s\n' "$haproxy2_port" "$backend_user" "$backend_password" "$db" ;;
     idgate) printf '%s\n' "$idgate_port" "$app_user" "$app_password" "$db" ;;
     idgate_ids) printf '%s\n' "$idgate_port" "$app_user" "$app_password" "$ids_db" ;;
+    idgate_sh) printf '%s\n' "$idgate_sh_port" "$app_user" "$app_password" "$sh_db" ;;
   esac
 }
 
@@ -335,6 +400,8 @@ workload_args() {
     point_select) printf '%s\n' oltp_point_select --db-ps-mode=disable ;;
     read_write_ps) printf '%s\n' oltp_read_write --db-ps-mode=auto ;;
     insert) printf '%s\n' oltp_insert --db-ps-mode=disable --auto-inc=on ;;
+    point_select_sharded) printf '%s\n' oltp_point_select --db-ps-mode=disable ;;
+    scatter_select) printf '%s\n' "$repo/bench/scatter.lua" --db-ps-mode=disable ;;
     *) die "unknown workload $1" ;;
   esac
 }
@@ -342,6 +409,13 @@ workload_args() {
 workload_targets() {
   local t=(direct haproxy)
   ((do_control)) && t+=(haproxy2)
+  case "$1" in
+    point_select_sharded | scatter_select)
+      ((idgate_sh_ok)) && t+=(idgate_sh)
+      echo "${t[@]}"
+      return 0
+      ;;
+  esac
   ((idgate_ok)) && t+=(idgate)
   [ "$1" = insert ] && ((idgate_ok)) && t+=(idgate_ids)
   echo "${t[@]}"
@@ -352,7 +426,9 @@ ids_writes=0 # rows sysbench reports it inserted through idgate into the rule ta
 # run_one WORKLOAD TARGET ROUND SECONDS (ROUND 0: warm-up, not recorded)
 run_one() {
   local wl=$1 target=$2 round=$3 secs=$4 tgt wla conn out rc=0
-  if [[ $target == idgate* ]] && ! kill -0 "$idgate_pid" 2>/dev/null; then
+  local pid=$idgate_pid
+  [ "$target" = idgate_sh ] && pid=$idgate_sh_pid
+  if [[ $target == idgate* ]] && ! kill -0 "$pid" 2>/dev/null; then
     log "r$round $wl $target: idgate is no longer running (see $outdir/idgate-$stamp.log)"
     printf 'run\t%s\t%s\t%s\tNA\tNA\tNA\tNA\n' "$wl" "$target" "$round" >>"$results"
     return 0
