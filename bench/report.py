@@ -32,6 +32,14 @@ VIEWS = [
      "read_write_ps",
      ["direct", "haproxy", "idgate"],
      []),
+    ("oltp_point_select, keyed (idgate_sh: sbtest_sh.sbtest1 sharded by id over s0 and s1; "
+     "direct/haproxy: the whole table on s0)", "point_select_sharded",
+     ["direct", "haproxy", "idgate_sh"],
+     [("idgate_sh", "haproxy", 1.2)]),
+    ("scatter: SELECT id, k FROM sbtest1 ORDER BY k, id LIMIT 10 (idgate_sh: on both shards, "
+     "merged; direct/haproxy: the whole table on s0)", "scatter_select",
+     ["direct", "haproxy", "idgate_sh"],
+     [("idgate_sh", "direct", None)]),
 ]
 
 # Ratios printed for every view even without a target (when both were measured);
@@ -83,7 +91,8 @@ def show_view(title, data, cols, targets):
         p95 = [p for _, _, p in rs]
         print(f"   {c:<12}{len(rs):>7}{statistics.median(tps):>12.0f}"
               f"{statistics.median(p95):>15.2f}{min(tps):>10.0f}{max(tps):>10.0f}")
-    ratios = [(a, b, t) for a, b, t in targets] + [(a, b, None) for a, b in ALWAYS]
+    ratios = [(a, b, t) for a, b, t in targets]
+    ratios += [(a, b, None) for a, b in ALWAYS if (a, b) not in [(x, y) for x, y, _ in targets]]
     for a, b, goal in ratios:
         if not data.get(a) or not data.get(b):
             if goal is not None:
