@@ -24,8 +24,9 @@
 //! - `lastid.rs`: `LAST_INSERT_ID()` / `@@identity` uses.
 //! - `edit.rs`: splices; `render.rs`: applying them.
 //! - `prepare.rs`: [`plan_prepare`], [`PrepareRewrite`], execute-time helpers.
-//! - `route.rs`: what a SELECT/UPDATE/DELETE/DDL needs for routing (tables,
-//!   shard key bounds, scatter merge spec).
+//! - `route/`: [`route::analyze`], what a SELECT/UPDATE/DELETE/DDL needs for
+//!   routing (tables, shard key bounds, scatter merge spec, the text for
+//!   shards); a token fast path and a sqlparser fallback, like INSERT's.
 //! - `error.rs`: [`SqlError`] with MySQL codes.
 
 pub(crate) mod edit;
