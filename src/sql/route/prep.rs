@@ -25,6 +25,16 @@ static COMMENT_START: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
 static COMMENT_END: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
     std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"*/"));
 
+/// Most operators a statement may have for sqlparser: it builds one tree
+/// level per operator of a chain (`a AND b AND ...`), and walking or dropping
+/// the tree recurses, so a very long chain would overflow the stack.
+pub(super) const MAX_OPERATORS: usize = 4000;
+
+/// Words that are binary operators.
+const OPERATOR_WORDS: &[&str] = &[
+    "AND", "OR", "XOR", "DIV", "MOD", "IS", "LIKE", "REGEXP", "RLIKE", "BETWEEN", "IN",
+];
+
 /// What the prepass found.
 #[derive(Debug)]
 pub(super) struct Prep {
@@ -171,6 +181,23 @@ pub(super) fn prepare(sql: &str, modes: Modes) -> Result<Prep, RouteError> {
         prev_end = t.end;
         prev_in_exec = lx.in_exec();
         tokens.push(t);
+    }
+
+    let operators = tokens
+        .iter()
+        .filter(|t| match t.kind {
+            Kind::Punct(b'(' | b')' | b',' | b'.' | b';') => false,
+            Kind::Punct(_) => true,
+            Kind::Word => OPERATOR_WORDS.iter().any(|w| is_word(sql, t, w)),
+            _ => false,
+        })
+        .count();
+    if operators > MAX_OPERATORS {
+        return Err(RouteError::Unsupported {
+            what: format!(
+                "a statement with more than {MAX_OPERATORS} operators (too deep to parse safely)"
+            ),
+        });
     }
 
     let mut params = Vec::new();
