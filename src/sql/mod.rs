@@ -27,8 +27,9 @@
 //! - `mention.rs`: cheap whole-query checks (names a table of a set? how many
 //!   statements?).
 //! - `rows.rs`: rows of an INSERT into a sharded table (text and shard key).
-//! - `route.rs`: what a SELECT/UPDATE/DELETE/DDL needs for routing (tables,
-//!   shard key bounds, scatter merge spec).
+//! - `route/`: [`route::analyze`], what a SELECT/UPDATE/DELETE/DDL needs for
+//!   routing (tables, shard key bounds, scatter merge spec, the text for
+//!   shards); a token fast path and a sqlparser fallback, like INSERT's.
 //! - `error.rs`: [`SqlError`] with MySQL codes.
 
 pub(crate) mod edit;

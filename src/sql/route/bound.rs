@@ -23,8 +23,9 @@ pub(super) struct BlockTable {
     pub pos: usize,
     /// The shard key column, for sharded tables.
     pub key: Option<Arc<str>>,
-    /// Value lists of the conjuncts that bind the key, in text order.
-    pub found: Vec<Vec<KeyArg>>,
+    /// The binding conjunct with the fewest values so far (each is a
+    /// superset of the rows' keys; the first on a tie).
+    pub best: Option<Vec<KeyArg>>,
 }
 
 impl BlockTable {
@@ -42,7 +43,7 @@ impl BlockTable {
             alias,
             pos,
             key,
-            found: Vec::new(),
+            best: None,
         }
     }
 
@@ -71,19 +72,12 @@ impl BlockTable {
         same_column(col.as_ref(), key) && self.qualified_by(qual)
     }
 
-    /// The bound: the binding conjunct with the fewest values (each is a
-    /// superset of the rows' keys; the first on a tie), else `Unbound`.
+    /// The table's use, its key bound by the best binding conjunct.
     pub fn into_use(self, in_subquery: bool) -> TableUse {
-        let mut best: Option<Vec<KeyArg>> = None;
-        for f in self.found {
-            if best.as_ref().is_none_or(|b| f.len() < b.len()) {
-                best = Some(f);
-            }
-        }
         TableUse {
             schema: self.schema,
             table: self.table,
-            key: best.map_or(KeyBound::Unbound, KeyBound::Values),
+            key: self.best.map_or(KeyBound::Unbound, KeyBound::Values),
             in_subquery,
         }
     }
@@ -92,8 +86,8 @@ impl BlockTable {
 /// Records that the conjunct `parts = values` / `parts IN (values)` holds.
 pub(super) fn offer<S: AsRef<str>>(tables: &mut [BlockTable], parts: &[S], values: &[KeyArg]) {
     for t in tables.iter_mut() {
-        if t.is_key(parts) {
-            t.found.push(values.to_vec());
+        if t.is_key(parts) && t.best.as_ref().is_none_or(|b| values.len() < b.len()) {
+            t.best = Some(values.to_vec());
         }
     }
 }

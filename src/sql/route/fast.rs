@@ -85,18 +85,22 @@ const CLAUSES: &[&str] = &[
     "OFFSET",
 ];
 
-/// A sqlparser keyword (declined as an alias written without `AS`).
-fn is_keyword(w: &str) -> bool {
-    let mut buf = [0u8; 40];
+/// `w` upper-cased into `buf`; `""` if it does not fit (no keyword is
+/// that long).
+fn upper<'b>(w: &str, buf: &'b mut [u8; 40]) -> &'b str {
     let Some(dst) = buf.get_mut(..w.len()) else {
-        return false;
+        return "";
     };
     dst.copy_from_slice(w.as_bytes());
     dst.make_ascii_uppercase();
-    let Ok(upper) = std::str::from_utf8(dst) else {
-        return false;
-    };
-    ALL_KEYWORDS.binary_search(&upper).is_ok()
+    std::str::from_utf8(dst).unwrap_or("")
+}
+
+/// A sqlparser keyword (declined as an alias written without `AS`).
+fn is_keyword(w: &str) -> bool {
+    let mut buf = [0u8; 40];
+    let u = upper(w, &mut buf);
+    !u.is_empty() && ALL_KEYWORDS.binary_search(&u).is_ok()
 }
 
 /// Tries the fast path.
@@ -188,7 +192,7 @@ impl<'a> P<'a> {
         if t.kind == Kind::Word {
             let w = self.text(t);
             if w.starts_with(|c: char| c.is_ascii_digit())
-                || NOT_COLUMNS.iter().any(|k| w.eq_ignore_ascii_case(k))
+                || NOT_COLUMNS.contains(&upper(w, &mut [0; 40]))
             {
                 return None;
             }
@@ -284,22 +288,22 @@ impl<'a> P<'a> {
                     Kind::Punct(b')') => depth = depth.checked_sub(1)?,
                     Kind::Punct(b'|' | b'&' | b':' | b'{' | b';') => return None,
                     Kind::Word => {
-                        let w = self.text(t);
-                        let is = |k: &str| w.eq_ignore_ascii_case(k);
-                        if is("SELECT") || is("WITH") || is("TABLE") || is("CASE") {
+                        let mut buf = [0; 40];
+                        let w = upper(self.text(t), &mut buf);
+                        if matches!(w, "SELECT" | "WITH" | "TABLE" | "CASE") {
                             return None;
                         }
                         if depth == 0 {
-                            if stops.iter().any(|s| is(s)) {
+                            if stops.contains(&w) {
                                 break;
                             }
-                            if CLAUSES.iter().any(|c| is(c)) || is("OR") || is("XOR") {
+                            if CLAUSES.contains(&w) || w == "OR" || w == "XOR" {
                                 return None;
                             }
-                            if is("BETWEEN") {
+                            if w == "BETWEEN" {
                                 between += 1;
                             }
-                            if is("AND") {
+                            if w == "AND" {
                                 if between == 0 {
                                     break;
                                 }

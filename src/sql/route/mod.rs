@@ -11,7 +11,7 @@
 //! Files:
 //! - `mod.rs`: the public types and [`analyze`].
 //! - `error.rs`: [`RouteError`].
-//! - `fast.rs`: the fast path, straight from [`Lexer`](super::lexer::Lexer) tokens.
+//! - `fast.rs`: the fast path, straight from the lexer's tokens.
 //! - `parsed.rs`: the fallback, from sqlparser's AST.
 //! - `prep.rs`: the text sqlparser is given (executable comments opened,
 //!   modes and MariaDB forms it does not know neutralised) and the `?` offsets.

@@ -285,10 +285,13 @@ fn item(e: &Expr, alias: Option<&Ident>) -> Result<Item, String> {
             }
         }
     };
+    // Only expressions and constants can be matched by an ORDER BY
+    // expression (or named in a reason).
+    let text = matches!(kind, ItemKind::Expr | ItemKind::Const).then(|| e.to_string());
     Ok(Item {
         kind,
         alias: alias.map(unquote),
-        text: Some(e.to_string()),
+        text,
     })
 }
 
@@ -548,6 +551,9 @@ impl<'a> Walker<'a> {
 
     /// Walks the queries nested anywhere in `node`.
     fn nested<V: Visit>(&mut self, node: &V, ctes: &mut Vec<String>) {
+        if !self.prep.nested_queries {
+            return;
+        }
         let mut n = Nested {
             w: self,
             ctes,

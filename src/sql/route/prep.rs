@@ -18,6 +18,23 @@
 use super::super::lexer::{Kind, Lexer, Modes, Token};
 use super::RouteError;
 
+// Searchers built once: building one costs more than searching a short
+// statement.
+static COMMENT_START: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"/*"));
+static COMMENT_END: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"*/"));
+
+/// Most operators a statement may have for sqlparser: it builds one tree
+/// level per operator of a chain (`a AND b AND ...`), and walking or dropping
+/// the tree recurses, so a very long chain would overflow the stack.
+pub(super) const MAX_OPERATORS: usize = 4000;
+
+/// Words that are binary operators.
+const OPERATOR_WORDS: &[&str] = &[
+    "AND", "OR", "XOR", "DIV", "MOD", "IS", "LIKE", "REGEXP", "RLIKE", "BETWEEN", "IN",
+];
+
 /// What the prepass found.
 #[derive(Debug)]
 pub(super) struct Prep {
@@ -25,8 +42,11 @@ pub(super) struct Prep {
     pub params: Vec<usize>,
     /// A `||` or `&&` operator appears.
     pub logic_ops: bool,
-    /// The first token is a word: SELECT, UPDATE, ...
+    /// The first token (SELECT, UPDATE, ...).
     pub first: Option<Token>,
+    /// A word after the first that can start a nested query (SELECT, WITH,
+    /// VALUES, TABLE): without one there is nothing to look for.
+    pub nested_queries: bool,
     /// The text for sqlparser, when it differs from the original.
     text: Option<String>,
     /// `(offset in the parser text just past an insertion, bytes inserted
@@ -104,7 +124,7 @@ fn blank_exec_markers(src: &[u8], out: &mut [u8], start: usize, end: usize, mut 
                     i = j;
                 } else {
                     let body = src.get(i + 2..end).unwrap_or(&[]);
-                    i = match memchr::memmem::find(body, b"*/") {
+                    i = match COMMENT_END.find(body) {
                         Some(k) => i + 2 + k + 2,
                         None => end,
                     };
@@ -135,8 +155,12 @@ fn line_end(src: &[u8], i: usize, end: usize) -> usize {
 /// quote under `ANSI_QUOTES`.
 pub(super) fn prepare(sql: &str, modes: Modes) -> Result<Prep, RouteError> {
     let src = sql.as_bytes();
-    let exec =
-        memchr::memmem::find(src, b"/*!").is_some() || memchr::memmem::find(src, b"/*M!").is_some();
+    let exec = COMMENT_START.find_iter(src).any(|i| {
+        matches!(
+            (src.get(i + 2), src.get(i + 3)),
+            (Some(b'!'), _) | (Some(b'M'), Some(b'!'))
+        )
+    });
     let mut out: Option<Vec<u8>> = None;
     let mut edit = |f: &mut dyn FnMut(&mut Vec<u8>)| f(out.get_or_insert_with(|| src.to_vec()));
 
@@ -157,6 +181,23 @@ pub(super) fn prepare(sql: &str, modes: Modes) -> Result<Prep, RouteError> {
         prev_end = t.end;
         prev_in_exec = lx.in_exec();
         tokens.push(t);
+    }
+
+    let operators = tokens
+        .iter()
+        .filter(|t| match t.kind {
+            Kind::Punct(b'(' | b')' | b',' | b'.' | b';') => false,
+            Kind::Punct(_) => true,
+            Kind::Word => OPERATOR_WORDS.iter().any(|w| is_word(sql, t, w)),
+            _ => false,
+        })
+        .count();
+    if operators > MAX_OPERATORS {
+        return Err(RouteError::Unsupported {
+            what: format!(
+                "a statement with more than {MAX_OPERATORS} operators (too deep to parse safely)"
+            ),
+        });
     }
 
     let mut params = Vec::new();
@@ -213,6 +254,11 @@ pub(super) fn prepare(sql: &str, modes: Modes) -> Result<Prep, RouteError> {
     }
 
     let first = tokens.first().copied();
+    let nested_queries = tokens.iter().skip(1).any(|t| {
+        ["SELECT", "WITH", "VALUES", "TABLE"]
+            .iter()
+            .any(|k| is_word(sql, t, k))
+    });
     // `CREATE TABLE a (LIKE b)`: sqlparser reads a column named LIKE.
     if first.is_some_and(|f| is_word(sql, &f, "CREATE")) {
         let name =
@@ -290,6 +336,7 @@ pub(super) fn prepare(sql: &str, modes: Modes) -> Result<Prep, RouteError> {
         params,
         logic_ops,
         first,
+        nested_queries,
         text,
         inserts,
     })
