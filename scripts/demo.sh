@@ -35,6 +35,7 @@ esac
 
 host=127.0.0.1
 s0_port=${IDGATE_TB_S0_PORT:-33061}
+s1_port=${IDGATE_TB_S1_PORT:-33062}
 etcd_port=${IDGATE_TB_ETCD_PORT:-23790}
 backend_user=idgate backend_password=idgate # the test bed's account on every shard
 app_user=${IDGATE_DEMO_USER:-app}
@@ -160,9 +161,13 @@ password = "$app_password"
 user = "$backend_user"
 password = "$backend_password"
 
-[[shards]]
+[[shards]]                      # the first shard is the default shard
 name = "s0"
 address = "$host:$s0_port"
+
+[[shards]]
+name = "s1"
+address = "$host:$s1_port"
 
 [allocator]                     # generator state, shared by every idgate process
 store = "etcd"
@@ -205,6 +210,10 @@ CREATE TABLE shop.events (id BIGINT PRIMARY KEY, kind VARCHAR(32), detail VARCHA
 \! echo "# Without idgate, a row without an id is refused:"
 INSERT INTO shop.orders (customer, total) VALUES ('nobody', 1.00);
 SQL
+say "and the schema on shard s1 ($host:$s1_port), for the sharded table shop.users:"
+session "$s1_port" "$backend_user" "$backend_password" <<'SQL'
+CREATE DATABASE IF NOT EXISTS shop;
+SQL
 
 # ------------------------------------------------------------------ 6. through idgate
 step "6. the same kind of statements through idgate ($host:$port, user $app_user): idgate fills the ids"
@@ -230,13 +239,29 @@ SELECT * FROM shop.events ORDER BY id;
 \! echo "# generator above the largest id already stored in its tables on every shard."
 SHOW IDGATE GENERATORS;
 IDGATE SET FLOOR orders FROM TABLES;
+\! echo "# shop.users is sharded by id over s0 and s1 (rules/shop.toml: mod). DDL runs on both shards,"
+\! echo "# each row goes to the shard of the id idgate gives it (a multi-row INSERT is split per shard),"
+\! echo "# a read by id goes to one shard, other reads go to both and are merged."
+DROP TABLE IF EXISTS shop.users;
+CREATE TABLE shop.users (id BIGINT PRIMARY KEY, name VARCHAR(64));
+INSERT INTO shop.users (name) VALUES ('ann'), ('ben'), ('cid'), ('dot'), ('eve');
+SELECT LAST_INSERT_ID();
+SELECT * FROM shop.users ORDER BY name DESC LIMIT 3;
+SELECT COUNT(*), MIN(id), MAX(id) FROM shop.users;
+SELECT name FROM shop.users WHERE id = 2;
 SQL
 
 # ------------------------------------------------------------------ 7. the shard
-step "7. what shard s0 stores (read directly, not through idgate)"
+step "7. what the shards store (read directly, not through idgate)"
+say "shard s0:"
 session "$s0_port" "$backend_user" "$backend_password" <<'SQL'
 SELECT id, customer, total FROM shop.orders ORDER BY id;
 SELECT id, kind, detail FROM shop.events ORDER BY id;
+SELECT id, name FROM shop.users ORDER BY id;
+SQL
+say "shard s1:"
+session "$s1_port" "$backend_user" "$backend_password" <<'SQL'
+SELECT id, name FROM shop.users ORDER BY id;
 SQL
 
 failed=$(grep -c '^ERROR' "$out" || true)
