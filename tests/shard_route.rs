@@ -475,3 +475,69 @@ async fn a_shard_that_is_down_fails_only_what_needs_it() {
     p.stop().await;
     proxy::admin(&tb, 0, &[&format!("DROP DATABASE IF EXISTS `{schema}`")]).await;
 }
+
+/// Snowflake ids placed by `id mod 2`: rows inserted one at a time, with
+/// the clock moving between them (the low rate at which other proxies put
+/// every row on one shard), and in bulk, spread evenly over both shards.
+#[tokio::test]
+async fn snowflake_ids_spread_over_the_shards_at_low_and_high_rates() {
+    let Some(tb) = support::testbed() else { return };
+    let schema = support::unique("snowspread");
+    for shard in 0..2 {
+        proxy::admin(&tb, shard, &[&format!("CREATE DATABASE `{schema}`")]).await;
+    }
+    let rules = format!(
+        "[[generator]]\nname = \"snow\"\nkind = \"snowflake\"\nepoch = \"2026-01-01T00:00:00Z\"\n\n\
+         [[table]]\nname = \"{schema}.e\"\ncolumn = \"id\"\ngenerator = \"snow\"\nshard_key = \"id\"\nsharding = \"mod\"\n"
+    );
+    let p = Proxy::start_rules(&tb, &rules, &format!("/{schema}")).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    c.query_drop(format!("CREATE TABLE e {TABLE}"))
+        .await
+        .unwrap();
+    // Low rate: one row, then at least one millisecond tick.
+    for i in 0..200 {
+        c.query_drop(format!("INSERT INTO e (w, n) VALUES ('low', {i})"))
+            .await
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    // High rate: 1,000 rows in multi-row INSERTs.
+    for _ in 0..10 {
+        let rows = vec!["('high', 0)"; 100].join(", ");
+        c.query_drop(format!("INSERT INTO e (w, n) VALUES {rows}"))
+            .await
+            .unwrap();
+    }
+    for (w, total) in [("low", 200.0), ("high", 1000.0)] {
+        let mut counts = Vec::new();
+        for shard in 0..2 {
+            let mut d = direct(&tb, shard, &schema).await;
+            let n: u64 = d
+                .query_first(format!("SELECT COUNT(*) FROM e WHERE w = '{w}'"))
+                .await
+                .unwrap()
+                .unwrap();
+            counts.push(n as f64);
+            let _ = d.disconnect().await;
+        }
+        for n in &counts {
+            let off = (n - total / 2.0).abs() / (total / 2.0);
+            assert!(
+                off < 0.2,
+                "{w} rate: {counts:?} rows per shard, {:.0}% off",
+                off * 100.0
+            );
+        }
+    }
+    drop(c);
+    p.stop().await;
+    for shard in 0..2 {
+        proxy::admin(
+            &tb,
+            shard,
+            &[&format!("DROP DATABASE IF EXISTS `{schema}`")],
+        )
+        .await;
+    }
+}
