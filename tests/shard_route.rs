@@ -541,3 +541,30 @@ async fn snowflake_ids_spread_over_the_shards_at_low_and_high_rates() {
         .await;
     }
 }
+
+#[tokio::test]
+async fn metadata_statements_and_insert_select() {
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    c.query_drop("INSERT INTO t (id, w, n) VALUES (1, 'a', 1), (2, 'b', 2)")
+        .await
+        .unwrap();
+    // What ORMs ask about a table is answered by one shard.
+    let cols: Vec<Row> = c.query("DESCRIBE t").await.unwrap();
+    assert_eq!(cols.len(), 4);
+    let create: Vec<Row> = c.query("SHOW CREATE TABLE t").await.unwrap();
+    assert_eq!(create.len(), 1);
+    let _: Vec<Row> = c
+        .query("EXPLAIN SELECT * FROM t WHERE n > 1")
+        .await
+        .unwrap();
+    // INSERT ... SELECT from a sharded table would read one shard's rows.
+    let err = c
+        .query_drop("INSERT INTO plain SELECT * FROM t")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("INSERT ... SELECT"), "{err}");
+    drop(c);
+    teardown(&tb, p, &schema).await;
+}

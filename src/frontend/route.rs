@@ -219,6 +219,15 @@ pub(super) fn decide(
     Ok(Some(Routed { target, analysis }))
 }
 
+/// Statements that only read a table's definition, answered by any shard
+/// that has the table.
+fn reads_metadata(first: &[u8; 8]) -> bool {
+    matches!(
+        first,
+        b"SHOW\0\0\0\0" | b"DESCRIBE" | b"DESC\0\0\0\0" | b"EXPLAIN\0" | b"HELP\0\0\0\0"
+    )
+}
+
 /// Whether `sql` names a sharded or broadcast table anywhere (cheap: one
 /// pass of the tokenizer, no parse).
 pub(super) fn mentions_routed(rules: &RuleSet, sql: &str, modes: Modes) -> bool {
@@ -340,11 +349,33 @@ impl Session {
             return Ok(false);
         };
         let first = first_keyword(sql.as_bytes());
-        if matches!(&first, b"INSERT\0\0" | b"REPLACE\0") {
-            return Ok(false);
-        }
+        let insert = matches!(&first, b"INSERT\0\0" | b"REPLACE\0");
         let m = modes(self.sql_modes().await?);
         if !mentions_routed(&rules, sql, m) {
+            return Ok(false);
+        }
+        if insert {
+            // INSERTs into rule tables are planned by `inject`; here only
+            // the ones that read a sharded table (INSERT ... SELECT), which
+            // would see one shard's rows.
+            if !crate::sql::mentions_table(sql, m, &|w| w.eq_ignore_ascii_case("SELECT")) {
+                return Ok(false);
+            }
+            let schema = self.schema.clone();
+            let key_of = shard_key_of(&rules, schema.as_deref());
+            let a = analysis::analyze(sql, m, &key_of).map_err(route_error)?;
+            let reads = a.tables.iter().find(|t| {
+                t.in_subquery
+                    && rules
+                        .entry(t.schema.as_deref().or(schema.as_deref()), &t.table)
+                        .is_some_and(|e| e.placement().is_some())
+            });
+            if let Some(t) = reads {
+                return Err(refuse(format!(
+                    "an INSERT ... SELECT that reads sharded or broadcast table {} is not supported (it would read one shard's rows only)",
+                    t.table
+                )));
+            }
             return Ok(false);
         }
         if crate::sql::statement_count(sql, m) > 1 {
@@ -355,6 +386,21 @@ impl Session {
         let schema = self.schema.clone();
         let key_of = shard_key_of(&rules, schema.as_deref());
         let a = analysis::analyze(sql, m, &key_of).map_err(route_error)?;
+        if reads_metadata(&first) {
+            // DESCRIBE t, SHOW CREATE TABLE t, EXPLAIN ...: every shard of
+            // the table has the same definition; the first one answers.
+            let shard = a.tables.iter().find_map(|t| {
+                let e = rules.entry(t.schema.as_deref().or(schema.as_deref()), &t.table)?;
+                e.placement().map(|p| p.shards()[0])
+            });
+            return match shard {
+                Some(s) => self
+                    .forward(s, payload, Expect::Results)
+                    .await
+                    .map(|_| true),
+                None => Ok(false),
+            };
+        }
         let Some(routed) = decide(&rules, schema.as_deref(), a, &|_| None)? else {
             return Ok(false);
         };
@@ -370,7 +416,7 @@ impl Session {
                 }
                 Target::Many(_) => {
                     return Err(refuse(
-                        "this statement uses sharded tables in a way idgate cannot route".into(),
+                        "this statement uses sharded tables in a way idgate cannot route (only SELECT, INSERT, UPDATE, DELETE, DDL and metadata statements are)".into(),
                     ))
                 }
             },
