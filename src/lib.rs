@@ -4,8 +4,9 @@
 //! # Layout
 //!
 //! Dependencies point one way: `server` -> `frontend` -> (`sql`, `idgen`,
-//! `backend`) -> `protocol`; `config`, `rules` and `shard` are leaves, except
-//! that `rules` builds the tables' `shard::placement`s.
+//! `backend`) -> `shard` -> `protocol`; `rules` -> `shard` (a rule builds its
+//! table's `shard::placement`); `sql` uses `shard`'s value types (`KeyValue`,
+//! `MergeSpec`); `config` is a leaf.
 //!
 //! - [`config`]: `idgate.toml` (listen addresses, users, backend account, shards,
 //!   allocator store, rules directory), validated on load.
@@ -14,9 +15,11 @@
 //!   column definitions and result-set rows. Bytes only, no SQL semantics.
 //! - [`backend`]: one client connection from idgate to a shard.
 //! - [`frontend`]: one client session: authentication, the command loop,
-//!   per-session state, relaying replies, filling ids (`inject`), idgate's
-//!   own admin statements (`admin`).
-//! - [`sql`]: classify, parse, plan and splice INSERT statements. Pure.
+//!   per-session state, relaying replies, filling ids (`inject`), routing
+//!   to shards (`route`, `scatter`, `txn`, `xa`), idgate's own admin
+//!   statements (`admin`).
+//! - [`sql`]: classify, parse, plan and splice INSERT statements; what a
+//!   SELECT/UPDATE/DELETE/DDL needs for routing (`sql::route`). Pure.
 //! - [`idgen`]: the id allocator: sequence and snowflake generators over a
 //!   store (etcd, file, memory).
 //! - [`shard`]: placement of rows on shards and merging of scattered

@@ -1077,7 +1077,6 @@ async fn last_insert_id_read_later_in_the_same_insert() {
 /// Under NO_AUTO_VALUE_ON_ZERO, MariaDB stores 0 for `DEFAULT` in an
 /// AUTO_INCREMENT column (only NULL and an omitted column generate).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: src/sql/insert.rs plan: DEFAULT in the id column under NO_AUTO_VALUE_ON_ZERO gets a generated id; MariaDB 10.11 stores 0 there (checked directly: INSERT INTO a (id,k) VALUES (DEFAULT,'d') stores id 0)"]
 async fn default_id_under_no_auto_value_on_zero_is_zero() {
     let Some(tb) = support::testbed() else { return };
     let mut p = Pair::new(&tb, "navoz").await;

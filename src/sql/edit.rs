@@ -50,6 +50,9 @@ pub enum EditKind {
     },
     /// The id column's name added to a column list.
     Column(Lead),
+    /// `0` in place of a `DEFAULT` id under NO_AUTO_VALUE_ON_ZERO (MariaDB
+    /// stores 0 there; the rule table's column may have no default).
+    Zero,
     /// A no-argument `LAST_INSERT_ID()` / `@@identity` / `@@last_insert_id`.
     LastId {
         /// Add `` AS `original text` `` (a whole select-list item).

@@ -101,6 +101,17 @@ impl Builder<'_> {
     /// Handles the id column's value `v`.
     fn value(&mut self, v: &Value) {
         let generated = match v.class {
+            // Under NO_AUTO_VALUE_ON_ZERO, MariaDB stores 0 for DEFAULT in
+            // an AUTO_INCREMENT column: an explicit 0, written as such.
+            ValueClass::Default if self.no_auto_value_on_zero => {
+                self.explicit(0);
+                self.out.edits.push(Edit {
+                    start: v.start,
+                    end: v.end,
+                    kind: EditKind::Zero,
+                });
+                return;
+            }
             ValueClass::Null | ValueClass::Default => true,
             ValueClass::Int(0) => !self.no_auto_value_on_zero,
             ValueClass::Int(n) => {

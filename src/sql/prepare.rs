@@ -358,6 +358,7 @@ pub fn plan_prepare(
                 }
             },
             EditKind::LastId { .. } => backend_sql.push_str(sql.get(e.start..e.end).unwrap_or("")),
+            EditKind::Zero => backend_sql.push('0'),
         }
     }
     copy_to(

@@ -235,6 +235,7 @@ fn push_edit(
                 }
             }
         }
+        EditKind::Zero => out.push('0'),
         EditKind::LastId { alias } => {
             let original = sql.get(e.start..e.end).unwrap_or("");
             match last {
