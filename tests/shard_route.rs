@@ -568,3 +568,56 @@ async fn metadata_statements_and_insert_select() {
     drop(c);
     teardown(&tb, p, &schema).await;
 }
+
+/// A cursor opened by a keyed prepared SELECT lives on that key's shard:
+/// COM_STMT_FETCH reads it there. A cursor over several shards is refused.
+#[tokio::test]
+async fn cursor_fetch_follows_the_keyed_shard() {
+    use idgate::protocol::consts::cmd;
+    use idgate::protocol::response::Expect;
+    use idgate::protocol::stmt::{encode_execute, types, ParamType};
+    use support::proxy::RawClient;
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    {
+        let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+        c.query_drop("INSERT INTO t (id, w, n) VALUES (12, 'a', 1), (13, 'b', 2)")
+            .await
+            .unwrap();
+    }
+    let mut g = RawClient::app(p.addr, proxy::CLIENT_CAPS).await;
+    assert!(proxy::err_of(&g.query(&format!("USE `{schema}`")).await).is_none());
+    let prepare = |sql: &str| [&[cmd::STMT_PREPARE][..], sql.as_bytes()].concat();
+    let execute = |id: u32, key: i64| {
+        let v = key.to_le_bytes();
+        let params: [(ParamType, Option<&[u8]>); 1] = [([types::LONGLONG, 0], Some(&v[..]))];
+        let mut e = vec![cmd::STMT_EXECUTE];
+        encode_execute(id, 1, 1, &params, &mut e);
+        e
+    };
+    let r = g
+        .command(&prepare("SELECT w FROM t WHERE id = ?"), Expect::Prepare)
+        .await;
+    let id = u32::from_le_bytes(r[0][1..5].try_into().unwrap());
+    let opened = g.command(&execute(id, 13), Expect::Results).await;
+    assert!(proxy::err_of(&opened).is_none(), "cursor opened on s1");
+    let mut fetch = vec![cmd::STMT_FETCH];
+    fetch.extend_from_slice(&id.to_le_bytes());
+    fetch.extend_from_slice(&10u32.to_le_bytes());
+    let rows = g.command(&fetch, Expect::Rows).await;
+    assert!(
+        proxy::err_of(&rows).is_none(),
+        "fetch reads the cursor on s1"
+    );
+    assert_eq!(rows.len(), 2, "one row and the terminator: {rows:?}");
+    // Without the key the SELECT runs on both shards: no cursor.
+    let r = g
+        .command(&prepare("SELECT w FROM t WHERE n > ?"), Expect::Prepare)
+        .await;
+    let id2 = u32::from_le_bytes(r[0][1..5].try_into().unwrap());
+    let refused = g.command(&execute(id2, 0), Expect::Results).await;
+    let e = proxy::err_of(&refused).expect("refused");
+    assert!(e.message.contains("cursor"), "{e}");
+    drop(g);
+    teardown(&tb, p, &schema).await;
+}

@@ -431,6 +431,9 @@ impl Session {
         let Some(backend_id) = self.backend_stmt(id, shard).await? else {
             return self.unknown_stmt(id, "mysqld_stmt_execute").await;
         };
+        if let Some(s) = self.stmts.get_mut(id) {
+            s.exec_shard = shard;
+        }
         // The shard statement may be new (prepared again on a new connection,
         // or for the first time on this shard): it needs the types.
         if let Some(s) = self.stmts.get_mut(id) {

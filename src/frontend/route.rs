@@ -803,8 +803,12 @@ impl Session {
             };
             parts.push((shard, out));
         }
+        let cursor = e.flags != 0;
         match (routed.target, write) {
             (Target::One(shard), _) => {
+                if let Some(s) = self.stmts.get_mut(id) {
+                    s.exec_shard = shard;
+                }
                 let out = parts.pop().map(|(_, p)| p).unwrap_or_default();
                 self.forward(shard, &out, Expect::Results).await.map(|_| ())
             }
@@ -813,6 +817,9 @@ impl Session {
                 let ok = combined_ok(&oks, 0);
                 self.reply_packet(&ok).await
             }
+            (Target::Many(_), false) if cursor => Err(refuse(
+                "a cursor (COM_STMT_EXECUTE with a cursor flag) on a SELECT that runs on several shards is not supported; bind the shard key, or read without a cursor".into(),
+            )),
             (Target::Many(_), false) => {
                 let spec = match &routed.analysis.scatter {
                     Ok(spec) if routed.analysis.shard_sql.is_none() => spec.clone(),

@@ -613,6 +613,7 @@ impl Session {
             types: None,
             plan: plan.clone(),
             route,
+            exec_shard: prepare_on,
         };
         let id = self.stmts.insert(stmt.clone());
         // With a plan, the client is told the parameters it wrote: the
@@ -800,7 +801,10 @@ impl Session {
                 None => Ok(()),
             };
         };
-        let shard = 0;
+        // A fetch reads the cursor where the last execute ran; the other
+        // commands go there too (a statement on a routed table is prepared
+        // on each shard it ran on).
+        let shard = self.stmts.get_mut(id).map(|s| s.exec_shard).unwrap_or(0);
         let Some(bid) = self.backend_stmt(id, shard).await? else {
             return match expect {
                 Some(_) => self.unknown_stmt(id, name).await,

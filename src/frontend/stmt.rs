@@ -30,6 +30,9 @@ pub struct PreparedStmt {
     /// routing needs (the shards are chosen at each execute, from the
     /// values bound to the shard key).
     pub route: Option<Arc<crate::sql::route::Analysis>>,
+    /// The shard the last execute ran on (where a cursor it opened lives:
+    /// COM_STMT_FETCH goes there).
+    pub exec_shard: usize,
 }
 
 /// All prepared statements of a session, by the id the client knows.
