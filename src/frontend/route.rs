@@ -689,19 +689,20 @@ impl Session {
         Ok((Some(Arc::new(a)), first))
     }
 
+    /// The placement of the rule at `routed` (a [`crate::sql::RuleHit`]'s).
+    fn placement_at(&self, routed: Option<usize>) -> Option<&Placement> {
+        self.shared
+            .rules
+            .as_ref()?
+            .entries()
+            .get(routed?)?
+            .placement()
+    }
+
     /// The shard to prepare an INSERT into a rule table on.
     pub(super) fn insert_prepare_shard(&self, plan: &crate::sql::PrepareRewrite) -> usize {
-        plan.rule
-            .routed
-            .and_then(|i| {
-                self.shared
-                    .rules
-                    .as_ref()?
-                    .entries()
-                    .get(i)?
-                    .placement()
-                    .map(|p| p.shards()[0])
-            })
+        self.placement_at(plan.rule.routed)
+            .map(|p| p.shards()[0])
             .unwrap_or(0)
     }
 
@@ -713,15 +714,7 @@ impl Session {
         keys: &[u64],
     ) -> Result<usize, CmdError> {
         let table = &plan.rule.table;
-        let Some(placement) = plan.rule.routed.and_then(|i| {
-            self.shared
-                .rules
-                .as_ref()?
-                .entries()
-                .get(i)?
-                .placement()
-                .cloned()
-        }) else {
+        let Some(placement) = self.placement_at(plan.rule.routed) else {
             return Ok(0);
         };
         if placement.is_broadcast() {

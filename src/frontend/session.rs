@@ -1001,19 +1001,7 @@ impl Session {
     /// code and text; idgate's errors name the shard.
     async fn send_backend_error(&mut self, seq: u8, e: &BackendError) -> std::io::Result<()> {
         let payload = match e {
-            BackendError::Server { err, .. } => {
-                let mut p = vec![reply::ERR];
-                p.extend_from_slice(&err.code.to_le_bytes());
-                p.push(b'#');
-                let state = if err.state.len() == 5 {
-                    err.state.as_str()
-                } else {
-                    "HY000"
-                };
-                p.extend_from_slice(state.as_bytes());
-                p.extend_from_slice(err.message.as_bytes());
-                p
-            }
+            BackendError::Server { err, .. } => err.payload(""),
             BackendError::Connect { .. }
             | BackendError::Timeout { .. }
             | BackendError::Plugin { .. } => {

@@ -20,7 +20,6 @@
 use super::route::PartOk;
 use super::session::{CmdError, Session};
 use crate::backend::BackendError;
-use crate::protocol::reply;
 use crate::protocol::response::Expect;
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -42,17 +41,7 @@ fn boot_tag() -> &'static str {
 pub(super) fn shard_error(e: BackendError) -> CmdError {
     match &e {
         BackendError::Server { shard, err } => {
-            let mut p = vec![reply::ERR];
-            p.extend_from_slice(&err.code.to_le_bytes());
-            p.push(b'#');
-            let state = if err.state.len() == 5 {
-                err.state.as_str()
-            } else {
-                "HY000"
-            };
-            p.extend_from_slice(state.as_bytes());
-            p.extend_from_slice(format!("shard {shard}: {}", err.message).as_bytes());
-            CmdError::Reply(p)
+            CmdError::Reply(err.payload(&format!("shard {shard}: ")))
         }
         _ => CmdError::Backend(e),
     }

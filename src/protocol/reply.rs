@@ -94,6 +94,26 @@ pub struct ErrPacket {
     pub message: String,
 }
 
+impl ErrPacket {
+    /// The ERR packet again, its message after `prefix` (a malformed
+    /// SQLSTATE becomes `HY000`).
+    pub fn payload(&self, prefix: &str) -> Vec<u8> {
+        let mut p = Vec::with_capacity(9 + prefix.len() + self.message.len());
+        p.push(ERR);
+        p.extend_from_slice(&self.code.to_le_bytes());
+        p.push(b'#');
+        let state = if self.state.len() == 5 {
+            self.state.as_str()
+        } else {
+            "HY000"
+        };
+        p.extend_from_slice(state.as_bytes());
+        p.extend_from_slice(prefix.as_bytes());
+        p.extend_from_slice(self.message.as_bytes());
+        p
+    }
+}
+
 impl std::fmt::Display for ErrPacket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "ERROR {} ({}): {}", self.code, self.state, self.message)

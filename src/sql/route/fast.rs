@@ -662,13 +662,7 @@ impl<'a> P<'a> {
             return None;
         }
         let [t] = block;
-        Some(Analysis {
-            kind: StmtKind::Update,
-            tables: vec![t.into_use(false)],
-            sets_shard_key: sets,
-            scatter: Ok(MergeSpec::default()),
-            shard_sql: None,
-        })
+        Some(one_table_write(StmtKind::Update, t, sets))
     }
 
     fn delete(&mut self, shard_key: ShardKeyFn<'_>) -> Option<Analysis> {
@@ -687,12 +681,17 @@ impl<'a> P<'a> {
             return None;
         }
         let [t] = block;
-        Some(Analysis {
-            kind: StmtKind::Delete,
-            tables: vec![t.into_use(false)],
-            sets_shard_key: false,
-            scatter: Ok(MergeSpec::default()),
-            shard_sql: None,
-        })
+        Some(one_table_write(StmtKind::Delete, t, false))
+    }
+}
+
+/// The analysis of an UPDATE/DELETE of one table (nothing to merge).
+fn one_table_write(kind: StmtKind, t: BlockTable, sets_shard_key: bool) -> Analysis {
+    Analysis {
+        kind,
+        tables: vec![t.into_use(false)],
+        sets_shard_key,
+        scatter: Ok(MergeSpec::default()),
+        shard_sql: None,
     }
 }
