@@ -621,3 +621,47 @@ async fn cursor_fetch_follows_the_keyed_shard() {
     drop(g);
     teardown(&tb, p, &schema).await;
 }
+
+/// A shard lost after every shard prepared: the client is told the write is
+/// late on that shard, the branch stays prepared there (MariaDB keeps it
+/// after the connection is gone), and idgate commits it on its next
+/// connection to that shard: nothing is lost, nothing is half-done for good.
+#[tokio::test]
+async fn a_shard_lost_between_prepare_and_commit_gets_its_branch_committed() {
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    p.shared.fault_xa_commit.store(1, Ordering::Relaxed);
+    let err = c
+        .query_drop("INSERT INTO t (id, w, n) VALUES (20, 'a', 1), (21, 'b', 2)")
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("prepared but not yet committed on shard s1"),
+        "{err}"
+    );
+    assert_eq!(ids_on(&tb, 0, &schema, "t").await, [20], "committed on s0");
+    let mut d1 = direct(&tb, 1, &schema).await;
+    let pending: Vec<Row> = d1.query("XA RECOVER").await.unwrap();
+    assert_eq!(pending.len(), 1, "the branch is prepared on s1");
+    // The next statement that needs s1 opens a connection there, and idgate
+    // commits the branch first.
+    let mut seen = None;
+    for _ in 0..50 {
+        seen = c
+            .query_first::<String, _>("SELECT w FROM t WHERE id = 21")
+            .await
+            .unwrap();
+        if seen.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(seen.as_deref(), Some("b"), "the late branch was committed");
+    let pending: Vec<Row> = d1.query("XA RECOVER").await.unwrap();
+    assert!(pending.is_empty(), "no branch left prepared on s1");
+    let _ = d1.disconnect().await;
+    drop(c);
+    teardown(&tb, p, &schema).await;
+}

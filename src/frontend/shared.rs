@@ -8,7 +8,7 @@ use crate::protocol::consts::{cap, DEFAULT_CHARSET};
 use crate::rules::RuleSet;
 use parking_lot::RwLock;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,6 +45,11 @@ pub struct Shared {
     /// Shard connections opened so far, per shard (for operators and tests:
     /// a keyed statement must not open connections to other shards).
     pub shard_connects: Vec<AtomicU64>,
+    /// Fault injection for tests: the next XA COMMIT on this shard index is
+    /// not sent and its connection is dropped, as if the shard failed right
+    /// after every shard prepared (`usize::MAX`: off).
+    #[doc(hidden)]
+    pub fault_xa_commit: AtomicUsize,
     next_connection_id: AtomicU32,
 }
 
@@ -70,6 +75,7 @@ impl Shared {
             routing,
             pending_xa: parking_lot::Mutex::new(Vec::new()),
             shard_connects: config.shards.iter().map(|_| AtomicU64::new(0)).collect(),
+            fault_xa_commit: AtomicUsize::new(usize::MAX),
             config,
             users,
             shard_info: RwLock::new(ShardInfo {

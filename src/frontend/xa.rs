@@ -21,6 +21,7 @@ use super::route::PartOk;
 use super::session::{CmdError, Session};
 use crate::backend::BackendError;
 use crate::protocol::response::Expect;
+use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 use tracing::warn;
@@ -128,9 +129,14 @@ impl Session {
         }
         let mut late = Vec::new();
         for &shard in &started {
+            let injected = self
+                .shared
+                .fault_xa_commit
+                .compare_exchange(shard, usize::MAX, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok();
             let ok = match self.backends[shard].as_mut() {
-                Some(b) => b.run(&commit, Expect::Results).await.is_ok(),
-                None => false,
+                Some(b) if !injected => b.run(&commit, Expect::Results).await.is_ok(),
+                _ => false,
             };
             if !ok {
                 let name = self.shared.config.shards[shard].name.clone();
