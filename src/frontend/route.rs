@@ -137,12 +137,14 @@ pub(super) fn decide(
     analysis: Analysis,
     params: &dyn Fn(usize) -> Option<KeyValue>,
 ) -> Result<Option<Routed>, CmdError> {
-    let mut sharded: Vec<(String, Vec<usize>, bool)> = Vec::new();
+    // (rule name, shards, in a subquery) per sharded or broadcast table.
+    let mut sharded: Vec<(&str, Vec<usize>, bool)> = Vec::new();
     let mut broadcast_only: Option<Vec<usize>> = None;
-    let mut default_tables = Vec::new();
+    // Index in `analysis.tables` of the first table on the default shard.
+    let mut default_table = None;
     let is_write = matches!(analysis.kind, StmtKind::Update | StmtKind::Delete);
     let is_ddl = analysis.kind == StmtKind::Ddl;
-    for t in &analysis.tables {
+    for (i, t) in analysis.tables.iter().enumerate() {
         let s = t.schema.as_deref().or(schema);
         match rules
             .entry(s, &t.table)
@@ -155,7 +157,7 @@ pub(super) fn decide(
                     vec![p.read_shard()]
                 };
                 if is_write || is_ddl {
-                    sharded.push((e.rule().name.clone(), on, t.in_subquery));
+                    sharded.push((&e.rule().name, on, t.in_subquery));
                 } else {
                     broadcast_only.get_or_insert(on);
                 }
@@ -163,16 +165,18 @@ pub(super) fn decide(
             Some((e, p)) => {
                 let key = if is_ddl { &KeyBound::Unbound } else { &t.key };
                 let on = shards_of(e, p, key, params)?;
-                sharded.push((e.rule().name.clone(), on, t.in_subquery));
+                sharded.push((&e.rule().name, on, t.in_subquery));
             }
-            None => default_tables.push(t.table.clone()),
+            None => {
+                default_table.get_or_insert(i);
+            }
         }
     }
     if sharded.is_empty() {
         // Only broadcast tables (reads) or none: one shard answers. With
         // other tables in the statement, they live on the default shard,
         // and so does every broadcast table.
-        return Ok(match (broadcast_only, default_tables.is_empty()) {
+        return Ok(match (broadcast_only, default_table.is_none()) {
             (Some(on), true) => Some(Routed {
                 target: Target::from_set(on),
                 analysis,
@@ -204,10 +208,10 @@ pub(super) fn decide(
             )));
         }
     }
-    if !default_tables.is_empty() && target != Target::One(0) {
+    if let (Some(i), false) = (default_table, target == Target::One(0)) {
         return Err(refuse(format!(
             "this statement uses table {} (on the default shard) with sharded table {} on other shards; it can only run where both are",
-            default_tables[0], sharded[0].0
+            analysis.tables[i].table, sharded[0].0
         )));
     }
     if analysis.sets_shard_key {

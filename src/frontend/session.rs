@@ -853,9 +853,20 @@ impl Session {
         Ok(())
     }
 
-    async fn reset_connection(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+    /// Forgets the session's per-connection state (COM_RESET_CONNECTION,
+    /// COM_CHANGE_USER): prepared statements, recorded SETs, the
+    /// transaction, where the last insert id is.
+    fn forget_session_state(&mut self) {
         self.stmts.clear();
         self.state.clear();
+        self.txn_begin = None;
+        self.txn_write = None;
+        self.lid_home = 0;
+        self.lid_synced = u64::MAX;
+    }
+
+    async fn reset_connection(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+        self.forget_session_state();
         let mut replied = false;
         for shard in 0..self.backends.len() {
             if self.backends[shard].is_none() {
@@ -928,8 +939,7 @@ impl Session {
             return Ok(Next::Quit);
         }
         self.close_backends().await;
-        self.stmts.clear();
-        self.state.clear();
+        self.forget_session_state();
         self.login.user = name;
         if let Some(cs) = charset {
             self.login.charset = cs as u8;
