@@ -50,6 +50,8 @@ pub struct Shared {
     /// after every shard prepared (`usize::MAX`: off).
     #[doc(hidden)]
     pub fault_xa_commit: AtomicUsize,
+    /// Sets this server's XA transaction ids apart (see `xa.rs`).
+    pub xa_tag: String,
     next_connection_id: AtomicU32,
 }
 
@@ -76,6 +78,7 @@ impl Shared {
             pending_xa: parking_lot::Mutex::new(Vec::new()),
             shard_connects: config.shards.iter().map(|_| AtomicU64::new(0)).collect(),
             fault_xa_commit: AtomicUsize::new(usize::MAX),
+            xa_tag: super::xa::server_tag(),
             config,
             users,
             shard_info: RwLock::new(ShardInfo {

@@ -21,21 +21,21 @@ use super::route::PartOk;
 use super::session::{CmdError, Session};
 use crate::backend::BackendError;
 use crate::protocol::response::Expect;
-use std::sync::atomic::Ordering;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 use tracing::warn;
 
-/// Distinguishes this process's xids from another idgate's.
-fn boot_tag() -> &'static str {
-    static TAG: OnceLock<String> = OnceLock::new();
-    TAG.get_or_init(|| {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        format!("{:x}{:x}", nanos as u64, std::process::id())
-    })
+/// A tag that sets one server's xids apart from every other's (another
+/// idgate process, or another server in this process): start time, process
+/// id and a counter.
+pub(super) fn server_tag() -> String {
+    static SERVERS: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let n = SERVERS.fetch_add(1, Ordering::Relaxed) & 0xffff;
+    format!("{:x}{:x}{n:x}", nanos as u64, std::process::id())
 }
 
 /// An ERR packet for a shard's error, its message prefixed with the shard.
@@ -61,7 +61,11 @@ impl Session {
         parts: Vec<(usize, Vec<u8>)>,
     ) -> Result<Vec<PartOk>, CmdError> {
         self.xa_seq += 1;
-        let xid = format!("idgate-{}-{}-{}", boot_tag(), self.id, self.xa_seq);
+        // At most 7 + 28 + 1 + 8 + 1 + 16 = 61 bytes: MariaDB takes 64.
+        let xid = format!(
+            "idgate-{}-{:x}-{:x}",
+            self.shared.xa_tag, self.id, self.xa_seq
+        );
         let start = self.xa("START", &xid, "");
         let end = self.xa("END", &xid, "");
         let prepare = self.xa("PREPARE", &xid, "");
