@@ -69,5 +69,53 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// The whole routing decision the session makes for a keyed point select on
+/// a sharded table, from public pieces: the cheap "names a sharded table?"
+/// check, the analysis, the rule lookup and `shard_of` for the bound key.
+fn decision(c: &mut Criterion) {
+    use idgate::rules::RuleSet;
+    use idgate::sql::route::{KeyArg, KeyBound};
+    let rules = RuleSet::from_toml(
+        std::path::Path::new("bench.toml"),
+        "[[generator]]\nname = \"g\"\nkind = \"sequence\"\n\n\
+         [[table]]\nname = \"sbtest.sbtest1\"\ncolumn = \"id\"\ngenerator = \"g\"\n\
+         shard_key = \"id\"\nsharding = \"mod\"\n",
+        &["s0", "s1"],
+        &|_| Ok(()),
+    )
+    .expect("bench rules");
+    let key_of = |s: Option<&str>, t: &str| {
+        let e = rules.entry(s.or(Some("sbtest")), t)?;
+        e.placement()?;
+        e.shard_key().map(|_| e.column_arc().clone())
+    };
+    let decide = |sql: &str| -> Option<usize> {
+        let m = Modes::default();
+        if !idgate::sql::mentions_table(sql, m, &|n| rules.has_sharded_table_name(n)) {
+            return None;
+        }
+        let a = analyze(sql, m, &key_of).ok()?;
+        let t = a.tables.first()?;
+        let p = rules.entry(t.schema.as_deref().or(Some("sbtest")), &t.table)?.placement()?;
+        match &t.key {
+            KeyBound::Values(v) => match v.first()? {
+                KeyArg::Value(k) => p.shard_of(k).ok(),
+                KeyArg::Param(_) => None,
+            },
+            KeyBound::Unbound => None,
+        }
+    };
+    let sql = "SELECT c FROM sbtest1 WHERE id=5";
+    assert_eq!(decide(sql), Some(1));
+    c.bench_function("route/point_select/decision", |b| {
+        b.iter(|| decide(black_box(sql)))
+    });
+    let other = "SELECT c FROM other_table WHERE id=5";
+    assert_eq!(decide(other), None);
+    c.bench_function("route/unsharded_select/decision", |b| {
+        b.iter(|| decide(black_box(other)))
+    });
+}
+
+criterion_group!(benches, bench, decision);
 criterion_main!(benches);
