@@ -96,7 +96,9 @@ fn decision(c: &mut Criterion) {
         }
         let a = analyze(sql, m, &key_of).ok()?;
         let t = a.tables.first()?;
-        let p = rules.entry(t.schema.as_deref().or(Some("sbtest")), &t.table)?.placement()?;
+        let p = rules
+            .entry(t.schema.as_deref().or(Some("sbtest")), &t.table)?
+            .placement()?;
         match &t.key {
             KeyBound::Values(v) => match v.first()? {
                 KeyArg::Value(k) => p.shard_of(k).ok(),

@@ -312,6 +312,14 @@ async fn multi_shard_writes_are_atomic() {
         ids_on(&tb, 0, &schema, "t").await.is_empty(),
         "s0's part was rolled back"
     );
+    // RETURNING rows from several shards cannot be combined: refused, and
+    // rolled back everywhere.
+    let err = c
+        .query_drop("INSERT INTO t (id, w, n) VALUES (300, 'a', 1), (301, 'b', 2) RETURNING id")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("RETURNING"), "{err}");
+    assert!(ids_on(&tb, 0, &schema, "t").await.is_empty());
     // Unkeyed UPDATE and DELETE run on both shards, atomically.
     c.query_drop("INSERT INTO t (id, w, n) VALUES (200, 'a', 1), (201, 'b', 2), (202, 'c', 3)")
         .await

@@ -311,8 +311,15 @@ pub(super) struct PartOk {
 }
 
 impl PartOk {
+    /// `None` unless the reply is exactly one OK packet (a statement that
+    /// returned rows, e.g. with RETURNING, cannot be combined).
     pub(super) fn parse(packets: &[Vec<u8>]) -> Option<PartOk> {
-        let p = packets.last()?;
+        let [p] = packets else {
+            return None;
+        };
+        if p.first() != Some(&reply::OK) {
+            return None;
+        }
         let ok = reply::parse_ok(p).ok()?;
         Some(PartOk {
             ok,

@@ -38,6 +38,31 @@ pub(super) fn server_tag() -> String {
     format!("{:x}{:x}{n:x}", nanos as u64, std::process::id())
 }
 
+/// `(shard, payload)` pairs borrowed for [`Session::on_all`].
+fn refs(v: &[(usize, Vec<u8>)]) -> Vec<(usize, &[u8])> {
+    v.iter().map(|(s, p)| (*s, &p[..])).collect()
+}
+
+/// Each shard's reply of one phase, `None` for a shard that failed; the
+/// first failure goes to `failure`.
+fn phase(
+    results: Vec<Result<Vec<Vec<u8>>, BackendError>>,
+    failure: &mut Option<CmdError>,
+) -> Vec<Option<Vec<Vec<u8>>>> {
+    results
+        .into_iter()
+        .map(|r| match r {
+            Ok(p) => Some(p),
+            Err(e) => {
+                if failure.is_none() {
+                    *failure = Some(shard_error(e));
+                }
+                None
+            }
+        })
+        .collect()
+}
+
 /// An ERR packet for a shard's error, its message prefixed with the shard.
 pub(super) fn shard_error(e: BackendError) -> CmdError {
     match &e {
@@ -54,8 +79,40 @@ impl Session {
         format!("\x03XA {verb} '{xid}'{suffix}").into_bytes()
     }
 
+    /// Sends each `(shard, payload)`, then reads every reply in turn: the
+    /// shards work at the same time. A shard without a connection, or whose
+    /// send fails, gets its error without a read.
+    async fn on_all(
+        &mut self,
+        sends: &[(usize, &[u8])],
+    ) -> Vec<Result<Vec<Vec<u8>>, BackendError>> {
+        let mut sent = Vec::with_capacity(sends.len());
+        for &(shard, payload) in sends {
+            sent.push(match self.backends[shard].as_mut() {
+                Some(b) => b.send(payload).await.map(|_| ()),
+                None => Err(BackendError::Lost {
+                    shard: self.shared.config.shards[shard].name.clone(),
+                    source: std::io::Error::other("no connection"),
+                }),
+            });
+        }
+        let mut out = Vec::with_capacity(sends.len());
+        for (&(shard, _), s) in sends.iter().zip(sent) {
+            out.push(match (s, self.backends[shard].as_mut()) {
+                (Ok(()), Some(b)) => b.read_reply(Expect::Results).await,
+                (Err(e), _) => Err(e),
+                (Ok(()), None) => Err(BackendError::Lost {
+                    shard: self.shared.config.shards[shard].name.clone(),
+                    source: std::io::Error::other("no connection"),
+                }),
+            });
+        }
+        out
+    }
+
     /// Runs each `(shard, COM_QUERY payload)` as one atomic write and returns
-    /// each shard's OK, in order.
+    /// each shard's OK, in order. Every phase (XA START, the statement, XA
+    /// END, XA PREPARE, XA COMMIT) runs on all shards at once.
     pub(super) async fn run_atomic(
         &mut self,
         parts: Vec<(usize, Vec<u8>)>,
@@ -71,78 +128,78 @@ impl Session {
         let prepare = self.xa("PREPARE", &xid, "");
         let rollback = self.xa("ROLLBACK", &xid, "");
         let commit = self.xa("COMMIT", &xid, "");
+        // Every connection first: a shard that is down fails the write
+        // before any shard has started it.
+        for (shard, _) in &parts {
+            self.backend(*shard).await.map_err(CmdError::Backend)?;
+        }
+        let shards: Vec<usize> = parts.iter().map(|(s, _)| *s).collect();
+        let same = |payload: &[u8]| -> Vec<(usize, Vec<u8>)> {
+            shards.iter().map(|&s| (s, payload.to_vec())).collect()
+        };
         let mut started: Vec<usize> = Vec::with_capacity(parts.len());
         let mut oks = Vec::with_capacity(parts.len());
         let mut failure = None;
-        for (shard, payload) in &parts {
-            let b = match self.backend(*shard).await {
-                Ok(b) => b,
-                Err(e) => {
-                    failure = Some(CmdError::Backend(e));
-                    break;
-                }
-            };
-            if let Err(e) = b.run(&start, Expect::Results).await {
-                failure = Some(shard_error(e));
-                break;
-            }
-            started.push(*shard);
-            let result = b.run(payload, Expect::Results).await;
-            let ended = b.run(&end, Expect::Results).await;
-            match (result, ended) {
-                (Ok(packets), Ok(_)) => match PartOk::parse(&packets) {
-                    Some(ok) => oks.push(ok),
-                    None => {
-                        failure = Some(CmdError::Refused(
-                            crate::protocol::codes::ER_UNKNOWN_ERROR,
-                            format!(
-                                "idgate: shard {} did not answer the write with an OK packet",
-                                self.shared.config.shards[*shard].name
-                            ),
-                        ));
-                        break;
-                    }
-                },
-                (Err(e), _) | (_, Err(e)) => {
-                    failure = Some(shard_error(e));
-                    break;
-                }
+        let starts = same(&start);
+        let replies = self.on_all(&refs(&starts)).await;
+        for (r, &s) in phase(replies, &mut failure).iter().zip(&shards) {
+            if r.is_some() {
+                started.push(s);
             }
         }
         if failure.is_none() {
-            for &shard in &started {
-                let Some(b) = self.backends[shard].as_mut() else {
-                    continue;
-                };
-                if let Err(e) = b.run(&prepare, Expect::Results).await {
-                    failure = Some(shard_error(e));
-                    break;
+            let replies = self.on_all(&refs(&parts)).await;
+            for (r, &s) in phase(replies, &mut failure).into_iter().zip(&shards) {
+                match r.as_deref().and_then(PartOk::parse) {
+                    Some(ok) => oks.push(ok),
+                    None if r.is_some() => {
+                        failure.get_or_insert(CmdError::Refused(
+                            crate::protocol::codes::ER_UNKNOWN_ERROR,
+                            format!(
+                                "idgate: shard {} answered the write with rows (RETURNING?), which cannot be combined across shards; nothing was written (send one row per statement, or leave out RETURNING)",
+                                self.shared.config.shards[s].name
+                            ),
+                        ));
+                    }
+                    None => {}
                 }
             }
         }
-        if let Some(f) = failure {
-            for &shard in &started {
-                if let Some(b) = self.backends[shard].as_mut() {
-                    // A branch still active must be ended before it can be
-                    // rolled back; errors here mean it is gone already.
-                    let _ = b.run(&end, Expect::Results).await;
-                    let _ = b.run(&rollback, Expect::Results).await;
-                }
+        for verb in [&end, &prepare] {
+            if failure.is_some() {
+                break;
             }
+            let sends = same(verb);
+            let replies = self.on_all(&refs(&sends)).await;
+            phase(replies, &mut failure);
+        }
+        if let Some(f) = failure {
+            // A branch still active must be ended before it can be rolled
+            // back; errors here mean it is gone already.
+            let ends: Vec<(usize, Vec<u8>)> = started.iter().map(|&s| (s, end.clone())).collect();
+            let _ = self.on_all(&refs(&ends)).await;
+            let rollbacks: Vec<(usize, Vec<u8>)> =
+                started.iter().map(|&s| (s, rollback.clone())).collect();
+            let _ = self.on_all(&refs(&rollbacks)).await;
             return Err(f);
         }
         let mut late = Vec::new();
+        let mut commits = Vec::with_capacity(started.len());
         for &shard in &started {
             let injected = self
                 .shared
                 .fault_xa_commit
                 .compare_exchange(shard, usize::MAX, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok();
-            let ok = match self.backends[shard].as_mut() {
-                Some(b) if !injected => b.run(&commit, Expect::Results).await.is_ok(),
-                _ => false,
-            };
-            if !ok {
+            if injected {
+                // As if the shard went away right now.
+                self.backends[shard] = None;
+            }
+            commits.push((shard, commit.clone()));
+        }
+        let replies = self.on_all(&refs(&commits)).await;
+        for (&shard, r) in started.iter().zip(replies) {
+            if r.is_err() {
                 let name = self.shared.config.shards[shard].name.clone();
                 warn!(conn = self.id, shard = %name, %xid, "XA COMMIT failed after every shard prepared; will commit on reconnect");
                 self.shared.pending_xa.lock().push((shard, xid.clone()));
