@@ -267,10 +267,17 @@ async fn scattered_reads_equal_one_unsharded_copy() {
         let plain: Vec<Row> = c.exec(q.replace("{T}", "plain"), ()).await.unwrap();
         assert_eq!(show(&sharded), show(&plain), "prepared {q}");
     }
-    // Unordered scatter: the same rows (in shard order).
+    // Unordered scatter: the same rows (in shard order), text and binary.
     let mut all: Vec<u64> = c.query("SELECT id FROM t").await.unwrap();
     all.sort_unstable();
     assert_eq!(all, (1..=60).collect::<Vec<u64>>());
+    let mut all: Vec<(u64, String)> = c
+        .exec("SELECT id, w FROM t WHERE n >= ?", (0,))
+        .await
+        .unwrap();
+    all.sort_unstable();
+    assert_eq!(all.len(), 60);
+    assert_eq!(all[0].0, 1);
     // What cannot be answered across shards is refused, with the reason.
     for (q, why) in [
         ("SELECT n, COUNT(*) FROM t GROUP BY n", "GROUP BY"),
