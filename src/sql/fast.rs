@@ -45,11 +45,7 @@ pub struct End {
 }
 
 fn word_is(sql: &str, t: &Token, kw: &str) -> bool {
-    t.kind == Kind::Word
-        && sql
-            .as_bytes()
-            .get(t.start..t.end)
-            .is_some_and(|w| w.eq_ignore_ascii_case(kw.as_bytes()))
+    t.is_word(sql, kw)
 }
 
 /// The unquoted name of an identifier token, or `None` if it is not one.

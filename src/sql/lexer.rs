@@ -54,6 +54,15 @@ pub struct Token {
 }
 
 impl Token {
+    /// A word token spelling `kw` (ASCII case-insensitively).
+    pub fn is_word(&self, sql: &str, kw: &str) -> bool {
+        self.kind == Kind::Word
+            && sql
+                .as_bytes()
+                .get(self.start..self.end)
+                .is_some_and(|w| w.eq_ignore_ascii_case(kw.as_bytes()))
+    }
+
     /// True for `Punct(b)`.
     #[inline]
     pub fn is(&self, b: u8) -> bool {

@@ -23,12 +23,7 @@ struct Toks<'a> {
 
 impl Toks<'_> {
     fn is(&self, t: &Token, kw: &str) -> bool {
-        t.kind == Kind::Word
-            && self
-                .sql
-                .as_bytes()
-                .get(t.start..t.end)
-                .is_some_and(|w| w.eq_ignore_ascii_case(kw.as_bytes()))
+        t.is_word(self.sql, kw)
     }
 
     fn eat(&mut self, kw: &str) -> bool {

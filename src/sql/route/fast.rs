@@ -143,12 +143,7 @@ struct P<'a> {
 
 impl<'a> P<'a> {
     fn word_is(&self, t: &Token, kw: &str) -> bool {
-        t.kind == Kind::Word
-            && self
-                .sql
-                .as_bytes()
-                .get(t.start..t.end)
-                .is_some_and(|w| w.eq_ignore_ascii_case(kw.as_bytes()))
+        t.is_word(self.sql, kw)
     }
 
     fn peek(&self) -> Option<&'a Token> {

@@ -15,11 +15,7 @@ pub(super) enum Sign {
 }
 
 fn word_is(sql: &str, t: &Token, kw: &str) -> bool {
-    t.kind == Kind::Word
-        && sql
-            .as_bytes()
-            .get(t.start..t.end)
-            .is_some_and(|w| w.eq_ignore_ascii_case(kw.as_bytes()))
+    t.is_word(sql, kw)
 }
 
 /// The key value written by exactly the tokens `toks`, or `None` if they are
