@@ -341,6 +341,16 @@ async fn multi_shard_writes_are_atomic() {
         "200..202 on both shards (101 has n = 0)"
     );
     drop(r);
+    // The same through prepared statements: an execute on both shards.
+    c.exec_drop("UPDATE t SET n = n + ? WHERE n > 0", (10,))
+        .await
+        .unwrap();
+    assert_eq!(c.affected_rows(), 3);
+    let n: Option<i64> = c
+        .exec_first("SELECT SUM(n) FROM t WHERE id >= ?", (200,))
+        .await
+        .unwrap();
+    assert_eq!(n, Some((1 + 1 + 10) + (2 + 1 + 10) + (3 + 1 + 10)));
     let r = c.query_iter("DELETE FROM t WHERE id >= 200").await.unwrap();
     assert_eq!(r.affected_rows(), 3);
     drop(r);
