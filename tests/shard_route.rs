@@ -690,3 +690,37 @@ async fn a_shard_lost_between_prepare_and_commit_gets_its_branch_committed() {
     drop(c);
     teardown(&tb, p, &schema).await;
 }
+
+/// With sharded tables, idgate serves one logical database: CREATE and DROP
+/// DATABASE run on every shard.
+#[tokio::test]
+async fn databases_are_created_and_dropped_on_every_shard() {
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    let extra = format!("{schema}_x");
+    let exists = |shard: usize, db: String| {
+        let tb = tb.clone();
+        async move {
+            let mut d = Conn::new(proxy::direct_opts(&tb, shard, None))
+                .await
+                .unwrap();
+            let n: Vec<String> = d
+                .query(format!("SHOW DATABASES LIKE '{db}'"))
+                .await
+                .unwrap();
+            let _ = d.disconnect().await;
+            !n.is_empty()
+        }
+    };
+    c.query_drop(format!("CREATE DATABASE `{extra}`"))
+        .await
+        .unwrap();
+    assert!(exists(0, extra.clone()).await && exists(1, extra.clone()).await);
+    c.query_drop(format!("DROP SCHEMA `{extra}`"))
+        .await
+        .unwrap();
+    assert!(!exists(0, extra.clone()).await && !exists(1, extra.clone()).await);
+    drop(c);
+    teardown(&tb, p, &schema).await;
+}

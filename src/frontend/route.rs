@@ -223,6 +223,14 @@ pub(super) fn decide(
     Ok(Some(Routed { target, analysis }))
 }
 
+/// `CREATE/ALTER/DROP DATABASE|SCHEMA`.
+fn is_database_ddl(first: &[u8; 8], sql: &[u8]) -> bool {
+    matches!(first, b"CREATE\0\0" | b"ALTER\0\0\0" | b"DROP\0\0\0\0") && {
+        let second = super::txn::second_word(sql);
+        second.eq_ignore_ascii_case("DATABASE") || second.eq_ignore_ascii_case("SCHEMA")
+    }
+}
+
 /// Statements that only read a table's definition, answered by any shard
 /// that has the table.
 fn reads_metadata(first: &[u8; 8]) -> bool {
@@ -362,6 +370,12 @@ impl Session {
             return Ok(false);
         };
         let first = first_keyword(sql.as_bytes());
+        if is_database_ddl(&first, sql.as_bytes()) {
+            // One logical database: its schema exists on every shard.
+            let all = Target::Many((0..self.backends.len()).collect());
+            self.ddl_routed(payload, &all).await?;
+            return Ok(true);
+        }
         let insert = matches!(&first, b"INSERT\0\0" | b"REPLACE\0");
         let m = modes(self.sql_modes().await?);
         if !mentions_routed(&rules, sql, m) {

@@ -65,7 +65,7 @@ pub(super) fn classify(sql: &[u8]) -> TxnStmt {
 }
 
 /// The word after the first one (letters only), or "".
-fn second_word(sql: &[u8]) -> String {
+pub(super) fn second_word(sql: &[u8]) -> String {
     let text = String::from_utf8_lossy(&sql[keyword_start(sql)..]);
     let mut words = text
         .split(|c: char| !c.is_ascii_alphabetic())
