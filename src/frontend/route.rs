@@ -495,7 +495,7 @@ impl Session {
             Target::Many(shards) => {
                 let parts: Vec<(usize, Vec<u8>)> =
                     shards.iter().map(|&s| (s, payload.to_vec())).collect();
-                let oks = self.run_atomic(parts).await?;
+                let oks = self.run_write(parts).await?;
                 let ok = combined_ok(&oks, 0);
                 self.reply_packet(&ok).await
             }
@@ -646,7 +646,7 @@ impl Session {
                 .map(|(&s, _)| s),
             None => None,
         };
-        let oks = self.run_atomic(parts).await?;
+        let oks = self.run_write(parts).await?;
         let inserted: u64 = oks.iter().map(|p| p.ok.affected_rows).sum();
         let last_insert_id = match first_id {
             Some(id) if !plain || inserted > 0 => id,
@@ -833,7 +833,7 @@ impl Session {
                 self.forward(shard, &out, Expect::Results).await.map(|_| ())
             }
             (Target::Many(_), true) => {
-                let oks = self.run_atomic(parts).await?;
+                let oks = self.run_write(parts).await?;
                 let ok = combined_ok(&oks, 0);
                 self.reply_packet(&ok).await
             }

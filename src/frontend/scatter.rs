@@ -83,7 +83,7 @@ impl Session {
         // shards work in parallel.
         for (shard, _) in &parts {
             self.backend(*shard).await.map_err(CmdError::Backend)?;
-            if self.txn_begin.is_some() {
+            if self.txn_begin.is_some() || self.txn_xa.is_some() {
                 self.enlist(*shard).await?;
             }
         }

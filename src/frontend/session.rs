@@ -99,6 +99,9 @@ pub struct Session {
     pub(super) txn_begin: Option<Vec<u8>>,
     /// The shard the open transaction has written to.
     pub(super) txn_write: Option<usize>,
+    /// The xid of the open explicit transaction when it runs as XA on every
+    /// shard it reaches (see `txn.rs`).
+    pub(super) txn_xa: Option<String>,
     /// The shard connection holding the session's `LAST_INSERT_ID()`.
     pub(super) lid_home: usize,
     /// Shards whose connection holds the same value (bit per shard).
@@ -144,6 +147,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
         state: SessionState::default(),
         txn_begin: None,
         txn_write: None,
+        txn_xa: None,
         lid_home: 0,
         lid_synced: u64::MAX,
         xa_seq: 0,
@@ -461,7 +465,7 @@ impl Session {
         hook: Hook<'_>,
     ) -> Result<Outcome, CmdError> {
         self.backend(shard).await.map_err(CmdError::Backend)?;
-        if shard != 0 && self.txn_begin.is_some() {
+        if self.txn_xa.is_some() || (shard != 0 && self.txn_begin.is_some()) {
             self.enlist(shard).await?;
         }
         let Some(b) = self.backends[shard].as_mut() else {
@@ -861,6 +865,7 @@ impl Session {
         self.state.clear();
         self.txn_begin = None;
         self.txn_write = None;
+        self.txn_xa = None;
         self.lid_home = 0;
         self.lid_synced = u64::MAX;
     }

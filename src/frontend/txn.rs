@@ -8,9 +8,18 @@
 //! then the default shard, whose reply the client gets; if another shard
 //! failed, the client gets that shard's error instead).
 //!
-//! Writes: inside a transaction (explicit, or with `autocommit = 0`) all
+//! An explicit transaction (`BEGIN`, `START TRANSACTION` without options)
+//! runs as one XA transaction: `XA START` on the default shard answers the
+//! client's BEGIN, and on every other shard the transaction reaches; COMMIT
+//! is `XA COMMIT ... ONE PHASE` when one shard took part, and a two-phase
+//! commit (END, PREPARE on all, COMMIT on all) when several did, so writes
+//! to several shards commit atomically. A statement that writes to several
+//! shards inside it is made atomic on its own with a savepoint on each.
+//!
+//! `START TRANSACTION` with options (READ ONLY, WITH CONSISTENT SNAPSHOT)
+//! and `autocommit = 0` use plain transactions on each shard: there all
 //! writes must go to one shard, so its COMMIT is atomic; a write that would
-//! make a transaction write to a second shard is refused before it runs
+//! make such a transaction write to a second shard is refused before it runs
 //! (the transaction stays open and usable). Outside a transaction, a write
 //! to several shards is made atomic with XA (see `xa.rs`).
 
@@ -74,6 +83,20 @@ pub(super) fn second_word(sql: &[u8]) -> String {
     words.next().unwrap_or("").to_string()
 }
 
+/// `BEGIN [WORK]` or `START TRANSACTION` without options: the transaction
+/// can run as XA (which takes no options).
+fn plain_begin(sql: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(&sql[keyword_start(sql)..]).to_ascii_uppercase();
+    let words: Vec<&str> = text
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|w| !w.is_empty())
+        .collect();
+    matches!(
+        words.as_slice(),
+        ["BEGIN"] | ["BEGIN", "WORK"] | ["START", "TRANSACTION"]
+    )
+}
+
 /// Whether a statement starting with this keyword may write rows.
 pub(super) fn may_write(first: &[u8; 8]) -> bool {
     matches!(
@@ -90,7 +113,7 @@ pub(super) fn may_write(first: &[u8; 8]) -> bool {
 impl Session {
     /// The session runs in a transaction: an explicit one, or autocommit off.
     pub(super) fn in_txn(&self) -> bool {
-        if self.txn_begin.is_some() {
+        if self.txn_begin.is_some() || self.txn_xa.is_some() {
             return true;
         }
         let autocommit = self
@@ -110,8 +133,10 @@ impl Session {
     /// Before a statement of the session's explicit transaction goes to
     /// `shard`: starts the transaction there if it is not yet.
     pub(super) async fn enlist(&mut self, shard: usize) -> Result<(), CmdError> {
-        let Some(begin) = self.txn_begin.clone() else {
-            return Ok(());
+        let begin = match (&self.txn_xa, &self.txn_begin) {
+            (Some(xid), _) => format!("\x03XA START '{xid}'").into_bytes(),
+            (None, Some(b)) => b.clone(),
+            (None, None) => return Ok(()),
         };
         let b = self.backend(shard).await.map_err(CmdError::Backend)?;
         if b.status & status::IN_TRANS == 0 {
@@ -125,7 +150,7 @@ impl Session {
     /// A write is about to go to `shards`: inside a transaction they must be
     /// the one shard the transaction writes to.
     pub(super) fn check_write(&mut self, shards: &[usize]) -> Result<(), CmdError> {
-        if !self.in_txn() {
+        if !self.in_txn() || self.txn_xa.is_some() {
             return Ok(());
         }
         let names = |s: &[usize]| {
@@ -162,15 +187,34 @@ impl Session {
     /// every shard (as MariaDB does implicitly), then the new one starts on
     /// the default shard, and on others as statements reach them.
     pub(super) async fn begin(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+        if self.txn_xa.is_some() {
+            self.finish_xa(true, false).await?;
+        }
         self.end_elsewhere(b"\x03COMMIT").await?;
-        let outcome = self.forward(0, payload, Expect::Results).await?;
         self.txn_write = None;
+        if plain_begin(&payload[1..])
+            && self.backends[0]
+                .as_ref()
+                .is_none_or(|b| b.status & status::IN_TRANS == 0)
+        {
+            let xid = self.new_xid();
+            let start = format!("\x03XA START '{xid}'").into_bytes();
+            let outcome = self.forward(0, &start, Expect::Results).await?;
+            self.txn_begin = None;
+            self.txn_xa = (!outcome.error).then_some(xid);
+            return Ok(());
+        }
+        let outcome = self.forward(0, payload, Expect::Results).await?;
         self.txn_begin = (!outcome.error).then(|| payload.to_vec());
         Ok(())
     }
 
     /// `COMMIT` / `ROLLBACK`: on every shard in the transaction.
     pub(super) async fn end(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+        if self.txn_xa.is_some() {
+            let commit = first_keyword(&payload[1..]) == *b"COMMIT\0\0";
+            return self.finish_xa(commit, true).await;
+        }
         let failed = self.end_elsewhere(payload).await;
         self.txn_begin = None;
         self.txn_write = None;
@@ -211,7 +255,7 @@ impl Session {
 
     /// After a command: forgets the transaction once no shard is in one.
     pub(super) fn txn_settled(&mut self) {
-        if self.txn_begin.is_none() && self.txn_write.is_none() {
+        if self.txn_begin.is_none() && self.txn_write.is_none() && self.txn_xa.is_none() {
             return;
         }
         let open = self
@@ -224,9 +268,10 @@ impl Session {
             .iter()
             .flatten()
             .all(|b| b.status & status::AUTOCOMMIT != 0);
-        if !open && (autocommit || self.txn_begin.is_some()) {
+        if !open && (autocommit || self.txn_begin.is_some() || self.txn_xa.is_some()) {
             self.txn_begin = None;
             self.txn_write = None;
+            self.txn_xa = None;
         }
     }
 

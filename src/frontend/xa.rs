@@ -117,17 +117,8 @@ impl Session {
         &mut self,
         parts: Vec<(usize, Vec<u8>)>,
     ) -> Result<Vec<PartOk>, CmdError> {
-        self.xa_seq += 1;
-        // At most 7 + 28 + 1 + 8 + 1 + 16 = 61 bytes: MariaDB takes 64.
-        let xid = format!(
-            "idgate-{}-{:x}-{:x}",
-            self.shared.xa_tag, self.id, self.xa_seq
-        );
+        let xid = self.new_xid();
         let start = self.xa("START", &xid, "");
-        let end = self.xa("END", &xid, "");
-        let prepare = self.xa("PREPARE", &xid, "");
-        let rollback = self.xa("ROLLBACK", &xid, "");
-        let commit = self.xa("COMMIT", &xid, "");
         // Every connection first: a shard that is down fails the write
         // before any shard has started it.
         for (shard, _) in &parts {
@@ -165,27 +156,65 @@ impl Session {
                 }
             }
         }
-        for verb in [&end, &prepare] {
+        if let Some(f) = failure {
+            self.rollback_xa(&xid, &started).await;
+            return Err(f);
+        }
+        self.two_phase_commit(&xid, &started, "the write").await?;
+        Ok(oks)
+    }
+
+    /// A new xid for this session. At most 7 + 28 + 1 + 8 + 1 + 16 = 61
+    /// bytes: MariaDB takes 64.
+    pub(super) fn new_xid(&mut self) -> String {
+        self.xa_seq += 1;
+        format!(
+            "idgate-{}-{:x}-{:x}",
+            self.shared.xa_tag, self.id, self.xa_seq
+        )
+    }
+
+    /// Ends and rolls back branch `xid` on `shards` (errors mean a branch is
+    /// gone already).
+    async fn rollback_xa(&mut self, xid: &str, shards: &[usize]) {
+        for verb in ["END", "ROLLBACK"] {
+            let sends: Vec<(usize, Vec<u8>)> = shards
+                .iter()
+                .map(|&s| (s, self.xa(verb, xid, "")))
+                .collect();
+            let _ = self.on_all(&refs(&sends)).await;
+        }
+    }
+
+    /// XA END and PREPARE on every shard of `started`, then XA COMMIT on
+    /// every one. A failure before all have prepared rolls every one back.
+    /// `what` names the work in messages ("the write", "the transaction").
+    async fn two_phase_commit(
+        &mut self,
+        xid: &str,
+        started: &[usize],
+        what: &str,
+    ) -> Result<(), CmdError> {
+        let mut failure = None;
+        for verb in ["END", "PREPARE"] {
+            let sends: Vec<(usize, Vec<u8>)> = started
+                .iter()
+                .map(|&s| (s, self.xa(verb, xid, "")))
+                .collect();
+            let replies = self.on_all(&refs(&sends)).await;
+            phase(replies, &mut failure);
             if failure.is_some() {
                 break;
             }
-            let sends = same(verb);
-            let replies = self.on_all(&refs(&sends)).await;
-            phase(replies, &mut failure);
         }
         if let Some(f) = failure {
-            // A branch still active must be ended before it can be rolled
-            // back; errors here mean it is gone already.
-            let ends: Vec<(usize, Vec<u8>)> = started.iter().map(|&s| (s, end.clone())).collect();
-            let _ = self.on_all(&refs(&ends)).await;
-            let rollbacks: Vec<(usize, Vec<u8>)> =
-                started.iter().map(|&s| (s, rollback.clone())).collect();
-            let _ = self.on_all(&refs(&rollbacks)).await;
+            self.rollback_xa(xid, started).await;
             return Err(f);
         }
+        let commit = self.xa("COMMIT", xid, "");
         let mut late = Vec::new();
         let mut commits = Vec::with_capacity(started.len());
-        for &shard in &started {
+        for &shard in started {
             let injected = self
                 .shared
                 .fault_xa_commit
@@ -202,7 +231,7 @@ impl Session {
             if r.is_err() {
                 let name = self.shared.config.shards[shard].name.clone();
                 warn!(conn = self.id, shard = %name, %xid, "XA COMMIT failed after every shard prepared; will commit on reconnect");
-                self.shared.pending_xa.lock().push((shard, xid.clone()));
+                self.shared.pending_xa.lock().push((shard, xid.to_string()));
                 self.backends[shard] = None;
                 self.stmts.forget_shard(shard);
                 late.push(name);
@@ -212,12 +241,103 @@ impl Session {
             return Err(CmdError::Refused(
                 crate::protocol::codes::CR_SERVER_LOST,
                 format!(
-                    "idgate: the write is committed on some shards, and prepared but not yet committed on shard {} (XA transaction '{xid}'); idgate commits it there when it reconnects",
+                    "idgate: {what} is committed on some shards, and prepared but not yet committed on shard {} (XA transaction '{xid}'); idgate commits it there when it reconnects",
                     late.join(", ")
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// A write to several shards: inside the session's XA transaction, run
+    /// on each shard with a savepoint (a failure on one undoes the others'
+    /// part, as a failed statement does); outside, as its own XA
+    /// transaction.
+    pub(super) async fn run_write(
+        &mut self,
+        parts: Vec<(usize, Vec<u8>)>,
+    ) -> Result<Vec<PartOk>, CmdError> {
+        if self.txn_xa.is_none() {
+            return self.run_atomic(parts).await;
+        }
+        for (shard, _) in &parts {
+            self.backend(*shard).await.map_err(CmdError::Backend)?;
+            self.enlist(*shard).await?;
+        }
+        let savepoints: Vec<(usize, Vec<u8>)> = parts
+            .iter()
+            .map(|(s, _)| (*s, b"\x03SAVEPOINT idgate_stmt".to_vec()))
+            .collect();
+        let mut failure = None;
+        let replies = self.on_all(&refs(&savepoints)).await;
+        phase(replies, &mut failure);
+        let mut oks = Vec::with_capacity(parts.len());
+        if failure.is_none() {
+            let replies = self.on_all(&refs(&parts)).await;
+            for r in phase(replies, &mut failure) {
+                match r.as_deref().map(PartOk::parse) {
+                    Some(Some(ok)) => oks.push(ok),
+                    Some(None) => {
+                        failure.get_or_insert(CmdError::Refused(
+                            crate::protocol::codes::ER_UNKNOWN_ERROR,
+                            "idgate: a shard answered the write with rows (RETURNING?), which cannot be combined across shards; the statement was undone".into(),
+                        ));
+                    }
+                    None => {}
+                }
+            }
+        }
+        if let Some(f) = failure {
+            let undo: Vec<(usize, Vec<u8>)> = parts
+                .iter()
+                .map(|(s, _)| (*s, b"\x03ROLLBACK TO SAVEPOINT idgate_stmt".to_vec()))
+                .collect();
+            let _ = self.on_all(&refs(&undo)).await;
+            return Err(f);
+        }
         Ok(oks)
+    }
+
+    /// Ends the session's XA transaction: COMMIT (one phase when one shard
+    /// took part, two-phase otherwise) or ROLLBACK on every shard in it.
+    /// With `reply`, the client gets the OK (or the error).
+    pub(super) async fn finish_xa(&mut self, commit: bool, reply: bool) -> Result<(), CmdError> {
+        let Some(xid) = self.txn_xa.take() else {
+            return Ok(());
+        };
+        self.txn_write = None;
+        let shards: Vec<usize> = (0..self.backends.len())
+            .filter(|&s| {
+                self.backends[s]
+                    .as_ref()
+                    .is_some_and(|b| b.status & crate::protocol::consts::status::IN_TRANS != 0)
+            })
+            .collect();
+        let result = if !commit {
+            self.rollback_xa(&xid, &shards).await;
+            Ok(())
+        } else if let [one] = shards[..] {
+            let mut failure = None;
+            for (verb, suffix) in [("END", ""), ("COMMIT", " ONE PHASE")] {
+                let sends = [(one, self.xa(verb, &xid, suffix))];
+                let replies = self.on_all(&refs(&sends)).await;
+                phase(replies, &mut failure);
+                if failure.is_some() {
+                    self.rollback_xa(&xid, &shards).await;
+                    break;
+                }
+            }
+            failure.map_or(Ok(()), Err)
+        } else {
+            self.two_phase_commit(&xid, &shards, "the transaction")
+                .await
+        };
+        if !reply {
+            return result;
+        }
+        result?;
+        self.send_ok(self.next_seq, crate::protocol::consts::status::AUTOCOMMIT)
+            .await
     }
 
     /// On a new connection to `shard`: commits the XA branches idgate left
