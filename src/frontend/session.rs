@@ -482,6 +482,7 @@ impl Session {
                     let code = p.get(1..3).map(|c| u16::from_le_bytes([c[0], c[1]]));
                     outcome.connection_ended =
                         code.is_some_and(|c| CONNECTION_ENDING_ERRORS.contains(&c));
+                    outcome.rolled_back = code == Some(ER_LOCK_DEADLOCK);
                 }
                 _ => {}
             }
@@ -497,6 +498,12 @@ impl Session {
             &mut observe,
         )
         .await?;
+        if outcome.rolled_back && self.txn_xa.is_some() {
+            // MariaDB rolls the whole transaction back on a deadlock; the
+            // XA branches are only marked rollback-only: finish them, so the
+            // session is out of the transaction as with a plain one.
+            let _ = self.finish_xa(false, false).await;
+        }
         if outcome.connection_ended {
             // The shard closes this connection after that error: open a new
             // one next time. A transaction that was open is gone with it.
@@ -617,6 +624,8 @@ impl Session {
             types: None,
             plan: plan.clone(),
             route,
+            txn: (self.shared.routing && txn::classify(&payload[1..]) != TxnStmt::Other)
+                .then(|| [&[cmd::QUERY][..], &payload[1..]].concat()),
             exec_shard: prepare_on,
         };
         let id = self.stmts.insert(stmt.clone());
@@ -728,6 +737,13 @@ impl Session {
         }
         if let Some(route) = s.route.clone() {
             return self.execute_routed(id, payload, route).await;
+        }
+        if let Some(q) = s.txn.clone() {
+            // A prepared BEGIN/COMMIT/ROLLBACK: the same as its text.
+            return match txn::classify(&q[1..]) {
+                TxnStmt::Begin => self.begin(&q).await,
+                _ => self.end(&q).await,
+            };
         }
         let shard = 0;
         match self.execute_payload(id, shard, payload).await? {
@@ -1041,7 +1057,12 @@ pub(super) struct Outcome {
     pub(super) error: bool,
     /// ... one after which the shard closes the connection.
     pub(super) connection_ended: bool,
+    /// ... a deadlock, after which the shard rolled the transaction back.
+    pub(super) rolled_back: bool,
 }
+
+/// Deadlock found when trying to get lock: the transaction is rolled back.
+const ER_LOCK_DEADLOCK: u16 = 1213;
 
 /// Errors after which a shard closes the connection: killed (1927), idle
 /// timeout (4031), shutdown (1053).

@@ -30,6 +30,10 @@ pub struct PreparedStmt {
     /// routing needs (the shards are chosen at each execute, from the
     /// values bound to the shard key).
     pub route: Option<Arc<crate::sql::route::Analysis>>,
+    /// For a prepared BEGIN/COMMIT/ROLLBACK on a sharded setup: the same
+    /// statement as a COM_QUERY payload, which each execute runs as the
+    /// session's transaction control (see `txn.rs`).
+    pub txn: Option<Vec<u8>>,
     /// The shard the last execute ran on (where a cursor it opened lives:
     /// COM_STMT_FETCH goes there).
     pub exec_shard: usize,

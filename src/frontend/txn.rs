@@ -188,7 +188,15 @@ impl Session {
     /// the default shard, and on others as statements reach them.
     pub(super) async fn begin(&mut self, payload: &[u8]) -> Result<(), CmdError> {
         if self.txn_xa.is_some() {
-            self.finish_xa(true, false).await?;
+            // BEGIN commits the open transaction implicitly, as in MariaDB.
+            // If that fails it was rolled back (the statement that failed
+            // told the client already), and the new transaction starts.
+            if let Err(e) = self.finish_xa(true, false).await {
+                tracing::warn!(
+                    conn = self.id,
+                    "implicit commit at BEGIN failed, rolled back: {e}"
+                );
+            }
         }
         self.end_elsewhere(b"\x03COMMIT").await?;
         self.txn_write = None;
