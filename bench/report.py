@@ -40,6 +40,11 @@ VIEWS = [
      "merged; direct/haproxy: the whole table on s0)", "scatter_select",
      ["direct", "haproxy", "idgate_sh"],
      [("idgate_sh", "direct", None)]),
+    ("oltp_read_write, prepared, no DISTINCT ranges (idgate_sh: sharded over s0 and s1, every "
+     "transaction XA over the shards it touches; direct/haproxy: the whole table on s0)",
+     "read_write_sharded",
+     ["direct", "haproxy", "idgate_sh"],
+     [("idgate_sh", "haproxy", None)]),
 ]
 
 # Ratios printed for every view even without a target (when both were measured);
