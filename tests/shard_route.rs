@@ -26,9 +26,7 @@ const TABLE: &str = "(id BIGINT UNSIGNED PRIMARY KEY, w VARCHAR(32) NOT NULL, n 
 /// created through idgate (DDL on a sharded table runs on every shard).
 async fn setup(tb: &support::Testbed) -> (Proxy, String) {
     let schema = support::unique("shard");
-    for shard in 0..2 {
-        proxy::admin(tb, shard, &[&format!("CREATE DATABASE `{schema}`")]).await;
-    }
+    create_schema(tb, &schema).await;
     let p = Proxy::start_rules(tb, &rules(&schema), &format!("/{schema}")).await;
     let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
     for t in ["t", "h", "ref"] {
@@ -41,6 +39,13 @@ async fn setup(tb: &support::Testbed) -> (Proxy, String) {
         .await
         .unwrap();
     (p, schema)
+}
+
+/// `schema` on both shards, created directly.
+async fn create_schema(tb: &support::Testbed, schema: &str) {
+    for shard in 0..2 {
+        proxy::admin(tb, shard, &[&format!("CREATE DATABASE `{schema}`")]).await;
+    }
 }
 
 async fn teardown(tb: &support::Testbed, p: Proxy, schema: &str) {
@@ -538,9 +543,7 @@ async fn a_shard_that_is_down_fails_only_what_needs_it() {
 async fn snowflake_ids_spread_over_the_shards_at_low_and_high_rates() {
     let Some(tb) = support::testbed() else { return };
     let schema = support::unique("snowspread");
-    for shard in 0..2 {
-        proxy::admin(&tb, shard, &[&format!("CREATE DATABASE `{schema}`")]).await;
-    }
+    create_schema(&tb, &schema).await;
     let rules = format!(
         "[[generator]]\nname = \"snow\"\nkind = \"snowflake\"\nepoch = \"2026-01-01T00:00:00Z\"\n\n\
          [[table]]\nname = \"{schema}.e\"\ncolumn = \"id\"\ngenerator = \"snow\"\nshard_key = \"id\"\nsharding = \"mod\"\n"
@@ -586,15 +589,7 @@ async fn snowflake_ids_spread_over_the_shards_at_low_and_high_rates() {
         }
     }
     drop(c);
-    p.stop().await;
-    for shard in 0..2 {
-        proxy::admin(
-            &tb,
-            shard,
-            &[&format!("DROP DATABASE IF EXISTS `{schema}`")],
-        )
-        .await;
-    }
+    teardown(&tb, p, &schema).await;
 }
 
 #[tokio::test]
@@ -763,9 +758,7 @@ async fn databases_are_created_and_dropped_on_every_shard() {
 async fn sysbench_read_write_on_sharded_tables() {
     let Some(tb) = support::testbed() else { return };
     let schema = support::unique("shardsb");
-    for shard in 0..2 {
-        proxy::admin(&tb, shard, &[&format!("CREATE DATABASE `{schema}`")]).await;
-    }
+    create_schema(&tb, &schema).await;
     let mut rules = "[[generator]]\nname = \"sb\"\nkind = \"sequence\"\nbatch = 1000\n".to_string();
     for t in 1..=2 {
         rules.push_str(&format!(
@@ -819,13 +812,5 @@ async fn sysbench_read_write_on_sharded_tables() {
         );
         let _ = d.disconnect().await;
     }
-    p.stop().await;
-    for shard in 0..2 {
-        proxy::admin(
-            &tb,
-            shard,
-            &[&format!("DROP DATABASE IF EXISTS `{schema}`")],
-        )
-        .await;
-    }
+    teardown(&tb, p, &schema).await;
 }

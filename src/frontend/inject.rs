@@ -179,6 +179,22 @@ impl Session {
                 rule.map(|r| (r.table.as_str(), &*r.column)),
             )));
         }
+        // An INSERT into a sharded or broadcast table is routed alone: it is
+        // refused in a query of several statements, before any id is taken.
+        let routed_rule = rw
+            .statements()
+            .iter()
+            .find_map(|st| st.rule.as_ref().filter(|r| r.routed.is_some()));
+        if let (Some(r), true) = (routed_rule, rw.statements().len() > 1) {
+            return Err(CmdError::Refused(
+                super::route::ER_NOT_ROUTABLE,
+                format!(
+                    "idgate: a query of several statements that inserts into sharded table {} is not supported; send its statements one by one",
+                    r.table
+                ),
+            ));
+        }
+        let routed = routed_rule.is_some();
         // Statement by statement, explicit ids before generated ones: a
         // generated id comes out above the explicit ids of its own statement
         // (and of earlier ones), as with AUTO_INCREMENT, and never equals one
@@ -208,32 +224,10 @@ impl Session {
                     && sql.get(st.range.clone()).is_some_and(may_not_insert)
             })
             .collect();
-        if let Some(st) = rw.statements().first() {
-            if st.rule.as_ref().is_some_and(|r| r.routed.is_some()) {
-                if rw.statements().len() > 1 {
-                    return Err(CmdError::Refused(
-                        super::route::ER_NOT_ROUTABLE,
-                        format!(
-                            "idgate: a query of several statements that inserts into sharded table {} is not supported; send its statements one by one",
-                            st.rule.as_ref().map(|r| r.table.as_str()).unwrap_or_default()
-                        ),
-                    ));
-                }
-                let plain = conditional.first().copied().unwrap_or(false);
-                self.insert_routed(&rw, &ids, plain).await?;
-                return Ok(true);
-            }
-        }
-        if self.shared.routing
-            && rw
-                .statements()
-                .iter()
-                .any(|s| s.rule.as_ref().is_some_and(|r| r.routed.is_some()))
-        {
-            return Err(CmdError::Refused(
-                super::route::ER_NOT_ROUTABLE,
-                "idgate: a query of several statements that inserts into a sharded table is not supported; send its statements one by one".into(),
-            ));
+        if routed {
+            let plain = conditional.first().copied().unwrap_or(false);
+            self.insert_routed(&rw, &ids, plain).await?;
+            return Ok(true);
         }
         self.send_rewrite(0, &rw, &ids, &conditional).await?;
         Ok(true)

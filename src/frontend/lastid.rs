@@ -38,6 +38,9 @@ impl Session {
     /// After `sql` ran on `shard`: if it may have changed the last insert
     /// id (an INSERT/REPLACE, or `LAST_INSERT_ID(expr)`), `shard` is home.
     pub(super) fn note_last_id_change(&mut self, shard: usize, sql: &[u8]) {
+        if self.lid_home == shard && self.lid_synced == bit(shard) {
+            return; // nothing it could change
+        }
         let first = first_keyword(sql);
         if matches!(&first, b"INSERT\0\0" | b"REPLACE\0") || mentions(sql) {
             self.last_id_home(shard);

@@ -94,8 +94,9 @@ fn shards_of(
     if placement.is_broadcast() {
         return Ok(placement.shards().to_vec());
     }
-    let KeyBound::Values(values) = key else {
-        return Ok(placement.shards().to_vec());
+    let values = match key {
+        KeyBound::Values(v) if !v.is_empty() => v,
+        _ => return Ok(placement.shards().to_vec()),
     };
     let mut out = Vec::with_capacity(values.len());
     for v in values {
@@ -238,6 +239,15 @@ fn reads_metadata(first: &[u8; 8]) -> bool {
         first,
         b"SHOW\0\0\0\0" | b"DESCRIBE" | b"DESC\0\0\0\0" | b"EXPLAIN\0" | b"HELP\0\0\0\0"
     )
+}
+
+/// How a SELECT that runs on several shards is merged, or why it cannot be.
+fn scatter_spec(a: &Analysis) -> Result<crate::shard::merge::MergeSpec, CmdError> {
+    a.scatter.clone().map_err(|reason| {
+        refuse(format!(
+            "this SELECT would have to run on several shards, and {reason}; bind the shard key so that it routes to one shard"
+        ))
+    })
 }
 
 /// Whether `sql` names a sharded or broadcast table anywhere (cheap: one
@@ -458,14 +468,7 @@ impl Session {
                 self.forward(*s, payload, Expect::Results).await.map(|_| ())
             }
             Target::Many(shards) => {
-                let spec = match &routed.analysis.scatter {
-                    Ok(spec) => spec.clone(),
-                    Err(reason) => {
-                        return Err(refuse(format!(
-                            "this SELECT would have to run on several shards, and {reason}; bind the shard key so that it routes to one shard"
-                        )))
-                    }
-                };
+                let spec = scatter_spec(&routed.analysis)?;
                 let rewritten;
                 let payload = match &routed.analysis.shard_sql {
                     Some(sql) => {
@@ -848,11 +851,7 @@ impl Session {
                             "a prepared SELECT with LIMIT ... OFFSET on several shards is not supported; write LIMIT n without OFFSET, or bind the shard key".into(),
                         ))
                     }
-                    Err(reason) => {
-                        return Err(refuse(format!(
-                            "this SELECT would have to run on several shards, and {reason}; bind the shard key so that it routes to one shard"
-                        )))
-                    }
+                    Err(_) => scatter_spec(&routed.analysis)?,
                 };
                 self.scatter(parts, &spec, crate::shard::merge::Protocol::Binary)
                     .await

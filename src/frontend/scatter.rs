@@ -14,6 +14,7 @@
 use super::session::{CmdError, Session};
 use crate::backend::relay::{relay_reply, Action};
 use crate::protocol::packet::frame;
+use crate::protocol::reply;
 use crate::protocol::response::{Expect, Kind, Tracker};
 use crate::protocol::wire::Cursor;
 use crate::shard::merge::{self, MergeSpec, Protocol};
@@ -30,42 +31,10 @@ enum Part {
     Done,
 }
 
-/// Whether a packet in the rows part ends the result set.
-fn is_terminator(p: &[u8]) -> bool {
-    p.first() == Some(&0xfe) && p.len() < 0xff_ffff
-}
-
-/// The warnings and status of a terminator (EOF, or OK with header 0xfe).
-fn terminator_fields(p: &[u8], deprecate_eof: bool) -> Option<(u16, u16)> {
-    let mut c = Cursor::new(p);
-    c.u8().ok()?;
-    if deprecate_eof {
-        c.lenenc().ok()?;
-        c.lenenc().ok()?;
-        let status = c.u16().ok()?;
-        let warnings = c.u16().ok()?;
-        Some((warnings, status))
-    } else {
-        let warnings = c.u16().ok()?;
-        let status = c.u16().ok()?;
-        Some((warnings, status))
-    }
-}
-
 /// `p` (a terminator) with its warning count replaced.
 fn with_warnings(p: &[u8], warnings: u16, deprecate_eof: bool) -> Option<Vec<u8>> {
-    let mut c = Cursor::new(p);
-    c.u8().ok()?;
-    if deprecate_eof {
-        c.lenenc().ok()?;
-        c.lenenc().ok()?;
-        c.u16().ok()?;
-    }
-    let at = p.len() - c.rest().len();
-    let mut out = p.to_vec();
-    out.get_mut(at..at + 2)?
-        .copy_from_slice(&warnings.to_le_bytes());
-    Some(out)
+    let t = reply::parse_terminator(p, deprecate_eof).ok()?;
+    reply::terminator_with(p, deprecate_eof, reply::Terminator { warnings, ..t }).ok()
 }
 
 impl Session {
@@ -160,9 +129,11 @@ impl Session {
                             Action::Drop
                         }
                     }
-                    Part::Rows if is_terminator(p) => {
+                    Part::Rows if reply::is_terminator(p, deprecate_eof) => {
                         part = Part::Done;
-                        let (w, _) = terminator_fields(p, deprecate_eof).unwrap_or((0, 0));
+                        let w = reply::parse_terminator(p, deprecate_eof)
+                            .map(|t| t.warnings)
+                            .unwrap_or(0);
                         warnings = warnings.saturating_add(w);
                         if last {
                             match with_warnings(p, warnings, deprecate_eof) {
@@ -249,15 +220,10 @@ impl Session {
 
 /// A shard's ERR packet with the shard's name in front of its message.
 fn prefix_error(p: &[u8], shard: &str) -> Vec<u8> {
-    // 0xff, code (2), then '#' + 5-byte state when present, then the message.
-    let head = if p.get(3) == Some(&b'#') { 9 } else { 3 };
-    if p.len() < head {
-        return p.to_vec();
+    match reply::parse_err(p) {
+        Ok(e) => e.payload(&format!("shard {shard}: ")),
+        Err(_) => p.to_vec(),
     }
-    let mut out = p[..head].to_vec();
-    out.extend_from_slice(format!("shard {shard}: ").as_bytes());
-    out.extend_from_slice(&p[head..]);
-    out
 }
 
 #[cfg(test)]
@@ -267,15 +233,20 @@ mod tests {
     #[test]
     fn terminators() {
         let eof = [0xfe, 3, 0, 2, 0];
-        assert_eq!(terminator_fields(&eof, false), Some((3, 2)));
+        let t = reply::parse_terminator(&eof, false).unwrap();
+        assert_eq!((t.warnings, t.status), (3, 2));
         assert_eq!(with_warnings(&eof, 9, false).unwrap(), [0xfe, 9, 0, 2, 0]);
         let ok = [0xfe, 0, 0, 2, 0, 4, 0];
-        assert_eq!(terminator_fields(&ok, true), Some((4, 2)));
+        let t = reply::parse_terminator(&ok, true).unwrap();
+        assert_eq!((t.warnings, t.status), (4, 2));
         assert_eq!(
             with_warnings(&ok, 7, true).unwrap(),
             [0xfe, 0, 0, 2, 0, 7, 0]
         );
-        assert!(!is_terminator(&[0x01, 0x31]));
+        assert!(!reply::is_terminator(&[0x01, 0x31], false));
+        // A text row whose first value is 8 bytes long or more starts with
+        // 0xfe too: without DEPRECATE_EOF only a short packet ends the rows.
+        assert!(!reply::is_terminator(&[0xfe; 12], false));
         let err = [0xff, 0x7a, 0x04, b'#', b'4', b'2', b'S', b'0', b'2', b'x'];
         assert_eq!(prefix_error(&err, "s1")[9..], *b"shard s1: x");
     }

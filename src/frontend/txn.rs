@@ -134,7 +134,7 @@ impl Session {
     /// `shard`: starts the transaction there if it is not yet.
     pub(super) async fn enlist(&mut self, shard: usize) -> Result<(), CmdError> {
         let begin = match (&self.txn_xa, &self.txn_begin) {
-            (Some(xid), _) => format!("\x03XA START '{xid}'").into_bytes(),
+            (Some(xid), _) => super::xa::xa_cmd("START", xid, ""),
             (None, Some(b)) => b.clone(),
             (None, None) => return Ok(()),
         };
@@ -206,7 +206,7 @@ impl Session {
                 .is_none_or(|b| b.status & status::IN_TRANS == 0)
         {
             let xid = self.new_xid();
-            let start = format!("\x03XA START '{xid}'").into_bytes();
+            let start = super::xa::xa_cmd("START", &xid, "");
             let outcome = self.forward(0, &start, Expect::Results).await?;
             self.txn_begin = None;
             self.txn_xa = (!outcome.error).then_some(xid);

@@ -38,6 +38,11 @@ pub(super) fn server_tag() -> String {
     format!("{:x}{:x}{n:x}", nanos as u64, std::process::id())
 }
 
+/// The COM_QUERY payload of `XA <verb> '<xid>'<suffix>`.
+pub(super) fn xa_cmd(verb: &str, xid: &str, suffix: &str) -> Vec<u8> {
+    format!("\x03XA {verb} '{xid}'{suffix}").into_bytes()
+}
+
 /// `(shard, payload)` pairs borrowed for [`Session::on_all`].
 fn refs(v: &[(usize, Vec<u8>)]) -> Vec<(usize, &[u8])> {
     v.iter().map(|(s, p)| (*s, &p[..])).collect()
@@ -74,11 +79,6 @@ pub(super) fn shard_error(e: BackendError) -> CmdError {
 }
 
 impl Session {
-    fn xa(&mut self, verb: &str, xid: &str, suffix: &str) -> Vec<u8> {
-        let _ = self;
-        format!("\x03XA {verb} '{xid}'{suffix}").into_bytes()
-    }
-
     /// Sends each `(shard, payload)`, then reads every reply in turn: the
     /// shards work at the same time. A shard without a connection, or whose
     /// send fails, gets its error without a read.
@@ -118,7 +118,7 @@ impl Session {
         parts: Vec<(usize, Vec<u8>)>,
     ) -> Result<Vec<PartOk>, CmdError> {
         let xid = self.new_xid();
-        let start = self.xa("START", &xid, "");
+        let start = xa_cmd("START", &xid, "");
         // Every connection first: a shard that is down fails the write
         // before any shard has started it.
         for (shard, _) in &parts {
@@ -178,10 +178,8 @@ impl Session {
     /// gone already).
     async fn rollback_xa(&mut self, xid: &str, shards: &[usize]) {
         for verb in ["END", "ROLLBACK"] {
-            let sends: Vec<(usize, Vec<u8>)> = shards
-                .iter()
-                .map(|&s| (s, self.xa(verb, xid, "")))
-                .collect();
+            let sends: Vec<(usize, Vec<u8>)> =
+                shards.iter().map(|&s| (s, xa_cmd(verb, xid, ""))).collect();
             let _ = self.on_all(&refs(&sends)).await;
         }
     }
@@ -199,7 +197,7 @@ impl Session {
         for verb in ["END", "PREPARE"] {
             let sends: Vec<(usize, Vec<u8>)> = started
                 .iter()
-                .map(|&s| (s, self.xa(verb, xid, "")))
+                .map(|&s| (s, xa_cmd(verb, xid, "")))
                 .collect();
             let replies = self.on_all(&refs(&sends)).await;
             phase(replies, &mut failure);
@@ -211,7 +209,7 @@ impl Session {
             self.rollback_xa(xid, started).await;
             return Err(f);
         }
-        let commit = self.xa("COMMIT", xid, "");
+        let commit = xa_cmd("COMMIT", xid, "");
         let mut late = Vec::new();
         let mut commits = Vec::with_capacity(started.len());
         for &shard in started {
@@ -319,7 +317,7 @@ impl Session {
         } else if let [one] = shards[..] {
             let mut failure = None;
             for (verb, suffix) in [("END", ""), ("COMMIT", " ONE PHASE")] {
-                let sends = [(one, self.xa(verb, &xid, suffix))];
+                let sends = [(one, xa_cmd(verb, &xid, suffix))];
                 let replies = self.on_all(&refs(&sends)).await;
                 phase(replies, &mut failure);
                 if failure.is_some() {
@@ -350,7 +348,7 @@ impl Session {
             mine.into_iter().map(|(_, x)| x).collect()
         };
         for xid in pending {
-            let commit = self.xa("COMMIT", &xid, "");
+            let commit = xa_cmd("COMMIT", &xid, "");
             let done = match self.backends[shard].as_mut() {
                 Some(b) => b.run(&commit, Expect::Results).await,
                 None => Err(BackendError::Lost {

@@ -113,7 +113,8 @@ pub fn parse(sql: &str, start: usize, end: usize, modes: Modes) -> Result<Parsed
     }
 }
 
-fn idents(name: &ObjectName) -> Option<Vec<&Ident>> {
+/// The parts of a name, `None` if one is not an identifier.
+pub(crate) fn idents(name: &ObjectName) -> Option<Vec<&Ident>> {
     name.0
         .iter()
         .map(|p| match p {
@@ -125,7 +126,7 @@ fn idents(name: &ObjectName) -> Option<Vec<&Ident>> {
 
 /// The unquoted name of an identifier (sqlparser keeps doubled quotes when
 /// unescaping is off).
-fn unquote(i: &Ident) -> String {
+pub(crate) fn unquote(i: &Ident) -> String {
     match i.quote_style {
         Some('`') => i.value.replace("``", "`"),
         Some('"') => i.value.replace("\"\"", "\""),

@@ -22,7 +22,7 @@ use sqlparser::parser::{Parser, ParserOptions};
 use sqlparser::tokenizer::Span;
 
 use super::super::lexer::{Kind, Modes};
-use super::super::parsed::LineIndex;
+use super::super::parsed::{idents, unquote, LineIndex};
 use super::bound::{offer, sets_key, BlockTable};
 use super::prep::{prepare, Prep};
 use super::scatter::{self, Item, ItemKind, Limit, OrderTarget};
@@ -127,26 +127,6 @@ fn other(tables: Vec<TableUse>) -> Analysis {
         scatter: Ok(MergeSpec::default()),
         shard_sql: None,
     }
-}
-
-/// The unquoted name of an identifier (sqlparser keeps doubled quotes when
-/// unescaping is off; `"` identifiers were turned into backquoted ones).
-fn unquote(i: &Ident) -> String {
-    match i.quote_style {
-        Some('`') => i.value.replace("``", "`"),
-        Some('"') => i.value.replace("\"\"", "\""),
-        _ => i.value.clone(),
-    }
-}
-
-fn idents(name: &ObjectName) -> Option<Vec<&Ident>> {
-    name.0
-        .iter()
-        .map(|p| match p {
-            ObjectNamePart::Identifier(i) => Some(i),
-            ObjectNamePart::Function(_) => None,
-        })
-        .collect()
 }
 
 /// The parts of a column reference, unquoted.
