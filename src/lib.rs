@@ -16,7 +16,8 @@
 //! - [`backend`]: one client connection from idgate to a shard.
 //! - [`frontend`]: one client session: authentication, the command loop,
 //!   per-session state, relaying replies, filling ids (`inject`), routing
-//!   to shards (`route`, `scatter`, `txn`, `xa`), idgate's own admin
+//!   to shards (`route`, `scatter`, `txn`, `xa`; `xalog`: two-phase commit
+//!   decisions in the allocator's store and recovery), idgate's own admin
 //!   statements (`admin`).
 //! - [`sql`]: classify, parse, plan and splice INSERT statements; what a
 //!   SELECT/UPDATE/DELETE/DDL needs for routing (`sql::route`). Pure.

@@ -19,6 +19,7 @@ use tracing::{error, info, warn};
 
 /// Serves clients on `listener` until `shutdown` completes.
 pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Future<Output = ()>) {
+    crate::frontend::xalog::start(&shared).await;
     let limit = Arc::new(Semaphore::new(shared.config.server.max_connections));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut sessions = JoinSet::new();
@@ -87,5 +88,6 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Futu
         );
         sessions.shutdown().await;
     }
+    crate::frontend::xalog::stop(&shared).await;
     info!("stopped");
 }

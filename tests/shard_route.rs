@@ -692,8 +692,8 @@ async fn a_shard_lost_between_prepare_and_commit_gets_its_branch_committed() {
         "{err}"
     );
     assert_eq!(ids_on(&tb, 0, &schema, "t").await, [20], "committed on s0");
-    let mut d1 = direct(&tb, 1, &schema).await;
-    let pending: Vec<Row> = d1.query("XA RECOVER").await.unwrap();
+    let mine = p.shared.xa_log.get().unwrap().prefix().to_string();
+    let pending = prepared_xids(&tb, 1, &mine).await;
     assert_eq!(pending.len(), 1, "the branch is prepared on s1");
     // The next statement that needs s1 opens a connection there, and idgate
     // commits the branch first.
@@ -709,11 +709,106 @@ async fn a_shard_lost_between_prepare_and_commit_gets_its_branch_committed() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert_eq!(seen.as_deref(), Some("b"), "the late branch was committed");
-    let pending: Vec<Row> = d1.query("XA RECOVER").await.unwrap();
+    let pending = prepared_xids(&tb, 1, &mine).await;
     assert!(pending.is_empty(), "no branch left prepared on s1");
-    let _ = d1.disconnect().await;
     drop(c);
     teardown(&tb, p, &schema).await;
+}
+
+/// The prepared branches on `shard` whose xid starts with `prefix`.
+async fn prepared_xids(tb: &support::Testbed, shard: usize, prefix: &str) -> Vec<String> {
+    let mut c = Conn::new(proxy::direct_opts(tb, shard, None))
+        .await
+        .unwrap();
+    let rows: Vec<(i64, i64, i64, String)> = c.query("XA RECOVER").await.unwrap();
+    let _ = c.disconnect().await;
+    rows.into_iter()
+        .map(|r| r.3)
+        .filter(|x| x.starts_with(prefix))
+        .collect()
+}
+
+/// idgate dies in the middle of two-phase commits: one after its commit
+/// was recorded in the store, one before. The next idgate on the same store
+/// (same etcd prefix) finishes the branches left prepared on both shards:
+/// the first commits everywhere, the second is rolled back everywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_idgate_finishes_the_two_phase_commits_a_dead_one_left() {
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    let log_prefix = p
+        .shared
+        .xa_log
+        .get()
+        .expect("routing opens the XA commit log")
+        .prefix()
+        .to_string();
+    // `idgate-<cluster>-<node>-`: every incarnation of this node.
+    let node_prefix = log_prefix[..log_prefix.rfind('-').unwrap() + 1].to_string();
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    p.shared.fault_xa_crash.store(2, Ordering::Relaxed);
+    c.query_drop("INSERT INTO t (id, w, n) VALUES (30, 'a', 1), (31, 'b', 2)")
+        .await
+        .unwrap_err();
+    drop(c);
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    p.shared.fault_xa_crash.store(1, Ordering::Relaxed);
+    c.query_drop("INSERT INTO t (id, w, n) VALUES (40, 'c', 1), (41, 'd', 2)")
+        .await
+        .unwrap_err();
+    drop(c);
+    for shard in 0..2 {
+        assert_eq!(
+            prepared_xids(&tb, shard, &log_prefix).await.len(),
+            2,
+            "both writes are left prepared on shard {shard}"
+        );
+        assert!(ids_on(&tb, shard, &schema, "t").await.is_empty());
+    }
+    p.stop().await;
+
+    let q = Proxy::start_rules(&tb, &rules(&schema), &format!("/{schema}")).await;
+    // (Accepting starts after the log is open.)
+    let mut c = Conn::new(q.opts(Some(&schema))).await.unwrap();
+    let next = q.shared.xa_log.get().unwrap().prefix().to_string();
+    assert!(
+        next.starts_with(&node_prefix) && next != log_prefix,
+        "the restarted idgate takes the same node, a new incarnation: {next} after {log_prefix}"
+    );
+    for _ in 0..300 {
+        if q.shared.xa_recoveries.load(Ordering::Relaxed) > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        q.shared.xa_recoveries.load(Ordering::Relaxed),
+        1,
+        "recovery ran"
+    );
+    for shard in 0..2 {
+        assert!(
+            prepared_xids(&tb, shard, &log_prefix).await.is_empty(),
+            "nothing left prepared on shard {shard}"
+        );
+    }
+    assert_eq!(
+        ids_on(&tb, 0, &schema, "t").await,
+        [30],
+        "decided: committed"
+    );
+    assert_eq!(
+        ids_on(&tb, 1, &schema, "t").await,
+        [31],
+        "decided: committed"
+    );
+    // And the restarted idgate works on the same rows.
+    c.query_drop("INSERT INTO t (id, w, n) VALUES (40, 'c', 1), (41, 'd', 2)")
+        .await
+        .unwrap();
+    assert_eq!(ids_on(&tb, 0, &schema, "t").await, [30, 40]);
+    drop(c);
+    teardown(&tb, q, &schema).await;
 }
 
 /// With sharded tables, idgate serves one logical database: CREATE and DROP
@@ -776,6 +871,12 @@ async fn sysbench_read_write_on_sharded_tables() {
         // SELECT DISTINCT over a range cannot be merged across shards.
         "--distinct_ranges=0",
     ];
+    let mine = {
+        // (Accepting starts after the XA commit log is open.)
+        let c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+        drop(c);
+        p.shared.xa_log.get().unwrap().prefix().to_string()
+    };
     for step in ["prepare", "run"] {
         let out = proxy::sysbench(p.addr, &schema, "oltp_read_write", &args, step).await;
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -805,9 +906,8 @@ async fn sysbench_read_write_on_sharded_tables() {
             .unwrap()
             .unwrap();
         assert_eq!(wrong, 0, "placement on shard {shard}");
-        let pending: Vec<Row> = d.query("XA RECOVER").await.unwrap();
         assert!(
-            pending.is_empty(),
+            prepared_xids(&tb, shard, &mine).await.is_empty(),
             "no prepared branch left on shard {shard}"
         );
         let _ = d.disconnect().await;

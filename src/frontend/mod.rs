@@ -15,6 +15,8 @@
 //! - [`scatter`]: a SELECT on several shards: streamed concatenation or merge.
 //! - [`txn`]: transactions across shards; one write shard per transaction.
 //! - [`xa`]: atomic writes to several shards (XA two-phase commit).
+//! - [`xalog`]: the commit decisions of two-phase commits, kept in the
+//!   allocator's store, and recovery of branches a dead idgate left prepared.
 //! - [`lastid`]: the session's `LAST_INSERT_ID()` across shard connections.
 
 pub mod admin;
@@ -30,6 +32,7 @@ pub mod shared;
 pub mod stmt;
 pub mod txn;
 pub mod xa;
+pub mod xalog;
 
 pub use session::Session;
 pub use shared::Shared;

@@ -1,6 +1,7 @@
 //! State shared by every session.
 
 use super::columns::ColumnCache;
+use super::xalog::XaLog;
 use crate::backend::{BackendConn, BackendError, ConnectParams};
 use crate::config::Config;
 use crate::idgen::{Allocator, Generator};
@@ -50,8 +51,20 @@ pub struct Shared {
     /// after every shard prepared (`usize::MAX`: off).
     #[doc(hidden)]
     pub fault_xa_commit: AtomicUsize,
-    /// Sets this server's XA transaction ids apart (see `xa.rs`).
+    /// Sets this server's XA transaction ids apart when it has no commit
+    /// log (see `xa.rs`).
     pub xa_tag: String,
+    /// The commit log of two-phase commits (see `xalog.rs`), opened by
+    /// `server::run` when statements are routed.
+    pub xa_log: tokio::sync::OnceCell<Arc<XaLog>>,
+    /// Fault injection for tests: 1 = a two-phase commit stops right after
+    /// every shard prepared, 2 = right after its commit was recorded, as if
+    /// idgate died there (its shard connections are dropped, the branches
+    /// stay prepared). 0: off.
+    #[doc(hidden)]
+    pub fault_xa_crash: std::sync::atomic::AtomicU8,
+    /// XA recovery passes finished (see `xalog.rs`; for tests and operators).
+    pub xa_recoveries: AtomicU64,
     next_connection_id: AtomicU32,
 }
 
@@ -79,6 +92,9 @@ impl Shared {
             shard_connects: config.shards.iter().map(|_| AtomicU64::new(0)).collect(),
             fault_xa_commit: AtomicUsize::new(usize::MAX),
             xa_tag: super::xa::server_tag(),
+            xa_log: tokio::sync::OnceCell::new(),
+            fault_xa_crash: std::sync::atomic::AtomicU8::new(0),
+            xa_recoveries: AtomicU64::new(0),
             config,
             users,
             shard_info: RwLock::new(ShardInfo {
@@ -112,7 +128,15 @@ impl Shared {
     /// Logs in to the default shard once to learn its version string and
     /// capabilities.
     pub async fn probe_default_shard(&self) -> Result<(), BackendError> {
-        let s = &self.config.shards[0];
+        let mut conn = self.side_connection(0).await?;
+        let _ = conn.send(&[crate::protocol::consts::cmd::QUIT]).await;
+        Ok(())
+    }
+
+    /// A connection of idgate's own to `shard` (no schema, nothing relayed
+    /// on it); its handshake is learned as every shard's is.
+    pub async fn side_connection(&self, shard: usize) -> Result<BackendConn, BackendError> {
+        let s = &self.config.shards[shard];
         let params = ConnectParams {
             shard: &s.name,
             address: &s.address,
@@ -126,10 +150,9 @@ impl Shared {
             attrs: None,
             timeout: self.connect_timeout(),
         };
-        let (mut conn, hs) = BackendConn::connect(&params).await?;
+        let (conn, hs) = BackendConn::connect(&params).await?;
         self.learn(&hs);
-        let _ = conn.send(&[crate::protocol::consts::cmd::QUIT]).await;
-        Ok(())
+        Ok(conn)
     }
 
     /// Records what a shard's handshake said.

@@ -14,8 +14,9 @@
 //!    keeps prepared XA branches across disconnects and restarts); idgate
 //!    remembers it and commits it on its next connection to that shard, and
 //!    the client gets an error that says so (the write is not lost, it is
-//!    late on that shard). If idgate itself dies in this step, `XA RECOVER`
-//!    on the shard lists the branch (`idgate-...`), to be committed by hand.
+//!    late on that shard). The decision is recorded in the allocator's
+//!    store before the first `XA COMMIT` (see `xalog.rs`), so if idgate
+//!    itself dies in this step, the next idgate commits the branches.
 
 use super::route::PartOk;
 use super::session::{CmdError, Session};
@@ -164,14 +165,20 @@ impl Session {
         Ok(oks)
     }
 
-    /// A new xid for this session. At most 7 + 28 + 1 + 8 + 1 + 16 = 61
-    /// bytes: MariaDB takes 64.
+    /// A new xid for this session: `<prefix>-<session>-<seq>`, the prefix
+    /// being the commit log's (`idgate-<cluster>-<node>-<incarnation>`, at
+    /// most 7 + 8 + 1 + 3 + 1 + 16 = 36 bytes, in practice under 30) or,
+    /// without one, `idgate-<server tag>` (at most 35). With 1 + 8 + 1 + 16
+    /// more: 64 at the very most, MariaDB's limit.
     pub(super) fn new_xid(&mut self) -> String {
         self.xa_seq += 1;
-        format!(
-            "idgate-{}-{:x}-{:x}",
-            self.shared.xa_tag, self.id, self.xa_seq
-        )
+        match self.shared.xa_log.get() {
+            Some(log) => format!("{}-{:x}-{:x}", log.prefix(), self.id, self.xa_seq),
+            None => format!(
+                "idgate-{}-{:x}-{:x}",
+                self.shared.xa_tag, self.id, self.xa_seq
+            ),
+        }
     }
 
     /// Ends and rolls back branch `xid` on `shards` (errors mean a branch is
@@ -209,6 +216,22 @@ impl Session {
             self.rollback_xa(xid, started).await;
             return Err(f);
         }
+        self.fault_crash(1, started)?;
+        let log = self.shared.xa_log.get().cloned();
+        if let Some(log) = &log {
+            // The decision, durable before any shard is told to commit: a
+            // restarted idgate commits the branches it finds prepared when
+            // it finds this record, and rolls them back otherwise.
+            if let Err(e) = log.record_commit(xid).await {
+                warn!(conn = self.id, %xid, "cannot record the XA commit decision; rolling back: {e}");
+                self.rollback_xa(xid, started).await;
+                return Err(CmdError::Refused(
+                    crate::protocol::codes::ER_ERROR_DURING_COMMIT,
+                    format!("idgate: {what} was rolled back on every shard: its commit could not be recorded in the allocator's store ({e})"),
+                ));
+            }
+        }
+        self.fault_crash(2, started)?;
         let commit = xa_cmd("COMMIT", xid, "");
         let mut late = Vec::new();
         let mut commits = Vec::with_capacity(started.len());
@@ -235,7 +258,11 @@ impl Session {
                 late.push(name);
             }
         }
-        if !late.is_empty() {
+        if late.is_empty() {
+            if let Some(log) = &log {
+                log.forget_later(xid.to_string());
+            }
+        } else {
             return Err(CmdError::Refused(
                 crate::protocol::codes::CR_SERVER_LOST,
                 format!(
@@ -338,6 +365,27 @@ impl Session {
             .await
     }
 
+    /// Fault injection (tests): at `point` (see `Shared::fault_xa_crash`),
+    /// stop as if idgate died: the shard connections of `started` are
+    /// dropped without a word, their branches stay prepared.
+    fn fault_crash(&mut self, point: u8, started: &[usize]) -> Result<(), CmdError> {
+        let hit = self
+            .shared
+            .fault_xa_crash
+            .compare_exchange(point, 0, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok();
+        if !hit {
+            return Ok(());
+        }
+        for &shard in started {
+            self.backends[shard] = None;
+            self.stmts.forget_shard(shard);
+        }
+        Err(CmdError::End(format!(
+            "fault injection: XA crash point {point}"
+        )))
+    }
+
     /// On a new connection to `shard`: commits the XA branches idgate left
     /// prepared there when a commit failed.
     pub(super) async fn commit_pending_xa(&mut self, shard: usize) {
@@ -358,6 +406,8 @@ impl Session {
             };
             match done {
                 Ok(_) => warn!(conn = self.id, %xid, "committed a late XA branch"),
+                // (The commit record stays: another shard of the same
+                // transaction may be late too; recovery deletes it.)
                 // Unknown xid: committed by someone else already.
                 Err(BackendError::Server { err, .. }) if err.code == 1397 => {}
                 Err(e) => {

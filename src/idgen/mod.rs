@@ -81,6 +81,8 @@ struct Inner {
     tasks: Mutex<Vec<JoinHandle<()>>>,
     /// For logs.
     store_name: String,
+    /// The store, for other records kept beside the generators' (XA commit decisions).
+    store: Arc<dyn Store>,
 }
 
 impl std::fmt::Debug for Allocator {
@@ -199,8 +201,14 @@ impl Allocator {
                 generators: map,
                 tasks: Mutex::new(tasks),
                 store_name: store.describe(),
+                store,
             }),
         })
+    }
+
+    /// The store the generators persist their state in.
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.inner.store.clone()
     }
 
     /// The generator called `name`.

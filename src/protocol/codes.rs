@@ -48,6 +48,8 @@ codes! {
     ER_NOT_SUPPORTED_YET = (1235, "42000");
     /// Unknown error.
     ER_UNKNOWN_ERROR = (1105, "HY000");
+    /// Got error during COMMIT (a commit decision that could not be recorded).
+    ER_ERROR_DURING_COMMIT = (1180, "HY000");
     /// Can't connect to the server (a shard is unreachable).
     CR_CONN_HOST_ERROR = (2003, "HY000");
     /// Lost connection to the server during query (a shard went away).

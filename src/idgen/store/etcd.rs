@@ -168,6 +168,15 @@ impl Store for EtcdStore {
         })
     }
 
+    fn delete<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let full = self.key(key);
+            self.bounded(self.client.clone().delete(full.as_str(), None))
+                .await?;
+            Ok(())
+        })
+    }
+
     fn compare_and_set<'a>(
         &'a self,
         key: &'a str,

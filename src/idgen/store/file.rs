@@ -193,6 +193,20 @@ impl Store for FileStore {
         Box::pin(async move { Ok(self.state.lock().await.values.get(key).copied()) })
     }
 
+    fn delete<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let mut state = self.state.lock().await;
+            let Some(previous) = state.values.remove(key) else {
+                return Ok(());
+            };
+            if let Err(e) = self.persist(&mut state).await {
+                state.values.insert(key.to_string(), previous);
+                return Err(e);
+            }
+            Ok(())
+        })
+    }
+
     fn compare_and_set<'a>(
         &'a self,
         key: &'a str,

@@ -157,6 +157,17 @@ impl Store for MemoryStore {
         })
     }
 
+    fn delete<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let lose = self.enter().await?;
+            self.inner.lock().values.remove(key);
+            if lose {
+                return Err(StoreError::Injected);
+            }
+            Ok(())
+        })
+    }
+
     fn compare_and_set<'a>(
         &'a self,
         key: &'a str,

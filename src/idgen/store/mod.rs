@@ -137,6 +137,10 @@ pub trait Store: Send + Sync + 'static {
         value: u64,
     ) -> StoreFuture<'a, Option<u64>>;
 
+    /// Removes `key` (no error if it does not exist). Used for records that
+    /// live only until a job is done (XA commit decisions), not counters.
+    fn delete<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()>;
+
     /// Leases a node id in `0..count` under `scope` that no live process holds.
     /// Fails with [`StoreError::NodesExhausted`] when all are taken.
     fn acquire_node<'a>(&'a self, scope: &'a str, count: u64) -> StoreFuture<'a, NodeLease>;

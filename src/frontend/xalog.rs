@@ -1,0 +1,345 @@
+//! The commit log of idgate's two-phase commits, and recovery from it.
+//!
+//! A write on several shards is committed with XA (see `xa.rs`): every
+//! shard prepares, then every shard commits. If idgate dies between the
+//! two, MariaDB keeps the prepared branches (across disconnects and
+//! restarts) with their locks, and someone has to decide: commit or roll
+//! back. That decision must be the one idgate made, so it is written down
+//! first, in the allocator's store (etcd, or the state file), before the
+//! first `XA COMMIT` is sent ("presumed abort"):
+//!
+//! - no record: no shard was told to commit, so rolling every branch back
+//!   is right;
+//! - a record: some shard may have committed, so every branch commits.
+//!
+//! The record is deleted once every shard has committed (in the
+//! background: a leftover record is harmless, its xid is found nowhere).
+//!
+//! **Whose branches.** Each idgate server leases a node id in the store's
+//! scope `xa` (etcd: a key with a TTL lease kept alive, as snowflake node
+//! ids are; the state file: one process at a time). Its xids are
+//! `idgate-<cluster>-<node>-<incarnation>-<session>-<seq>`: the cluster is
+//! a random id kept in the store (idgates with another store never touch
+//! these xids), the incarnation a per-node counter in the store, one more
+//! at every start. A server that leases node `n` knows that no live
+//! process uses `n`: at start it finishes every prepared branch named
+//! `idgate-<cluster>-<n>-...` of another incarnation, on every shard. A restarted
+//! process takes the lowest free node, which is its predecessor's once the
+//! predecessor's lease has expired (etcd: the lease TTL; the state file:
+//! at once). Branches of a node no process takes again stay prepared until
+//! one does, or until a DBA ends them (`XA RECOVER`, `XA COMMIT`/`XA
+//! ROLLBACK`, following the record under `<prefix>/xa/commit/<xid>`).
+
+use super::shared::Shared;
+use crate::backend::BackendError;
+use crate::idgen::store::{NodeLease, Store, StoreError};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use tracing::{info, warn};
+
+/// The store scope of XA node ids.
+const SCOPE: &str = "xa";
+/// How many idgate servers can share one store.
+const NODES: u64 = 1024;
+
+/// One server's commit log.
+pub struct XaLog {
+    store: Arc<dyn Store>,
+    lease: NodeLease,
+    /// `idgate-<cluster>-<node>-<incarnation>`: the start of every xid this server makes.
+    prefix: String,
+    /// `idgate-<cluster>-<node>-`: the xids of this node, any incarnation.
+    node_prefix: String,
+}
+
+impl std::fmt::Debug for XaLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XaLog")
+            .field("prefix", &self.prefix)
+            .field("store", &self.store.describe())
+            .finish()
+    }
+}
+
+/// What recovery did with the branches of earlier incarnations.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Recovered {
+    /// Branches committed (a commit record existed).
+    pub committed: usize,
+    /// Branches rolled back (no record: the commit was never decided).
+    pub rolled_back: usize,
+}
+
+impl XaLog {
+    /// Leases a node id for this server's xids and counts a new
+    /// incarnation of it.
+    pub async fn open(store: Arc<dyn Store>) -> Result<XaLog, StoreError> {
+        let cluster = cluster_id(&*store).await?;
+        let lease = store.acquire_node(SCOPE, NODES).await?;
+        let incarnation = match next_incarnation(&*store, lease.node).await {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = store.release_node(SCOPE, &lease).await;
+                return Err(e);
+            }
+        };
+        let node_prefix = format!("idgate-{cluster:08x}-{:x}-", lease.node);
+        Ok(XaLog {
+            prefix: format!("{node_prefix}{incarnation:x}"),
+            node_prefix,
+            store,
+            lease,
+        })
+    }
+
+    /// The start of every xid of this server (`idgate-<cluster>-<node>-<incarnation>`).
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Whether the store still vouches that no other process uses this
+    /// node (an etcd lease not kept alive in time is lost for good).
+    pub fn valid(&self) -> bool {
+        self.lease.state.is_valid()
+    }
+
+    /// Whether `xid` is a branch of this node left by another incarnation.
+    pub fn is_orphan(&self, xid: &str) -> bool {
+        xid.starts_with(&self.node_prefix)
+            && !(xid.starts_with(&self.prefix)
+                && xid.as_bytes().get(self.prefix.len()) == Some(&b'-'))
+    }
+
+    /// Writes down that `xid` commits. Must succeed before any `XA COMMIT`.
+    pub async fn record_commit(&self, xid: &str) -> Result<(), StoreError> {
+        if !self.valid() {
+            return Err(StoreError::Unavailable(format!(
+                "the XA node lease {} was lost",
+                self.lease.node
+            )));
+        }
+        // `None`: the record exists already, which says the same.
+        self.store.compare_and_set(&key(xid), None, 1).await?;
+        Ok(())
+    }
+
+    /// Whether a commit of `xid` was recorded.
+    pub async fn decided(&self, xid: &str) -> Result<bool, StoreError> {
+        Ok(self.store.load(&key(xid)).await?.is_some())
+    }
+
+    /// Deletes the record of `xid` (every branch committed).
+    pub async fn forget(&self, xid: &str) -> Result<(), StoreError> {
+        self.store.delete(&key(xid)).await
+    }
+
+    /// Deletes the record of `xid` in the background (logging a failure).
+    pub fn forget_later(self: &Arc<Self>, xid: String) {
+        let log = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = log.forget(&xid).await {
+                warn!(%xid, "cannot delete the XA commit record (harmless, it names a finished transaction): {e}");
+            }
+        });
+    }
+
+    /// Gives the node id back (clean shutdown).
+    pub async fn close(&self) {
+        let _ = self.store.release_node(SCOPE, &self.lease).await;
+    }
+
+    /// Finishes, on every shard, the prepared branches of earlier
+    /// incarnations of this node: commit where a commit was recorded,
+    /// roll back where none was. A shard that cannot be reached is logged
+    /// and left for the next start.
+    pub async fn recover(&self, shared: &Shared) -> Recovered {
+        let mut done = Recovered::default();
+        let mut committed_xids = BTreeSet::new();
+        let mut complete = true;
+        for shard in 0..shared.config.shards.len() {
+            match self.recover_shard(shared, shard, &mut committed_xids).await {
+                Ok(r) => {
+                    done.committed += r.committed;
+                    done.rolled_back += r.rolled_back;
+                }
+                Err(e) => {
+                    complete = false;
+                    warn!(shard = %shared.config.shards[shard].name, "XA recovery skipped this shard: {e}");
+                }
+            }
+        }
+        if complete {
+            for xid in committed_xids {
+                if let Err(e) = self.forget(&xid).await {
+                    warn!(%xid, "cannot delete the XA commit record: {e}");
+                }
+            }
+        }
+        done
+    }
+
+    async fn recover_shard(
+        &self,
+        shared: &Shared,
+        shard: usize,
+        committed_xids: &mut BTreeSet<String>,
+    ) -> Result<Recovered, String> {
+        let name = &shared.config.shards[shard].name;
+        let mut conn = shared
+            .side_connection(shard)
+            .await
+            .map_err(|e| e.to_string())?;
+        let rows = conn
+            .query_rows("XA RECOVER")
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut done = Recovered::default();
+        // Columns: formatID, gtrid_length, bqual_length, data.
+        for xid in rows
+            .into_iter()
+            .filter_map(|r| r.into_iter().nth(3).flatten())
+        {
+            if !self.is_orphan(&xid) {
+                continue;
+            }
+            let commit = self.decided(&xid).await.map_err(|e| e.to_string())?;
+            let verb = if commit { "COMMIT" } else { "ROLLBACK" };
+            match conn.query_rows(&format!("XA {verb} '{xid}'")).await {
+                Ok(_) => {}
+                // Unknown xid: finished meanwhile.
+                Err(BackendError::Server { err, .. }) if err.code == 1397 => {}
+                Err(e) => return Err(e.to_string()),
+            }
+            info!(shard = %name, %xid, "XA recovery: {} a branch left prepared by an earlier idgate", if commit { "committed" } else { "rolled back" });
+            if commit {
+                done.committed += 1;
+                committed_xids.insert(xid);
+            } else {
+                done.rolled_back += 1;
+            }
+        }
+        Ok(done)
+    }
+}
+
+/// With routing on and an allocator to keep records in: opens the commit
+/// log (xids made from now on carry its prefix) and finishes the branches
+/// earlier incarnations left, in the background. Without it, xids carry
+/// the server tag and a dead idgate's branches are ended by hand.
+pub async fn start(shared: &Arc<Shared>) {
+    if !shared.routing || shared.xa_log.initialized() {
+        return;
+    }
+    let Some(allocator) = shared.allocator.as_ref() else {
+        return;
+    };
+    let log = match XaLog::open(allocator.store()).await {
+        Ok(log) => Arc::new(log),
+        Err(e) => {
+            warn!("no XA commit log (cannot lease an XA node id: {e}); a multi-shard commit interrupted by an idgate crash must be ended by hand (XA RECOVER)");
+            return;
+        }
+    };
+    info!(prefix = log.prefix(), "XA commit log open");
+    if shared.xa_log.set(log.clone()).is_err() {
+        return;
+    }
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        let done = log.recover(&shared).await;
+        if done != Recovered::default() {
+            info!(
+                committed = done.committed,
+                rolled_back = done.rolled_back,
+                "XA recovery finished"
+            );
+        }
+        shared
+            .xa_recoveries
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    });
+}
+
+/// Gives the commit log's node id back (clean shutdown).
+pub async fn stop(shared: &Shared) {
+    if let Some(log) = shared.xa_log.get() {
+        log.close().await;
+    }
+}
+
+/// A random id of this store, made by the first idgate that uses it: the
+/// xids of idgates with different stores (another etcd prefix, another
+/// state file) on the same shards never look like each other's.
+async fn cluster_id(store: &dyn Store) -> Result<u64, StoreError> {
+    const KEY: &str = "xa/cluster";
+    if let Some(v) = store.load(KEY).await? {
+        return Ok(v.value & 0xffff_ffff);
+    }
+    let mine = u64::from(rand::random::<u32>());
+    if store.compare_and_set(KEY, None, mine).await?.is_some() {
+        return Ok(mine);
+    }
+    match store.load(KEY).await? {
+        Some(v) => Ok(v.value & 0xffff_ffff),
+        None => Err(StoreError::Unavailable(format!("{KEY} vanished"))),
+    }
+}
+
+/// Counts one more start of node `node`: unique among its incarnations.
+async fn next_incarnation(store: &dyn Store, node: u64) -> Result<u64, StoreError> {
+    let key = format!("xa/incarnation/{node}");
+    loop {
+        let current = store.load(&key).await?;
+        let next = current.map_or(1, |v| v.value + 1);
+        if store
+            .compare_and_set(&key, current.map(|v| v.version), next)
+            .await?
+            .is_some()
+        {
+            return Ok(next);
+        }
+    }
+}
+
+fn key(xid: &str) -> String {
+    format!("xa/commit/{xid}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::idgen::MemoryStore;
+
+    #[tokio::test]
+    async fn orphans_are_other_incarnations_of_the_same_node() {
+        let store: Arc<dyn Store> = MemoryStore::new();
+        let a = XaLog::open(store.clone()).await.unwrap();
+        let b = XaLog::open(store.clone()).await.unwrap();
+        assert_ne!(a.node_prefix, b.node_prefix, "two live servers, two nodes");
+        let mine = format!("{}-1-1", a.prefix());
+        assert!(!a.is_orphan(&mine));
+        assert!(
+            !a.is_orphan(&format!("{}-1-1", b.prefix())),
+            "another live node's"
+        );
+        let earlier = format!("{}123-1-1", a.node_prefix);
+        assert!(a.prefix().starts_with("idgate-"));
+        assert!(a.is_orphan(&earlier));
+        // An incarnation that starts with this one's is still another one.
+        assert!(a.is_orphan(&format!("{}0-1-1", a.prefix())));
+        assert!(!a.is_orphan("someone-else-1"));
+    }
+
+    #[tokio::test]
+    async fn records_are_written_read_and_deleted() {
+        let store: Arc<dyn Store> = MemoryStore::new();
+        let log = XaLog::open(store).await.unwrap();
+        let xid = format!("{}-2-7", log.prefix());
+        assert!(!log.decided(&xid).await.unwrap());
+        log.record_commit(&xid).await.unwrap();
+        log.record_commit(&xid).await.unwrap();
+        assert!(log.decided(&xid).await.unwrap());
+        log.forget(&xid).await.unwrap();
+        assert!(!log.decided(&xid).await.unwrap());
+    }
+}
