@@ -775,17 +775,7 @@ async fn a_restarted_idgate_finishes_the_two_phase_commits_a_dead_one_left() {
         next.starts_with(&node_prefix) && next != log_prefix,
         "the restarted idgate takes the same node, a new incarnation: {next} after {log_prefix}"
     );
-    for _ in 0..300 {
-        if q.shared.xa_recoveries.load(Ordering::Relaxed) > 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert_eq!(
-        q.shared.xa_recoveries.load(Ordering::Relaxed),
-        1,
-        "recovery ran"
-    );
+    wait_for_pass(&q, 0).await;
     for shard in 0..2 {
         assert!(
             prepared_xids(&tb, shard, &log_prefix).await.is_empty(),
@@ -809,6 +799,59 @@ async fn a_restarted_idgate_finishes_the_two_phase_commits_a_dead_one_left() {
     assert_eq!(ids_on(&tb, 0, &schema, "t").await, [30, 40]);
     drop(c);
     teardown(&tb, q, &schema).await;
+}
+
+/// Two idgates share a store; one dies after recording a commit (its
+/// connections gone, its node lease given up, as after a kill and the lease
+/// TTL). The other, still running, commits the branches left prepared: the
+/// dead one's are its business, a live one's never are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_surviving_idgate_finishes_the_commits_of_one_that_died() {
+    let Some(tb) = support::testbed() else { return };
+    let (a, schema) = setup(&tb).await;
+    let b = Proxy::start_rules(&tb, &rules(&schema), &format!("/{schema}")).await;
+    let mut cb = Conn::new(b.opts(Some(&schema))).await.unwrap();
+    let prefix = |p: &Proxy| p.shared.xa_log.get().unwrap().prefix().to_string();
+    let (pa, pb) = (prefix(&a), prefix(&b));
+    assert_ne!(pa, pb, "two live idgates, two XA node ids");
+    let mut ca = Conn::new(a.opts(Some(&schema))).await.unwrap();
+    a.shared.fault_xa_crash.store(2, Ordering::Relaxed);
+    ca.query_drop("INSERT INTO t (id, w, n) VALUES (50, 'a', 1), (51, 'b', 2)")
+        .await
+        .unwrap_err();
+    drop(ca);
+    // While a lives, b leaves its branches alone.
+    let passes = b.shared.xa_recoveries.load(Ordering::Relaxed);
+    b.shared.xa_recover_now.notify_one();
+    wait_for_pass(&b, passes).await;
+    for shard in 0..2 {
+        assert_eq!(prepared_xids(&tb, shard, &pa).await.len(), 1);
+    }
+    a.stop().await;
+    let passes = b.shared.xa_recoveries.load(Ordering::Relaxed);
+    b.shared.xa_recover_now.notify_one();
+    wait_for_pass(&b, passes).await;
+    for shard in 0..2 {
+        assert!(prepared_xids(&tb, shard, &pa).await.is_empty());
+    }
+    assert_eq!(ids_on(&tb, 0, &schema, "t").await, [50]);
+    assert_eq!(ids_on(&tb, 1, &schema, "t").await, [51]);
+    cb.query_drop("UPDATE t SET n = n + 1 WHERE id IN (50, 51)")
+        .await
+        .unwrap();
+    drop(cb);
+    teardown(&tb, b, &schema).await;
+}
+
+/// Waits until `p` has finished a recovery pass after the `passes`-th.
+async fn wait_for_pass(p: &Proxy, passes: u64) {
+    for _ in 0..300 {
+        if p.shared.xa_recoveries.load(Ordering::Relaxed) > passes {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("no XA recovery pass within 15 s");
 }
 
 /// With sharded tables, idgate serves one logical database: CREATE and DROP

@@ -65,6 +65,8 @@ pub struct Shared {
     pub fault_xa_crash: std::sync::atomic::AtomicU8,
     /// XA recovery passes finished (see `xalog.rs`; for tests and operators).
     pub xa_recoveries: AtomicU64,
+    /// Wakes the XA recovery task for a pass now (it runs every 10 s).
+    pub xa_recover_now: tokio::sync::Notify,
     next_connection_id: AtomicU32,
 }
 
@@ -95,6 +97,7 @@ impl Shared {
             xa_log: tokio::sync::OnceCell::new(),
             fault_xa_crash: std::sync::atomic::AtomicU8::new(0),
             xa_recoveries: AtomicU64::new(0),
+            xa_recover_now: tokio::sync::Notify::new(),
             config,
             users,
             shard_info: RwLock::new(ShardInfo {

@@ -21,14 +21,14 @@
 //! `idgate-<cluster>-<node>-<incarnation>-<session>-<seq>`: the cluster is
 //! a random id kept in the store (idgates with another store never touch
 //! these xids), the incarnation a per-node counter in the store, one more
-//! at every start. A server that leases node `n` knows that no live
-//! process uses `n`: at start it finishes every prepared branch named
-//! `idgate-<cluster>-<n>-...` of another incarnation, on every shard. A restarted
-//! process takes the lowest free node, which is its predecessor's once the
-//! predecessor's lease has expired (etcd: the lease TTL; the state file:
-//! at once). Branches of a node no process takes again stay prepared until
-//! one does, or until a DBA ends them (`XA RECOVER`, `XA COMMIT`/`XA
-//! ROLLBACK`, following the record under `<prefix>/xa/commit/<xid>`).
+//! at every start. A branch's server is dead when its node has a higher
+//! incarnation now, or no live process holds its node. Every idgate looks
+//! at `XA RECOVER` on every shard when it starts and every 10 s after, and
+//! finishes the branches of dead servers: a restarted idgate its
+//! predecessor's at once, a surviving idgate those of one that died once
+//! its lease has expired (etcd: 10 s). A DBA can do the same by hand:
+//! `XA RECOVER`, then `XA COMMIT` when `<prefix>/xa/commit/<xid>` exists in
+//! the store, `XA ROLLBACK` otherwise.
 
 use super::shared::Shared;
 use crate::backend::BackendError;
@@ -46,10 +46,13 @@ const NODES: u64 = 1024;
 pub struct XaLog {
     store: Arc<dyn Store>,
     lease: NodeLease,
+    cluster: u64,
+    incarnation: u64,
+    /// Set by `close`: the recovery task stops.
+    closed: std::sync::atomic::AtomicBool,
+    close_now: tokio::sync::Notify,
     /// `idgate-<cluster>-<node>-<incarnation>`: the start of every xid this server makes.
     prefix: String,
-    /// `idgate-<cluster>-<node>-`: the xids of this node, any incarnation.
-    node_prefix: String,
 }
 
 impl std::fmt::Debug for XaLog {
@@ -83,12 +86,14 @@ impl XaLog {
                 return Err(e);
             }
         };
-        let node_prefix = format!("idgate-{cluster:08x}-{:x}-", lease.node);
         Ok(XaLog {
-            prefix: format!("{node_prefix}{incarnation:x}"),
-            node_prefix,
+            prefix: format!("idgate-{cluster:08x}-{:x}-{incarnation:x}", lease.node),
             store,
             lease,
+            cluster,
+            incarnation,
+            closed: std::sync::atomic::AtomicBool::new(false),
+            close_now: tokio::sync::Notify::new(),
         })
     }
 
@@ -103,11 +108,29 @@ impl XaLog {
         self.lease.state.is_valid()
     }
 
-    /// Whether `xid` is a branch of this node left by another incarnation.
-    pub fn is_orphan(&self, xid: &str) -> bool {
-        xid.starts_with(&self.node_prefix)
-            && !(xid.starts_with(&self.prefix)
-                && xid.as_bytes().get(self.prefix.len()) == Some(&b'-'))
+    /// Whether `xid` is a branch of this store's idgates whose server is
+    /// gone: an earlier incarnation of this node; or of another node, when
+    /// that node has started again since (a higher incarnation) or no live
+    /// process holds it. A branch of a live server is never touched.
+    pub async fn is_dead(&self, xid: &str) -> Result<bool, StoreError> {
+        let Some((cluster, node, incarnation)) = parse_xid(xid) else {
+            return Ok(false);
+        };
+        if cluster != self.cluster {
+            return Ok(false);
+        }
+        if node == self.lease.node {
+            return Ok(incarnation != self.incarnation);
+        }
+        let current = self
+            .store
+            .load(&incarnation_key(node))
+            .await?
+            .map_or(0, |v| v.value);
+        if current > incarnation {
+            return Ok(true);
+        }
+        Ok(!self.store.node_held(SCOPE, node).await?)
     }
 
     /// Writes down that `xid` commits. Must succeed before any `XA COMMIT`.
@@ -143,15 +166,22 @@ impl XaLog {
         });
     }
 
-    /// Gives the node id back (clean shutdown).
+    /// Gives the node id back (clean shutdown) and stops recovery.
     pub async fn close(&self) {
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.close_now.notify_waiters();
         let _ = self.store.release_node(SCOPE, &self.lease).await;
     }
 
-    /// Finishes, on every shard, the prepared branches of earlier
-    /// incarnations of this node: commit where a commit was recorded,
-    /// roll back where none was. A shard that cannot be reached is logged
-    /// and left for the next start.
+    fn is_closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Finishes, on every shard, the prepared branches of dead servers
+    /// (see [`XaLog::is_dead`]): commit where a commit was recorded, roll
+    /// back where none was. A shard that cannot be reached is logged and
+    /// left for the next pass.
     pub async fn recover(&self, shared: &Shared) -> Recovered {
         let mut done = Recovered::default();
         let mut committed_xids = BTreeSet::new();
@@ -199,7 +229,7 @@ impl XaLog {
             .into_iter()
             .filter_map(|r| r.into_iter().nth(3).flatten())
         {
-            if !self.is_orphan(&xid) {
+            if !self.is_dead(&xid).await.map_err(|e| e.to_string())? {
                 continue;
             }
             let commit = self.decided(&xid).await.map_err(|e| e.to_string())?;
@@ -246,18 +276,50 @@ pub async fn start(shared: &Arc<Shared>) {
     }
     let shared = shared.clone();
     tokio::spawn(async move {
-        let done = log.recover(&shared).await;
-        if done != Recovered::default() {
-            info!(
-                committed = done.committed,
-                rolled_back = done.rolled_back,
-                "XA recovery finished"
-            );
+        while !log.is_closed() {
+            let done = log.recover(&shared).await;
+            if done != Recovered::default() {
+                info!(
+                    committed = done.committed,
+                    rolled_back = done.rolled_back,
+                    "XA recovery pass finished"
+                );
+            }
+            shared
+                .xa_recoveries
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tokio::select! {
+                _ = tokio::time::sleep(RECOVERY_EVERY) => {}
+                _ = shared.xa_recover_now.notified() => {}
+                _ = log.close_now.notified() => {}
+            }
         }
-        shared
-            .xa_recoveries
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     });
+}
+
+/// How often every idgate looks for branches of dead servers (one
+/// `XA RECOVER` per shard).
+const RECOVERY_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `(cluster, node, incarnation)` of an xid made with a commit log:
+/// `idgate-<cluster>-<node>-<incarnation>-<session>-<seq>`, hexadecimal.
+fn parse_xid(xid: &str) -> Option<(u64, u64, u64)> {
+    let mut parts = xid.split('-');
+    if parts.next() != Some("idgate") {
+        return None;
+    }
+    let mut nums = [0u64; 5];
+    for n in &mut nums {
+        *n = u64::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    if parts.next().is_some() {
+        return None;
+    }
+    Some((nums[0], nums[1], nums[2]))
+}
+
+fn incarnation_key(node: u64) -> String {
+    format!("xa/incarnation/{node}")
 }
 
 /// Gives the commit log's node id back (clean shutdown).
@@ -287,7 +349,7 @@ async fn cluster_id(store: &dyn Store) -> Result<u64, StoreError> {
 
 /// Counts one more start of node `node`: unique among its incarnations.
 async fn next_incarnation(store: &dyn Store, node: u64) -> Result<u64, StoreError> {
-    let key = format!("xa/incarnation/{node}");
+    let key = incarnation_key(node);
     loop {
         let current = store.load(&key).await?;
         let next = current.map_or(1, |v| v.value + 1);
@@ -311,23 +373,33 @@ mod tests {
     use crate::idgen::MemoryStore;
 
     #[tokio::test]
-    async fn orphans_are_other_incarnations_of_the_same_node() {
+    async fn dead_branches_are_those_of_servers_gone() {
         let store: Arc<dyn Store> = MemoryStore::new();
         let a = XaLog::open(store.clone()).await.unwrap();
         let b = XaLog::open(store.clone()).await.unwrap();
-        assert_ne!(a.node_prefix, b.node_prefix, "two live servers, two nodes");
-        let mine = format!("{}-1-1", a.prefix());
-        assert!(!a.is_orphan(&mine));
-        assert!(
-            !a.is_orphan(&format!("{}-1-1", b.prefix())),
-            "another live node's"
-        );
-        let earlier = format!("{}123-1-1", a.node_prefix);
+        assert_ne!(a.lease.node, b.lease.node, "two live servers, two nodes");
         assert!(a.prefix().starts_with("idgate-"));
-        assert!(a.is_orphan(&earlier));
-        // An incarnation that starts with this one's is still another one.
-        assert!(a.is_orphan(&format!("{}0-1-1", a.prefix())));
-        assert!(!a.is_orphan("someone-else-1"));
+        let xid = |log: &XaLog| format!("{}-1f-2", log.prefix());
+        assert!(!a.is_dead(&xid(&a)).await.unwrap(), "its own");
+        assert!(!a.is_dead(&xid(&b)).await.unwrap(), "another live server's");
+        // Another incarnation of its own node: an earlier start.
+        let earlier = format!("idgate-{:08x}-{:x}-7-1-1", a.cluster, a.lease.node);
+        assert!(a.is_dead(&earlier).await.unwrap());
+        // b stops: its branches are dead for a.
+        let b_xid = xid(&b);
+        b.close().await;
+        assert!(a.is_dead(&b_xid).await.unwrap(), "a node no one holds");
+        // b's node starts again: the old incarnation's branches stay dead,
+        // the new one's are alive.
+        let c = XaLog::open(store.clone()).await.unwrap();
+        assert_eq!(c.lease.node, b.lease.node);
+        assert!(a.is_dead(&b_xid).await.unwrap());
+        assert!(!a.is_dead(&xid(&c)).await.unwrap());
+        // Other formats and other stores' idgates are never touched.
+        assert!(!a.is_dead("idgate-18f2a3b4c5d6e7f8-1-1").await.unwrap());
+        assert!(!a.is_dead("someone-else-1").await.unwrap());
+        let foreign = format!("idgate-{:08x}-0-1-1-1", a.cluster ^ 1);
+        assert!(!a.is_dead(&foreign).await.unwrap());
     }
 
     #[tokio::test]

@@ -212,6 +212,20 @@ impl Store for EtcdStore {
         })
     }
 
+    fn node_held<'a>(&'a self, scope: &'a str, node: u64) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let key = self.key(&format!("{scope}/node/{node}"));
+            let resp = self
+                .bounded(
+                    self.client
+                        .clone()
+                        .get(key.as_str(), Some(GetOptions::new().with_keys_only())),
+                )
+                .await?;
+            Ok(!resp.kvs().is_empty())
+        })
+    }
+
     fn acquire_node<'a>(&'a self, scope: &'a str, count: u64) -> StoreFuture<'a, NodeLease> {
         Box::pin(async move {
             let ttl_s = i64::try_from(self.options.lease_ttl.as_secs().max(2)).unwrap_or(10);

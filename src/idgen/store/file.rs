@@ -239,6 +239,21 @@ impl Store for FileStore {
         })
     }
 
+    fn node_held<'a>(&'a self, _scope: &'a str, node: u64) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            // One process per file: the only node held is this process's.
+            let own = self
+                .state
+                .lock()
+                .await
+                .values
+                .get(NODE_ID_KEY)
+                .map(|v| v.value)
+                .unwrap_or(0);
+            Ok(node == own)
+        })
+    }
+
     fn acquire_node<'a>(&'a self, _scope: &'a str, count: u64) -> StoreFuture<'a, NodeLease> {
         Box::pin(async move {
             let node = self

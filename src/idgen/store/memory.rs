@@ -194,6 +194,17 @@ impl Store for MemoryStore {
         })
     }
 
+    fn node_held<'a>(&'a self, scope: &'a str, node: u64) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            self.enter().await?;
+            let inner = self.inner.lock();
+            Ok(inner
+                .nodes
+                .get(&(scope.to_string(), node))
+                .is_some_and(|st| st.is_valid()))
+        })
+    }
+
     fn acquire_node<'a>(&'a self, scope: &'a str, count: u64) -> StoreFuture<'a, NodeLease> {
         Box::pin(async move {
             let lose = self.enter().await?;

@@ -145,6 +145,10 @@ pub trait Store: Send + Sync + 'static {
     /// Fails with [`StoreError::NodesExhausted`] when all are taken.
     fn acquire_node<'a>(&'a self, scope: &'a str, count: u64) -> StoreFuture<'a, NodeLease>;
 
+    /// Whether some live process holds node id `node` under `scope` (a
+    /// lease not expired; the state file: this process's own node).
+    fn node_held<'a>(&'a self, scope: &'a str, node: u64) -> StoreFuture<'a, bool>;
+
     /// Gives a node id back (clean shutdown).
     fn release_node<'a>(&'a self, scope: &'a str, lease: &'a NodeLease) -> StoreFuture<'a, ()>;
 
