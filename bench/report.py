@@ -55,6 +55,7 @@ ALWAYS = [("haproxy", "direct"), ("haproxy2", "haproxy")]
 
 def load(path):
     runs = {}
+    cpu.clear()
     idle = []
     with open(path) as f:
         for line in f:
@@ -68,9 +69,19 @@ def load(path):
                 except ValueError:
                     continue  # a failed run (NA)
                 runs.setdefault(wl, {}).setdefault(tgt, []).append(rec)
+                # Optional 9th field: the proxy's CPU microseconds per statement.
+                if len(p) >= 9 and p[8] not in ("", "NA"):
+                    try:
+                        cpu.setdefault(wl, {}).setdefault(tgt, []).append(float(p[8]))
+                    except ValueError:
+                        pass
             elif p[0] == "idle" and len(p) >= 7:
                 idle.append(p[1:7])
     return runs, idle
+
+
+# Proxy CPU microseconds per statement, by workload and target (filled by load).
+cpu = {}
 
 
 def paired(a, b):
@@ -79,14 +90,15 @@ def paired(a, b):
     return [t / bm[r] for r, t, _ in a if r in bm and bm[r] > 0]
 
 
-def show_view(title, data, cols, targets):
+def show_view(title, data, cols, targets, cpu_of=None):
+    cpu_of = cpu_of or {}
     if not any(data.get(c) for c in cols):
         return
     if data.get("haproxy2"):
         cols = cols + ["haproxy2"]
     print(f"\n== {title}")
     print(f"   {'target':<12}{'rounds':>7}{'median tps':>12}{'median p95 ms':>15}"
-          f"{'min tps':>10}{'max tps':>10}")
+          f"{'min tps':>10}{'max tps':>10}{'proxy CPU us/stmt':>19}")
     for c in cols:
         rs = data.get(c)
         if not rs:
@@ -94,8 +106,10 @@ def show_view(title, data, cols, targets):
             continue
         tps = [t for _, t, _ in rs]
         p95 = [p for _, _, p in rs]
+        us = cpu_of.get(c)
+        us_s = f"{statistics.median(us):>19.2f}" if us else f"{'-':>19}"
         print(f"   {c:<12}{len(rs):>7}{statistics.median(tps):>12.0f}"
-              f"{statistics.median(p95):>15.2f}{min(tps):>10.0f}{max(tps):>10.0f}")
+              f"{statistics.median(p95):>15.2f}{min(tps):>10.0f}{max(tps):>10.0f}{us_s}")
     ratios = [(a, b, t) for a, b, t in targets]
     ratios += [(a, b, None) for a, b in ALWAYS if (a, b) not in [(x, y) for x, y, _ in targets]]
     for a, b, goal in ratios:
@@ -115,6 +129,11 @@ def show_view(title, data, cols, targets):
             if n < 3:
                 verdict += f" (only {n} round{'s' if n > 1 else ''}: not conclusive)"
         print(f"   {a + '/' + b:<20} {r:5.2f}x{spread}{verdict}")
+    for a, b in [(x, y) for x, y, _ in targets if y == "haproxy"]:
+        if cpu_of.get(a) and cpu_of.get(b):
+            ca, cb = statistics.median(cpu_of[a]), statistics.median(cpu_of[b])
+            print(f"   {a + '/' + b + ' proxy CPU per statement':<20} {ca / cb:5.2f}x"
+                  f"  ({ca:.1f} vs {cb:.1f} us; lower is cheaper)")
 
 
 def main():
@@ -123,7 +142,7 @@ def main():
         return 2
     runs, idle = load(sys.argv[1])
     for title, wl, cols, targets in VIEWS:
-        show_view(title, runs.get(wl, {}), cols, targets)
+        show_view(title, runs.get(wl, {}), cols, targets, cpu.get(wl, {}))
     if idle:
         print("\n== memory per idle client session (VmRSS delta / sessions)")
         for label, phase, n, before, after, per in idle:

@@ -432,11 +432,26 @@ workload_targets() {
 
 ids_writes=0 # rows sysbench reports it inserted through idgate into the rule table
 
+# proc_cpu_ticks PID: user + system CPU time of process PID (all its
+# threads), in clock ticks; empty if it is gone.
+proc_cpu_ticks() {
+  awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null
+}
+
 # run_one WORKLOAD TARGET ROUND SECONDS (ROUND 0: warm-up, not recorded)
 run_one() {
   local wl=$1 target=$2 round=$3 secs=$4 tgt wla conn out rc=0
-  local pid=$idgate_pid
+  local pid=$idgate_pid cpu_pid="" cpu0=""
   [ "$target" = idgate_sh ] && pid=$idgate_sh_pid
+  # The proxy's own CPU time per statement: a steadier figure than tps on a
+  # shared machine (every proxy pays the same kernel TCP path per hop).
+  case "$target" in
+    idgate | idgate_ids) cpu_pid=$idgate_pid ;;
+    idgate_sh) cpu_pid=$idgate_sh_pid ;;
+    haproxy) cpu_pid=$haproxy_pid ;;
+    haproxy2) cpu_pid=$haproxy2_pid ;;
+  esac
+  [ -n "$cpu_pid" ] && cpu0=$(proc_cpu_ticks "$cpu_pid")
   if [[ $target == idgate* ]] && ! kill -0 "$pid" 2>/dev/null; then
     log "r$round $wl $target: idgate is no longer running (see $outdir/idgate-$stamp.log)"
     printf 'run\t%s\t%s\t%s\tNA\tNA\tNA\tNA\n' "$wl" "$target" "$round" >>"$results"
@@ -450,8 +465,14 @@ run_one() {
   timeout --kill-after=5 $((secs + 60)) sysbench "${wla[@]}" "${conn[@]}" \
     --threads="$threads" --time="$secs" --forced-shutdown=15 --report-interval=0 --percentile=95 run \
     >"$out" 2>&1 || rc=$?
-  local tps p95 writes errors
+  local tps p95 writes errors queries cpu_us=NA cpu1
   tps=$(awk '/^ *transactions:/ { gsub(/\(/, "", $3); print $3 }' "$out")
+  queries=$(awk '/^ *queries:/ { print $2 }' "$out")
+  if [ -n "$cpu0" ] && [ -n "$queries" ] && ((queries > 0)); then
+    cpu1=$(proc_cpu_ticks "$cpu_pid")
+    [ -n "$cpu1" ] && cpu_us=$(awk -v a="$cpu0" -v b="$cpu1" -v hz="$(getconf CLK_TCK)" -v q="$queries" \
+      'BEGIN { printf "%.2f", (b - a) / hz * 1e6 / q }')
+  fi
   p95=$(awk '/95th percentile:/ { print $3 }' "$out")
   writes=$(awk '/^ *write:/ { print $2 }' "$out")
   errors=$(awk '/ignored errors:/ { print $3 }' "$out")
@@ -465,8 +486,8 @@ run_one() {
   if ((round == 0)); then
     log "warm-up $wl $target: $tps tps, p95 $p95 ms"
   else
-    log "r$round $wl $target: $tps tps, p95 $p95 ms"
-    printf 'run\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$wl" "$target" "$round" "$tps" "$p95" "$writes" "$errors" >>"$results"
+    log "r$round $wl $target: $tps tps, p95 $p95 ms$([ "$cpu_us" = NA ] || echo ", proxy CPU $cpu_us us/statement")"
+    printf 'run\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$wl" "$target" "$round" "$tps" "$p95" "$writes" "$errors" "$cpu_us" >>"$results"
   fi
 }
 
