@@ -854,6 +854,62 @@ async fn wait_for_pass(p: &Proxy, passes: u64) {
     panic!("no XA recovery pass within 15 s");
 }
 
+/// `SHOW WARNINGS` and the warning counts come from the shards that ran
+/// the last statement: a keyed statement on s1, a multi-row INSERT IGNORE
+/// split over both shards.
+#[tokio::test]
+async fn warnings_come_from_the_shards_of_the_last_statement() {
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    c.query_drop("INSERT INTO t (id, w, n) VALUES (60, 'a', 1), (61, 'b', 2)")
+        .await
+        .unwrap();
+    type W = (String, u32, String);
+    // A keyed SELECT on s1 that warns.
+    let _: Vec<(u64, i64)> = c
+        .query("SELECT id, CAST('x1' AS INT) FROM t WHERE id = 61")
+        .await
+        .unwrap();
+    let w: Vec<W> = c.query("SHOW WARNINGS").await.unwrap();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(w[0].1, 1292, "{w:?}");
+    let n: Option<u64> = c.query_first("SELECT @@warning_count").await.unwrap();
+    assert_eq!(n, Some(1));
+    // A keyed SELECT on s0 without warnings clears them.
+    let _: Vec<u64> = c.query("SELECT id FROM t WHERE id = 60").await.unwrap();
+    let w: Vec<W> = c.query("SHOW WARNINGS").await.unwrap();
+    assert!(w.is_empty(), "{w:?}");
+    // INSERT IGNORE split over both shards, a duplicate on each.
+    c.query_drop("INSERT IGNORE INTO t (id, w, n) VALUES (60, 'x', 1), (61, 'y', 2), (62, 'z', 3)")
+        .await
+        .unwrap();
+    assert_eq!(c.affected_rows(), 1);
+    let w: Vec<W> = c.query("SHOW WARNINGS").await.unwrap();
+    let mut codes: Vec<String> = w.iter().map(|r| format!("{} {}", r.1, r.2)).collect();
+    codes.sort();
+    assert_eq!(
+        codes,
+        [
+            "1062 Duplicate entry '60' for key 'PRIMARY'",
+            "1062 Duplicate entry '61' for key 'PRIMARY'"
+        ]
+    );
+    let n: Option<u64> = c.query_first("SELECT @@warning_count").await.unwrap();
+    assert_eq!(n, Some(2));
+    let n: Option<u64> = c.query_first("SHOW COUNT(*) WARNINGS").await.unwrap();
+    assert_eq!(n, Some(2));
+    let w: Vec<W> = c.query("SHOW WARNINGS LIMIT 1").await.unwrap();
+    assert_eq!(w.len(), 1);
+    let second: Vec<W> = c.query("SHOW WARNINGS LIMIT 1, 1").await.unwrap();
+    assert_eq!(second.len(), 1);
+    assert_ne!(w[0].2, second[0].2);
+    let e: Vec<W> = c.query("SHOW ERRORS").await.unwrap();
+    assert!(e.is_empty());
+    drop(c);
+    teardown(&tb, p, &schema).await;
+}
+
 /// With sharded tables, idgate serves one logical database: CREATE and DROP
 /// DATABASE run on every shard.
 #[tokio::test]

@@ -17,10 +17,13 @@
 //! - [`xa`]: atomic writes to several shards (XA two-phase commit).
 //! - [`xalog`]: the commit decisions of two-phase commits, kept in the
 //!   allocator's store, and recovery of branches a dead idgate left prepared.
+//! - [`diag`]: `SHOW WARNINGS` and friends from the shards that ran the
+//!   last statement.
 //! - [`lastid`]: the session's `LAST_INSERT_ID()` across shard connections.
 
 pub mod admin;
 pub mod columns;
+pub mod diag;
 pub mod inject;
 pub mod lastid;
 pub mod login;

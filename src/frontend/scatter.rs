@@ -47,6 +47,8 @@ impl Session {
         protocol: Protocol,
     ) -> Result<(), CmdError> {
         let expect = Expect::Results;
+        let shards: Vec<usize> = parts.iter().map(|(s, _)| *s).collect();
+        self.note_diag(&shards);
         // Every connection first (a shard that is down fails the statement
         // before any shard has been sent it), then send everything: the
         // shards work in parallel.

@@ -108,6 +108,11 @@ pub struct Session {
     pub(super) lid_synced: u64,
     /// XA transactions run by this session (numbers its xids).
     pub(super) xa_seq: u64,
+    /// The shards that ran the last statement: their diagnostics are the
+    /// session's (see `diag.rs`).
+    pub(super) diag_shards: Vec<usize>,
+    /// A diagnostics statement is being answered (it does not move them).
+    pub(super) serving_diag: bool,
 }
 
 /// Serves one accepted client connection until it quits, fails or the server
@@ -151,6 +156,8 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
         lid_home: 0,
         lid_synced: u64::MAX,
         xa_seq: 0,
+        diag_shards: vec![0],
+        serving_diag: false,
     };
     let started = Instant::now();
     let reason = session.run(&mut shutdown).await;
@@ -468,6 +475,9 @@ impl Session {
         if self.txn_xa.is_some() || (shard != 0 && self.txn_begin.is_some()) {
             self.enlist(shard).await?;
         }
+        if super::diag::is_statement(payload) {
+            self.note_diag(&[shard]);
+        }
         let Some(b) = self.backends[shard].as_mut() else {
             return Ok(Outcome::default());
         };
@@ -525,6 +535,9 @@ impl Session {
             return self.admin(cmd).await;
         }
         if self.shared.routing {
+            if let Some(d) = super::diag::classify(sql) {
+                return self.diagnostics(payload, d).await;
+            }
             match txn::classify(sql) {
                 TxnStmt::Begin => return self.begin(payload).await,
                 TxnStmt::End => return self.end(payload).await,

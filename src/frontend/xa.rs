@@ -282,6 +282,8 @@ impl Session {
         &mut self,
         parts: Vec<(usize, Vec<u8>)>,
     ) -> Result<Vec<PartOk>, CmdError> {
+        let shards: Vec<usize> = parts.iter().map(|(s, _)| *s).collect();
+        self.note_diag(&shards);
         if self.txn_xa.is_none() {
             return self.run_atomic(parts).await;
         }
