@@ -461,3 +461,104 @@ async fn fake_shard_closing_after_part_of_a_result_was_relayed() {
     assert_eq!(c.query("SELECT 1").await.len(), 5);
     proxy.stop().await;
 }
+
+/// `KILL` names idgate sessions (the id of the handshake), never a shard's
+/// thread: `KILL QUERY` ends the running statement of that session only,
+/// `KILL` closes it, an unknown id is error 1094 and nothing is relayed (a
+/// shard connection whose thread id is named stays alive), another user's
+/// session is error 1095.
+#[tokio::test]
+async fn kill_names_idgate_sessions_and_never_reaches_another_connection() {
+    let Some(tb) = support::testbed() else { return };
+    let p = Proxy::start(&tb).await;
+    let mut a = Conn::new(p.opts(None)).await.unwrap();
+    let mut b = Conn::new(p.opts(None)).await.unwrap();
+    let a_id = a.id();
+    assert_ne!(
+        a_id,
+        connection_id(&mut a).await as u32,
+        "the handshake id is idgate's"
+    );
+    // KILL QUERY: A's long statement ends, A goes on.
+    let sleeping = tokio::spawn(async move {
+        let r: Result<Option<i64>, _> = a.query_first("SELECT SLEEP(600)").await;
+        (a, r)
+    });
+    let mut killed = false;
+    for _ in 0..200 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        b.query_drop(format!("KILL QUERY {a_id}")).await.unwrap();
+        if sleeping.is_finished() {
+            killed = true;
+            break;
+        }
+    }
+    assert!(killed, "KILL QUERY ended the statement");
+    let (mut a, r) = sleeping.await.unwrap();
+    match r {
+        Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1317, "{e:?}"),
+        Ok(v) => assert_eq!(v, Some(1), "SLEEP interrupted"),
+        Err(e) => panic!("unexpected: {e}"),
+    }
+    let one: Option<i64> = a.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1), "the session goes on after KILL QUERY");
+    // An id that is a shard thread, not an idgate session: refused, and that
+    // connection is untouched.
+    let mut d = Conn::new(proxy::direct_opts(&tb, 0, None)).await.unwrap();
+    let thread = connection_id(&mut d).await;
+    let err = b.query_drop(format!("KILL {thread}")).await.unwrap_err();
+    assert!(
+        matches!(&err, mysql_async::Error::Server(e) if e.code == 1094),
+        "{err}"
+    );
+    assert!(
+        shard_has_connection(&tb, thread).await,
+        "nothing was relayed"
+    );
+    let _ = d.disconnect().await;
+    // Another user's session.
+    let mut other = Conn::new(
+        p.opts(None)
+            .user(Some(proxy::USER2))
+            .pass(Some(proxy::PASSWORD2)),
+    )
+    .await
+    .unwrap();
+    let err = other.query_drop(format!("KILL {a_id}")).await.unwrap_err();
+    assert!(
+        matches!(&err, mysql_async::Error::Server(e) if e.code == 1095),
+        "{err}"
+    );
+    // KILL: A is closed, B is not.
+    let a_thread = connection_id(&mut a).await;
+    b.query_drop(format!("KILL {a_id}")).await.unwrap();
+    let mut closed = false;
+    for _ in 0..100 {
+        if a.query_drop("SELECT 1").await.is_err() {
+            closed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(closed, "the killed session is closed");
+    let mut gone = false;
+    for _ in 0..100 {
+        if !shard_has_connection(&tb, a_thread).await {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(gone, "its shard connection is closed too");
+    let one: Option<i64> = b.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+    // Killing oneself: error 1927, then the session ends.
+    let b_id = b.id();
+    let err = b.query_drop(format!("KILL {b_id}")).await.unwrap_err();
+    assert!(
+        matches!(&err, mysql_async::Error::Server(e) if e.code == 1927),
+        "{err}"
+    );
+    drop(other);
+    p.stop().await;
+}

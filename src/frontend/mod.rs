@@ -19,12 +19,14 @@
 //!   allocator's store, and recovery of branches a dead idgate left prepared.
 //! - [`diag`]: `SHOW WARNINGS` and friends from the shards that ran the
 //!   last statement.
+//! - [`kill`]: `KILL` of idgate sessions (never relayed: the id is idgate's).
 //! - [`lastid`]: the session's `LAST_INSERT_ID()` across shard connections.
 
 pub mod admin;
 pub mod columns;
 pub mod diag;
 pub mod inject;
+pub mod kill;
 pub mod lastid;
 pub mod login;
 pub mod replay;

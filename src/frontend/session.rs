@@ -113,6 +113,8 @@ pub struct Session {
     pub(super) diag_shards: Vec<usize>,
     /// A diagnostics statement is being answered (it does not move them).
     pub(super) serving_diag: bool,
+    /// This session in the server's registry, for `KILL` (see `kill.rs`).
+    pub(super) registered: super::kill::Registered,
 }
 
 /// Serves one accepted client connection until it quits, fails or the server
@@ -137,6 +139,8 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
     };
     info!(conn = id, %peer, user = %login.user, db = ?login.database, "session opened");
     let shards = shared.config.shards.len();
+    let shared_registry = shared.sessions.clone();
+    let login_user = login.user.clone();
     let mut session = Session {
         schema: login.database.clone(),
         shared,
@@ -158,6 +162,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
         xa_seq: 0,
         diag_shards: vec![0],
         serving_diag: false,
+        registered: shared_registry.register(id, &login_user, shards),
     };
     let started = Instant::now();
     let reason = session.run(&mut shutdown).await;
@@ -197,13 +202,21 @@ impl Session {
         }
         let max_packet = self.shared.config.server.max_packet;
         let mut draining = *shutdown.borrow();
+        let control = self.registered.control.clone();
         loop {
             if draining && !self.in_transaction() {
                 return "server shutting down".into();
             }
+            if control.is_killed() {
+                return "killed by KILL from another session".into();
+            }
             let mut buf = std::mem::take(&mut self.buf);
             let read = tokio::select! {
                 r = self.client.read_packet(&mut buf, max_packet) => r,
+                _ = control.killed() => {
+                    self.buf = buf;
+                    continue;
+                }
                 _ = shutdown.changed(), if !draining => {
                     draining = true;
                     self.buf = buf;
@@ -283,6 +296,14 @@ impl Session {
             cmd::STMT_CLOSE => self.stmt_close(payload).await,
             cmd::RESET_CONNECTION => self.reset_connection(payload).await,
             cmd::CHANGE_USER => return self.change_user(payload).await,
+            cmd::PROCESS_KILL if payload.len() >= 5 => {
+                let id = u32::from_le_bytes([payload[1], payload[2], payload[3], payload[4]]);
+                self.kill(super::kill::Kill {
+                    query: false,
+                    id: u64::from(id),
+                })
+                .await
+            }
             other => {
                 let msg = format!("Unknown command {other:#04x}");
                 self.send_error(self.next_seq, &codes::ER_UNKNOWN_COM_ERROR, &msg)
@@ -438,6 +459,9 @@ impl Session {
                 }
             }
             debug!(conn = self.id, shard = %s.name, backend_conn = conn.connection_id, "shard connection opened");
+            self.registered
+                .control
+                .set_thread(shard, Some(conn.connection_id));
             self.backends[shard] = Some(conn);
             if self.shared.routing && !self.shared.pending_xa.lock().is_empty() {
                 Box::pin(self.commit_pending_xa(shard)).await;
@@ -533,6 +557,15 @@ impl Session {
         let sql = &payload[1..];
         if let Some(cmd) = admin::parse(sql) {
             return self.admin(cmd).await;
+        }
+        if let Some(k) = super::kill::parse(sql) {
+            return match k {
+                Ok(k) => self.kill(k).await,
+                Err(what) => Err(CmdError::Refused(
+                    codes::ER_NOT_SUPPORTED_YET,
+                    format!("idgate: {what} is not supported; use KILL [CONNECTION | QUERY] <connection id>"),
+                )),
+            };
         }
         if self.shared.routing {
             if let Some(d) = super::diag::classify(sql) {
@@ -974,6 +1007,7 @@ impl Session {
         }
         self.close_backends().await;
         self.forget_session_state();
+        self.registered.control.set_user(&name);
         self.login.user = name;
         if let Some(cs) = charset {
             self.login.charset = cs as u8;

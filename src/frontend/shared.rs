@@ -63,6 +63,8 @@ pub struct Shared {
     /// stay prepared). 0: off.
     #[doc(hidden)]
     pub fault_xa_crash: std::sync::atomic::AtomicU8,
+    /// Every session, for `KILL` (see `kill.rs`).
+    pub sessions: Arc<super::kill::Registry>,
     /// XA recovery passes finished (see `xalog.rs`; for tests and operators).
     pub xa_recoveries: AtomicU64,
     /// Wakes the XA recovery task for a pass now (it runs every 10 s).
@@ -97,6 +99,7 @@ impl Shared {
             xa_log: tokio::sync::OnceCell::new(),
             fault_xa_crash: std::sync::atomic::AtomicU8::new(0),
             xa_recoveries: AtomicU64::new(0),
+            sessions: Arc::default(),
             xa_recover_now: tokio::sync::Notify::new(),
             config,
             users,

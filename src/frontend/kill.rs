@@ -1,0 +1,275 @@
+//! `KILL` of idgate sessions.
+//!
+//! The connection id a client learns from the handshake is idgate's (one
+//! session has a connection on each shard it uses, each with its own
+//! MariaDB thread id). So `KILL [CONNECTION | QUERY] n` and
+//! COM_PROCESS_KILL name an idgate session, and are never relayed: on a
+//! shard, `n` would be some other connection's thread, perhaps another
+//! client's. idgate looks the session up and:
+//!
+//! - `KILL QUERY n`: sends `KILL QUERY <thread>` to every shard connection
+//!   of session `n` (from a connection of its own); the running statement
+//!   ends with error 1317, as on MariaDB, and the session goes on;
+//! - `KILL [CONNECTION] n`: the same with `KILL CONNECTION`, and session `n`
+//!   closes (at once when it waits for a command, after its running
+//!   statement otherwise). Killing one's own session answers error 1927.
+//!
+//! Only the same login user may kill a session (error 1095 otherwise;
+//! idgate has no PROCESS/SUPER privilege model); an unknown id is error
+//! 1094. `KILL USER` and `KILL QUERY ID` are refused with 1235.
+
+use super::session::{CmdError, Session};
+use crate::protocol::codes::ErrorCode;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio::sync::Notify;
+use tracing::{info, warn};
+
+/// Unknown thread id.
+const ER_NO_SUCH_THREAD: ErrorCode = ErrorCode {
+    code: 1094,
+    state: "HY000",
+};
+/// You are not owner of thread.
+const ER_KILL_DENIED: ErrorCode = ErrorCode {
+    code: 1095,
+    state: "HY000",
+};
+/// Connection was killed.
+const ER_CONNECTION_KILLED: ErrorCode = ErrorCode {
+    code: 1927,
+    state: "70100",
+};
+
+/// What a session exposes to `KILL` from other sessions.
+#[derive(Debug)]
+pub struct Control {
+    /// The login user (changed by COM_CHANGE_USER).
+    user: Mutex<String>,
+    /// MariaDB's thread id of the session's connection to each shard.
+    threads: Mutex<Vec<Option<u32>>>,
+    killed: AtomicBool,
+    /// Wakes the session when it is killed (a stored permit if it is busy).
+    wake: Notify,
+}
+
+impl Control {
+    /// Records the thread id of the session's connection to `shard`.
+    pub fn set_thread(&self, shard: usize, thread: Option<u32>) {
+        if let Some(t) = self.threads.lock().get_mut(shard) {
+            *t = thread;
+        }
+    }
+
+    /// Records a new login user.
+    pub fn set_user(&self, user: &str) {
+        *self.user.lock() = user.to_string();
+    }
+
+    /// Whether another session killed this one.
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::Relaxed)
+    }
+
+    /// Completes when the session is killed (see [`Control::is_killed`]).
+    pub async fn killed(&self) {
+        self.wake.notified().await
+    }
+}
+
+/// Every session of the server, by idgate connection id.
+#[derive(Debug, Default)]
+pub struct Registry {
+    sessions: Mutex<HashMap<u32, Arc<Control>>>,
+}
+
+impl Registry {
+    /// Registers session `id`; it is removed when the guard is dropped.
+    pub fn register(self: &Arc<Self>, id: u32, user: &str, shards: usize) -> Registered {
+        let control = Arc::new(Control {
+            user: Mutex::new(user.to_string()),
+            threads: Mutex::new(vec![None; shards]),
+            killed: AtomicBool::new(false),
+            wake: Notify::new(),
+        });
+        self.sessions.lock().insert(id, control.clone());
+        Registered {
+            registry: self.clone(),
+            id,
+            control,
+        }
+    }
+
+    fn get(&self, id: u32) -> Option<Arc<Control>> {
+        self.sessions.lock().get(&id).cloned()
+    }
+
+    /// Sessions registered now.
+    pub fn len(&self) -> usize {
+        self.sessions.lock().len()
+    }
+
+    /// Whether no session is registered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A session's registration; dropping it unregisters the session.
+#[derive(Debug)]
+pub struct Registered {
+    registry: Arc<Registry>,
+    id: u32,
+    /// The session's control block.
+    pub control: Arc<Control>,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.registry.sessions.lock().remove(&self.id);
+    }
+}
+
+/// A `KILL` statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kill {
+    /// `KILL QUERY`: the running statement only.
+    pub query: bool,
+    /// The idgate connection id.
+    pub id: u64,
+}
+
+/// Parses `KILL [HARD|SOFT] [CONNECTION|QUERY] n`. `None`: not a KILL;
+/// `Some(Err(what))`: a form idgate does not support.
+pub fn parse(sql: &[u8]) -> Option<Result<Kill, String>> {
+    let text = std::str::from_utf8(sql).ok()?;
+    let text = text.trim().trim_end_matches(';').trim_end();
+    let mut words = text.split_ascii_whitespace();
+    if !words.next()?.eq_ignore_ascii_case("KILL") {
+        return None;
+    }
+    let mut query = false;
+    let mut rest: Vec<&str> = words.collect();
+    if rest
+        .first()
+        .is_some_and(|w| w.eq_ignore_ascii_case("HARD") || w.eq_ignore_ascii_case("SOFT"))
+    {
+        rest.remove(0);
+    }
+    match rest.first() {
+        Some(w) if w.eq_ignore_ascii_case("CONNECTION") => {
+            rest.remove(0);
+        }
+        Some(w) if w.eq_ignore_ascii_case("QUERY") => {
+            query = true;
+            rest.remove(0);
+            if rest.first().is_some_and(|w| w.eq_ignore_ascii_case("ID")) {
+                return Some(Err("KILL QUERY ID (by query id)".into()));
+            }
+        }
+        Some(w) if w.eq_ignore_ascii_case("USER") => {
+            return Some(Err("KILL USER".into()));
+        }
+        _ => {}
+    }
+    match rest[..] {
+        [n] => match n.parse::<u64>() {
+            Ok(id) => Some(Ok(Kill { query, id })),
+            Err(_) => Some(Err(format!("KILL of {n:?} (give a connection id)"))),
+        },
+        _ => Some(Err("this form of KILL".into())),
+    }
+}
+
+impl Session {
+    /// Runs a `KILL` for the client.
+    pub(super) async fn kill(&mut self, k: Kill) -> Result<(), CmdError> {
+        let seq = self.next_seq;
+        let target = u32::try_from(k.id)
+            .ok()
+            .and_then(|id| self.shared.sessions.get(id));
+        let Some(target) = target else {
+            let msg = format!("Unknown thread id: {}", k.id);
+            return self.reply_error(seq, &ER_NO_SUCH_THREAD, &msg).await;
+        };
+        if *target.user.lock() != self.login.user {
+            let msg = format!("You are not owner of thread {}", k.id);
+            return self.reply_error(seq, &ER_KILL_DENIED, &msg).await;
+        }
+        let own = u64::from(self.id) == k.id;
+        if !k.query {
+            target.killed.store(true, Ordering::Relaxed);
+            target.wake.notify_one();
+        }
+        if !own {
+            let threads: Vec<(usize, u32)> = target
+                .threads
+                .lock()
+                .iter()
+                .enumerate()
+                .filter_map(|(s, t)| t.map(|t| (s, t)))
+                .collect();
+            let verb = if k.query { "QUERY" } else { "CONNECTION" };
+            for (shard, thread) in threads {
+                self.kill_on_shard(shard, verb, thread).await;
+            }
+            info!(conn = self.id, target = k.id, query = k.query, "KILL");
+        }
+        if own && !k.query {
+            self.reply_error(seq, &ER_CONNECTION_KILLED, "Connection was killed")
+                .await?;
+            return Err(CmdError::End("killed itself".into()));
+        }
+        // (KILL QUERY of one's own session: no statement of it is running.)
+        self.send_ok(seq, self.status()).await
+    }
+
+    /// `KILL <verb> <thread>` on `shard`, from a connection of idgate's own.
+    async fn kill_on_shard(&self, shard: usize, verb: &str, thread: u32) {
+        let name = &self.shared.config.shards[shard].name;
+        match self.shared.side_connection(shard).await {
+            Ok(mut c) => {
+                // An unknown thread (1094): that connection is gone already.
+                if let Err(e) = c.query_rows(&format!("KILL {verb} {thread}")).await {
+                    if !matches!(&e, crate::backend::BackendError::Server { err, .. } if err.code == 1094)
+                    {
+                        warn!(conn = self.id, shard = %name, thread, "KILL {verb} failed: {e}");
+                    }
+                }
+                let _ = c.send(&[crate::protocol::consts::cmd::QUIT]).await;
+            }
+            Err(e) => {
+                warn!(conn = self.id, shard = %name, "cannot reach the shard to KILL {verb} {thread}: {e}")
+            }
+        }
+    }
+
+    async fn reply_error(&mut self, seq: u8, code: &ErrorCode, msg: &str) -> Result<(), CmdError> {
+        self.send_error(seq, code, msg)
+            .await
+            .map_err(CmdError::ClientGone)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kill_statements() {
+        let k = |query, id| Some(Ok(Kill { query, id }));
+        assert_eq!(parse(b"KILL 5"), k(false, 5));
+        assert_eq!(parse(b"kill connection 5;"), k(false, 5));
+        assert_eq!(parse(b"KILL QUERY 7"), k(true, 7));
+        assert_eq!(parse(b"KILL HARD QUERY 7"), k(true, 7));
+        assert_eq!(parse(b"KILL SOFT CONNECTION 9"), k(false, 9));
+        assert!(matches!(parse(b"KILL USER app"), Some(Err(_))));
+        assert!(matches!(parse(b"KILL QUERY ID 3"), Some(Err(_))));
+        assert!(matches!(parse(b"KILL x"), Some(Err(_))));
+        assert!(matches!(parse(b"KILL"), Some(Err(_))));
+        assert_eq!(parse(b"KILLS 5"), None);
+        assert_eq!(parse(b"SELECT 1"), None);
+    }
+}
