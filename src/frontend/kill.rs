@@ -18,6 +18,7 @@
 //! idgate has no PROCESS/SUPER privilege model); an unknown id is error
 //! 1094. `KILL USER` and `KILL QUERY ID` are refused with 1235.
 
+use super::inject::{contains_ignore_case, first_keyword, keyword_start};
 use super::session::{CmdError, Session};
 use crate::protocol::codes::ErrorCode;
 use parking_lot::Mutex;
@@ -144,12 +145,18 @@ pub struct Kill {
 /// Parses `KILL [HARD|SOFT] [CONNECTION|QUERY] n`. `None`: not a KILL;
 /// `Some(Err(what))`: a form idgate does not support.
 pub fn parse(sql: &[u8]) -> Option<Result<Kill, String>> {
-    let text = std::str::from_utf8(sql).ok()?;
-    let text = text.trim().trim_end_matches(';').trim_end();
-    let mut words = text.split_ascii_whitespace();
-    if !words.next()?.eq_ignore_ascii_case("KILL") {
+    if &first_keyword(sql) != b"KILL\0\0\0\0" {
+        // `/*!... KILL n */` runs on the shard as `KILL n`: refuse it.
+        let rest = &sql[keyword_start(sql)..];
+        if rest.starts_with(b"/*!") && contains_ignore_case(rest, b"kill") {
+            return Some(Err("KILL inside an executable comment".into()));
+        }
         return None;
     }
+    let text = std::str::from_utf8(&sql[keyword_start(sql)..]).ok()?;
+    let text = text.trim().trim_end_matches(';').trim_end();
+    let mut words = text.split_ascii_whitespace();
+    words.next()?;
     let mut query = false;
     let mut rest: Vec<&str> = words.collect();
     if rest
@@ -269,6 +276,9 @@ mod tests {
         assert!(matches!(parse(b"KILL QUERY ID 3"), Some(Err(_))));
         assert!(matches!(parse(b"KILL x"), Some(Err(_))));
         assert!(matches!(parse(b"KILL"), Some(Err(_))));
+        assert_eq!(parse(b"/* why */ KILL 5"), k(false, 5));
+        assert!(matches!(parse(b"/*!KILL 5*/"), Some(Err(_))));
+        assert!(matches!(parse(b"KILL 5 -- now"), Some(Err(_))));
         assert_eq!(parse(b"KILLS 5"), None);
         assert_eq!(parse(b"SELECT 1"), None);
     }

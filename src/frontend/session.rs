@@ -644,6 +644,13 @@ impl Session {
     }
 
     async fn prepare(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+        if super::kill::parse(&payload[1..]).is_some() {
+            // Prepared, the id would reach a shard as a thread id.
+            return Err(CmdError::Refused(
+                codes::ER_NOT_SUPPORTED_YET,
+                "idgate: a prepared KILL is not supported; send KILL [CONNECTION | QUERY] <connection id> as a statement".into(),
+            ));
+        }
         let plan = match self.shared.rules {
             Some(_) => self.plan_prepare(payload).await?,
             None => None,
