@@ -843,6 +843,46 @@ async fn a_surviving_idgate_finishes_the_commits_of_one_that_died() {
     teardown(&tb, b, &schema).await;
 }
 
+/// The commit decision cannot be written (the store fails): nothing is
+/// committed anywhere, nothing stays prepared, the client gets error 1180;
+/// once the store is back, the same write commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_that_cannot_be_recorded_is_rolled_back_on_every_shard() {
+    use idgate::idgen::{Fault, MemoryStore};
+    let Some(tb) = support::testbed() else { return };
+    let schema = support::unique("shard");
+    create_schema(&tb, &schema).await;
+    let store = MemoryStore::new();
+    let p = Proxy::start_store_rules(&tb, &rules(&schema), store.clone()).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    c.query_drop(format!("CREATE TABLE t {TABLE}"))
+        .await
+        .unwrap();
+    let mine = p.shared.xa_log.get().unwrap().prefix().to_string();
+    store.set_fault(Fault::Fail);
+    let err = c
+        .query_drop("INSERT INTO t (id, w, n) VALUES (70, 'a', 1), (71, 'b', 2)")
+        .await
+        .unwrap_err();
+    store.set_fault(Fault::None);
+    assert!(
+        matches!(&err, mysql_async::Error::Server(e) if e.code == 1180
+            && e.message.contains("rolled back on every shard")),
+        "{err}"
+    );
+    for shard in 0..2 {
+        assert!(ids_on(&tb, shard, &schema, "t").await.is_empty());
+        assert!(prepared_xids(&tb, shard, &mine).await.is_empty());
+    }
+    c.query_drop("INSERT INTO t (id, w, n) VALUES (70, 'a', 1), (71, 'b', 2)")
+        .await
+        .unwrap();
+    assert_eq!(ids_on(&tb, 0, &schema, "t").await, [70]);
+    assert_eq!(ids_on(&tb, 1, &schema, "t").await, [71]);
+    drop(c);
+    teardown(&tb, p, &schema).await;
+}
+
 /// Waits until `p` has finished a recovery pass after the `passes`-th.
 async fn wait_for_pass(p: &Proxy, passes: u64) {
     for _ in 0..300 {

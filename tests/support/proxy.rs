@@ -60,6 +60,18 @@ pub struct Proxy {
     allocator: Option<Allocator>,
 }
 
+/// One test rule file's text, loaded against `cfg`'s shards.
+fn test_rules(cfg: &Config, text: &str) -> RuleSet {
+    let shards: Vec<&str> = cfg.shards.iter().map(|s| s.name.as_str()).collect();
+    RuleSet::from_toml(
+        std::path::Path::new("test-rules.toml"),
+        text,
+        &shards,
+        &idgate::idgen::validate,
+    )
+    .unwrap_or_else(|e| panic!("test rules are valid: {e}"))
+}
+
 /// Config text for idgate in front of the test bed with its allocator in the
 /// test bed's etcd under `etcd_prefix` (use [`super::unique`] for it).
 pub fn config_text_etcd(tb: &Testbed, etcd_prefix: &str) -> String {
@@ -101,17 +113,31 @@ impl Proxy {
     /// idgate with `cfg` filling ids by `rules` (the text of one rule file),
     /// with the allocator `cfg.allocator` describes.
     pub async fn start_config_rules(cfg: Config, rules: &str) -> Proxy {
-        let shards: Vec<&str> = cfg.shards.iter().map(|s| s.name.as_str()).collect();
-        let rules = RuleSet::from_toml(
-            std::path::Path::new("test-rules.toml"),
-            rules,
-            &shards,
-            &idgate::idgen::validate,
-        )
-        .unwrap_or_else(|e| panic!("test rules are valid: {e}"));
+        let rules = test_rules(&cfg, rules);
         let allocator = Allocator::open(&cfg.allocator, rules.generators())
             .await
             .unwrap_or_else(|e| panic!("allocator opens: {e}"));
+        Self::start_allocator(cfg, rules, allocator).await
+    }
+
+    /// idgate filling ids by `rules` from an allocator (and XA commit log)
+    /// on `store`: a memory store for fault injection.
+    pub async fn start_store_rules(
+        tb: &Testbed,
+        rules: &str,
+        store: Arc<dyn idgate::idgen::Store>,
+    ) -> Proxy {
+        let cfg = Config::parse(&config_text(tb, "127.0.0.1:0", ""), "test")
+            .expect("test config is valid");
+        let rules = test_rules(&cfg, rules);
+        let clock = Arc::new(idgate::idgen::SystemClock::new());
+        let allocator = Allocator::with_store(store, clock, rules.generators())
+            .await
+            .unwrap_or_else(|e| panic!("allocator opens: {e}"));
+        Self::start_allocator(cfg, rules, allocator).await
+    }
+
+    async fn start_allocator(cfg: Config, rules: RuleSet, allocator: Allocator) -> Proxy {
         let shared = Arc::new(Shared::with_rules(
             cfg,
             Some(Arc::new(rules)),
