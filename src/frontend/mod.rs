@@ -16,9 +16,14 @@
 //! - [`txn`]: transactions across shards; one write shard per transaction.
 //! - [`xa`]: atomic writes to several shards (XA two-phase commit).
 //! - [`lastid`]: the session's `LAST_INSERT_ID()` across shard connections.
+//! - [`watch`]: the sessions in transactions, as the deadlock detector sees
+//!   them (shard connections, round trips under way, victim flag).
+//! - [`deadlock`]: the distributed deadlock detector: lock cycles across
+//!   shards, broken by killing the youngest transaction's waiting statement.
 
 pub mod admin;
 pub mod columns;
+pub mod deadlock;
 pub mod inject;
 pub mod lastid;
 pub mod login;
@@ -29,6 +34,7 @@ pub mod session;
 pub mod shared;
 pub mod stmt;
 pub mod txn;
+pub mod watch;
 pub mod xa;
 
 pub use session::Session;

@@ -52,6 +52,17 @@ pub struct Shared {
     pub fault_xa_commit: AtomicUsize,
     /// Sets this server's XA transaction ids apart (see `xa.rs`).
     pub xa_tag: String,
+    /// The distributed deadlock detector runs (`routing` and
+    /// `server.deadlock_check_ms` > 0): sessions in transactions register in
+    /// `watch`.
+    pub deadlock_detection: bool,
+    /// The sessions that may hold locks on several shards (see `watch.rs`).
+    pub watch: super::watch::Watchlist,
+    /// Lock cycles across shards the detector broke (see `deadlock.rs`).
+    pub deadlocks_resolved: AtomicU64,
+    /// Times the detector read the shards' lock waits (it does only when a
+    /// statement of a registered session has run longer than its interval).
+    pub deadlock_scans: AtomicU64,
     next_connection_id: AtomicU32,
 }
 
@@ -79,6 +90,10 @@ impl Shared {
             shard_connects: config.shards.iter().map(|_| AtomicU64::new(0)).collect(),
             fault_xa_commit: AtomicUsize::new(usize::MAX),
             xa_tag: super::xa::server_tag(),
+            deadlock_detection: routing && config.server.deadlock_check_ms > 0,
+            watch: Default::default(),
+            deadlocks_resolved: AtomicU64::new(0),
+            deadlock_scans: AtomicU64::new(0),
             config,
             users,
             shard_info: RwLock::new(ShardInfo {
