@@ -384,3 +384,74 @@ async fn the_detector_reads_the_shards_only_while_a_statement_waits() {
     drop((a, b));
     teardown(&tb, p, &schema).await;
 }
+
+/// The race the registry guards against, played by hand with the detector's
+/// own steps: the detector claims a round trip that is waiting, but the
+/// statement finishes before the KILL arrives. The client gets the
+/// statement's result; the session holds its next command back until the
+/// KILL is answered, so the KILL lands on the idle connection (MariaDB
+/// forgets it at the next command) and the transaction goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_that_lands_after_the_statement_finished_is_harmless() {
+    use idgate::frontend::watch::{state, state_of};
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    let mut a = session(&p, &schema).await;
+    a.query_drop("BEGIN").await.unwrap();
+    a.query_drop("UPDATE t SET c = 5 WHERE id = 1")
+        .await
+        .unwrap();
+    // H (a direct client) holds row 2 on s0; A's UPDATE of it waits.
+    let mut h = direct(&tb, 0, &schema).await;
+    h.query_drop("BEGIN").await.unwrap();
+    h.query_drop("SELECT c FROM t WHERE id = 2 FOR UPDATE")
+        .await
+        .unwrap();
+    let a_wait = spawn_query(a, "UPDATE t SET c = 7 WHERE id = 2");
+    until_waiting(&tb, 0, &schema, 1).await;
+    // Claim A's waiting round trip on s0, as the detector does before a KILL.
+    let view = p
+        .shared
+        .watch
+        .snapshot()
+        .into_iter()
+        .find(|v| state_of(v.slots[0].word) == state::RUNNING)
+        .expect("A's round trip on s0 is registered");
+    let slot = view.slots[0];
+    assert!(view.entry.claim(0, slot.word));
+    view.entry.mark_victim();
+    // The statement gets its lock and finishes before the KILL is sent.
+    h.query_drop("COMMIT").await.unwrap();
+    let (a, a_result) = a_wait.await.unwrap();
+    assert!(a_result.is_ok(), "the statement's own result: {a_result:?}");
+    assert_eq!(a.affected_rows(), 1);
+    // A's next command is held back while the KILL is under way.
+    let a_next = spawn_query(a, "UPDATE t SET c = 8 WHERE id = 4");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!a_next.is_finished(), "A's next command waits for the KILL");
+    let command: Option<String> = h
+        .exec_first(
+            "SELECT COMMAND FROM information_schema.PROCESSLIST WHERE ID = ?",
+            (slot.conn,),
+        )
+        .await
+        .unwrap();
+    assert_eq!(command.as_deref(), Some("Sleep"), "nothing sent to s0 yet");
+    // The KILL arrives late, on the idle connection; then it is answered.
+    h.query_drop(format!("KILL QUERY {}", slot.conn))
+        .await
+        .unwrap();
+    view.entry.release(0, slot.word);
+    let (mut a, next_result) = a_next.await.unwrap();
+    assert!(
+        next_result.is_ok(),
+        "the next statement is not hit: {next_result:?}"
+    );
+    a.query_drop("COMMIT").await.unwrap();
+    assert_eq!(rows_on(&tb, 0, &schema).await[..2], [(2, 7), (4, 8)]);
+    assert_eq!(rows_on(&tb, 1, &schema).await[0], (1, 5));
+    assert_eq!(p.shared.deadlocks_resolved.load(Ordering::Relaxed), 0);
+    let _ = h.disconnect().await;
+    drop(a);
+    teardown(&tb, p, &schema).await;
+}

@@ -112,13 +112,13 @@ impl Session {
                         failed = true;
                         part = Part::Done;
                         let code = p.get(1..3).map(|c| u16::from_le_bytes([c[0], c[1]]));
-                        if code.is_some_and(super::watch::is_kill_code)
-                            && watched.as_ref().is_some_and(|w| w.claimed(shard))
-                        {
-                            // The deadlock detector's KILL: the client gets
-                            // 1213 once the transaction is rolled back.
-                            killed = code;
-                            return Action::Drop;
+                        if let (Some(c), Some(w)) = (code, &watched) {
+                            if w.killed_here(shard, c) {
+                                // The deadlock detector's KILL: the client
+                                // gets 1213 once the transaction is rolled back.
+                                killed = code;
+                                return Action::Drop;
+                            }
                         }
                         return Action::Replace(prefix_error(p, &name));
                     }

@@ -165,9 +165,16 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
     };
     let started = Instant::now();
     let reason = session.run(&mut shutdown).await;
-    session.watch_deregister();
     session.close_backends().await;
     info!(conn = id, %peer, secs = started.elapsed().as_secs_f64(), "session closed: {reason}");
+}
+
+impl Drop for Session {
+    /// Out of the deadlock detector's registry, also when the session's task
+    /// is cut (drain timeout) or panics.
+    fn drop(&mut self) {
+        self.watch_deregister();
+    }
 }
 
 impl Session {
@@ -306,7 +313,7 @@ impl Session {
         if self.shared.routing {
             self.txn_settled();
         }
-        if self.watching {
+        if self.watched.is_some() {
             self.watch_command_end();
         }
         match result {
@@ -516,13 +523,13 @@ impl Session {
                     outcome.connection_ended =
                         code.is_some_and(|c| CONNECTION_ENDING_ERRORS.contains(&c));
                     outcome.rolled_back = code == Some(codes::ER_LOCK_DEADLOCK.code);
-                    if code.is_some_and(super::watch::is_kill_code)
-                        && watched.as_ref().is_some_and(|w| w.claimed(shard))
-                    {
-                        // Killed by the deadlock detector: the client gets
-                        // 1213 once the transaction is rolled back.
-                        outcome.killed = code;
-                        return Action::Drop;
+                    if let (Some(c), Some(w)) = (code, &watched) {
+                        if w.killed_here(shard, c) {
+                            // Killed by the deadlock detector: the client
+                            // gets 1213 once the transaction is rolled back.
+                            outcome.killed = code;
+                            return Action::Drop;
+                        }
                     }
                 }
                 _ => {}

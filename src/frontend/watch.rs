@@ -103,6 +103,12 @@ impl Watched {
         self.victim.load(Ordering::Acquire)
     }
 
+    /// Whether an error `code` ending the current round trip on `shard` is
+    /// the detector's KILL of a victim (for a relay's hook: no waiting).
+    pub fn killed_here(&self, shard: usize, code: u16) -> bool {
+        is_kill_code(code) && self.claimed(shard) && self.is_victim()
+    }
+
     /// Whether the current round trip on `shard` was claimed by the detector.
     pub fn claimed(&self, shard: usize) -> bool {
         self.slots.get(shard).is_some_and(|s| {
@@ -311,7 +317,7 @@ impl Watchlist {
 }
 
 /// Whether `code` is how a shard reports a KILL (of the query or the connection).
-pub(super) fn is_kill_code(code: u16) -> bool {
+pub fn is_kill_code(code: u16) -> bool {
     code == codes::ER_QUERY_INTERRUPTED.code || code == codes::ER_CONNECTION_KILLED.code
 }
 
@@ -365,8 +371,16 @@ impl Session {
         }
     }
 
-    /// After a command: a session whose transaction ended leaves the registry.
+    /// After a command: a victim flag still set belongs to a statement that
+    /// finished before the KILL landed (every round trip of the command has
+    /// ended, so no KILL is under way); a session whose transaction ended
+    /// leaves the registry.
     pub(super) fn watch_command_end(&mut self) {
+        if let Some(w) = &self.watched {
+            if w.is_victim() {
+                w.victim.store(false, Ordering::Release);
+            }
+        }
         if self.watching && !self.txn_open() {
             self.watch_deregister();
         }
@@ -395,8 +409,8 @@ impl Session {
         }
     }
 
-    /// The slot claims of the current round trips, for a reply relay's hook
-    /// (`None` when the session is not watched).
+    /// The session's entry while it is registered, for a reply relay's hook
+    /// (see [`Watched::killed_here`]).
     pub(super) fn watched_now(&self) -> Option<Arc<Watched>> {
         if self.watching {
             self.watched.clone()
@@ -410,7 +424,8 @@ impl Session {
     /// the KILL ended it, making the session a deadlock victim. A round
     /// trip that finished before the KILL landed is not.
     pub(super) fn note_killed(&mut self, shard: usize, failed: Option<u16>) -> bool {
-        let killed = failed.is_none_or(is_kill_code);
+        let victim = self.watched.as_ref().is_some_and(|w| w.is_victim());
+        let killed = victim && failed.is_none_or(is_kill_code);
         if killed {
             self.killed = true;
             if failed.is_none_or(|c| c == codes::ER_CONNECTION_KILLED.code) {
