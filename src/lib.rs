@@ -16,8 +16,9 @@
 //! - [`backend`]: one client connection from idgate to a shard.
 //! - [`frontend`]: one client session: authentication, the command loop,
 //!   per-session state, relaying replies, filling ids (`inject`), routing
-//!   to shards (`route`, `scatter`, `txn`, `xa`), idgate's own admin
-//!   statements (`admin`).
+//!   to shards (`route`, `scatter`, `txn`, `xa`), breaking lock cycles
+//!   across shards (`watch`: the sessions in transactions; `deadlock`: the
+//!   detector task), idgate's own admin statements (`admin`).
 //! - [`sql`]: classify, parse, plan and splice INSERT statements; what a
 //!   SELECT/UPDATE/DELETE/DDL needs for routing (`sql::route`). Pure.
 //! - [`idgen`]: the id allocator: sequence and snowflake generators over a

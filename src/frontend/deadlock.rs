@@ -18,18 +18,23 @@
 //! 3. It looks for cycles in that graph. A cycle whose waits are all on one
 //!    shard is InnoDB's business (it detects and breaks those itself); a
 //!    cycle that spans several shards is broken here: the victim is the
-//!    youngest transaction of the cycle (the latest to register), and every
-//!    statement of it that is waiting is killed with `KILL QUERY <thread>`
-//!    on its shard, after the slot was claimed and the victim flag set (see
-//!    `watch.rs` for why the KILL cannot hit a later statement).
+//!    youngest transaction of the cycle (the latest to register), and each
+//!    of its statements that waits, in the same round trip, in two
+//!    consecutive looks is killed with `KILL QUERY <thread>` on its shard,
+//!    after the round trip was claimed and the victim flag set (see
+//!    `watch.rs` for why the KILL cannot hit a later statement, and
+//!    `Detector::resolve` for why two looks).
 //! 4. The victim's session rolls its whole transaction back and answers
 //!    1213, MariaDB's deadlock error; the others' statements go on. Each
 //!    broken cycle is logged at info level and counted in
-//!    `Shared::deadlocks_resolved`.
+//!    `Shared::deadlocks_resolved`; looks that read the shards are counted in
+//!    `Shared::deadlock_scans`.
 //!
-//! The [backend] account needs the PROCESS privilege to read those tables
-//! (and kills only its own connections). Cycles through another idgate
-//! process's sessions are not seen (their threads are unknown here).
+//! InnoDB refreshes the tables read here only after 100 ms without readers
+//! (they are a cache), so the interval is at least 150 ms. The `[backend]`
+//! account needs the PROCESS privilege to read them (it kills only its own
+//! connections). Cycles through another idgate process's sessions are not
+//! seen (their threads are unknown here).
 
 use super::shared::Shared;
 use super::watch::{state, state_of, SessionView};
