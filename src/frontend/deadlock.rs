@@ -313,6 +313,7 @@ impl Detector {
             .filter(|e| e.from == Node::Session(v))
             .map(|e| (e.shard, e.thread))
             .collect();
+        targets.sort_unstable();
         targets.dedup();
         let mut killed = Vec::new();
         for (shard, thread) in targets {

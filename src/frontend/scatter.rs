@@ -63,6 +63,7 @@ impl Session {
             };
             self.round_begin(*shard, conn).await;
             let Some(b) = self.backends[*shard].as_mut() else {
+                self.round_end(*shard).await;
                 continue;
             };
             match b.send(payload).await {
@@ -187,12 +188,12 @@ impl Session {
             b.status = tracker.status();
             let claimed = self.round_end(shard).await;
             if let Some(code) = killed {
-                if self.note_killed(shard, Some(code)) {
-                    result = Err(CmdError::Refused(
-                        crate::protocol::codes::ER_LOCK_DEADLOCK,
-                        super::watch::DEADLOCK_MESSAGE.into(),
-                    ));
-                }
+                // Its ERR packet was not relayed: the answer is the deadlock.
+                self.mark_killed(shard, Some(code));
+                result = Err(CmdError::Refused(
+                    crate::protocol::codes::ER_LOCK_DEADLOCK,
+                    super::watch::DEADLOCK_MESSAGE.into(),
+                ));
             }
             if let Err(e) = r {
                 if claimed && matches!(e, crate::backend::relay::RelayError::Backend(_)) {

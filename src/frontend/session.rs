@@ -556,12 +556,12 @@ impl Session {
             r => r?,
         }
         if let Some(code) = outcome.killed {
-            if self.note_killed(shard, Some(code)) {
-                return Err(CmdError::Refused(
-                    codes::ER_LOCK_DEADLOCK,
-                    super::watch::DEADLOCK_MESSAGE.into(),
-                ));
-            }
+            // Its ERR packet was not relayed: the answer is the deadlock.
+            self.mark_killed(shard, Some(code));
+            return Err(CmdError::Refused(
+                codes::ER_LOCK_DEADLOCK,
+                super::watch::DEADLOCK_MESSAGE.into(),
+            ));
         }
         if outcome.rolled_back && self.txn_xa.is_some() {
             // MariaDB rolls the whole transaction back on a deadlock; the
@@ -942,6 +942,7 @@ impl Session {
     /// COM_CHANGE_USER): prepared statements, recorded SETs, the
     /// transaction, where the last insert id is.
     fn forget_session_state(&mut self) {
+        self.watch_deregister();
         self.stmts.clear();
         self.state.clear();
         self.txn_begin = None;

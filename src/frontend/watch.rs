@@ -264,6 +264,9 @@ impl Watchlist {
     /// Registers `w` as a transaction starting now; `conns` are the
     /// session's open shard connections (shard, thread id).
     pub fn register(&self, w: &Arc<Watched>, conns: impl Iterator<Item = (usize, u32)>) {
+        for s in w.slots.iter() {
+            s.conn.store(0, Ordering::Relaxed);
+        }
         for (shard, conn) in conns {
             if let Some(s) = w.slots.get(shard) {
                 s.conn.store(conn, Ordering::Relaxed);
@@ -427,14 +430,20 @@ impl Session {
         let victim = self.watched.as_ref().is_some_and(|w| w.is_victim());
         let killed = victim && failed.is_none_or(is_kill_code);
         if killed {
-            self.killed = true;
-            if failed.is_none_or(|c| c == codes::ER_CONNECTION_KILLED.code) {
-                // The shard closed the connection: its branch is rolled back.
-                self.backends[shard] = None;
-                self.stmts.forget_shard(shard);
-            }
+            self.mark_killed(shard, failed);
         }
         killed
+    }
+
+    /// The detector's KILL ended the round trip on `shard` (with error
+    /// `failed`, or the connection was lost): the session is a victim.
+    pub(super) fn mark_killed(&mut self, shard: usize, failed: Option<u16>) {
+        self.killed = true;
+        if failed.is_none_or(|c| c == codes::ER_CONNECTION_KILLED.code) {
+            // The shard closed the connection: its branch is rolled back.
+            self.backends[shard] = None;
+            self.stmts.forget_shard(shard);
+        }
     }
 
     /// The session was chosen as a deadlock victim and its waiting statement
