@@ -84,6 +84,19 @@ fn spawn_query(
     })
 }
 
+/// Executes `sql` as a prepared statement with `params` on `c` in a task of
+/// its own.
+fn spawn_exec(
+    mut c: Conn,
+    sql: &'static str,
+    params: (i64, i64),
+) -> tokio::task::JoinHandle<(Conn, Result<(), mysql_async::Error>)> {
+    tokio::spawn(async move {
+        let r = c.exec_drop(sql, params).await;
+        (c, r)
+    })
+}
+
 /// Waits until `n` statements wait for a lock on table `t` of `schema` on
 /// `shard` (read from the shard; other tests' waits do not count). Polls
 /// gently: InnoDB refreshes these tables only after 100 ms without readers,
@@ -167,10 +180,11 @@ async fn a_cycle_between_two_transactions_across_shards_rolls_back_the_younger()
     b.query_drop("UPDATE t SET c = 20 WHERE id = 4")
         .await
         .unwrap();
-    // A waits on s1 for B; then B waits on s0 for A: a cycle over both shards.
+    // A waits on s1 for B; then B waits on s0 for A: a cycle over both
+    // shards. B's statement is a prepared one (COM_STMT_EXECUTE).
     let a_wait = spawn_query(a, "UPDATE t SET c = 10 WHERE id = 1");
     until_waiting(&tb, 1, &schema, 1).await;
-    let b_wait = spawn_query(b, "UPDATE t SET c = 20 WHERE id = 2");
+    let b_wait = spawn_exec(b, "UPDATE t SET c = ? WHERE id = ?", (20, 2));
     let (mut b, b_result) = b_wait.await.unwrap();
     let (mut a, a_result) = a_wait.await.unwrap();
     assert_deadlock(&b_result, "the younger transaction is the victim");
