@@ -46,6 +46,10 @@ pub struct ServerConfig {
     /// protocol maximum is 1 GiB; the shard's max_allowed_packet also applies).
     #[serde(default = "default_max_packet")]
     pub max_packet: usize,
+    /// How often (ms) the distributed deadlock detector looks for lock
+    /// cycles across shards, when statements are routed; 0 turns it off.
+    #[serde(default = "default_deadlock_check_ms")]
+    pub deadlock_check_ms: u64,
 }
 
 /// `[[users]]`: one account of idgate's own.
@@ -143,6 +147,9 @@ fn default_drain_timeout() -> u64 {
 fn default_max_packet() -> usize {
     1 << 30
 }
+fn default_deadlock_check_ms() -> u64 {
+    200
+}
 fn default_connect_timeout() -> u64 {
     5000
 }
@@ -209,6 +216,15 @@ impl Config {
             return Err(invalid(
                 "server.max_packet",
                 "must be between 1024 and 1073741824".into(),
+            ));
+        }
+        let d = cfg.server.deadlock_check_ms;
+        // InnoDB refreshes its lock tables only after 100 ms without
+        // readers: a detector reading them more often would read stale ones.
+        if d != 0 && !(150..=60_000).contains(&d) {
+            return Err(invalid(
+                "server.deadlock_check_ms",
+                format!("{d}: must be 0 (off) or between 150 and 60000"),
             ));
         }
         if cfg.users.is_empty() {
@@ -299,6 +315,7 @@ address = "127.0.0.1:3306"
     fn minimal_config_gets_defaults() {
         let c = Config::parse(GOOD, "t.toml").unwrap();
         assert_eq!(c.server.max_connections, 4096);
+        assert_eq!(c.server.deadlock_check_ms, 200);
         assert_eq!(c.allocator.store, StoreKind::File);
         assert!(c.rules.is_none());
     }
@@ -325,5 +342,20 @@ address = "127.0.0.1:3306"
         .unwrap_err()
         .to_string();
         assert!(e.contains("allocator.etcd_endpoints"), "{e}");
+        for bad in ["5", "100", "60001"] {
+            let text = GOOD.replace(
+                "listen = \"127.0.0.1:6033\"",
+                &format!("listen = \"127.0.0.1:6033\"\ndeadlock_check_ms = {bad}"),
+            );
+            let e = Config::parse(&text, "t.toml").unwrap_err().to_string();
+            assert!(e.contains("server.deadlock_check_ms"), "{e}");
+        }
+        for good in ["0", "150", "60000"] {
+            let text = GOOD.replace(
+                "listen = \"127.0.0.1:6033\"",
+                &format!("listen = \"127.0.0.1:6033\"\ndeadlock_check_ms = {good}"),
+            );
+            assert!(Config::parse(&text, "t.toml").is_ok(), "{good}");
+        }
     }
 }

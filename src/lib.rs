@@ -17,8 +17,10 @@
 //! - [`frontend`]: one client session: authentication, the command loop,
 //!   per-session state, relaying replies, filling ids (`inject`), routing
 //!   to shards (`route`, `scatter`, `txn`, `xa`; `xalog`: two-phase commit
-//!   decisions in the allocator's store and recovery), idgate's own admin
-//!   statements (`admin`).
+//!   decisions in the allocator's store and recovery), breaking lock cycles
+//!   across shards (`watch`: the sessions in transactions; `deadlock`: the
+//!   detector task), `KILL` (`kill`), diagnostics (`diag`), idgate's own
+//!   admin statements (`admin`).
 //! - [`sql`]: classify, parse, plan and splice INSERT statements; what a
 //!   SELECT/UPDATE/DELETE/DDL needs for routing (`sql::route`). Pure.
 //! - [`idgen`]: the id allocator: sequence and snowflake generators over a

@@ -3,9 +3,10 @@
 //! `run(listener, shared, shutdown)` serves until `shutdown` resolves, then
 //! stops accepting, tells every session to finish (sessions close when idle
 //! and outside a transaction) and waits up to the drain timeout before
-//! cutting the rest.
+//! cutting the rest. With routing on, the distributed deadlock detector
+//! (`frontend::deadlock`) runs alongside for as long.
 
-use crate::frontend::{session, Shared};
+use crate::frontend::{deadlock, session, Shared};
 use crate::protocol::codes;
 use crate::protocol::packet::PacketConn;
 use crate::protocol::reply;
@@ -17,6 +18,15 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{error, info, warn};
 
+/// Aborts a task when dropped (also when `run` itself is dropped).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Serves clients on `listener` until `shutdown` completes.
 pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Future<Output = ()>) {
     crate::frontend::xalog::start(&shared).await;
@@ -24,6 +34,11 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Futu
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut sessions = JoinSet::new();
     let mut backoff = Duration::from_millis(5);
+    // The deadlock detector runs as long as the server (through the drain:
+    // sessions finishing their transactions can still deadlock).
+    let _detector = shared
+        .deadlock_detection
+        .then(|| AbortOnDrop(tokio::spawn(deadlock::run(shared.clone()))));
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {

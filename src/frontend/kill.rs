@@ -38,11 +38,6 @@ const ER_KILL_DENIED: ErrorCode = ErrorCode {
     code: 1095,
     state: "HY000",
 };
-/// Connection was killed.
-const ER_CONNECTION_KILLED: ErrorCode = ErrorCode {
-    code: 1927,
-    state: "70100",
-};
 
 /// What a session exposes to `KILL` from other sessions.
 #[derive(Debug)]
@@ -225,8 +220,12 @@ impl Session {
             info!(conn = self.id, target = k.id, query = k.query, "KILL");
         }
         if own && !k.query {
-            self.reply_error(seq, &ER_CONNECTION_KILLED, "Connection was killed")
-                .await?;
+            self.reply_error(
+                seq,
+                &crate::protocol::codes::ER_CONNECTION_KILLED,
+                "Connection was killed",
+            )
+            .await?;
             return Err(CmdError::End("killed itself".into()));
         }
         // (KILL QUERY of one's own session: no statement of it is running.)

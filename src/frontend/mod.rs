@@ -21,9 +21,14 @@
 //!   last statement.
 //! - [`kill`]: `KILL` of idgate sessions (never relayed: the id is idgate's).
 //! - [`lastid`]: the session's `LAST_INSERT_ID()` across shard connections.
+//! - [`watch`]: the sessions in transactions, as the deadlock detector sees
+//!   them (shard connections, round trips under way, victim flag).
+//! - [`deadlock`]: the distributed deadlock detector: lock cycles across
+//!   shards, broken by killing the youngest transaction's waiting statement.
 
 pub mod admin;
 pub mod columns;
+pub mod deadlock;
 pub mod diag;
 pub mod inject;
 pub mod kill;
@@ -36,6 +41,7 @@ pub mod session;
 pub mod shared;
 pub mod stmt;
 pub mod txn;
+pub mod watch;
 pub mod xa;
 pub mod xalog;
 

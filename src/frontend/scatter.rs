@@ -60,11 +60,27 @@ impl Session {
         }
         let mut sent = Vec::with_capacity(parts.len());
         for (shard, payload) in &parts {
-            let Some(b) = self.backends[*shard].as_mut() else {
+            let Some(conn) = self.backends[*shard].as_ref().map(|b| b.connection_id) else {
                 continue;
             };
-            let seq = b.send(payload).await.map_err(CmdError::Backend)?;
-            sent.push((*shard, seq));
+            self.round_begin(*shard, conn).await;
+            let Some(b) = self.backends[*shard].as_mut() else {
+                self.round_end(*shard).await;
+                continue;
+            };
+            match b.send(payload).await {
+                Ok(seq) => sent.push((*shard, seq)),
+                Err(e) => {
+                    for &(s, _) in &sent {
+                        // Their replies are never read: those connections go.
+                        self.round_end(s).await;
+                        self.backends[s] = None;
+                        self.stmts.forget_shard(s);
+                    }
+                    self.round_end(*shard).await;
+                    return Err(CmdError::Backend(e));
+                }
+            }
         }
         if spec.is_concat() {
             self.concat(&sent, expect).await
@@ -78,11 +94,14 @@ impl Session {
         let mut warnings: u16 = 0;
         let mut failed = false;
         let mut result = Ok(());
+        let watched = self.watched_now();
         for (i, &(shard, seq)) in sent.iter().enumerate() {
             let name = self.shared.config.shards[shard].name.clone();
             let Some(b) = self.backends[shard].as_mut() else {
+                self.round_end(shard).await;
                 continue;
             };
+            let mut killed = None;
             let deprecate_eof = b.deprecate_eof();
             let mut tracker = Tracker::new(expect, deprecate_eof, b.status);
             let mut part = Part::Start;
@@ -95,6 +114,15 @@ impl Session {
                     Kind::Err => {
                         failed = true;
                         part = Part::Done;
+                        let code = p.get(1..3).map(|c| u16::from_le_bytes([c[0], c[1]]));
+                        if let (Some(c), Some(w)) = (code, &watched) {
+                            if w.killed_here(shard, c) {
+                                // The deadlock detector's KILL: the client
+                                // gets 1213 once the transaction is rolled back.
+                                killed = code;
+                                return Action::Drop;
+                            }
+                        }
                         return Action::Replace(prefix_error(p, &name));
                     }
                     Kind::Ok { .. } => {
@@ -160,12 +188,25 @@ impl Session {
             )
             .await;
             b.status = tracker.status();
+            let claimed = self.round_end(shard).await;
+            if let Some(code) = killed {
+                // Its ERR packet was not relayed: the answer is the deadlock.
+                self.mark_killed(shard, Some(code));
+                result = Err(CmdError::Refused(
+                    crate::protocol::codes::ER_LOCK_DEADLOCK,
+                    super::watch::DEADLOCK_MESSAGE.into(),
+                ));
+            }
             if let Err(e) = r {
+                if claimed && matches!(e, crate::backend::relay::RelayError::Backend(_)) {
+                    self.note_killed(shard, None);
+                }
                 // Keep reading the other shards' replies? Their connections
                 // stay usable only if read to the end; a broken relay
                 // leaves this one unusable and the session reports it.
                 result = Err(CmdError::from(e));
                 for &(other, _) in &sent[i + 1..] {
+                    self.round_end(other).await;
                     self.backends[other] = None;
                     self.stmts.forget_shard(other);
                 }
@@ -185,17 +226,34 @@ impl Session {
         let mut replies = Vec::with_capacity(sent.len());
         let mut error = None;
         let mut deprecate_eof = false;
-        for &(shard, _) in sent {
+        for (i, &(shard, _)) in sent.iter().enumerate() {
             let Some(b) = self.backends[shard].as_mut() else {
+                self.round_end(shard).await;
                 continue;
             };
             deprecate_eof = b.deprecate_eof();
-            match b.read_reply(expect).await {
+            let r = b.read_reply(expect).await;
+            let claimed = self.round_end(shard).await;
+            match r {
                 Ok(packets) => replies.push(packets),
                 Err(e @ crate::backend::BackendError::Server { .. }) => {
+                    if let (true, crate::backend::BackendError::Server { err, .. }) = (claimed, &e)
+                    {
+                        self.note_killed(shard, Some(err.code));
+                    }
                     error.get_or_insert(super::xa::shard_error(e));
                 }
-                Err(e) => return Err(CmdError::Backend(e)),
+                Err(e) => {
+                    if claimed {
+                        self.note_killed(shard, None);
+                    }
+                    for &(other, _) in &sent[i + 1..] {
+                        self.round_end(other).await;
+                        self.backends[other] = None;
+                        self.stmts.forget_shard(other);
+                    }
+                    return Err(CmdError::Backend(e));
+                }
             }
         }
         if let Some(e) = error {

@@ -115,6 +115,14 @@ pub struct Session {
     pub(super) serving_diag: bool,
     /// This session in the server's registry, for `KILL` (see `kill.rs`).
     pub(super) registered: super::kill::Registered,
+    /// The session's entry for the deadlock detector (made the first time
+    /// the session registers, kept for its life; see `watch.rs`).
+    pub(super) watched: Option<Arc<super::watch::Watched>>,
+    /// The session is in the detector's registry now.
+    pub(super) watching: bool,
+    /// A round trip of the current command was killed by the deadlock
+    /// detector: the session is a victim (handled at the end of the command).
+    pub(super) killed: bool,
 }
 
 /// Serves one accepted client connection until it quits, fails or the server
@@ -163,11 +171,22 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
         diag_shards: vec![0],
         serving_diag: false,
         registered: shared_registry.register(id, &login_user, shards),
+        watched: None,
+        watching: false,
+        killed: false,
     };
     let started = Instant::now();
     let reason = session.run(&mut shutdown).await;
     session.close_backends().await;
     info!(conn = id, %peer, secs = started.elapsed().as_secs_f64(), "session closed: {reason}");
+}
+
+impl Drop for Session {
+    /// Out of the deadlock detector's registry, also when the session's task
+    /// is cut (drain timeout) or panics.
+    fn drop(&mut self) {
+        self.watch_deregister();
+    }
 }
 
 impl Session {
@@ -277,7 +296,10 @@ impl Session {
     /// Handles one command. Shard failures are reported to the client here;
     /// an `Err` means the session must end.
     async fn command(&mut self, payload: &[u8]) -> Result<Next, CmdError> {
-        let result = match payload[0] {
+        if self.shared.deadlock_detection {
+            self.watch_command_start();
+        }
+        let mut result = match payload[0] {
             cmd::QUIT => return Ok(Next::Quit),
             cmd::QUERY => self.query(payload).await,
             cmd::INIT_DB => self.init_db(payload).await,
@@ -312,8 +334,15 @@ impl Session {
                 Ok(())
             }
         };
+        if self.killed {
+            self.killed = false;
+            result = self.deadlock_victim(result).await;
+        }
         if self.shared.routing {
             self.txn_settled();
+        }
+        if self.watched.is_some() {
+            self.watch_command_end();
         }
         match result {
             Ok(()) => Ok(Next::Continue),
@@ -502,10 +531,21 @@ impl Session {
         if super::diag::is_statement(payload) {
             self.note_diag(&[shard]);
         }
+        let Some(conn) = self.backends[shard].as_ref().map(|b| b.connection_id) else {
+            return Ok(Outcome::default());
+        };
+        self.round_begin(shard, conn).await;
+        let watched = self.watched_now();
         let Some(b) = self.backends[shard].as_mut() else {
             return Ok(Outcome::default());
         };
-        let sent = b.send(payload).await.map_err(CmdError::Backend)?;
+        let sent = match b.send(payload).await {
+            Ok(s) => s,
+            Err(e) => {
+                self.round_end(shard).await;
+                return Err(CmdError::Backend(e));
+            }
+        };
         let mut tracker = Tracker::new(expect, b.deprecate_eof(), b.status);
         let mut outcome = Outcome::default();
         let mut observe = |kind: Kind, p: &[u8]| {
@@ -516,14 +556,22 @@ impl Session {
                     let code = p.get(1..3).map(|c| u16::from_le_bytes([c[0], c[1]]));
                     outcome.connection_ended =
                         code.is_some_and(|c| CONNECTION_ENDING_ERRORS.contains(&c));
-                    outcome.rolled_back = code == Some(ER_LOCK_DEADLOCK);
+                    outcome.rolled_back = code == Some(codes::ER_LOCK_DEADLOCK.code);
+                    if let (Some(c), Some(w)) = (code, &watched) {
+                        if w.killed_here(shard, c) {
+                            // Killed by the deadlock detector: the client
+                            // gets 1213 once the transaction is rolled back.
+                            outcome.killed = code;
+                            return Action::Drop;
+                        }
+                    }
                 }
                 _ => {}
             }
             hook(kind, p)
         };
         let was_in_trans = b.status & status::IN_TRANS != 0;
-        relay_reply(
+        let relayed = relay_reply(
             b,
             &mut self.client,
             &mut tracker,
@@ -531,7 +579,24 @@ impl Session {
             &mut self.next_seq,
             &mut observe,
         )
-        .await?;
+        .await;
+        let claimed = self.round_end(shard).await;
+        match relayed {
+            Err(RelayError::Backend(e)) if claimed => {
+                // The shard connection broke under the detector's KILL.
+                self.note_killed(shard, None);
+                return Err(CmdError::Backend(e));
+            }
+            r => r?,
+        }
+        if let Some(code) = outcome.killed {
+            // Its ERR packet was not relayed: the answer is the deadlock.
+            self.mark_killed(shard, Some(code));
+            return Err(CmdError::Refused(
+                codes::ER_LOCK_DEADLOCK,
+                super::watch::DEADLOCK_MESSAGE.into(),
+            ));
+        }
         if outcome.rolled_back && self.txn_xa.is_some() {
             // MariaDB rolls the whole transaction back on a deadlock; the
             // XA branches are only marked rollback-only: finish them, so the
@@ -930,6 +995,7 @@ impl Session {
     /// COM_CHANGE_USER): prepared statements, recorded SETs, the
     /// transaction, where the last insert id is.
     fn forget_session_state(&mut self) {
+        self.watch_deregister();
         self.stmts.clear();
         self.state.clear();
         self.txn_begin = None;
@@ -1113,10 +1179,10 @@ pub(super) struct Outcome {
     pub(super) connection_ended: bool,
     /// ... a deadlock, after which the shard rolled the transaction back.
     pub(super) rolled_back: bool,
+    /// ... the code of the error with which the deadlock detector's KILL
+    /// ended the statement (that ERR packet was not relayed).
+    pub(super) killed: Option<u16>,
 }
-
-/// Deadlock found when trying to get lock: the transaction is rolled back.
-const ER_LOCK_DEADLOCK: u16 = 1213;
 
 /// Errors after which a shard closes the connection: killed (1927), idle
 /// timeout (4031), shutdown (1053).

@@ -69,6 +69,17 @@ pub struct Shared {
     pub xa_recoveries: AtomicU64,
     /// Wakes the XA recovery task for a pass now (it runs every 10 s).
     pub xa_recover_now: tokio::sync::Notify,
+    /// The distributed deadlock detector runs (`routing` and
+    /// `server.deadlock_check_ms` > 0): sessions in transactions register in
+    /// `watch`.
+    pub deadlock_detection: bool,
+    /// The sessions that may hold locks on several shards (see `watch.rs`).
+    pub watch: super::watch::Watchlist,
+    /// Lock cycles across shards the detector broke (see `deadlock.rs`).
+    pub deadlocks_resolved: AtomicU64,
+    /// Times the detector read the shards' lock waits (it does only when a
+    /// statement of a registered session has run longer than its interval).
+    pub deadlock_scans: AtomicU64,
     next_connection_id: AtomicU32,
 }
 
@@ -101,6 +112,10 @@ impl Shared {
             xa_recoveries: AtomicU64::new(0),
             sessions: Arc::default(),
             xa_recover_now: tokio::sync::Notify::new(),
+            deadlock_detection: routing && config.server.deadlock_check_ms > 0,
+            watch: Default::default(),
+            deadlocks_resolved: AtomicU64::new(0),
+            deadlock_scans: AtomicU64::new(0),
             config,
             users,
             shard_info: RwLock::new(ShardInfo {
@@ -150,8 +165,14 @@ impl Shared {
             password: &self.config.backend.password,
             database: None,
             charset: DEFAULT_CHARSET,
-            // Nothing is relayed on this connection: ask for no optional framing.
-            capabilities: cap::SUPPORTED & !cap::DEPRECATE_EOF,
+            // Plain text queries of idgate's own: no optional framing, and
+            // not NO_SCHEMA (the server would ignore `information_schema.`).
+            capabilities: cap::LONG_PASSWORD
+                | cap::LONG_FLAG
+                | cap::PROTOCOL_41
+                | cap::TRANSACTIONS
+                | cap::SECURE_CONNECTION
+                | cap::PLUGIN_AUTH,
             ext_capabilities: 0,
             attrs: None,
             timeout: self.connect_timeout(),

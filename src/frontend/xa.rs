@@ -82,13 +82,17 @@ pub(super) fn shard_error(e: BackendError) -> CmdError {
 impl Session {
     /// Sends each `(shard, payload)`, then reads every reply in turn: the
     /// shards work at the same time. A shard without a connection, or whose
-    /// send fails, gets its error without a read.
+    /// send fails, gets its error without a read. A reply ended by the
+    /// deadlock detector's KILL marks the session a victim (`killed`).
     async fn on_all(
         &mut self,
         sends: &[(usize, &[u8])],
     ) -> Vec<Result<Vec<Vec<u8>>, BackendError>> {
         let mut sent = Vec::with_capacity(sends.len());
         for &(shard, payload) in sends {
+            if let Some(conn) = self.backends[shard].as_ref().map(|b| b.connection_id) {
+                self.round_begin(shard, conn).await;
+            }
             sent.push(match self.backends[shard].as_mut() {
                 Some(b) => b.send(payload).await.map(|_| ()),
                 None => Err(BackendError::Lost {
@@ -99,22 +103,51 @@ impl Session {
         }
         let mut out = Vec::with_capacity(sends.len());
         for (&(shard, _), s) in sends.iter().zip(sent) {
-            out.push(match (s, self.backends[shard].as_mut()) {
+            let r = match (s, self.backends[shard].as_mut()) {
                 (Ok(()), Some(b)) => b.read_reply(Expect::Results).await,
                 (Err(e), _) => Err(e),
                 (Ok(()), None) => Err(BackendError::Lost {
                     shard: self.shared.config.shards[shard].name.clone(),
                     source: std::io::Error::other("no connection"),
                 }),
-            });
+            };
+            if self.round_end(shard).await {
+                match &r {
+                    Err(BackendError::Server { err, .. }) => {
+                        self.note_killed(shard, Some(err.code));
+                    }
+                    Err(_) => {
+                        self.note_killed(shard, None);
+                    }
+                    Ok(_) => {}
+                }
+            }
+            out.push(r);
         }
         out
     }
 
     /// Runs each `(shard, COM_QUERY payload)` as one atomic write and returns
     /// each shard's OK, in order. Every phase (XA START, the statement, XA
-    /// END, XA PREPARE, XA COMMIT) runs on all shards at once.
+    /// END, XA PREPARE, XA COMMIT) runs on all shards at once. The session
+    /// is in the deadlock detector's registry meanwhile: this XA transaction
+    /// holds locks on several shards.
     pub(super) async fn run_atomic(
+        &mut self,
+        parts: Vec<(usize, Vec<u8>)>,
+    ) -> Result<Vec<PartOk>, CmdError> {
+        let register = self.shared.deadlock_detection && !self.watching;
+        if register {
+            self.watch_register();
+        }
+        let result = self.run_atomic_xa(parts).await;
+        if register {
+            self.watch_deregister();
+        }
+        result
+    }
+
+    async fn run_atomic_xa(
         &mut self,
         parts: Vec<(usize, Vec<u8>)>,
     ) -> Result<Vec<PartOk>, CmdError> {

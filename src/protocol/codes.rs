@@ -50,6 +50,12 @@ codes! {
     ER_UNKNOWN_ERROR = (1105, "HY000");
     /// Got error during COMMIT (a commit decision that could not be recorded).
     ER_ERROR_DURING_COMMIT = (1180, "HY000");
+    /// Deadlock found when trying to get lock (the transaction was rolled back).
+    ER_LOCK_DEADLOCK = (1213, "40001");
+    /// Query execution was interrupted (KILL QUERY).
+    ER_QUERY_INTERRUPTED = (1317, "70100");
+    /// Connection was killed (KILL).
+    ER_CONNECTION_KILLED = (1927, "70100");
     /// Can't connect to the server (a shard is unreachable).
     CR_CONN_HOST_ERROR = (2003, "HY000");
     /// Lost connection to the server during query (a shard went away).
