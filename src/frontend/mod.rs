@@ -36,6 +36,7 @@ pub mod session;
 pub mod shared;
 pub mod stmt;
 pub mod txn;
+pub mod upsert;
 pub mod xa;
 pub mod xalog;
 

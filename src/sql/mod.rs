@@ -24,6 +24,8 @@
 //! - `lastid.rs`: `LAST_INSERT_ID()` / `@@identity` uses.
 //! - `edit.rs`: splices; `render.rs`: applying them.
 //! - `prepare.rs`: [`plan_prepare`], [`PrepareRewrite`], execute-time helpers.
+//! - `upsert.rs`: INSERT IGNORE / ON DUPLICATE KEY UPDATE written so that the
+//!   reply tells idgate which id MariaDB would report ([`Report`]).
 //! - `mention.rs`: cheap whole-query checks (names a table of a set? how many
 //!   statements?).
 //! - `rows.rs`: rows of an INSERT into a sharded table (text and shard key).
@@ -46,6 +48,7 @@ pub(crate) mod render;
 pub mod route;
 pub mod rows;
 pub(crate) mod shape;
+pub mod upsert;
 
 pub use error::SqlError;
 pub use insert::SlotKind;
@@ -54,9 +57,11 @@ pub use plan::{plan_query, ColumnsFn, IdDemand, Plan, PlanCtx, QueryRewrite, Rul
 #[doc(hidden)]
 pub use plan::{plan_query_with, Engine};
 pub use prepare::{
-    plan_prepare, BackendParam, BoundId, Execution, ParamSource, PreparePlan, PrepareRewrite,
+    plan_prepare, plan_prepare_with, BackendParam, BoundId, Execution, ParamSource, PreparePlan,
+    PrepareRewrite,
 };
 pub use rows::{RowKey, RowSpan};
+pub use upsert::{LastRow, Report, Upsert, Upserts};
 
 #[cfg(test)]
 mod tests;
