@@ -876,6 +876,118 @@ async fn execute_without_resent_types_gets_fresh_ids() {
     pair.finish().await;
 }
 
+/// The OK packet idgate builds from the RETURNING it adds to a multi-row
+/// INSERT IGNORE is MariaDB's own, byte for byte (last_insert_id aside,
+/// compared by the row it names): with and without CLIENT_DEPRECATE_EOF
+/// and CLIENT_SESSION_TRACK, in autocommit and in a transaction (status
+/// flags), text and prepared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insert_ignore_ok_packet_is_mariadbs_own() {
+    use idgate::protocol::consts::{cap, cmd};
+    use idgate::protocol::reply;
+    use idgate::protocol::response::Expect;
+    use idgate::protocol::stmt::encode_execute;
+    let Some(tb) = support::testbed() else { return };
+    let pair = Pair::new(&tb, "okbytes").await;
+    let (d, v) = (pair.direct.schema.clone(), pair.via.schema.clone());
+    let mut problems = Vec::new();
+    let variants = [
+        CLIENT_CAPS,
+        CLIENT_CAPS | cap::DEPRECATE_EOF,
+        CLIENT_CAPS | cap::DEPRECATE_EOF | cap::SESSION_TRACK,
+    ];
+    for (n, caps) in variants.into_iter().enumerate() {
+        let mut direct = RawClient::direct(&tb, 0, caps).await;
+        direct.exec_ok(&format!("USE `{d}`")).await;
+        let mut via = RawClient::app(pair.proxy.addr, caps).await;
+        via.exec_ok(&format!("USE `{v}`")).await;
+        // The k of the row an id names, on each side.
+        let mut check = Conn::new(direct_opts(&tb, 0, None)).await.unwrap();
+        for c in [&mut direct, &mut via] {
+            c.exec_ok(&format!(
+                "INSERT INTO t (k, u) VALUES ('r{n}a', {}), ('r{n}b', {})",
+                n * 10 + 1,
+                n * 10 + 2
+            ))
+            .await;
+        }
+        let prep = format!(
+            "INSERT IGNORE INTO t (k, u) VALUES (?, {0}), (?, {0}5), (?, {0}6)",
+            n * 10 + 2
+        );
+        for (step, sql) in [
+            format!(
+                "INSERT IGNORE INTO t (k, u) VALUES ('r{n}c', {}), ('r{n}d', {}3)",
+                n * 10 + 1,
+                n * 10
+            ),
+            "BEGIN".to_string(),
+            format!(
+                "INSERT IGNORE INTO t (k, u) VALUES ('r{n}e', {}4), ('r{n}f', {})",
+                n * 10,
+                n * 10 + 2
+            ),
+            "PREPARE".to_string(),
+            "COMMIT".to_string(),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut oks = Vec::new();
+            for (c, schema) in [(&mut direct, &d), (&mut via, &v)] {
+                let r = if sql == "PREPARE" {
+                    let mut p = vec![cmd::STMT_PREPARE];
+                    p.extend_from_slice(prep.as_bytes());
+                    let r = c.command(&p, Expect::Prepare).await;
+                    assert_eq!(r[0][0], 0, "prepare: {r:?}");
+                    let id = u32::from_le_bytes([r[0][1], r[0][2], r[0][3], r[0][4]]);
+                    let columns = u16::from_le_bytes([r[0][5], r[0][6]]);
+                    if columns != 0 || r.len() != 1 + 3 + usize::from(!c.deprecate_eof()) {
+                        problems.push(format!("variant {n}: prepare reply {r:?}"));
+                    }
+                    let mut e = vec![cmd::STMT_EXECUTE];
+                    let k = |x: &str| format!("r{n}{x}");
+                    let (g, h, i) = (k("g"), k("h"), k("i"));
+                    let params: Vec<([u8; 2], Option<&[u8]>)> = vec![
+                        ([0xfd, 0], Some(g.as_bytes())),
+                        ([0xfd, 0], Some(h.as_bytes())),
+                        ([0xfd, 0], Some(i.as_bytes())),
+                    ];
+                    // A cursor flag, as JDBC with useCursorFetch sends.
+                    encode_execute(id, 1, 1, &params, &mut e);
+                    c.command(&e, Expect::Results).await
+                } else {
+                    c.query(&sql).await
+                };
+                let ok = match r.as_slice() {
+                    [p] if p.first() == Some(&reply::OK) => p.clone(),
+                    other => {
+                        problems.push(format!(
+                            "variant {n} step {step} ({sql}): not one OK: {other:?}"
+                        ));
+                        Vec::new()
+                    }
+                };
+                let lid = reply::parse_ok(&ok).map(|o| o.last_insert_id).unwrap_or(0);
+                let k: Option<String> = check
+                    .query_first(format!("SELECT k FROM `{schema}`.t WHERE id = {lid}"))
+                    .await
+                    .unwrap();
+                oks.push((reply::with_last_insert_id(&ok, 0).unwrap_or_default(), k));
+            }
+            if oks[0] != oks[1] {
+                problems.push(format!(
+                    "variant {n} step {step} ({sql}):\n  direct: {:02x?}\n  idgate: {:02x?}",
+                    oks[0], oks[1]
+                ));
+            }
+        }
+        let _ = check.disconnect().await;
+    }
+    pair.finish().await;
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
 async fn count(conn: &mut Conn) -> u64 {
     conn.query_first("SELECT COUNT(*) FROM t")
         .await
