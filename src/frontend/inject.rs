@@ -17,7 +17,7 @@ use super::stmt::PreparedStmt;
 use super::upsert::{self, After, Returned, Step, Tracked};
 use crate::backend::relay::Action;
 use crate::protocol::codes::{self, ErrorCode};
-use crate::protocol::consts::cmd;
+use crate::protocol::consts::{cap, cmd};
 use crate::protocol::reply;
 use crate::protocol::response::{Expect, Kind};
 use crate::protocol::stmt::{self as wire_stmt, types, ParamType};
@@ -271,10 +271,11 @@ impl Session {
             }
             return Ok(());
         }
+        let found_rows = self.login.capabilities & cap::FOUND_ROWS != 0;
         let mut last_insert_id = None;
         let mut hook = |kind: Kind, p: &[u8]| match kind {
             Kind::Ok { index } if report_of(index) == Report::Plain => {
-                match stmts.get(index).map(|st| inserted(st, ids, p)) {
+                match stmts.get(index).map(|st| inserted(st, ids, p, found_rows)) {
                     Some(Inserted::All(id) | Inserted::Some(id)) => {
                         // A generated id wins over a LAST_INSERT_ID(expr) of
                         // the statement, as with AUTO_INCREMENT.
@@ -563,18 +564,22 @@ impl Session {
         // Plain ids: the id is reported here when a row went in.
         let plain = report == Report::Plain;
         let first = ids.first().copied();
+        let found_rows = self.login.capabilities & cap::FOUND_ROWS != 0;
+        let upsert = plan.upsert.as_deref();
         let mut last_insert_id = None;
         let mut hook = |kind: Kind, p: &[u8]| match (kind, last_explicit) {
-            (Kind::Ok { index: 0 }, _) if plain => match inserted_from_ok(first, p) {
-                Inserted::All(id) | Inserted::Some(id) => {
-                    last_insert_id = Some(id);
-                    match reply::with_last_insert_id(p, id) {
-                        Ok(out) => Action::Replace(out),
-                        Err(_) => Action::Keep,
+            (Kind::Ok { index: 0 }, _) if plain => {
+                match inserted_from_ok(first, p, upsert, found_rows) {
+                    Inserted::All(id) | Inserted::Some(id) => {
+                        last_insert_id = Some(id);
+                        match reply::with_last_insert_id(p, id) {
+                            Ok(out) => Action::Replace(out),
+                            Err(_) => Action::Keep,
+                        }
                     }
+                    Inserted::None => Action::Keep,
                 }
-                Inserted::None => Action::Keep,
-            },
+            }
             (Kind::Ok { index: 0 }, Some(v)) => replace_last_insert_id(p, v),
             _ => Action::Keep,
         };
@@ -693,20 +698,37 @@ enum Inserted {
 /// Reads an OK packet: `Records: n  Duplicates: d` in its info for
 /// multi-row statements, affected rows (1: inserted, 2: updated, 0: ignored
 /// or unchanged) for one row.
-fn inserted(st: &StmtInfo, ids: &[u64], p: &[u8]) -> Inserted {
-    inserted_from_ok(ids.get(st.first_slot).copied(), p)
+fn inserted(st: &StmtInfo, ids: &[u64], p: &[u8], found_rows: bool) -> Inserted {
+    inserted_from_ok(
+        ids.get(st.first_slot).copied(),
+        p,
+        st.upsert.as_deref(),
+        found_rows,
+    )
 }
 
-/// [`inserted`] for a statement whose first generated id is `first`.
-fn inserted_from_ok(first: Option<u64>, p: &[u8]) -> Inserted {
+/// [`inserted`] for a statement whose first generated id is `first`. One
+/// row that found a duplicate and left it unchanged counts as affected with
+/// CLIENT_FOUND_ROWS, like a row inserted: when the update list's own
+/// `LAST_INSERT_ID(expr)` ran (the shard reports a value, and the rows set
+/// none), it was the duplicate.
+fn inserted_from_ok(
+    first: Option<u64>,
+    p: &[u8],
+    upsert: Option<&sql::Upsert>,
+    found_rows: bool,
+) -> Inserted {
     let (Ok(ok), Some(first)) = (reply::parse_ok(p), first) else {
         return Inserted::None;
     };
+    let unchanged_duplicate = found_rows
+        && ok.last_insert_id != 0
+        && upsert.is_some_and(|u| u.odku_end.is_some() && !u.rows_set_last_insert_id);
     match parse_records(&ok_info(p)) {
         Some((records, duplicates)) if duplicates >= records => Inserted::None,
         Some((_, 0)) => Inserted::All(first),
         Some(_) => Inserted::Some(first),
-        None if ok.affected_rows == 1 => Inserted::All(first),
+        None if ok.affected_rows == 1 && !unchanged_duplicate => Inserted::All(first),
         None => Inserted::None,
     }
 }

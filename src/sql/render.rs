@@ -342,9 +342,20 @@ fn push_edit(
                     out.push_str(" = ");
                 }
             }
-            let mut id = String::new();
-            push_u64(&mut id, ids.get(*slot).copied().unwrap_or(0));
-            upsert::push_id(out, forms.id(*slot), &id);
+            let id = ids.get(*slot).copied().unwrap_or(0);
+            match forms.id(*slot) {
+                IdForm::Plain => push_u64(out, id),
+                IdForm::Wrap => {
+                    out.push_str("LAST_INSERT_ID(");
+                    push_u64(out, id);
+                    out.push(')');
+                }
+                form => {
+                    let mut v = String::with_capacity(20);
+                    push_u64(&mut v, id);
+                    upsert::push_id(out, form, &v);
+                }
+            }
         }
         EditKind::Column(lead) => {
             let col = st.rule.as_ref().map(|r| &*r.quoted_column).unwrap_or("");

@@ -120,6 +120,8 @@ pub struct Upsert {
     /// A row alias (`VALUES (...) AS new`, MySQL 8 syntax, an error on
     /// MariaDB) before the update list.
     pub alias: bool,
+    /// A `LAST_INSERT_ID(expr)` in the rows (not only in the update list).
+    pub rows_set_last_insert_id: bool,
     /// Just past the statement's last token (where `RETURNING` is appended,
     /// before trailing comments).
     pub end: usize,
@@ -166,6 +168,7 @@ pub(crate) fn analyze(
         (None, Some(ValueClass::Int(v))) => LastRow::Explicit(v),
         _ => LastRow::Other,
     };
+    let rows_set_last_insert_id = sets_last_insert_id(sql, range.start, body_end, modes);
     let mut lx = Lexer::new(sql, body_end, modes);
     let mut depth = 0usize;
     let mut end = body_end;
@@ -208,10 +211,29 @@ pub(crate) fn analyze(
         odku_end,
         returning: returning_at.is_some(),
         alias,
+        rows_set_last_insert_id,
         end,
         rows,
         last,
     }
+}
+
+/// Whether `sql[from..to]` has a `LAST_INSERT_ID(expr)`.
+fn sets_last_insert_id(sql: &str, from: usize, to: usize, modes: Modes) -> bool {
+    let mut lx = Lexer::new(sql, from, modes);
+    let mut recent: [Option<super::lexer::Token>; 2] = [None; 2];
+    while let Some(t) = lx.next_token() {
+        if t.start >= to || t.kind == Kind::Unterminated {
+            break;
+        }
+        if let [Some(a), Some(b)] = recent {
+            if a.is_word(sql, "LAST_INSERT_ID") && b.is(b'(') && !t.is(b')') {
+                return true;
+            }
+        }
+        recent = [recent[1], Some(t)];
+    }
+    false
 }
 
 /// How one generated id of a tracked statement is written.
