@@ -371,14 +371,13 @@ impl Session {
             After::Failed => sql::upsert::restore_command(Some(ids)),
         };
         let b = self.backend(shard).await.map_err(CmdError::Backend)?;
-        b.run(&restore, Expect::Results)
-            .await
-            .map_err(CmdError::Backend)?;
+        b.send_detached(&restore).await.map_err(CmdError::Backend)?;
         Ok(())
     }
 
     /// Gives the shard's session `id` as its last insert id, so
     /// `LAST_INSERT_ID()` returns it (`DO` keeps the statement's warnings).
+    /// Detached: its reply is read before the next command to the shard.
     pub(super) async fn set_last_insert_id(
         &mut self,
         shard: usize,
@@ -386,7 +385,7 @@ impl Session {
     ) -> Result<(), CmdError> {
         let b = self.backend(shard).await.map_err(CmdError::Backend)?;
         let q = format!("\x03DO LAST_INSERT_ID({id})");
-        b.run(q.as_bytes(), Expect::Results)
+        b.send_detached(q.as_bytes())
             .await
             .map_err(CmdError::Backend)?;
         Ok(())

@@ -400,10 +400,12 @@ impl Session {
     /// the shard closed it while idle, outside a transaction).
     pub(super) async fn backend(&mut self, shard: usize) -> Result<&mut BackendConn, BackendError> {
         let now = Instant::now();
-        let stale = match &self.backends[shard] {
-            Some(b) => {
-                now.duration_since(self.last_used[shard]) > IDLE_CHECK_AFTER && closed_by_peer(b)
-            }
+        let idle = now.duration_since(self.last_used[shard]) > IDLE_CHECK_AFTER;
+        let stale = match &mut self.backends[shard] {
+            // The replies to idgate's detached commands are not a closed
+            // connection: read them first.
+            Some(b) if b.detached() > 0 => b.drain().await.is_err() || (idle && closed_by_peer(b)),
+            Some(b) => idle && closed_by_peer(b),
             None => true,
         };
         self.last_used[shard] = now;
