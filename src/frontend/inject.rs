@@ -2,11 +2,15 @@
 //!
 //! COM_QUERY: plan (cheap classification first; only rule-table INSERTs are
 //! parsed), take ids from the generators, observe explicit ids, splice the
-//! ids into the original text and relay the reply. The first generated id of
-//! each statement is written `LAST_INSERT_ID(<id>)`, so the shard's OK packet
-//! and `LAST_INSERT_ID()` report it exactly as AUTO_INCREMENT would; a
-//! statement with only explicit ids gets the last explicit id in its OK packet,
-//! as MariaDB reports for an AUTO_INCREMENT column.
+//! ids into the original text and relay the reply. How each statement's ids
+//! are written and reported is its [`Report`]: the first generated id of a
+//! plain INSERT is written `LAST_INSERT_ID(<id>)`, so the shard's OK packet
+//! and `LAST_INSERT_ID()` report it exactly as AUTO_INCREMENT would; INSERT
+//! IGNORE and ON DUPLICATE KEY UPDATE are tracked (`sql::upsert`, read back
+//! by `upsert.rs`); statements that use LAST_INSERT_ID themselves get plain
+//! ids and the id is reported here once the OK packet shows rows went in. A
+//! statement with only explicit ids gets the last explicit id in its OK
+//! packet, as MariaDB reports for an AUTO_INCREMENT column.
 //!
 //! COM_STMT_PREPARE: the shard prepares a rewritten statement with extra
 //! parameters for the ids; the client is told the parameter count it wrote.
@@ -329,7 +333,7 @@ impl Session {
                     Step::Swallow => Action::Drop,
                     Step::Other => Action::Keep,
                     Step::End => {
-                        let o = t.from_returned(&r.ids);
+                        let o = t.read_returned(&r.ids);
                         after = o.after();
                         match r.ok_packet(t.rows, o.report()) {
                             Some((_, ok)) => Action::Replace(ok),
@@ -341,7 +345,7 @@ impl Session {
             match kind {
                 Kind::Ok { .. } => match reply::parse_ok(p) {
                     Ok(ok) => {
-                        let o = t.from_ok(&ok, &ok_info(p));
+                        let o = t.read_ok(&ok, &ok_info(p));
                         after = o.after();
                         upsert::report_action(p, &ok, o.report())
                     }
@@ -551,7 +555,10 @@ impl Session {
         out.push(cmd::STMT_EXECUTE);
         wire_stmt::encode_execute(backend_id, flags, e.iterations, &list, &mut out);
         if matches!(report, Report::Track | Report::Returning) {
-            let t = tracked_prepared(&plan, &ids);
+            let t = Tracked {
+                last_explicit: exec.last_row,
+                ..tracked_prepared(&plan, &ids)
+            };
             let after = self.relay_tracked(shard, &out, true, t, report).await?;
             self.after_tracked(shard, after, &ids).await?;
             if self.shared.routing && matches!(after, After::Keep | After::Set(_)) {

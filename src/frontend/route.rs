@@ -784,8 +784,8 @@ impl Session {
                 last_explicit,
             };
             outcomes.push(match &ok.returned {
-                Some(r) => t.from_returned(r),
-                None => t.from_ok(&ok.ok, &ok.info),
+                Some(r) => t.read_returned(r),
+                None => t.read_ok(&ok.ok, &ok.info),
             });
         }
         let shards: Vec<usize> = groups.keys().copied().collect();

@@ -85,7 +85,7 @@ impl Outcome {
 
 impl Tracked<'_> {
     /// Reads the OK packet `ok` (with its info text) of the statement.
-    pub fn from_ok(&self, ok: &OkPacket, info: &str) -> Outcome {
+    pub fn read_ok(&self, ok: &OkPacket, info: &str) -> Outcome {
         let register = ok.last_insert_id;
         let counts = parse_records(info);
         // A row ignored for another reason than a duplicate leaves the
@@ -132,7 +132,7 @@ impl Tracked<'_> {
     }
 
     /// Reads the ids a `RETURNING` clause gave back (the stored rows).
-    pub fn from_returned(&self, returned: &[u64]) -> Outcome {
+    pub fn read_returned(&self, returned: &[u64]) -> Outcome {
         let stored = returned.iter().copied().find(|r| self.ids.contains(r));
         Outcome {
             stored,
@@ -363,16 +363,16 @@ mod tests {
         let t = odku(1);
         // Inserted.
         let (o, p) = ok(1, 100, "");
-        let r = t.from_ok(&o, &p);
+        let r = t.read_ok(&o, &p);
         assert_eq!((r.report(), r.after()), (100, After::Keep));
         // Updated: the existing row's id; LAST_INSERT_ID() unchanged.
         let (o, p) = ok(2, 7, "");
-        let r = t.from_ok(&o, &p);
+        let r = t.read_ok(&o, &p);
         assert_eq!((r.report(), r.after()), (7, After::Restore));
         // Unchanged (0, or 1 with CLIENT_FOUND_ROWS): 0.
         for affected in [0, 1] {
             let (o, p) = ok(affected, 7, "");
-            let r = t.from_ok(&o, &p);
+            let r = t.read_ok(&o, &p);
             assert_eq!((r.report(), r.after()), (0, After::Restore));
         }
     }
@@ -382,16 +382,16 @@ mod tests {
         let t = odku(3);
         // A middle row stored first.
         let (o, p) = ok(5, 101, "Records: 3  Duplicates: 2  Warnings: 0");
-        let r = t.from_ok(&o, &p);
+        let r = t.read_ok(&o, &p);
         assert_eq!((r.report(), r.after()), (101, After::Keep));
         // Every row a duplicate, one changed: the last row's id.
         let (o, p) = ok(2, 9, "Records: 3  Duplicates: 1  Warnings: 0");
-        assert_eq!(t.from_ok(&o, &p).report(), 9);
+        assert_eq!(t.read_ok(&o, &p).report(), 9);
         // With CLIENT_FOUND_ROWS, unchanged rows count in both numbers.
         let (o, p) = ok(3, 9, "Records: 3  Duplicates: 3  Warnings: 0");
-        assert_eq!(t.from_ok(&o, &p).report(), 0);
+        assert_eq!(t.read_ok(&o, &p).report(), 0);
         let (o, p) = ok(0, 9, "Records: 3  Duplicates: 0  Warnings: 0");
-        assert_eq!(t.from_ok(&o, &p).report(), 0);
+        assert_eq!(t.read_ok(&o, &p).report(), 0);
     }
 
     #[test]
@@ -402,18 +402,18 @@ mod tests {
             ..odku(1)
         };
         let (o, p) = ok(0, 100, "");
-        let r = t.from_ok(&o, &p);
+        let r = t.read_ok(&o, &p);
         assert_eq!((r.report(), r.after()), (0, After::Restore));
         let (o, p) = ok(1, 100, "");
-        assert_eq!(t.from_ok(&o, &p).after(), After::Keep);
+        assert_eq!(t.read_ok(&o, &p).after(), After::Keep);
         let t = Tracked {
             ignore: true,
             odku: false,
             ..odku(3)
         };
-        let r = t.from_returned(&[101, 102]);
+        let r = t.read_returned(&[101, 102]);
         assert_eq!((r.report(), r.after()), (101, After::Set(101)));
-        let r = t.from_returned(&[]);
+        let r = t.read_returned(&[]);
         assert_eq!((r.report(), r.after()), (0, After::Restore));
     }
 

@@ -10,7 +10,9 @@
 //! comments, hints, escapes, introducers and spacing stay byte-exact).
 //! Generated ids are decimal literals, except the first of each statement,
 //! written `LAST_INSERT_ID(<id>)` so the backend's OK packet and
-//! `LAST_INSERT_ID()` report it exactly as with AUTO_INCREMENT.
+//! `LAST_INSERT_ID()` report it exactly as with AUTO_INCREMENT; INSERT
+//! IGNORE and ON DUPLICATE KEY UPDATE are written as [`upsert`] describes
+//! ([`QueryRewrite::render_with`], [`StmtInfo::report`]).
 //!
 //! Files:
 //! - `lexer.rs`: MySQL-aware tokenizer and statement-end skim (byte offsets).

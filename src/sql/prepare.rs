@@ -107,6 +107,8 @@ pub struct Execution {
     pub demand: usize,
     /// Explicit ids in this execute (literals and client values), row order.
     pub observed: Vec<u64>,
+    /// The last row's explicit id at this execute, if it has one.
+    pub last_row: Option<u64>,
 }
 
 /// What to bind to one backend `?`.
@@ -203,7 +205,9 @@ impl PrepareRewrite {
     ) -> Execution {
         let mut generated = vec![false; self.slots.len()];
         let mut observed = Vec::new();
+        let mut last_row = None;
         for r in &self.rows {
+            last_row = None;
             match *r {
                 RowId::Slot(k) => {
                     let g = match self.slots.get(k) {
@@ -213,6 +217,7 @@ impl PrepareRewrite {
                             BoundId::Int(0) if !no_auto_value_on_zero => true,
                             BoundId::Int(v) => {
                                 observed.push(v);
+                                last_row = Some(v);
                                 false
                             }
                             BoundId::Other => false,
@@ -223,7 +228,10 @@ impl PrepareRewrite {
                         *x = g;
                     }
                 }
-                RowId::Explicit(v) => observed.push(v),
+                RowId::Explicit(v) => {
+                    observed.push(v);
+                    last_row = Some(v);
+                }
                 RowId::Kept => {}
             }
         }
@@ -232,6 +240,7 @@ impl PrepareRewrite {
             generated,
             demand,
             observed,
+            last_row,
         }
     }
 }
