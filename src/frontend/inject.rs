@@ -359,9 +359,9 @@ impl Session {
         Ok(after)
     }
 
-    /// Applies what a tracked statement with generated `ids` left for
-    /// `LAST_INSERT_ID()` on `shard`. Whether the shard now holds the
-    /// session's new value is the caller's to note (`lastid.rs`).
+    /// Applies what a tracked statement (or part of one) with generated
+    /// `ids` left for `LAST_INSERT_ID()` on `shard`. Whether the shard now
+    /// holds the session's new value is the caller's to note (`lastid.rs`).
     pub(super) async fn after_tracked(
         &mut self,
         shard: usize,
@@ -372,7 +372,10 @@ impl Session {
             After::Keep => return Ok(()),
             After::Set(v) => return self.set_last_insert_id(shard, v).await,
             After::Restore => sql::upsert::restore_command(None),
-            After::Failed => sql::upsert::restore_command(Some(ids)),
+            After::Failed => match ids.first() {
+                Some(&first) => sql::upsert::restore_command(Some(first)),
+                None => return Ok(()),
+            },
         };
         let b = self.backend(shard).await.map_err(CmdError::Backend)?;
         b.send_detached(&restore).await.map_err(CmdError::Backend)?;

@@ -675,18 +675,30 @@ impl Session {
         }
         let returning = report == Report::Returning;
         let tracked = matches!(report, Report::Track | Report::Returning);
-        let sent: Vec<usize> = parts.iter().map(|(s, _)| *s).collect();
+        // Each part's first generated id (the one that saves the shard's value).
+        let part_first: Vec<(usize, u64)> = groups
+            .iter()
+            .filter_map(|(&shard, rows)| {
+                let first = if broadcast {
+                    first_id
+                } else {
+                    rows.iter()
+                        .find_map(|&i| match st.rows.get(i).map(|r| r.key) {
+                            Some(RowKey::Generated(s)) => ids.get(s).copied(),
+                            _ => None,
+                        })
+                };
+                first.map(|f| (shard, f))
+            })
+            .collect();
         let oks = match self.run_write(parts, returning).await {
             Ok(oks) => oks,
             Err(e) => {
                 if tracked {
                     // Undone: the shards that saved their value get it back.
-                    let all = ids
-                        .get(st.first_slot..st.first_slot + st.generated)
-                        .unwrap_or(&[]);
-                    for shard in sent {
+                    for (shard, first) in part_first {
                         if self.backends.get(shard).is_some_and(Option::is_some) {
-                            let _ = self.after_tracked(shard, After::Failed, all).await;
+                            let _ = self.after_tracked(shard, After::Failed, &[first]).await;
                         }
                     }
                 }

@@ -478,10 +478,10 @@ pub fn plan_prepare_with(
 /// Writes a generated id bound from `src` in `form` (a `?` per use).
 fn push_param_id(sql: &mut String, params: &mut Vec<ParamSource>, form: IdForm, src: ParamSource) {
     upsert::push_id(sql, form, "?");
-    let uses = if matches!(form, IdForm::Chain | IdForm::Save) {
-        2
-    } else {
-        1
+    let uses = match form {
+        IdForm::Save => 3,
+        IdForm::Chain => 2,
+        IdForm::Plain | IdForm::Wrap => 1,
     };
     params.extend(std::iter::repeat_n(src, uses));
 }

@@ -632,7 +632,8 @@ fn tracked(sql: &str) -> (String, Vec<Report>) {
 
 #[test]
 fn upserts_are_tracked() {
-    const SAVE: &str = "LAST_INSERT_ID(IF(@idgate_lid := LAST_INSERT_ID(), 101, 101))";
+    const SAVE: &str =
+        "LAST_INSERT_ID(IF((@idgate_lid := LAST_INSERT_ID()) = (@idgate_at := 101), 101, 101))";
     // One row, ON DUPLICATE KEY UPDATE.
     let (sql, r) = tracked(
         "INSERT INTO orders (sku) VALUES ('a') ON DUPLICATE KEY UPDATE qty = qty + 1 -- end",
@@ -735,14 +736,14 @@ fn upserts_split_per_shard_are_tracked_per_part() {
         .unwrap();
     assert_eq!(
         out,
-        "INSERT IGNORE INTO orders (sku, `id`) VALUES ('b', LAST_INSERT_ID(IF(@idgate_lid := LAST_INSERT_ID(), 102, 102))) ON DUPLICATE KEY UPDATE qty = 1, `id` = IF(VALUES(`id`) >= 102, IF(LAST_INSERT_ID(`id`), `id`, `id`), `id`)"
+        "INSERT IGNORE INTO orders (sku, `id`) VALUES ('b', LAST_INSERT_ID(IF((@idgate_lid := LAST_INSERT_ID()) = (@idgate_at := 102), 102, 102))) ON DUPLICATE KEY UPDATE qty = 1, `id` = IF(VALUES(`id`) >= 102, IF(LAST_INSERT_ID(`id`), `id`, `id`), `id`)"
     );
     out.clear();
     r.render_rows(0, &[0, 2], &[101, 102, 103], Report::Track, &mut out)
         .unwrap();
     assert_eq!(
         out,
-        "INSERT IGNORE INTO orders (sku, `id`) VALUES ('a', LAST_INSERT_ID(IF(@idgate_lid := LAST_INSERT_ID(), 101, 101))), ('c', IF(LAST_INSERT_ID() = 0, LAST_INSERT_ID(103), 103)) ON DUPLICATE KEY UPDATE qty = 1, `id` = IF(VALUES(`id`) >= 101 AND LAST_INSERT_ID() = VALUES(`id`), IF(LAST_INSERT_ID(IF(VALUES(`id`) = 103, `id`, 0)), `id`, `id`), `id`)"
+        "INSERT IGNORE INTO orders (sku, `id`) VALUES ('a', LAST_INSERT_ID(IF((@idgate_lid := LAST_INSERT_ID()) = (@idgate_at := 101), 101, 101))), ('c', IF(LAST_INSERT_ID() = 0, LAST_INSERT_ID(103), 103)) ON DUPLICATE KEY UPDATE qty = 1, `id` = IF(VALUES(`id`) >= 101 AND LAST_INSERT_ID() = VALUES(`id`), IF(LAST_INSERT_ID(IF(VALUES(`id`) = 103, `id`, 0)), `id`, `id`), `id`)"
     );
     // A part of an INSERT IGNORE of several rows: RETURNING.
     let Plan::Rewrite(r) = plan_query(
@@ -758,7 +759,7 @@ fn upserts_split_per_shard_are_tracked_per_part() {
         .unwrap();
     assert_eq!(
         out,
-        "INSERT IGNORE INTO orders (sku, `id`) VALUES ('a', LAST_INSERT_ID(IF(@idgate_lid := LAST_INSERT_ID(), 101, 101))), ('c', 103) RETURNING `id`"
+        "INSERT IGNORE INTO orders (sku, `id`) VALUES ('a', LAST_INSERT_ID(IF((@idgate_lid := LAST_INSERT_ID()) = (@idgate_at := 101), 101, 101))), ('c', 103) RETURNING `id`"
     );
 }
 
@@ -777,12 +778,13 @@ fn prepared_upserts_are_tracked() {
     assert_eq!(p.report, Report::Track);
     assert_eq!(
         p.backend_sql,
-        "INSERT INTO orders (sku, `id`) VALUES (?, LAST_INSERT_ID(IF(@idgate_lid := LAST_INSERT_ID(), ?, ?))), (?, IF(LAST_INSERT_ID() = 0, LAST_INSERT_ID(?), ?)) ON DUPLICATE KEY UPDATE qty = ?, `id` = IF(VALUES(`id`) >= ? AND LAST_INSERT_ID() = VALUES(`id`), IF(LAST_INSERT_ID(IF(VALUES(`id`) = ?, `id`, 0)), `id`, `id`), `id`)"
+        "INSERT INTO orders (sku, `id`) VALUES (?, LAST_INSERT_ID(IF((@idgate_lid := LAST_INSERT_ID()) = (@idgate_at := ?), ?, ?))), (?, IF(LAST_INSERT_ID() = 0, LAST_INSERT_ID(?), ?)) ON DUPLICATE KEY UPDATE qty = ?, `id` = IF(VALUES(`id`) >= ? AND LAST_INSERT_ID() = VALUES(`id`), IF(LAST_INSERT_ID(IF(VALUES(`id`) = ?, `id`, 0)), `id`, `id`), `id`)"
     );
     assert_eq!(
         p.params,
         vec![
             Client(0),
+            Generated(0),
             Generated(0),
             Generated(0),
             Client(1),
@@ -797,31 +799,42 @@ fn prepared_upserts_are_tracked() {
     use BackendParam::{Client as C, Id, Null};
     assert_eq!(
         ex.backend_params(&p, &[8, 9]).unwrap(),
-        vec![C(0), Id(8), Id(8), C(1), Id(9), Id(9), C(2), Id(8), Id(9)]
+        vec![
+            C(0),
+            Id(8),
+            Id(8),
+            Id(8),
+            C(1),
+            Id(9),
+            Id(9),
+            C(2),
+            Id(8),
+            Id(9)
+        ]
     );
     // The client's `?` in the id column: the first generated one decides
     // at execute which branch is bound; an explicit value tracks nothing.
     let p = plan("INSERT INTO orders (id, sku) VALUES (?, ?) ON DUPLICATE KEY UPDATE qty = 1");
     assert_eq!(
         p.backend_sql,
-        "INSERT INTO orders (id, sku) VALUES (IFNULL(?, IFNULL(IF(? IS NULL, NULL, LAST_INSERT_ID(IF(@idgate_lid := LAST_INSERT_ID(), ?, ?))), ?)), ?) ON DUPLICATE KEY UPDATE qty = 1, `id` = IF(VALUES(`id`) >= ?, IF(LAST_INSERT_ID(`id`), `id`, `id`), `id`)"
+        "INSERT INTO orders (id, sku) VALUES (IFNULL(?, IFNULL(IF(? IS NULL, NULL, LAST_INSERT_ID(IF((@idgate_lid := LAST_INSERT_ID()) = (@idgate_at := ?), ?, ?))), ?)), ?) ON DUPLICATE KEY UPDATE qty = 1, `id` = IF(VALUES(`id`) >= ?, IF(LAST_INSERT_ID(`id`), `id`, `id`), `id`)"
     );
     let ex = p.execute(&|_| BoundId::Null, false);
     assert_eq!(
         ex.backend_params(&p, &[8]).unwrap(),
-        vec![Null, Id(8), Id(8), Id(8), Null, C(1), Id(8)]
+        vec![Null, Id(8), Id(8), Id(8), Id(8), Null, C(1), Id(8)]
     );
     let ex = p.execute(&|_| BoundId::Int(5), false);
     assert_eq!(
         ex.backend_params(&p, &[]).unwrap(),
-        vec![C(0), Null, Null, Null, Null, C(1), Null]
+        vec![C(0), Null, Null, Null, Null, Null, C(1), Null]
     );
     // Several rows of INSERT IGNORE: RETURNING (the client is told no columns).
     let p = plan("INSERT IGNORE INTO orders (sku) VALUES (?), (?)");
     assert_eq!(p.report, Report::Returning);
     assert_eq!(
         p.backend_sql,
-        "INSERT IGNORE INTO orders (sku, `id`) VALUES (?, LAST_INSERT_ID(IF(@idgate_lid := LAST_INSERT_ID(), ?, ?))), (?, ?) RETURNING `id`"
+        "INSERT IGNORE INTO orders (sku, `id`) VALUES (?, LAST_INSERT_ID(IF((@idgate_lid := LAST_INSERT_ID()) = (@idgate_at := ?), ?, ?))), (?, ?) RETURNING `id`"
     );
     // Shards that cannot track (MySQL), or plan_prepare: plain ids.
     let p = match plan_prepare(

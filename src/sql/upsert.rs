@@ -13,8 +13,9 @@
 //! A statement of this kind is *tracked* ([`Report::Track`]): the backend's
 //! own `LAST_INSERT_ID` is used as a scratch register that the OK packet
 //! carries back.
-//! - The first generated id saves the session's value and starts the
-//!   register: `LAST_INSERT_ID(IF(@idgate_lid := LAST_INSERT_ID(), <id>, <id>))`.
+//! - The first generated id saves the session's value (and which statement
+//!   saved it) and starts the register:
+//!   `LAST_INSERT_ID(IF((@idgate_lid := LAST_INSERT_ID()) = (@idgate_at := <id>), <id>, <id>))`.
 //! - With ON DUPLICATE KEY UPDATE and several rows, the register holds the
 //!   id of the first generated row not yet known to be a duplicate. Every
 //!   later generated id is `IF(LAST_INSERT_ID() = 0, LAST_INSERT_ID(<id>), <id>)`,
@@ -50,6 +51,10 @@ use super::shape::{Body, ValueClass};
 
 /// The session variable the first generated id saves `LAST_INSERT_ID()` in.
 pub const SAVED: &str = "@idgate_lid";
+
+/// The session variable that names the statement that saved it (its first
+/// generated id).
+pub const SAVER: &str = "@idgate_at";
 
 /// What the shards support (MariaDB: tracking; 10.5 and later: RETURNING).
 /// MySQL warns about `VALUES()` and assignments in expressions, so there
@@ -260,12 +265,16 @@ pub(crate) fn push_id(out: &mut String, form: IdForm, v: &str) {
             out.push(')');
         }
         IdForm::Save => {
-            // The assignment is IF's condition: evaluated whatever its value
-            // (an `IS NULL` test of it would be folded away, the variable
-            // never set).
-            out.push_str("LAST_INSERT_ID(IF(");
+            // The assignments are IF's condition: evaluated whatever its
+            // value (an `IS NULL` test of one would be folded away, the
+            // variable never set).
+            out.push_str("LAST_INSERT_ID(IF((");
             out.push_str(SAVED);
-            out.push_str(" := LAST_INSERT_ID(), ");
+            out.push_str(" := LAST_INSERT_ID()) = (");
+            out.push_str(SAVER);
+            out.push_str(" := ");
+            out.push_str(v);
+            out.push_str("), ");
             out.push_str(v);
             out.push_str(", ");
             out.push_str(v);
@@ -336,26 +345,20 @@ pub(crate) fn push_returning(out: &mut String, column: &str) {
 
 /// `DO LAST_INSERT_ID(@idgate_lid)`: gives the session back the value the
 /// statement saved (a COM_QUERY payload). After a statement that failed,
-/// `ids` are its generated ids: the value is given back only if the register
-/// holds one of them (the statement got as far as saving it; a statement
-/// that failed earlier left the session's value alone, and the variable may
-/// be an older statement's).
-pub fn restore_command(ids: Option<&[u64]>) -> Vec<u8> {
+/// `failed` is its first generated id: the value is given back only if the
+/// statement got as far as saving it (`@idgate_at` names the statement
+/// that saved last); one that failed earlier left the session's value
+/// alone, and the variables may be an older statement's.
+pub fn restore_command(failed: Option<u64>) -> Vec<u8> {
     let mut q = String::from("\x03DO LAST_INSERT_ID(");
-    match ids {
+    match failed {
         None => q.push_str(SAVED),
-        Some(ids) => {
-            q.push_str("IF(LAST_INSERT_ID() IN (");
-            for (i, id) in ids.iter().enumerate() {
-                if i > 0 {
-                    q.push_str(", ");
-                }
-                super::render::push_u64(&mut q, *id);
-            }
-            if ids.is_empty() {
-                q.push_str("NULL");
-            }
-            q.push_str("), ");
+        Some(first) => {
+            q.push_str("IF(");
+            q.push_str(SAVER);
+            q.push_str(" = ");
+            super::render::push_u64(&mut q, first);
+            q.push_str(", ");
             q.push_str(SAVED);
             q.push_str(", LAST_INSERT_ID())");
         }
@@ -378,12 +381,21 @@ mod tests {
     }
 
     #[test]
+    fn restore() {
+        assert_eq!(restore_command(None), b"\x03DO LAST_INSERT_ID(@idgate_lid)");
+        assert_eq!(
+            restore_command(Some(5)),
+            b"\x03DO LAST_INSERT_ID(IF(@idgate_at = 5, @idgate_lid, LAST_INSERT_ID()))"
+        );
+    }
+
+    #[test]
     fn forms() {
         let mut s = String::new();
         push_id(&mut s, IdForm::Save, "7");
         assert_eq!(
             s,
-            "LAST_INSERT_ID(IF(@idgate_lid := LAST_INSERT_ID(), 7, 7))"
+            "LAST_INSERT_ID(IF((@idgate_lid := LAST_INSERT_ID()) = (@idgate_at := 7), 7, 7))"
         );
         s.clear();
         push_id(&mut s, IdForm::Chain, "?");
