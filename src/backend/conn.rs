@@ -219,7 +219,9 @@ impl BackendConn {
     /// Sends a command (sequence ids from 0); returns the last sequence id
     /// used. The replies to detached commands are read first.
     pub async fn send(&mut self, payload: &[u8]) -> Result<u8, BackendError> {
-        self.drain().await?;
+        if self.detached > 0 {
+            self.drain().await?;
+        }
         let mut out = std::mem::take(&mut self.wbuf);
         out.clear();
         let last = frame(&mut out, 0, payload);

@@ -402,10 +402,15 @@ impl Session {
         let now = Instant::now();
         let idle = now.duration_since(self.last_used[shard]) > IDLE_CHECK_AFTER;
         let stale = match &mut self.backends[shard] {
-            // The replies to idgate's detached commands are not a closed
-            // connection: read them first.
-            Some(b) if b.detached() > 0 => b.drain().await.is_err() || (idle && closed_by_peer(b)),
-            Some(b) => idle && closed_by_peer(b),
+            Some(b) => {
+                // The replies to idgate's detached commands are not a closed
+                // connection: read them first (a connection that broke
+                // meanwhile is an error, as during a statement).
+                if b.detached() > 0 {
+                    b.drain().await?;
+                }
+                idle && closed_by_peer(b)
+            }
             None => true,
         };
         self.last_used[shard] = now;
