@@ -1339,6 +1339,49 @@ async fn upserts(p: &mut Pair) {
         new(7)
     ))
     .await;
+    // Explicit ids mixed in, no generated row stored: MariaDB reports the
+    // id the last row was written with (stored or not), or the existing
+    // row's id when the last row found one.
+    p.text(&format!(
+        "INSERT IGNORE INTO t (id, k, u) VALUES ({}, 'x{call}_74', {}), (NULL, {}, {})",
+        b + 10,
+        new(74),
+        k(75),
+        new(1)
+    ))
+    .await;
+    p.text(&format!(
+        "INSERT IGNORE INTO t (id, k, u) VALUES (NULL, {}, {}), ({}, 'x{call}_77', {})",
+        k(76),
+        new(1),
+        b + 11,
+        new(77)
+    ))
+    .await;
+    p.text(&format!(
+        "INSERT INTO t (id, k, u) VALUES ({}, 'x{call}_78', {}), (NULL, {}, {}) {same}",
+        b + 12,
+        new(78),
+        k(79),
+        new(1)
+    ))
+    .await;
+    p.text(&format!(
+        "INSERT INTO t (id, k, u) VALUES (NULL, {}, {}), ({}, 'x{call}_81', {}) {same}",
+        k(80),
+        new(1),
+        b + 13,
+        new(81)
+    ))
+    .await;
+    p.text(&format!(
+        "INSERT INTO t (id, k, u) VALUES (NULL, {}, {}), ({}, 'x{call}_83', {}) {odku}",
+        k(82),
+        new(1),
+        b + 14,
+        new(2)
+    ))
+    .await;
     // The same through prepared statements.
     p.prepared(
         &format!("INSERT INTO t (k, u) VALUES (?, ?) {odku}"),

@@ -558,8 +558,14 @@ impl Session {
         out.push(cmd::STMT_EXECUTE);
         wire_stmt::encode_execute(backend_id, flags, e.iterations, &list, &mut out);
         if matches!(report, Report::Track | Report::Returning) {
+            // The id the last row got at this execute: explicit, or the
+            // last generated one when its slot was generated.
+            let generated_last = match plan.upsert.as_deref().map(|u| u.last) {
+                Some(LastRow::Slot(_)) => ids.last().copied(),
+                _ => None,
+            };
             let t = Tracked {
-                last_explicit: exec.last_row,
+                last_row: exec.last_row.or(generated_last),
                 ..tracked_prepared(&plan, &ids)
             };
             let after = self.relay_tracked(shard, &out, true, t, report).await?;
@@ -658,10 +664,19 @@ fn explicit_only_ok(info: Option<&StmtInfo>, p: &[u8]) -> Action {
 
 /// A tracked statement of a query, with its generated `ids`.
 fn tracked<'a>(st: &StmtInfo, ids: &'a [u64]) -> Tracked<'a> {
-    tracked_of(st.upsert.as_deref(), ids)
+    // The last row's generated id: the last one (slots go with the rows).
+    let last_row = match st.upsert.as_deref().map(|u| u.last) {
+        Some(LastRow::Slot(_)) => ids.last().copied(),
+        _ => None,
+    };
+    Tracked {
+        last_row: last_row.or(tracked_of(st.upsert.as_deref(), ids).last_row),
+        ..tracked_of(st.upsert.as_deref(), ids)
+    }
 }
 
-/// A tracked prepared statement's execute, with its generated `ids`.
+/// A tracked prepared statement's execute, with its generated `ids`
+/// (the last row's id is the execute's: see `execute_planned`).
 fn tracked_prepared<'a>(plan: &PrepareRewrite, ids: &'a [u64]) -> Tracked<'a> {
     tracked_of(plan.upsert.as_deref(), ids)
 }
@@ -672,7 +687,7 @@ fn tracked_of<'a>(u: Option<&sql::Upsert>, ids: &'a [u64]) -> Tracked<'a> {
         rows: u.map_or(1, |u| u.rows),
         ignore: u.is_some_and(|u| u.ignore),
         odku: u.is_some_and(|u| u.odku_end.is_some()),
-        last_explicit: match u.map(|u| u.last) {
+        last_row: match u.map(|u| u.last) {
             Some(LastRow::Explicit(v)) => Some(v),
             _ => None,
         },

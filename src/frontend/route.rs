@@ -768,32 +768,36 @@ impl Session {
             .unwrap_or(&[]);
         let mut outcomes = Vec::with_capacity(oks.len());
         for ((_, rows), ok) in groups.iter().zip(oks) {
-            let (part_ids, last_explicit) = if broadcast {
-                let last = match u.map(|u| u.last) {
-                    Some(crate::sql::LastRow::Explicit(v)) => Some(v),
-                    _ => None,
-                };
-                (all_ids.to_vec(), last)
-            } else {
-                let part_ids: Vec<u64> = rows
-                    .iter()
-                    .filter_map(|&i| match st.rows.get(i).map(|r| r.key) {
-                        Some(RowKey::Generated(s)) => ids.get(s).copied(),
-                        _ => None,
-                    })
-                    .collect();
-                let last = match rows.last().and_then(|&i| st.rows.get(i)).map(|r| r.key) {
-                    Some(RowKey::Explicit(v)) => Some(v),
-                    _ => None,
-                };
-                (part_ids, last)
+            // The part's generated ids, and the id its last row was written with.
+            let key_id = |k: Option<RowKey>| match k {
+                Some(RowKey::Generated(s)) => ids.get(s).copied(),
+                Some(RowKey::Explicit(v)) => Some(v),
+                _ => None,
             };
+            let part_rows: Vec<usize> = if broadcast {
+                (0..st.rows.len()).collect()
+            } else {
+                rows.clone()
+            };
+            let part_ids: Vec<u64> = part_rows
+                .iter()
+                .filter_map(|&i| match st.rows.get(i).map(|r| r.key) {
+                    Some(RowKey::Generated(s)) => ids.get(s).copied(),
+                    _ => None,
+                })
+                .collect();
+            let last_row = key_id(
+                part_rows
+                    .last()
+                    .and_then(|&i| st.rows.get(i))
+                    .map(|r| r.key),
+            );
             let t = Tracked {
                 ids: &part_ids,
-                rows: if broadcast { st.rows.len() } else { rows.len() },
+                rows: part_rows.len(),
                 ignore,
                 odku,
-                last_explicit,
+                last_row,
             };
             outcomes.push(match &ok.returned {
                 Some(r) => t.read_returned(r),

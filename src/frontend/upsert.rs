@@ -31,9 +31,11 @@ pub(super) struct Tracked<'a> {
     pub ignore: bool,
     /// `ON DUPLICATE KEY UPDATE`.
     pub odku: bool,
-    /// The last row's explicit id, when it has one (the report when no
-    /// generated row was stored and the register could not follow it).
-    pub last_explicit: Option<u64>,
+    /// The id the last row was written with (explicit, or generated), when
+    /// known: MariaDB reports it when no generated row was stored but a
+    /// row was written and the register could not follow the last row
+    /// (an explicit row inserted; an INSERT IGNORE's ignored row).
+    pub last_row: Option<u64>,
 }
 
 /// What the shard's `LAST_INSERT_ID()` needs after the statement.
@@ -119,9 +121,8 @@ impl Tracked<'_> {
             }
         };
         let last = match register {
-            0 => self.last_explicit.unwrap_or(0),
-            r if self.odku => r,
-            _ => self.last_explicit.unwrap_or(0),
+            r if r != 0 && self.odku => r,
+            _ => self.last_row.unwrap_or(0),
         };
         Outcome {
             stored: None,
@@ -139,7 +140,11 @@ impl Tracked<'_> {
             // The register holds the first generated id.
             held: stored.is_some() && stored == self.ids.first().copied(),
             copied: returned.len() as u64,
-            last: returned.last().copied().unwrap_or(0),
+            // MariaDB: the id the last row was written with, stored or not.
+            last: self
+                .last_row
+                .or_else(|| returned.last().copied())
+                .unwrap_or(0),
         }
     }
 }
@@ -354,7 +359,7 @@ mod tests {
             rows,
             ignore: false,
             odku: true,
-            last_explicit: None,
+            last_row: None,
         }
     }
 

@@ -350,6 +350,8 @@ pub fn plan_prepare_with(
             params.push(ParamSource::FirstGenerated);
             let last = match out.info.upsert.as_ref().map(|u| u.last) {
                 Some(LastRow::Slot(s)) if rows > 1 => {
+                    // Written twice (`push_assignment`).
+                    params.push(ParamSource::Generated(s));
                     params.push(ParamSource::Generated(s));
                     "?".to_string()
                 }

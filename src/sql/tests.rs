@@ -657,7 +657,7 @@ fn upserts_are_tracked() {
     assert_eq!(r, [Report::Track]);
     assert_eq!(
         sql,
-        format!("INSERT IGNORE INTO orders (id, sku) VALUES ({SAVE}, 'a'), (7, 'b'), (IF(LAST_INSERT_ID() = 0, LAST_INSERT_ID(102), 102), 'c') ON DUPLICATE KEY UPDATE qty = VALUES(qty), `id` = IF(VALUES(`id`) >= 101 AND LAST_INSERT_ID() = VALUES(`id`), IF(LAST_INSERT_ID(IF(VALUES(`id`) = 102, `id`, 0)), `id`, `id`), `id`)")
+        format!("INSERT IGNORE INTO orders (id, sku) VALUES ({SAVE}, 'a'), (7, 'b'), (IF(LAST_INSERT_ID() = 0, LAST_INSERT_ID(102), 102), 'c') ON DUPLICATE KEY UPDATE qty = VALUES(qty), `id` = IF(VALUES(`id`) >= 101 AND LAST_INSERT_ID() = VALUES(`id`) OR VALUES(`id`) = 102 AND LAST_INSERT_ID() = 0, IF(LAST_INSERT_ID(IF(VALUES(`id`) = 102, `id`, 0)), `id`, `id`), `id`)")
     );
     let (sql, r) = tracked(
         "INSERT INTO orders (sku) VALUES ('a'), ('b') ON DUPLICATE KEY UPDATE qty = 1 RETURNING id",
@@ -743,7 +743,7 @@ fn upserts_split_per_shard_are_tracked_per_part() {
         .unwrap();
     assert_eq!(
         out,
-        "INSERT IGNORE INTO orders (sku, `id`) VALUES ('a', LAST_INSERT_ID(IF((@idgate_lid := LAST_INSERT_ID()) = (@idgate_at := 101), 101, 101))), ('c', IF(LAST_INSERT_ID() = 0, LAST_INSERT_ID(103), 103)) ON DUPLICATE KEY UPDATE qty = 1, `id` = IF(VALUES(`id`) >= 101 AND LAST_INSERT_ID() = VALUES(`id`), IF(LAST_INSERT_ID(IF(VALUES(`id`) = 103, `id`, 0)), `id`, `id`), `id`)"
+        "INSERT IGNORE INTO orders (sku, `id`) VALUES ('a', LAST_INSERT_ID(IF((@idgate_lid := LAST_INSERT_ID()) = (@idgate_at := 101), 101, 101))), ('c', IF(LAST_INSERT_ID() = 0, LAST_INSERT_ID(103), 103)) ON DUPLICATE KEY UPDATE qty = 1, `id` = IF(VALUES(`id`) >= 101 AND LAST_INSERT_ID() = VALUES(`id`) OR VALUES(`id`) = 103 AND LAST_INSERT_ID() = 0, IF(LAST_INSERT_ID(IF(VALUES(`id`) = 103, `id`, 0)), `id`, `id`), `id`)"
     );
     // A part of an INSERT IGNORE of several rows: RETURNING.
     let Plan::Rewrite(r) = plan_query(
@@ -778,7 +778,7 @@ fn prepared_upserts_are_tracked() {
     assert_eq!(p.report, Report::Track);
     assert_eq!(
         p.backend_sql,
-        "INSERT INTO orders (sku, `id`) VALUES (?, LAST_INSERT_ID(IF((@idgate_lid := LAST_INSERT_ID()) = (@idgate_at := ?), ?, ?))), (?, IF(LAST_INSERT_ID() = 0, LAST_INSERT_ID(?), ?)) ON DUPLICATE KEY UPDATE qty = ?, `id` = IF(VALUES(`id`) >= ? AND LAST_INSERT_ID() = VALUES(`id`), IF(LAST_INSERT_ID(IF(VALUES(`id`) = ?, `id`, 0)), `id`, `id`), `id`)"
+        "INSERT INTO orders (sku, `id`) VALUES (?, LAST_INSERT_ID(IF((@idgate_lid := LAST_INSERT_ID()) = (@idgate_at := ?), ?, ?))), (?, IF(LAST_INSERT_ID() = 0, LAST_INSERT_ID(?), ?)) ON DUPLICATE KEY UPDATE qty = ?, `id` = IF(VALUES(`id`) >= ? AND LAST_INSERT_ID() = VALUES(`id`) OR VALUES(`id`) = ? AND LAST_INSERT_ID() = 0, IF(LAST_INSERT_ID(IF(VALUES(`id`) = ?, `id`, 0)), `id`, `id`), `id`)"
     );
     assert_eq!(
         p.params,
@@ -792,6 +792,7 @@ fn prepared_upserts_are_tracked() {
             Generated(1),
             Client(2),
             FirstGenerated,
+            Generated(1),
             Generated(1)
         ]
     );
@@ -809,6 +810,7 @@ fn prepared_upserts_are_tracked() {
             Id(9),
             C(2),
             Id(8),
+            Id(9),
             Id(9)
         ]
     );

@@ -25,7 +25,9 @@
 //!   generated row becomes the candidate), or, for the last row, to its
 //!   existing row's id as updated. A stored candidate is never touched
 //!   again; duplicates with explicit ids (all below the first generated id:
-//!   they are observed before ids are taken) never touch it. The
+//!   they are observed before ids are taken) never touch it, except an
+//!   explicit last row when the register is 0 (`OR VALUES(id) = <last> AND
+//!   LAST_INSERT_ID() = 0`: its existing row's id, as MariaDB reports). The
 //!   assignment writes the id column back unchanged, so affected rows,
 //!   `Duplicates` and warnings are MariaDB's own.
 //! - With one row, the append is
@@ -320,6 +322,13 @@ pub(crate) fn push_assignment(
     } else {
         out.push_str(" AND LAST_INSERT_ID() = ");
         out.push_str(&values);
+        // An explicit last row that is a duplicate, no generated row
+        // stored before it (register 0): its existing row's id too.
+        out.push_str(" OR ");
+        out.push_str(&values);
+        out.push_str(" = ");
+        out.push_str(last);
+        out.push_str(" AND LAST_INSERT_ID() = 0");
         out.push_str(", IF(LAST_INSERT_ID(IF(");
         out.push_str(&values);
         out.push_str(" = ");
@@ -410,7 +419,7 @@ mod tests {
         push_assignment(&mut s, "`id`", 2, "8", "9");
         assert_eq!(
             s,
-            ", `id` = IF(VALUES(`id`) >= 8 AND LAST_INSERT_ID() = VALUES(`id`), IF(LAST_INSERT_ID(IF(VALUES(`id`) = 9, `id`, 0)), `id`, `id`), `id`)"
+            ", `id` = IF(VALUES(`id`) >= 8 AND LAST_INSERT_ID() = VALUES(`id`) OR VALUES(`id`) = 9 AND LAST_INSERT_ID() = 0, IF(LAST_INSERT_ID(IF(VALUES(`id`) = 9, `id`, 0)), `id`, `id`), `id`)"
         );
     }
 }
