@@ -15,14 +15,17 @@
 //!   column definitions and result-set rows. Bytes only, no SQL semantics.
 //! - [`backend`]: one client connection from idgate to a shard.
 //! - [`frontend`]: one client session: authentication, the command loop,
-//!   per-session state, relaying replies, filling ids (`inject`), routing
-//!   to shards (`route`, `scatter`, `txn`, `xa`; `xalog`: two-phase commit
-//!   decisions in the allocator's store and recovery), breaking lock cycles
-//!   across shards (`watch`: the sessions in transactions; `deadlock`: the
-//!   detector task), `KILL` (`kill`), diagnostics (`diag`), idgate's own
-//!   admin statements (`admin`).
-//! - [`sql`]: classify, parse, plan and splice INSERT statements; what a
-//!   SELECT/UPDATE/DELETE/DDL needs for routing (`sql::route`). Pure.
+//!   per-session state, relaying replies, filling ids (`inject`, and
+//!   `upsert` for the replies of INSERT IGNORE / ON DUPLICATE KEY UPDATE),
+//!   routing to shards (`route`, `scatter`, `txn`, `xa`; `xalog`: two-phase
+//!   commit decisions in the allocator's store and recovery), breaking lock
+//!   cycles across shards (`watch`: the sessions in transactions;
+//!   `deadlock`: the detector task), `KILL` (`kill`), diagnostics (`diag`),
+//!   idgate's own admin statements (`admin`).
+//! - [`sql`]: classify, parse, plan and splice INSERT statements (`sql::upsert`:
+//!   how INSERT IGNORE / ON DUPLICATE KEY UPDATE are written so their reply
+//!   tells which id to report); what a SELECT/UPDATE/DELETE/DDL needs for
+//!   routing (`sql::route`). Pure.
 //! - [`idgen`]: the id allocator: sequence and snowflake generators over a
 //!   store (etcd, file, memory).
 //! - [`shard`]: placement of rows on shards and merging of scattered

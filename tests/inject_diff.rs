@@ -19,10 +19,11 @@ use mysql_async::{Conn, Params, Value};
 use std::collections::BTreeMap;
 use support::proxy::{self, direct_opts, ColMeta, Event, Proxy, RawClient, CLIENT_CAPS};
 
-/// Known bug: see `insert_ignore_and_odku_update_report_like_mariadb`.
-const BUG_LID_NOT_INSERTED: &str = "the first generated id is spliced as LAST_INSERT_ID(<id>), \
-     which MariaDB evaluates even when that row is ignored (INSERT IGNORE) or becomes an update \
-     (ON DUPLICATE KEY UPDATE): OK packet and LAST_INSERT_ID() then report an id no row holds";
+/// After a multi-row INSERT that fails once a row went in (and was rolled
+/// back), MariaDB's `LAST_INSERT_ID()` is that row's id; idgate leaves it
+/// unchanged (MySQL's documentation calls it undefined).
+const UNDEFINED_AFTER_FAILURE: &str =
+    "LAST_INSERT_ID() after a failed multi-row INSERT (undefined in MySQL's docs; see report)";
 
 const AUTO_INCREMENT_FLAG: u16 = 0x200;
 const NO_DEFAULT_VALUE_FLAG: u16 = 0x1000;
@@ -247,6 +248,12 @@ struct Pair {
 
 impl Pair {
     async fn new(tb: &support::Testbed, tag: &str) -> Pair {
+        Pair::new_with(tb, tag, false).await
+    }
+
+    /// With `found_rows`, both sides log in with CLIENT_FOUND_ROWS (affected
+    /// rows count rows found, not changed).
+    async fn new_with(tb: &support::Testbed, tag: &str, found_rows: bool) -> Pair {
         let d = support::unique(&format!("ijd_{tag}_a"));
         let p = support::unique(&format!("ijd_{tag}_b"));
         let mut all: Vec<String> = ddl(&d, true);
@@ -254,8 +261,12 @@ impl Pair {
         let refs: Vec<&str> = all.iter().map(String::as_str).collect();
         proxy::admin(tb, 0, &refs).await;
         let proxy = Proxy::start_rules(tb, &rules(&p, "g_t"), &format!("/t-{p}")).await;
-        let direct = Conn::new(direct_opts(tb, 0, Some(&d))).await.unwrap();
-        let via = Conn::new(proxy.opts(Some(&p))).await.unwrap();
+        let direct = Conn::new(direct_opts(tb, 0, Some(&d)).client_found_rows(found_rows))
+            .await
+            .unwrap();
+        let via = Conn::new(proxy.opts(Some(&p)).client_found_rows(found_rows))
+            .await
+            .unwrap();
         Pair {
             direct: Side {
                 name: "direct",
@@ -486,11 +497,8 @@ async fn text_statements_match_auto_increment() {
     p.text("REPLACE INTO t SET k = 'a13', u = 20").await;
     p.text("REPLACE t VALUES (NULL, 'a13b', 21, 0, NULL)").await;
     // INSERT IGNORE, with an ignored duplicate (u = 2 exists).
-    p.text_bug(
-        "INSERT IGNORE INTO t (k, u) VALUES ('a14', 2)",
-        Some(BUG_LID_NOT_INSERTED),
-    )
-    .await;
+    p.text("INSERT IGNORE INTO t (k, u) VALUES ('a14', 2)")
+        .await;
     p.text("INSERT IGNORE INTO t (k, u) VALUES ('a15', 30), ('a16', 3), ('a17', 31)")
         .await;
     p.text("INSERT IGNORE INTO t (k, u) VALUES ('a17b', 32)")
@@ -504,27 +512,20 @@ async fn text_statements_match_auto_increment() {
     p.text("REPLACE LOW_PRIORITY INTO t (k) VALUES ('a20b')")
         .await;
     // ON DUPLICATE KEY UPDATE: an update (u = 10 exists), an insert, a mix.
-    p.text_bug(
-        "INSERT INTO t (k, u) VALUES ('a21', 10) ON DUPLICATE KEY UPDATE n = n + 1",
-        Some(BUG_LID_NOT_INSERTED),
-    )
-    .await;
+    p.text("INSERT INTO t (k, u) VALUES ('a21', 10) ON DUPLICATE KEY UPDATE n = n + 1")
+        .await;
     p.text("INSERT INTO t (k, u, n) VALUES ('a22', 40, 5) ON DUPLICATE KEY UPDATE n = VALUES(n)")
         .await;
-    p.text_bug(
+    p.text(
         "INSERT INTO t (k, u, n) VALUES ('a23', 40, 6), ('a24', 41, 7) ON DUPLICATE KEY UPDATE n = VALUES(n)",
-        Some(BUG_LID_NOT_INSERTED),
     )
     .await;
     p.text(
         "INSERT INTO t (k, u, n) VALUES ('a25', 40, 9) AS new ON DUPLICATE KEY UPDATE n = new.n",
     )
     .await;
-    p.text_bug(
-        "INSERT INTO t SET k = 'a25b', u = 41 ON DUPLICATE KEY UPDATE n = n + 10",
-        Some(BUG_LID_NOT_INSERTED),
-    )
-    .await;
+    p.text("INSERT INTO t SET k = 'a25b', u = 41 ON DUPLICATE KEY UPDATE n = n + 10")
+        .await;
     // The classic idiom: the existing row's id becomes LAST_INSERT_ID().
     p.text(
         "INSERT INTO t (k, u) VALUES ('a25c', 40) ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)",
@@ -597,7 +598,7 @@ async fn text_statements_match_auto_increment() {
     // MySQL's documentation; only results and the table are compared here.
     p.text_bug(
         "INSERT INTO t (k, u) VALUES ('a46', 60), ('a47', 60)",
-        Some("LAST_INSERT_ID() after a failed multi-row INSERT (undefined in MySQL's docs; see report)"),
+        Some(UNDEFINED_AFTER_FAILURE),
     )
     .await;
     p.text("INSERT INTO t (k) VALUES ('a47b')").await;
@@ -743,10 +744,9 @@ async fn prepared_statements_match_auto_increment() {
         vec![vec![s("b42"), i(200)], vec![s("b43"), i(201)]],
     )
     .await;
-    p.prepared_bug(
+    p.prepared(
         "INSERT IGNORE INTO t (k, u) VALUES (?, ?)",
         vec![vec![s("b44"), i(201)], vec![s("b45"), i(202)]],
-        Some(BUG_LID_NOT_INSERTED),
     )
     .await;
     p.prepared(
@@ -755,14 +755,13 @@ async fn prepared_statements_match_auto_increment() {
     )
     .await;
     // ON DUPLICATE KEY UPDATE.
-    p.prepared_bug(
+    p.prepared(
         "INSERT INTO t (k, u, n) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE n = VALUES(n)",
         vec![
             vec![s("b47"), i(300), i(1)],
             vec![s("b48"), i(300), i(2)],
             vec![s("b49"), i(301), i(3)],
         ],
-        Some(BUG_LID_NOT_INSERTED),
     )
     .await;
     p.prepared(
@@ -881,6 +880,118 @@ async fn execute_without_resent_types_gets_fresh_ids() {
     assert_eq!(sorted.len(), 4, "fresh id at every execute: {ids:?}");
     assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
     pair.finish().await;
+}
+
+/// The OK packet idgate builds from the RETURNING it adds to a multi-row
+/// INSERT IGNORE is MariaDB's own, byte for byte (last_insert_id aside,
+/// compared by the row it names): with and without CLIENT_DEPRECATE_EOF
+/// and CLIENT_SESSION_TRACK, in autocommit and in a transaction (status
+/// flags), text and prepared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insert_ignore_ok_packet_is_mariadbs_own() {
+    use idgate::protocol::consts::{cap, cmd};
+    use idgate::protocol::reply;
+    use idgate::protocol::response::Expect;
+    use idgate::protocol::stmt::encode_execute;
+    let Some(tb) = support::testbed() else { return };
+    let pair = Pair::new(&tb, "okbytes").await;
+    let (d, v) = (pair.direct.schema.clone(), pair.via.schema.clone());
+    let mut problems = Vec::new();
+    let variants = [
+        CLIENT_CAPS,
+        CLIENT_CAPS | cap::DEPRECATE_EOF,
+        CLIENT_CAPS | cap::DEPRECATE_EOF | cap::SESSION_TRACK,
+    ];
+    for (n, caps) in variants.into_iter().enumerate() {
+        let mut direct = RawClient::direct(&tb, 0, caps).await;
+        direct.exec_ok(&format!("USE `{d}`")).await;
+        let mut via = RawClient::app(pair.proxy.addr, caps).await;
+        via.exec_ok(&format!("USE `{v}`")).await;
+        // The k of the row an id names, on each side.
+        let mut check = Conn::new(direct_opts(&tb, 0, None)).await.unwrap();
+        for c in [&mut direct, &mut via] {
+            c.exec_ok(&format!(
+                "INSERT INTO t (k, u) VALUES ('r{n}a', {}), ('r{n}b', {})",
+                n * 10 + 1,
+                n * 10 + 2
+            ))
+            .await;
+        }
+        let prep = format!(
+            "INSERT IGNORE INTO t (k, u) VALUES (?, {0}), (?, {0}5), (?, {0}6)",
+            n * 10 + 2
+        );
+        for (step, sql) in [
+            format!(
+                "INSERT IGNORE INTO t (k, u) VALUES ('r{n}c', {}), ('r{n}d', {}3)",
+                n * 10 + 1,
+                n * 10
+            ),
+            "BEGIN".to_string(),
+            format!(
+                "INSERT IGNORE INTO t (k, u) VALUES ('r{n}e', {}4), ('r{n}f', {})",
+                n * 10,
+                n * 10 + 2
+            ),
+            "PREPARE".to_string(),
+            "COMMIT".to_string(),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut oks = Vec::new();
+            for (c, schema) in [(&mut direct, &d), (&mut via, &v)] {
+                let r = if sql == "PREPARE" {
+                    let mut p = vec![cmd::STMT_PREPARE];
+                    p.extend_from_slice(prep.as_bytes());
+                    let r = c.command(&p, Expect::Prepare).await;
+                    assert_eq!(r[0][0], 0, "prepare: {r:?}");
+                    let id = u32::from_le_bytes([r[0][1], r[0][2], r[0][3], r[0][4]]);
+                    let columns = u16::from_le_bytes([r[0][5], r[0][6]]);
+                    if columns != 0 || r.len() != 1 + 3 + usize::from(!c.deprecate_eof()) {
+                        problems.push(format!("variant {n}: prepare reply {r:?}"));
+                    }
+                    let mut e = vec![cmd::STMT_EXECUTE];
+                    let k = |x: &str| format!("r{n}{x}");
+                    let (g, h, i) = (k("g"), k("h"), k("i"));
+                    let params: Vec<([u8; 2], Option<&[u8]>)> = vec![
+                        ([0xfd, 0], Some(g.as_bytes())),
+                        ([0xfd, 0], Some(h.as_bytes())),
+                        ([0xfd, 0], Some(i.as_bytes())),
+                    ];
+                    // A cursor flag, as JDBC with useCursorFetch sends.
+                    encode_execute(id, 1, 1, &params, &mut e);
+                    c.command(&e, Expect::Results).await
+                } else {
+                    c.query(&sql).await
+                };
+                let ok = match r.as_slice() {
+                    [p] if p.first() == Some(&reply::OK) => p.clone(),
+                    other => {
+                        problems.push(format!(
+                            "variant {n} step {step} ({sql}): not one OK: {other:?}"
+                        ));
+                        Vec::new()
+                    }
+                };
+                let lid = reply::parse_ok(&ok).map(|o| o.last_insert_id).unwrap_or(0);
+                let k: Option<String> = check
+                    .query_first(format!("SELECT k FROM `{schema}`.t WHERE id = {lid}"))
+                    .await
+                    .unwrap();
+                oks.push((reply::with_last_insert_id(&ok, 0).unwrap_or_default(), k));
+            }
+            if oks[0] != oks[1] {
+                problems.push(format!(
+                    "variant {n} step {step} ({sql}):\n  direct: {:02x?}\n  idgate: {:02x?}",
+                    oks[0], oks[1]
+                ));
+            }
+        }
+        let _ = check.disconnect().await;
+    }
+    pair.finish().await;
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
 async fn count(conn: &mut Conn) -> u64 {
@@ -1029,35 +1140,465 @@ async fn insert_ignore_and_odku_report_the_id_only_when_a_row_went_in() {
     p.finish().await;
 }
 
-/// INSERT IGNORE of a row that is ignored, and ON DUPLICATE KEY UPDATE of a
-/// row that becomes an update: MariaDB reports 0 (ignored) or the id of the
-/// updated / first inserted row in the OK packet and leaves LAST_INSERT_ID()
-/// unchanged unless a row was inserted.
+/// INSERT IGNORE and ON DUPLICATE KEY UPDATE, one row and several, where
+/// the first, a middle, the last, every or no row is a duplicate (updated,
+/// or left unchanged): MariaDB reports the first stored generated id, else
+/// the last row's id when the update changed a row, else 0, and
+/// `LAST_INSERT_ID()` moves only when a generated row was stored. The
+/// statements of [`upserts`], text and prepared, in and out of a
+/// transaction.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known difference: (1) a single-row ON DUPLICATE KEY UPDATE that updates reports 0 where MariaDB reports the updated row's AUTO_INCREMENT value (idgate cannot tell which row the duplicate was); (2) a multi-row IGNORE/ON DUPLICATE KEY UPDATE where only some rows went in reports the first generated id, MariaDB the first stored one (reading the table back would clear the statement's warnings)"]
 async fn insert_ignore_and_odku_update_report_like_mariadb() {
     let Some(tb) = support::testbed() else { return };
-    let mut p = Pair::new(&tb, "lidbug").await;
-    p.text("INSERT INTO t (k, u) VALUES ('c1', 1), ('c2', 2)")
+    let mut p = Pair::new(&tb, "lidups").await;
+    upserts(&mut p).await;
+    p.text("BEGIN").await;
+    upserts(&mut p).await;
+    p.text("COMMIT").await;
+    p.finish().await;
+}
+
+/// The same with CLIENT_FOUND_ROWS: an unchanged row counts as affected (1),
+/// and `Duplicates` counts every row found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upserts_with_client_found_rows_report_like_mariadb() {
+    let Some(tb) = support::testbed() else { return };
+    let mut p = Pair::new_with(&tb, "lidfound", true).await;
+    upserts(&mut p).await;
+    p.finish().await;
+}
+
+/// Upserts whose rows hit existing rows through the unique `u`. Every
+/// statement inserts rows with fresh `u`s (a new block of 100 per call),
+/// hits the rows of the block before, or both.
+async fn upserts(p: &mut Pair) {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static CALL: AtomicU32 = AtomicU32::new(1);
+    let call = CALL.fetch_add(1, Ordering::Relaxed);
+    let b = call * 1000;
+    let k = |n: u32| format!("'u{call}_{n}'");
+    let new = |n: u32| b + n;
+    let s = |v: String| Value::Bytes(v.trim_matches('\'').as_bytes().to_vec());
+    let i = |v: u32| Value::Int(i64::from(v));
+    // Rows to hit: u = b+1 ..= b+9.
+    p.text(&format!(
+        "INSERT INTO t (k, u) VALUES {}",
+        (1..=9)
+            .map(|n| format!("({}, {})", k(n), new(n)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+    .await;
+    let odku = "ON DUPLICATE KEY UPDATE n = n + 1";
+    let same = "ON DUPLICATE KEY UPDATE n = n";
+    // One row: updated, unchanged (affected 0), inserted; SET form.
+    p.text(&format!(
+        "INSERT INTO t (k, u) VALUES ({}, {}) {odku}",
+        k(10),
+        new(1)
+    ))
+    .await;
+    p.text(&format!(
+        "INSERT INTO t (k, u) VALUES ({}, {}) {same}",
+        k(11),
+        new(1)
+    ))
+    .await;
+    p.text(&format!(
+        "INSERT INTO t (k, u) VALUES ({}, {}) {odku}",
+        k(12),
+        new(12)
+    ))
+    .await;
+    p.text(&format!(
+        "INSERT INTO t SET k = {}, u = {} {odku}",
+        k(13),
+        new(2)
+    ))
+    .await;
+    p.text(&format!(
+        "INSERT INTO t SET k = {}, u = {} {odku}",
+        k(14),
+        new(14)
+    ))
+    .await;
+    // An update that moves the row's id: the id it ends up with (down:
+    // AUTO_INCREMENT would move up above a higher one).
+    p.text(&format!(
+        "INSERT INTO t (k, u) VALUES ({}, {}) ON DUPLICATE KEY UPDATE id = id - 500000",
+        k(15),
+        new(9)
+    ))
+    .await;
+    // Several rows: first, middle, last, every, no row a duplicate.
+    for (n, rows) in [
+        (20, [new(3), new(20), new(21)]),
+        (22, [new(22), new(4), new(23)]),
+        (24, [new(24), new(25), new(5)]),
+        (26, [new(3), new(4), new(5)]),
+        (27, [new(27), new(28), new(29)]),
+        (30, [new(6), new(30), new(7)]),
+    ] {
+        let values: Vec<String> = rows
+            .iter()
+            .enumerate()
+            .map(|(j, u)| format!("({}, {u})", k(n * 10 + j as u32)))
+            .collect();
+        p.text(&format!(
+            "INSERT INTO t (k, u) VALUES {} {odku}",
+            values.join(", ")
+        ))
         .await;
-    p.text("INSERT IGNORE INTO t (k, u) VALUES ('c3', 1)").await;
-    p.text("INSERT IGNORE INTO t (k, u) VALUES ('c4', 2), ('c5', 5)")
+    }
+    // Every row a duplicate, one left unchanged (last, then first); none changed.
+    let upd_one = |keep: u32| {
+        format!(
+            "ON DUPLICATE KEY UPDATE n = IF(u = {}, n, n + 1)",
+            new(keep)
+        )
+    };
+    p.text(&format!(
+        "INSERT INTO t (k, u) VALUES ({}, {}), ({}, {}) {}",
+        k(40),
+        new(3),
+        k(41),
+        new(4),
+        upd_one(4)
+    ))
+    .await;
+    p.text(&format!(
+        "INSERT INTO t (k, u) VALUES ({}, {}), ({}, {}) {}",
+        k(42),
+        new(3),
+        k(43),
+        new(4),
+        upd_one(3)
+    ))
+    .await;
+    p.text(&format!(
+        "INSERT INTO t (k, u) VALUES ({}, {}), ({}, {}) {same}",
+        k(44),
+        new(3),
+        k(45),
+        new(4)
+    ))
+    .await;
+    // INSERT IGNORE: one row ignored, one inserted; several rows with the
+    // first, a middle, the last, every and no row ignored.
+    p.text(&format!(
+        "INSERT IGNORE INTO t (k, u) VALUES ({}, {})",
+        k(50),
+        new(1)
+    ))
+    .await;
+    p.text(&format!(
+        "INSERT IGNORE INTO t (k, u) VALUES ({}, {})",
+        k(51),
+        new(51)
+    ))
+    .await;
+    p.text(&format!(
+        "INSERT IGNORE INTO t SET k = {}, u = {}",
+        k(52),
+        new(2)
+    ))
+    .await;
+    for (n, rows) in [
+        (60, [new(1), new(60), new(61)]),
+        (62, [new(62), new(2), new(63)]),
+        (64, [new(64), new(65), new(3)]),
+        (66, [new(1), new(2), new(3)]),
+        (67, [new(67), new(68), new(69)]),
+    ] {
+        let values: Vec<String> = rows
+            .iter()
+            .enumerate()
+            .map(|(j, u)| format!("({}, {u})", k(n * 10 + j as u32)))
+            .collect();
+        p.text(&format!(
+            "INSERT IGNORE INTO t (k, u) VALUES {}",
+            values.join(", ")
+        ))
         .await;
-    p.text("INSERT INTO t (k, u) VALUES ('c6', 1) ON DUPLICATE KEY UPDATE n = n + 1")
-        .await;
-    p.text("INSERT INTO t (k, u) VALUES ('c7', 2), ('c8', 8) ON DUPLICATE KEY UPDATE n = n + 1")
-        .await;
+    }
+    // IGNORE with an update list.
+    p.text(&format!(
+        "INSERT IGNORE INTO t (k, u) VALUES ({}, {}), ({}, {}) {odku}",
+        k(70),
+        new(5),
+        k(71),
+        new(71)
+    ))
+    .await;
+    // An explicit id among generated ones.
+    p.text(&format!(
+        "INSERT INTO t (id, k, u) VALUES ({}, 'x{call}_72', {}), (NULL, {}, {}) {odku}",
+        b,
+        new(6),
+        k(73),
+        new(7)
+    ))
+    .await;
+    // Explicit ids mixed in, no generated row stored: MariaDB reports the
+    // id the last row was written with (stored or not), or the existing
+    // row's id when the last row found one.
+    p.text(&format!(
+        "INSERT IGNORE INTO t (id, k, u) VALUES ({}, 'x{call}_74', {}), (NULL, {}, {})",
+        b + 10,
+        new(74),
+        k(75),
+        new(1)
+    ))
+    .await;
+    p.text(&format!(
+        "INSERT IGNORE INTO t (id, k, u) VALUES (NULL, {}, {}), ({}, 'x{call}_77', {})",
+        k(76),
+        new(1),
+        b + 11,
+        new(77)
+    ))
+    .await;
+    p.text(&format!(
+        "INSERT INTO t (id, k, u) VALUES ({}, 'x{call}_78', {}), (NULL, {}, {}) {same}",
+        b + 12,
+        new(78),
+        k(79),
+        new(1)
+    ))
+    .await;
+    p.text(&format!(
+        "INSERT INTO t (id, k, u) VALUES (NULL, {}, {}), ({}, 'x{call}_81', {}) {same}",
+        k(80),
+        new(1),
+        b + 13,
+        new(81)
+    ))
+    .await;
+    p.text(&format!(
+        "INSERT INTO t (id, k, u) VALUES (NULL, {}, {}), ({}, 'x{call}_83', {}) {odku}",
+        k(82),
+        new(1),
+        b + 14,
+        new(2)
+    ))
+    .await;
+    // The same through prepared statements.
     p.prepared(
-        "INSERT INTO t (k, u) VALUES (?, ?) ON DUPLICATE KEY UPDATE n = n + 1",
-        vec![vec![Value::from("c9"), Value::from(8)]],
+        &format!("INSERT INTO t (k, u) VALUES (?, ?) {odku}"),
+        vec![
+            vec![s(k(80)), i(new(1))],
+            vec![s(k(81)), i(new(81))],
+            vec![s(k(82)), i(new(2))],
+        ],
+    )
+    .await;
+    p.prepared(
+        &format!("INSERT INTO t (k, u) VALUES (?, ?) {same}"),
+        vec![vec![s(k(83)), i(new(1))]],
+    )
+    .await;
+    p.prepared(
+        &format!("INSERT INTO t SET k = ?, u = ? {odku}"),
+        vec![vec![s(k(84)), i(new(3))], vec![s(k(85)), i(new(85))]],
+    )
+    .await;
+    p.prepared(
+        &format!("INSERT INTO t (k, u) VALUES (?, ?), (?, ?), (?, ?) {odku}"),
+        vec![
+            vec![
+                s(k(86)),
+                i(new(4)),
+                s(k(87)),
+                i(new(87)),
+                s(k(88)),
+                i(new(88)),
+            ],
+            vec![
+                s(k(89)),
+                i(new(89)),
+                s(k(90)),
+                i(new(5)),
+                s(k(91)),
+                i(new(91)),
+            ],
+            vec![
+                s(k(92)),
+                i(new(92)),
+                s(k(93)),
+                i(new(93)),
+                s(k(94)),
+                i(new(6)),
+            ],
+            vec![
+                s(k(95)),
+                i(new(1)),
+                s(k(96)),
+                i(new(2)),
+                s(k(97)),
+                i(new(3)),
+            ],
+        ],
+    )
+    .await;
+    // The id column as a parameter: NULL generates, a value is explicit.
+    p.prepared(
+        &format!("INSERT INTO t (id, k, u) VALUES (?, ?, ?), (?, ?, ?) {odku}"),
+        vec![
+            vec![
+                Value::NULL,
+                s(k(98)),
+                i(new(4)),
+                Value::NULL,
+                s(k(99)),
+                i(new(99)),
+            ],
+            vec![
+                i(b + 1),
+                s(format!("x{call}_100")),
+                i(new(100)),
+                Value::NULL,
+                s(k(101)),
+                i(new(5)),
+            ],
+            // Explicit ids only: a duplicate of the first on its id.
+            vec![
+                i(b + 1),
+                s(format!("x{call}_102")),
+                i(new(102)),
+                i(b + 3),
+                s(format!("x{call}_103")),
+                i(new(103)),
+            ],
+        ],
     )
     .await;
     p.prepared(
         "INSERT IGNORE INTO t (k, u) VALUES (?, ?)",
-        vec![vec![Value::from("c10"), Value::from(5)]],
+        vec![vec![s(k(110)), i(new(1))], vec![s(k(111)), i(new(111))]],
     )
     .await;
-    p.finish().await;
+    p.prepared(
+        "INSERT IGNORE INTO t (k, u) VALUES (?, ?), (?, ?), (?, ?)",
+        vec![
+            vec![
+                s(k(112)),
+                i(new(1)),
+                s(k(113)),
+                i(new(113)),
+                s(k(114)),
+                i(new(114)),
+            ],
+            vec![
+                s(k(115)),
+                i(new(115)),
+                s(k(116)),
+                i(new(2)),
+                s(k(117)),
+                i(new(117)),
+            ],
+            vec![
+                s(k(118)),
+                i(new(118)),
+                s(k(119)),
+                i(new(119)),
+                s(k(120)),
+                i(new(3)),
+            ],
+            vec![
+                s(k(121)),
+                i(new(1)),
+                s(k(122)),
+                i(new(2)),
+                s(k(123)),
+                i(new(3)),
+            ],
+        ],
+    )
+    .await;
+    // Failing: the update collides on u (after idgate's first id saved the
+    // session's value), an unknown column (before it), in a later row.
+    p.text(&format!(
+        "INSERT INTO t (k, u) VALUES ({}, {}) ON DUPLICATE KEY UPDATE u = {}",
+        k(125),
+        new(1),
+        new(2)
+    ))
+    .await;
+    p.text(&format!(
+        "INSERT INTO t (k, u) VALUES ({}, {}) ON DUPLICATE KEY UPDATE nope = 1",
+        k(126),
+        new(1)
+    ))
+    .await;
+    p.text_bug(
+        &format!(
+            "INSERT INTO t (k, u) VALUES ({}, {}), ({}, {}) ON DUPLICATE KEY UPDATE u = {}",
+            k(127),
+            new(127),
+            k(128),
+            new(1),
+            new(2)
+        ),
+        Some(UNDEFINED_AFTER_FAILURE),
+    )
+    .await;
+    p.prepared(
+        &format!(
+            "INSERT INTO t (k, u) VALUES (?, ?) ON DUPLICATE KEY UPDATE u = {}",
+            new(2)
+        ),
+        vec![vec![s(k(129)), i(new(1))]],
+    )
+    .await;
+    // The idiom that learns the existing row's id: text and prepared.
+    let idiom = "ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)";
+    p.text(&format!(
+        "INSERT INTO t (k, u) VALUES ({}, {}) {idiom}",
+        k(130),
+        new(1)
+    ))
+    .await;
+    p.text(&format!(
+        "INSERT INTO t (k, u) VALUES ({}, {}) {idiom}",
+        k(131),
+        new(131)
+    ))
+    .await;
+    p.prepared(
+        &format!("INSERT INTO t (k, u) VALUES (?, ?) {idiom}"),
+        vec![
+            vec![s(k(132)), i(new(2))],
+            vec![s(k(133)), i(new(133))],
+            vec![s(k(134)), i(new(133))],
+        ],
+    )
+    .await;
+    // Upserts that use LAST_INSERT_ID themselves get plain ids: a read in
+    // a later row (or column) sees the value before the statement.
+    p.text("SELECT LAST_INSERT_ID(7)").await;
+    p.prepared(
+        &format!("INSERT INTO t (k, u, n) VALUES (?, ?, 1), (?, ?, LAST_INSERT_ID()) {odku}"),
+        vec![vec![s(k(140)), i(new(140)), s(k(141)), i(new(141))]],
+    )
+    .await;
+    p.text("SELECT LAST_INSERT_ID(8)").await;
+    p.prepared(
+        "INSERT INTO t (id, k, u, n) VALUES (NULL, ?, ?, LAST_INSERT_ID())",
+        vec![vec![s(k(142)), i(new(142))]],
+    )
+    .await;
+    p.text("SELECT LAST_INSERT_ID(9)").await;
+    p.prepared(
+        "INSERT IGNORE INTO t (k, u, n) VALUES (?, ?, LAST_INSERT_ID())",
+        vec![vec![s(k(143)), i(new(1))], vec![s(k(144)), i(new(144))]],
+    )
+    .await;
+    p.prepared(
+        "INSERT INTO t (k, u) VALUES (?, ?) ON DUPLICATE KEY UPDATE n = LAST_INSERT_ID(n + 100)",
+        vec![vec![s(k(145)), i(new(1))], vec![s(k(146)), i(new(146))]],
+    )
+    .await;
+    p.text("SELECT LAST_INSERT_ID(), @@identity").await;
 }
 
 /// `LAST_INSERT_ID()` read by a later row (or column) of the same INSERT is

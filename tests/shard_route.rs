@@ -16,7 +16,8 @@ fn rules(schema: &str) -> String {
         "[[generator]]\nname = \"seq\"\nkind = \"sequence\"\nbatch = 50\n\n\
          [[table]]\nname = \"{schema}.t\"\ncolumn = \"id\"\ngenerator = \"seq\"\nshard_key = \"id\"\nsharding = \"mod\"\n\n\
          [[table]]\nname = \"{schema}.h\"\ncolumn = \"id\"\ngenerator = \"seq\"\nshard_key = \"id\"\nsharding = \"hash\"\n\n\
-         [[table]]\nname = \"{schema}.ref\"\ncolumn = \"id\"\ngenerator = \"seq\"\nbroadcast = true\n"
+         [[table]]\nname = \"{schema}.ref\"\ncolumn = \"id\"\ngenerator = \"seq\"\nbroadcast = true\n\n\
+         [[table]]\nname = \"{schema}.up\"\ncolumn = \"id\"\ngenerator = \"seq\"\nshard_key = \"id\"\nsharding = \"mod\"\n"
     )
 }
 
@@ -1052,4 +1053,220 @@ async fn sysbench_read_write_on_sharded_tables() {
         let _ = d.disconnect().await;
     }
     teardown(&tb, p, &schema).await;
+}
+
+/// What a client saw of one statement.
+#[derive(Debug, PartialEq)]
+struct Seen {
+    affected: u64,
+    last_insert_id: u64,
+    warnings: u16,
+    info: String,
+}
+
+async fn run(c: &mut Conn, sql: &str) -> Seen {
+    let r = c.query_iter(sql).await.unwrap();
+    let seen = Seen {
+        affected: r.affected_rows(),
+        last_insert_id: r.last_insert_id().unwrap_or(0),
+        warnings: r.warnings(),
+        info: r.info().into_owned(),
+    };
+    drop(r);
+    seen
+}
+
+/// INSERT IGNORE / ON DUPLICATE KEY UPDATE into a sharded table, whose
+/// rows idgate splits per shard: the client sees what MariaDB reports for
+/// the whole statement on one server (the first stored generated id, else
+/// the last row's id when a row was changed, else 0; `LAST_INSERT_ID()`
+/// moves only when a generated row was stored), text and prepared.
+#[tokio::test]
+async fn upserts_split_over_shards_report_like_mariadb() {
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    c.query_drop("CREATE TABLE up (id BIGINT UNSIGNED PRIMARY KEY, k VARCHAR(32) NOT NULL, u INT NULL UNIQUE, n INT NOT NULL DEFAULT 0)")
+        .await
+        .unwrap();
+    // u = 5, 6, 7 exist on both shards (the unique key is per shard), so a
+    // row with one of them is a duplicate wherever its id sends it.
+    for u in 5..=7u64 {
+        c.query_drop(format!(
+            "INSERT INTO up (id, k, u) VALUES ({}, 'e{u}a', {u}), ({}, 'e{u}b', {u})",
+            100 + 2 * u,
+            101 + 2 * u
+        ))
+        .await
+        .unwrap();
+    }
+    let dup = |u: u64| (5..=7).contains(&u);
+    let mut fresh = 100u64;
+    let mut problems = Vec::new();
+    // (update list or IGNORE, u of each row); rows with other u are new.
+    let cases: Vec<(&str, Vec<u64>)> = vec![
+        ("odku", vec![5, 0, 0]),
+        ("odku", vec![0, 6, 0]),
+        ("odku", vec![0, 0, 7]),
+        ("odku", vec![5, 6, 7]),
+        ("same", vec![5, 6, 7]),
+        ("odku", vec![5, 0, 6, 0]),
+        ("ignore", vec![5, 0, 0]),
+        ("ignore", vec![0, 6, 0]),
+        ("ignore", vec![5, 6, 7]),
+        ("ignore", vec![0, 0, 0]),
+        ("odku", vec![6]),
+        ("same", vec![6]),
+        ("idiom", vec![7]),
+        ("idiom", vec![0]),
+    ];
+    for (step, (kind, us)) in cases.into_iter().enumerate() {
+        let rows: Vec<(String, u64)> = us
+            .iter()
+            .enumerate()
+            .map(|(j, &u)| {
+                let u = if u == 0 {
+                    fresh += 1;
+                    fresh
+                } else {
+                    u
+                };
+                (format!("s{step}r{j}"), u)
+            })
+            .collect();
+        let values: Vec<String> = rows.iter().map(|(k, u)| format!("('{k}', {u})")).collect();
+        let sql = match kind {
+            "ignore" => format!("INSERT IGNORE INTO up (k, u) VALUES {}", values.join(", ")),
+            "odku" => format!(
+                "INSERT INTO up (k, u) VALUES {} ON DUPLICATE KEY UPDATE n = n + 1",
+                values.join(", ")
+            ),
+            "same" => format!(
+                "INSERT INTO up (k, u) VALUES {} ON DUPLICATE KEY UPDATE n = n",
+                values.join(", ")
+            ),
+            _ => format!(
+                "INSERT INTO up (k, u) VALUES {} ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)",
+                values.join(", ")
+            ),
+        };
+        let before: Vec<(u64, u64, i64)> = c
+            .query("SELECT id, u, n FROM up WHERE u BETWEEN 5 AND 7 ORDER BY id")
+            .await
+            .unwrap();
+        c.query_drop("SELECT LAST_INSERT_ID(3)").await.unwrap();
+        let seen = run(&mut c, &sql).await;
+        let after: Vec<(u64, u64, i64)> = c
+            .query("SELECT id, u, n FROM up WHERE u BETWEEN 5 AND 7 ORDER BY id")
+            .await
+            .unwrap();
+        let lid: u64 = c
+            .query_first("SELECT LAST_INSERT_ID()")
+            .await
+            .unwrap()
+            .unwrap();
+        // What MariaDB reports for the same rows in one table.
+        let stored: Vec<&(String, u64)> = rows.iter().filter(|(_, u)| !dup(*u)).collect();
+        let dups = rows.len() - stored.len();
+        let changed = if kind == "odku" { dups } else { 0 };
+        let first_stored = match stored.first() {
+            Some((k, _)) => {
+                let id: Option<u64> = c
+                    .query_first(format!("SELECT id FROM up WHERE k = '{k}'"))
+                    .await
+                    .unwrap();
+                id
+            }
+            None => None,
+        };
+        // The existing row the last row hit: the one whose n went up (or,
+        // for the idiom, the one with the last row's u on... any: both
+        // qualify, so the report must be one of them).
+        let last_u = rows.last().map(|r| r.1).unwrap_or(0);
+        let hit: Vec<u64> = before
+            .iter()
+            .zip(&after)
+            .filter(|(b, a)| b.1 == last_u && (a.2 != b.2 || kind == "idiom"))
+            .map(|(b, _)| b.0)
+            .collect();
+        let want_affected = (stored.len() + 2 * changed) as u64;
+        let (want_dups, want_warnings) = match kind {
+            "ignore" => (dups, dups),
+            _ => (changed, 0),
+        };
+        let want_info = if rows.len() > 1 {
+            format!(
+                "Records: {}  Duplicates: {want_dups}  Warnings: {want_warnings}",
+                rows.len()
+            )
+        } else {
+            String::new()
+        };
+        let report_ok = match first_stored {
+            Some(id) => seen.last_insert_id == id,
+            None if changed > 0 || kind == "idiom" => hit.contains(&seen.last_insert_id),
+            None => seen.last_insert_id == 0,
+        };
+        let lid_ok = match (first_stored, kind) {
+            (Some(id), _) => lid == id,
+            (None, "idiom") => lid == seen.last_insert_id,
+            (None, _) => lid == 3,
+        };
+        if seen.affected != want_affected
+            || seen.info != want_info
+            || seen.warnings != want_warnings as u16
+            || !report_ok
+            || !lid_ok
+        {
+            problems.push(format!(
+                "{sql}\n  seen {seen:?}, LAST_INSERT_ID() {lid}\n  want affected {want_affected}, info {want_info:?}, warnings {want_warnings}, first stored {first_stored:?}, hit {hit:?}"
+            ));
+        }
+    }
+    // Prepared (one shard per execute): an update, an insert, the idiom.
+    let stmt = c
+        .prep("INSERT INTO up (k, u) VALUES (?, ?) ON DUPLICATE KEY UPDATE n = n + 1")
+        .await
+        .unwrap();
+    for (k, u) in [("p1", 5u64), ("p2", 900)] {
+        c.query_drop("SELECT LAST_INSERT_ID(3)").await.unwrap();
+        let before: Vec<(u64, i64)> = c
+            .query("SELECT id, n FROM up WHERE u = 5 ORDER BY id")
+            .await
+            .unwrap();
+        let r = c.exec_iter(&stmt, (k, u)).await.unwrap();
+        let (affected, reported) = (r.affected_rows(), r.last_insert_id().unwrap_or(0));
+        drop(r);
+        let lid: u64 = c
+            .query_first("SELECT LAST_INSERT_ID()")
+            .await
+            .unwrap()
+            .unwrap();
+        let after: Vec<(u64, i64)> = c
+            .query("SELECT id, n FROM up WHERE u = 5 ORDER BY id")
+            .await
+            .unwrap();
+        let stored: Option<u64> = c
+            .query_first(format!("SELECT id FROM up WHERE k = '{k}'"))
+            .await
+            .unwrap();
+        let ok = match stored {
+            Some(id) => affected == 1 && reported == id && lid == id,
+            None => {
+                let hit: Vec<u64> = before
+                    .iter()
+                    .zip(&after)
+                    .filter(|(b, a)| a.1 != b.1)
+                    .map(|(b, _)| b.0)
+                    .collect();
+                affected == 2 && hit == [reported] && lid == 3
+            }
+        };
+        if !ok {
+            problems.push(format!("prepared ({k}, {u}): affected {affected}, reported {reported}, LAST_INSERT_ID() {lid}, stored {stored:?}"));
+        }
+    }
+    drop(c);
+    teardown(&tb, p, &schema).await;
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

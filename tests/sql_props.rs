@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use idgate::rules::RuleSet;
 use idgate::sql::{
-    plan_prepare, plan_query, plan_query_with, BoundId, Engine, Plan, PlanCtx, PreparePlan,
+    plan_prepare, plan_prepare_with, plan_query, plan_query_with, BoundId, Engine, Plan, PlanCtx,
+    PreparePlan, Report, Upserts,
 };
 use proptest::prelude::*;
 
@@ -58,12 +59,33 @@ fn exercise(sql: &str, rules: &RuleSet) {
                 let mut out = String::new();
                 r.render(&ids, Some(7), &mut out).unwrap();
                 let _ = r.render(&ids[..ids.len().saturating_sub(1)], None, &mut out);
+                // Every statement tracked the way a MariaDB shard allows.
+                let all = Upserts {
+                    track: true,
+                    returning: true,
+                };
+                let reports: Vec<Report> =
+                    r.statements().iter().map(|s| s.report(all, true)).collect();
+                r.render_with(&ids, None, &|i| reports[i], &mut out)
+                    .unwrap();
                 for s in r.statements() {
                     assert!(s.range.end <= sql.len());
                 }
             }
         }
-        if let Ok(PreparePlan::Rewrite(p)) = plan_prepare(sql, rules, &c) {
+        let tracked = plan_prepare_with(
+            sql,
+            rules,
+            &c,
+            Upserts {
+                track: true,
+                returning: true,
+            },
+        );
+        for plan in [plan_prepare(sql, rules, &c), tracked] {
+            let Ok(PreparePlan::Rewrite(p)) = plan else {
+                continue;
+            };
             for b in [
                 BoundId::Null,
                 BoundId::Int(0),
@@ -152,6 +174,8 @@ fn case() -> impl Strategy<Value = InsertCase> {
             Just(" ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)"),
             Just(" AS new ON DUPLICATE KEY UPDATE qty = new.qty"),
             Just(" RETURNING id"),
+            Just(" ON DUPLICATE KEY UPDATE qty = (1), sku = 'x' RETURNING id /* c */"),
+            Just(" ON DUPLICATE KEY UPDATE qty = qty -- c"),
             Just(";"),
             Just("; SELECT LAST_INSERT_ID()"),
         ],
@@ -219,7 +243,11 @@ impl InsertCase {
     }
 }
 
-fn render(plan: Plan) -> (String, Vec<(usize, Vec<u64>)>) {
+/// The rewrite (and, tracked as on MariaDB, the rewrite of upserts) and
+/// what was planned per statement.
+type Rendered = (String, String, Vec<(usize, Vec<u64>)>);
+
+fn render(plan: Plan) -> Rendered {
     match plan {
         Plan::Rewrite(r) => {
             let ids: Vec<u64> = (0..r.total_ids() as u64).map(|i| 1000 + i).collect();
@@ -228,9 +256,22 @@ fn render(plan: Plan) -> (String, Vec<(usize, Vec<u64>)>) {
                 .iter()
                 .map(|s| (s.generated, s.explicit.clone()))
                 .collect();
-            (r.render_to_string(&ids, Some(5)).unwrap(), info)
+            let all = Upserts {
+                track: true,
+                returning: true,
+            };
+            let alone = r.statements().len() == 1;
+            let reports: Vec<Report> = r
+                .statements()
+                .iter()
+                .map(|s| s.report(all, alone))
+                .collect();
+            let mut tracked = String::new();
+            r.render_with(&ids, None, &|i| reports[i], &mut tracked)
+                .unwrap();
+            (r.render_to_string(&ids, Some(5)).unwrap(), tracked, info)
         }
-        other => (format!("{other:?}"), Vec::new()),
+        other => (format!("{other:?}"), String::new(), Vec::new()),
     }
 }
 

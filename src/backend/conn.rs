@@ -81,6 +81,9 @@ pub struct BackendConn {
     pub login_ok: Vec<u8>,
     /// Reused for framing commands.
     wbuf: Vec<u8>,
+    /// Replies still to come to commands of idgate's own sent without
+    /// waiting ([`BackendConn::send_detached`]).
+    detached: u32,
 }
 
 impl BackendConn {
@@ -179,6 +182,7 @@ impl BackendConn {
                             status: ok.status,
                             login_ok: std::mem::take(&mut buf),
                             wbuf: Vec::new(),
+                            detached: 0,
                         },
                         hs,
                     ));
@@ -212,8 +216,12 @@ impl BackendConn {
         self.capabilities & cap::DEPRECATE_EOF != 0
     }
 
-    /// Sends a command (sequence ids from 0); returns the last sequence id used.
+    /// Sends a command (sequence ids from 0); returns the last sequence id
+    /// used. The replies to detached commands are read first.
     pub async fn send(&mut self, payload: &[u8]) -> Result<u8, BackendError> {
+        if self.detached > 0 {
+            self.drain().await?;
+        }
         let mut out = std::mem::take(&mut self.wbuf);
         out.clear();
         let last = frame(&mut out, 0, payload);
@@ -226,6 +234,33 @@ impl BackendConn {
             source,
         })?;
         Ok(last)
+    }
+
+    /// Sends a command of idgate's own whose reply is only read before the
+    /// next command (a `DO` that cannot fail: nobody waits for it, and the
+    /// shard runs it before anything sent later).
+    pub async fn send_detached(&mut self, payload: &[u8]) -> Result<(), BackendError> {
+        self.send(payload).await?;
+        self.detached += 1;
+        Ok(())
+    }
+
+    /// Replies to detached commands not read yet.
+    pub fn detached(&self) -> u32 {
+        self.detached
+    }
+
+    /// Reads (and drops) the replies to detached commands; an error reply
+    /// is dropped too, only a broken connection is an error.
+    pub async fn drain(&mut self) -> Result<(), BackendError> {
+        while self.detached > 0 {
+            self.detached -= 1;
+            match self.read_reply(Expect::Results).await {
+                Ok(_) | Err(BackendError::Server { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// Runs a command of idgate's own and collects the whole reply (for small

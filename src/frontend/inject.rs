@@ -2,11 +2,15 @@
 //!
 //! COM_QUERY: plan (cheap classification first; only rule-table INSERTs are
 //! parsed), take ids from the generators, observe explicit ids, splice the
-//! ids into the original text and relay the reply. The first generated id of
-//! each statement is written `LAST_INSERT_ID(<id>)`, so the shard's OK packet
-//! and `LAST_INSERT_ID()` report it exactly as AUTO_INCREMENT would; a
-//! statement with only explicit ids gets the last explicit id in its OK packet,
-//! as MariaDB reports for an AUTO_INCREMENT column.
+//! ids into the original text and relay the reply. How each statement's ids
+//! are written and reported is its [`Report`]: the first generated id of a
+//! plain INSERT is written `LAST_INSERT_ID(<id>)`, so the shard's OK packet
+//! and `LAST_INSERT_ID()` report it exactly as AUTO_INCREMENT would; INSERT
+//! IGNORE and ON DUPLICATE KEY UPDATE are tracked (`sql::upsert`, read back
+//! by `upsert.rs`); statements that use LAST_INSERT_ID themselves get plain
+//! ids and the id is reported here once the OK packet shows rows went in. A
+//! statement with only explicit ids gets the last explicit id in its OK
+//! packet, as MariaDB reports for an AUTO_INCREMENT column.
 //!
 //! COM_STMT_PREPARE: the shard prepares a rewritten statement with extra
 //! parameters for the ids; the client is told the parameter count it wrote.
@@ -14,14 +18,16 @@
 
 use super::session::{CmdError, Session};
 use super::stmt::PreparedStmt;
+use super::upsert::{self, After, Returned, Step, Tracked};
 use crate::backend::relay::Action;
 use crate::protocol::codes::{self, ErrorCode};
-use crate::protocol::consts::cmd;
+use crate::protocol::consts::{cap, cmd};
 use crate::protocol::reply;
 use crate::protocol::response::{Expect, Kind};
 use crate::protocol::stmt::{self as wire_stmt, types, ParamType};
 use crate::sql::{
-    self, BackendParam, BoundId, Plan, PlanCtx, PreparePlan, PrepareRewrite, SqlError, StmtInfo,
+    self, BackendParam, BoundId, LastRow, Plan, PlanCtx, PreparePlan, PrepareRewrite, Report,
+    SqlError, StmtInfo, Upserts,
 };
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -90,7 +96,8 @@ impl Session {
     async fn plan<T>(
         &mut self,
         sql: &str,
-        planner: fn(&str, &crate::rules::RuleSet, &PlanCtx<'_>) -> Result<T, SqlError>,
+        planner: &(dyn Fn(&str, &crate::rules::RuleSet, &PlanCtx<'_>) -> Result<T, SqlError>
+              + Sync),
         need: fn(&T) -> Option<(String, String)>,
     ) -> Result<Result<T, SqlError>, CmdError> {
         let Some(rules) = self.shared.rules.clone() else {
@@ -160,7 +167,7 @@ impl Session {
     pub(super) async fn query_with_rules(&mut self, payload: &[u8]) -> Result<bool, CmdError> {
         let text = statement_text(&payload[1..]);
         let plan = match self
-            .plan(&text, sql::plan_query, |p| match p {
+            .plan(&text, &sql::plan_query, |p| match p {
                 Plan::NeedColumns { schema, table } => Some((schema.clone(), table.clone())),
                 _ => None,
             })
@@ -209,60 +216,70 @@ impl Session {
             }
         }
         debug_assert_eq!(ids.len(), rw.total_ids());
-        // Statements whose rows may be ignored or become updates (IGNORE,
-        // ON DUPLICATE KEY UPDATE), or that read LAST_INSERT_ID() themselves,
-        // must not set the last insert id before the shard knows whether a
-        // row went in: their ids are written plainly, and idgate reports the
-        // id itself once it has seen the OK packet.
-        let sql = rw.sql().as_bytes();
-        let conditional: Vec<bool> = rw
+        // How each statement's ids are written and reported: plain INSERTs
+        // get `LAST_INSERT_ID(<first id>)` and the shard reports it; IGNORE
+        // and ON DUPLICATE KEY UPDATE are tracked (`sql::upsert`); those that
+        // read LAST_INSERT_ID() themselves get plain ids, reported here.
+        let upserts = if rw.statements().iter().any(|st| st.upsert.is_some()) {
+            self.shared.upserts()
+        } else {
+            Upserts::default()
+        };
+        let alone = rw.statements().len() == 1;
+        let reports: Vec<Report> = rw
             .statements()
             .iter()
-            .map(|st| {
-                st.rule.is_some()
-                    && st.generated > 0
-                    && sql.get(st.range.clone()).is_some_and(may_not_insert)
-            })
+            .map(|st| st.report(upserts, alone))
             .collect();
         if routed {
-            let plain = conditional.first().copied().unwrap_or(false);
-            self.insert_routed(&rw, &ids, plain).await?;
+            let report = reports.first().copied().unwrap_or(Report::Wrap);
+            self.insert_routed(&rw, &ids, report).await?;
             return Ok(true);
         }
-        self.send_rewrite(0, &rw, &ids, &conditional).await?;
+        self.send_rewrite(0, &rw, &ids, &reports).await?;
         Ok(true)
     }
 
-    /// Renders `rw` with `ids` and relays it on `shard`. Statements marked
-    /// in `conditional` get plain ids, and idgate reports the id once the
-    /// OK packet shows a row went in.
+    /// Renders `rw` with `ids` and relays it on `shard`, each statement's
+    /// ids written and reported as `reports` says.
     pub(super) async fn send_rewrite(
         &mut self,
         shard: usize,
         rw: &crate::sql::QueryRewrite,
         ids: &[u64],
-        conditional: &[bool],
+        reports: &[Report],
     ) -> Result<(), CmdError> {
         if self.shared.routing {
             self.check_write(&[shard])?;
             self.sync_last_id(shard, rw.sql().as_bytes()).await?;
         }
+        let report_of = |i: usize| reports.get(i).copied().unwrap_or(Report::Wrap);
         let mut out = String::with_capacity(rw.sql().len() + 24 * ids.len() + 16);
-        rw.render_with(
-            ids,
-            None,
-            &|i| conditional.get(i).copied().unwrap_or(false),
-            &mut out,
-        )
-        .map_err(CmdError::Sql)?;
+        rw.render_with(ids, None, &report_of, &mut out)
+            .map_err(CmdError::Sql)?;
         let mut cmdbuf = Vec::with_capacity(out.len() + 1);
         cmdbuf.push(cmd::QUERY);
         cmdbuf.extend_from_slice(out.as_bytes());
         let stmts = rw.statements();
+        // A tracked statement is alone in its query (`StmtInfo::report`).
+        if let (Some(st), r @ (Report::Track | Report::Returning)) = (stmts.first(), report_of(0)) {
+            let ids = ids
+                .get(st.first_slot..st.first_slot + st.generated)
+                .unwrap_or(&[]);
+            let after = self
+                .relay_tracked(shard, &cmdbuf, false, tracked(st, ids), r)
+                .await?;
+            self.after_tracked(shard, after, ids).await?;
+            if self.shared.routing && matches!(after, After::Keep | After::Set(_)) {
+                self.last_id_home(shard);
+            }
+            return Ok(());
+        }
+        let found_rows = self.login.capabilities & cap::FOUND_ROWS != 0;
         let mut last_insert_id = None;
         let mut hook = |kind: Kind, p: &[u8]| match kind {
-            Kind::Ok { index } if conditional.get(index).copied().unwrap_or(false) => {
-                match stmts.get(index).map(|st| inserted(st, ids, p)) {
+            Kind::Ok { index } if report_of(index) == Report::Plain => {
+                match stmts.get(index).map(|st| inserted(st, ids, p, found_rows)) {
                     Some(Inserted::All(id) | Inserted::Some(id)) => {
                         // A generated id wins over a LAST_INSERT_ID(expr) of
                         // the statement, as with AUTO_INCREMENT.
@@ -289,8 +306,85 @@ impl Session {
         Ok(())
     }
 
+    /// Relays the reply to a tracked statement (`report`: Track or
+    /// Returning), reporting the id MariaDB would (`upsert.rs`); returns
+    /// what the shard's `LAST_INSERT_ID()` needs.
+    pub(super) async fn relay_tracked(
+        &mut self,
+        shard: usize,
+        command: &[u8],
+        binary: bool,
+        t: Tracked<'_>,
+        report: Report,
+    ) -> Result<After, CmdError> {
+        let deprecate_eof = self
+            .backend(shard)
+            .await
+            .map_err(CmdError::Backend)?
+            .deprecate_eof();
+        let mut returned =
+            (report == Report::Returning).then(|| Returned::new(binary, deprecate_eof));
+        // Until an OK (or the RETURNING result) says otherwise, the statement
+        // failed.
+        let mut after = After::Failed;
+        let mut hook = |kind: Kind, p: &[u8]| {
+            if let Some(r) = returned.as_mut() {
+                return match r.feed(p) {
+                    Step::Swallow => Action::Drop,
+                    Step::Other => Action::Keep,
+                    Step::End => {
+                        let o = t.read_returned(&r.ids);
+                        after = o.after();
+                        match r.ok_packet(t.rows, o.report()) {
+                            Some((_, ok)) => Action::Replace(ok),
+                            None => Action::Keep,
+                        }
+                    }
+                };
+            }
+            match kind {
+                Kind::Ok { .. } => match reply::parse_ok(p) {
+                    Ok(ok) => {
+                        let o = t.read_ok(&ok, &ok_info(p));
+                        after = o.after();
+                        upsert::report_action(p, &ok, o.report())
+                    }
+                    Err(_) => Action::Keep,
+                },
+                _ => Action::Keep,
+            }
+        };
+        self.forward_with(shard, command, Expect::Results, &mut hook)
+            .await?;
+        Ok(after)
+    }
+
+    /// Applies what a tracked statement (or part of one) with generated
+    /// `ids` left for `LAST_INSERT_ID()` on `shard`. Whether the shard now
+    /// holds the session's new value is the caller's to note (`lastid.rs`).
+    pub(super) async fn after_tracked(
+        &mut self,
+        shard: usize,
+        after: After,
+        ids: &[u64],
+    ) -> Result<(), CmdError> {
+        let restore = match after {
+            After::Keep => return Ok(()),
+            After::Set(v) => return self.set_last_insert_id(shard, v).await,
+            After::Restore => sql::upsert::restore_command(None),
+            After::Failed => match ids.first() {
+                Some(&first) => sql::upsert::restore_command(Some(first)),
+                None => return Ok(()),
+            },
+        };
+        let b = self.backend(shard).await.map_err(CmdError::Backend)?;
+        b.send_detached(&restore).await.map_err(CmdError::Backend)?;
+        Ok(())
+    }
+
     /// Gives the shard's session `id` as its last insert id, so
     /// `LAST_INSERT_ID()` returns it (`DO` keeps the statement's warnings).
+    /// Detached: its reply is read before the next command to the shard.
     pub(super) async fn set_last_insert_id(
         &mut self,
         shard: usize,
@@ -298,7 +392,7 @@ impl Session {
     ) -> Result<(), CmdError> {
         let b = self.backend(shard).await.map_err(CmdError::Backend)?;
         let q = format!("\x03DO LAST_INSERT_ID({id})");
-        b.run(q.as_bytes(), Expect::Results)
+        b.send_detached(q.as_bytes())
             .await
             .map_err(CmdError::Backend)?;
         Ok(())
@@ -341,8 +435,14 @@ impl Session {
         payload: &[u8],
     ) -> Result<Option<Arc<PrepareRewrite>>, CmdError> {
         let text = statement_text(&payload[1..]);
+        // Tracking INSERT IGNORE / ON DUPLICATE KEY UPDATE needs the shard
+        // to support it (the statement is prepared once, for every execute).
+        let upserts = self.shared.upserts();
+        let planner = move |s: &str, r: &crate::rules::RuleSet, c: &PlanCtx<'_>| {
+            sql::plan_prepare_with(s, r, c, upserts)
+        };
         let plan = self
-            .plan(&text, sql::plan_prepare, |p| match p {
+            .plan(&text, &planner, |p| match p {
                 PreparePlan::NeedColumns { schema, table } => Some((schema.clone(), table.clone())),
                 _ => None,
             })
@@ -355,17 +455,6 @@ impl Session {
                         pr.rule.table.as_str(),
                         &*pr.rule.column,
                     )))));
-                }
-                let mut pr = pr;
-                // IGNORE / ON DUPLICATE KEY UPDATE: ids go in plainly and
-                // idgate reports the id once it knows a row went in (as for
-                // the text protocol). Only when the client's own text has no
-                // LAST_INSERT_ID of its own, so every one in the shard's text
-                // is idgate's.
-                if may_not_insert(text.as_bytes())
-                    && !contains_ignore_case(text.as_bytes(), b"last_insert_id")
-                {
-                    pr.backend_sql = pr.backend_sql.replace("LAST_INSERT_ID(?)", "?");
                 }
                 Ok(Some(Arc::new(pr)))
             }
@@ -453,26 +542,59 @@ impl Session {
                 BackendParam::Id(_) => (ID_TYPE, next_id.next().map(|b| &b[..])),
             });
         }
+        let report = match plan.report {
+            // Nothing generated at this execute: nothing tracked (the
+            // appended assignment does nothing without a first id).
+            _ if exec.demand == 0 => Report::Wrap,
+            r => r,
+        };
+        // The client prepared a statement without a result set: with the
+        // RETURNING idgate added, a cursor flag would open a cursor.
+        let flags = match report {
+            Report::Returning => 0,
+            _ => e.flags,
+        };
         let mut out = Vec::with_capacity(payload.len() + 16 * ids.len() + 16);
         out.push(cmd::STMT_EXECUTE);
-        wire_stmt::encode_execute(backend_id, e.flags, e.iterations, &list, &mut out);
+        wire_stmt::encode_execute(backend_id, flags, e.iterations, &list, &mut out);
+        if matches!(report, Report::Track | Report::Returning) {
+            // The id the last row got at this execute: explicit, or the
+            // last generated one when its slot was generated.
+            let generated_last = match plan.upsert.as_deref().map(|u| u.last) {
+                Some(LastRow::Slot(_)) => ids.last().copied(),
+                _ => None,
+            };
+            let t = Tracked {
+                last_row: exec.last_row.or(generated_last),
+                ..tracked_prepared(&plan, &ids)
+            };
+            let after = self.relay_tracked(shard, &out, true, t, report).await?;
+            self.after_tracked(shard, after, &ids).await?;
+            if self.shared.routing && matches!(after, After::Keep | After::Set(_)) {
+                self.last_id_home(shard);
+            }
+            return Ok(());
+        }
         let last_explicit = (exec.demand == 0).then(|| exec.last_explicit()).flatten();
-        // The shard's text has no LAST_INSERT_ID(?) of idgate's: the id is
-        // reported here when a row went in (see `plan_prepare`).
-        let conditional = exec.demand > 0 && !plan.backend_sql.contains("LAST_INSERT_ID(?)");
+        // Plain ids: the id is reported here when a row went in.
+        let plain = report == Report::Plain;
         let first = ids.first().copied();
+        let found_rows = self.login.capabilities & cap::FOUND_ROWS != 0;
+        let upsert = plan.upsert.as_deref();
         let mut last_insert_id = None;
         let mut hook = |kind: Kind, p: &[u8]| match (kind, last_explicit) {
-            (Kind::Ok { index: 0 }, _) if conditional => match inserted_from_ok(first, p) {
-                Inserted::All(id) | Inserted::Some(id) => {
-                    last_insert_id = Some(id);
-                    match reply::with_last_insert_id(p, id) {
-                        Ok(out) => Action::Replace(out),
-                        Err(_) => Action::Keep,
+            (Kind::Ok { index: 0 }, _) if plain => {
+                match inserted_from_ok(first, p, upsert, found_rows) {
+                    Inserted::All(id) | Inserted::Some(id) => {
+                        last_insert_id = Some(id);
+                        match reply::with_last_insert_id(p, id) {
+                            Ok(out) => Action::Replace(out),
+                            Err(_) => Action::Keep,
+                        }
                     }
+                    Inserted::None => Action::Keep,
                 }
-                Inserted::None => Action::Keep,
-            },
+            }
             (Kind::Ok { index: 0 }, Some(v)) => replace_last_insert_id(p, v),
             _ => Action::Keep,
         };
@@ -540,12 +662,36 @@ fn explicit_only_ok(info: Option<&StmtInfo>, p: &[u8]) -> Action {
     }
 }
 
-/// Whether a statement's rows may be ignored or become updates, or it reads
-/// the last insert id itself (conservative: the words anywhere in it).
-fn may_not_insert(stmt: &[u8]) -> bool {
-    [&b"ignore"[..], b"duplicate", b"last_insert_id", b"identity"]
-        .iter()
-        .any(|w| contains_ignore_case(stmt, w))
+/// A tracked statement of a query, with its generated `ids`.
+fn tracked<'a>(st: &StmtInfo, ids: &'a [u64]) -> Tracked<'a> {
+    // The last row's generated id: the last one (slots go with the rows).
+    let last_row = match st.upsert.as_deref().map(|u| u.last) {
+        Some(LastRow::Slot(_)) => ids.last().copied(),
+        _ => None,
+    };
+    Tracked {
+        last_row: last_row.or(tracked_of(st.upsert.as_deref(), ids).last_row),
+        ..tracked_of(st.upsert.as_deref(), ids)
+    }
+}
+
+/// A tracked prepared statement's execute, with its generated `ids`
+/// (the last row's id is the execute's: see `execute_planned`).
+fn tracked_prepared<'a>(plan: &PrepareRewrite, ids: &'a [u64]) -> Tracked<'a> {
+    tracked_of(plan.upsert.as_deref(), ids)
+}
+
+fn tracked_of<'a>(u: Option<&sql::Upsert>, ids: &'a [u64]) -> Tracked<'a> {
+    Tracked {
+        ids,
+        rows: u.map_or(1, |u| u.rows),
+        ignore: u.is_some_and(|u| u.ignore),
+        odku: u.is_some_and(|u| u.odku_end.is_some()),
+        last_row: match u.map(|u| u.last) {
+            Some(LastRow::Explicit(v)) => Some(v),
+            _ => None,
+        },
+    }
 }
 
 /// Case-insensitive substring search (`needle` in lower case), SIMD-scanning
@@ -576,37 +722,67 @@ enum Inserted {
 /// Reads an OK packet: `Records: n  Duplicates: d` in its info for
 /// multi-row statements, affected rows (1: inserted, 2: updated, 0: ignored
 /// or unchanged) for one row.
-fn inserted(st: &StmtInfo, ids: &[u64], p: &[u8]) -> Inserted {
-    inserted_from_ok(ids.get(st.first_slot).copied(), p)
+fn inserted(st: &StmtInfo, ids: &[u64], p: &[u8], found_rows: bool) -> Inserted {
+    inserted_from_ok(
+        ids.get(st.first_slot).copied(),
+        p,
+        st.upsert.as_deref(),
+        found_rows,
+    )
 }
 
-/// [`inserted`] for a statement whose first generated id is `first`.
-fn inserted_from_ok(first: Option<u64>, p: &[u8]) -> Inserted {
+/// [`inserted`] for a statement whose first generated id is `first`. One
+/// row that found a duplicate and left it unchanged counts as affected with
+/// CLIENT_FOUND_ROWS, like a row inserted: when the update list's own
+/// `LAST_INSERT_ID(expr)` ran (the shard reports a value, and the rows set
+/// none), it was the duplicate.
+fn inserted_from_ok(
+    first: Option<u64>,
+    p: &[u8],
+    upsert: Option<&sql::Upsert>,
+    found_rows: bool,
+) -> Inserted {
     let (Ok(ok), Some(first)) = (reply::parse_ok(p), first) else {
         return Inserted::None;
     };
+    let unchanged_duplicate = found_rows
+        && ok.last_insert_id != 0
+        && upsert.is_some_and(|u| u.odku_end.is_some() && !u.rows_set_last_insert_id);
     match parse_records(&ok_info(p)) {
         Some((records, duplicates)) if duplicates >= records => Inserted::None,
         Some((_, 0)) => Inserted::All(first),
         Some(_) => Inserted::Some(first),
-        None if ok.affected_rows == 1 => Inserted::All(first),
+        None if ok.affected_rows == 1 && !unchanged_duplicate => Inserted::All(first),
         None => Inserted::None,
     }
 }
 
-/// The info text at the end of an OK packet.
+/// The info text at the end of an OK packet: a length-encoded string
+/// (MariaDB always writes it so; a MySQL server without
+/// CLIENT_SESSION_TRACK writes the bare text).
 pub(super) fn ok_info(p: &[u8]) -> String {
     let mut c = crate::protocol::wire::Cursor::new(p);
     let fixed = c.u8().and_then(|_| c.lenenc()).and_then(|_| c.lenenc());
-    let fixed = fixed.and_then(|_| c.u16()).and_then(|_| c.u16());
-    match fixed {
-        Ok(_) => String::from_utf8_lossy(c.rest()).into_owned(),
-        Err(_) => String::new(),
+    let status = fixed.and_then(|_| c.u16());
+    let fixed = status.and_then(|s| c.u16().map(|_| s));
+    let Ok(status) = fixed else {
+        return String::new();
+    };
+    let rest = c.rest();
+    let mut l = crate::protocol::wire::Cursor::new(rest);
+    match l.lenenc_bytes() {
+        Ok(text)
+            if l.is_empty()
+                || status & crate::protocol::consts::status::SESSION_STATE_CHANGED != 0 =>
+        {
+            String::from_utf8_lossy(text).into_owned()
+        }
+        _ => String::from_utf8_lossy(rest).into_owned(),
     }
 }
 
 /// `Records: 3  Duplicates: 1  Warnings: 0` -> (3, 1).
-fn parse_records(info: &str) -> Option<(u64, u64)> {
+pub(super) fn parse_records(info: &str) -> Option<(u64, u64)> {
     let num = |key: &str| -> Option<u64> {
         let rest = info.get(info.find(key)? + key.len()..)?;
         rest.trim_start()

@@ -10,6 +10,10 @@
 //! - [`replay`]: the session's `SET` statements, replayed on a reopened shard connection.
 //! - [`inject`]: filling ids: planning, allocating and splicing for COM_QUERY,
 //!   COM_STMT_PREPARE and COM_STMT_EXECUTE; what the client is told.
+//! - [`upsert`]: reading the reply of an INSERT IGNORE / ON DUPLICATE KEY
+//!   UPDATE written by `sql::upsert`: the id MariaDB would report, and what
+//!   `LAST_INSERT_ID()` needs afterwards; a RETURNING result turned back
+//!   into MariaDB's OK packet.
 //! - [`route`]: routing statements on sharded and broadcast tables (which
 //!   shards, INSERT splitting, DDL on every shard).
 //! - [`scatter`]: a SELECT on several shards: streamed concatenation or merge.
@@ -41,6 +45,7 @@ pub mod session;
 pub mod shared;
 pub mod stmt;
 pub mod txn;
+pub mod upsert;
 pub mod watch;
 pub mod xa;
 pub mod xalog;

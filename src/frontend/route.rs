@@ -17,14 +17,17 @@
 
 use super::inject::{self, first_keyword, SqlModes};
 use super::session::{CmdError, Session};
+use super::upsert::{After, Returned, Tracked};
 use crate::protocol::codes::ErrorCode;
+use crate::protocol::consts::cap;
 use crate::protocol::reply::{self, OkPacket};
 use crate::protocol::response::Expect;
+use crate::protocol::wire::put_lenenc_bytes;
 use crate::rules::{RuleSet, TableEntry};
 use crate::shard::placement::{KeyValue, Placement};
 use crate::sql::lexer::Modes;
 use crate::sql::route::{self as analysis, Analysis, KeyArg, KeyBound, StmtKind};
-use crate::sql::{QueryRewrite, RowKey};
+use crate::sql::{QueryRewrite, Report, RowKey};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -326,12 +329,27 @@ pub(super) fn sum_info(infos: &[String]) -> String {
 pub(super) struct PartOk {
     pub ok: OkPacket,
     pub info: String,
+    /// The ids of a `` RETURNING `id` `` idgate added (an INSERT IGNORE
+    /// of several rows, `upsert.rs`): `ok` and `info` are what MariaDB sends
+    /// without it.
+    pub returned: Option<Vec<u64>>,
 }
 
 impl PartOk {
     /// `None` unless the reply is exactly one OK packet (a statement that
-    /// returned rows, e.g. with RETURNING, cannot be combined).
-    pub(super) fn parse(packets: &[Vec<u8>]) -> Option<PartOk> {
+    /// returned rows, e.g. with RETURNING, cannot be combined), or with
+    /// `returning` (deprecate_eof), the result of idgate's own RETURNING.
+    pub(super) fn parse(packets: &[Vec<u8>], returning: Option<bool>) -> Option<PartOk> {
+        if let Some(deprecate_eof) = returning {
+            // The info text is made for the whole statement (`combined_ok`).
+            let r = Returned::read_all(packets, deprecate_eof)?;
+            let (ok, _) = r.ok_packet(1, 0)?;
+            return Some(PartOk {
+                ok,
+                info: String::new(),
+                returned: Some(r.ids),
+            });
+        }
         let [p] = packets else {
             return None;
         };
@@ -342,21 +360,40 @@ impl PartOk {
         Some(PartOk {
             ok,
             info: inject::ok_info(p),
+            returned: None,
         })
     }
 }
 
 /// The OK packet the client gets for a write that ran on several shards:
 /// affected rows, warnings and info numbers summed; `last_insert_id` given
-/// by the caller; status from the last shard.
-pub(super) fn combined_ok(parts: &[PartOk], last_insert_id: u64) -> Vec<u8> {
+/// by the caller; status from the last shard. For an INSERT of `rows` rows
+/// (0 for other writes), the info is MariaDB's for the whole statement,
+/// with each part's `Duplicates` from `duplicates`.
+pub(super) fn combined_ok(
+    parts: &[PartOk],
+    last_insert_id: u64,
+    rows: usize,
+    duplicates: &dyn Fn(&PartOk) -> u64,
+) -> Vec<u8> {
     let affected = parts.iter().map(|p| p.ok.affected_rows).sum();
     let warnings = parts
         .iter()
         .fold(0u16, |w, p| w.saturating_add(p.ok.warnings));
     let status = parts.last().map(|p| p.ok.status).unwrap_or(0);
-    let infos: Vec<String> = parts.iter().map(|p| p.info.clone()).collect();
-    let info = sum_info(&infos);
+    let info = if rows > 1 {
+        let d: u64 = parts.iter().map(duplicates).sum();
+        format!("Records: {rows}  Duplicates: {d}  Warnings: {warnings}")
+    } else if rows == 1 {
+        String::new()
+    } else {
+        let infos: Vec<String> = parts.iter().map(|p| p.info.clone()).collect();
+        sum_info(&infos)
+    };
+    let mut tail = Vec::with_capacity(info.len() + 1);
+    if !info.is_empty() {
+        put_lenenc_bytes(&mut tail, info.as_bytes());
+    }
     reply::ok_packet(
         &OkPacket {
             affected_rows: affected,
@@ -364,7 +401,7 @@ pub(super) fn combined_ok(parts: &[PartOk], last_insert_id: u64) -> Vec<u8> {
             status,
             warnings,
         },
-        info.as_bytes(),
+        &tail,
     )
 }
 
@@ -498,8 +535,8 @@ impl Session {
             Target::Many(shards) => {
                 let parts: Vec<(usize, Vec<u8>)> =
                     shards.iter().map(|&s| (s, payload.to_vec())).collect();
-                let oks = self.run_write(parts).await?;
-                let ok = combined_ok(&oks, 0);
+                let oks = self.run_write(parts, false).await?;
+                let ok = combined_ok(&oks, 0, 0, &|_| 0);
                 self.reply_packet(&ok).await
             }
         }
@@ -559,7 +596,7 @@ impl Session {
         &mut self,
         rw: &QueryRewrite,
         ids: &[u64],
-        plain: bool,
+        report: Report,
     ) -> Result<(), CmdError> {
         let Some(rules) = self.shared.rules.clone() else {
             return Ok(());
@@ -620,7 +657,7 @@ impl Session {
             .flatten();
         if let [shard] = shards[..] {
             // The whole statement on one shard: as without sharding.
-            self.send_rewrite(shard, rw, ids, &[plain]).await?;
+            self.send_rewrite(shard, rw, ids, &[report]).await?;
             return Ok(());
         }
         let broadcast = placement.is_broadcast();
@@ -628,14 +665,58 @@ impl Session {
         for (&shard, rows) in &groups {
             let mut out = String::from("\x03");
             if broadcast {
-                rw.render_with(ids, None, &|_| plain, &mut out)
+                rw.render_with(ids, None, &|_| report, &mut out)
                     .map_err(CmdError::Sql)?;
             } else {
-                rw.render_rows(0, rows, ids, !plain, &mut out)
+                rw.render_rows(0, rows, ids, report, &mut out)
                     .map_err(CmdError::Sql)?;
             }
             parts.push((shard, out.into_bytes()));
         }
+        let returning = report == Report::Returning;
+        let tracked = matches!(report, Report::Track | Report::Returning);
+        // Each part's first generated id (the one that saves the shard's value).
+        let part_first: Vec<(usize, u64)> = groups
+            .iter()
+            .filter_map(|(&shard, rows)| {
+                let first = if broadcast {
+                    first_id
+                } else {
+                    rows.iter()
+                        .find_map(|&i| match st.rows.get(i).map(|r| r.key) {
+                            Some(RowKey::Generated(s)) => ids.get(s).copied(),
+                            _ => None,
+                        })
+                };
+                first.map(|f| (shard, f))
+            })
+            .collect();
+        let oks = match self.run_write(parts, returning).await {
+            Ok(oks) => oks,
+            Err(e) => {
+                if tracked {
+                    // Undone: the shards that saved their value get it back.
+                    for (shard, first) in part_first {
+                        if self.backends.get(shard).is_some_and(Option::is_some) {
+                            let _ = self.after_tracked(shard, After::Failed, &[first]).await;
+                        }
+                    }
+                }
+                return Err(e);
+            }
+        };
+        let found_rows = self.login.capabilities & cap::FOUND_ROWS != 0;
+        let u = st.upsert.as_deref();
+        let ignore = u.is_some_and(|u| u.ignore);
+        let odku = u.is_some_and(|u| u.odku_end.is_some());
+        // Rows of the whole statement, for its info text.
+        let total_rows = if broadcast { 0 } else { st.rows.len() };
+        if tracked {
+            return self
+                .split_tracked(st, ids, &groups, &oks, broadcast, found_rows)
+                .await;
+        }
+        let plain = report == Report::Plain;
         // The shard holding the statement's first generated row keeps the
         // session's LAST_INSERT_ID().
         let home = match st
@@ -649,13 +730,13 @@ impl Session {
                 .map(|(&s, _)| s),
             None => None,
         };
-        let oks = self.run_write(parts).await?;
         let inserted: u64 = oks.iter().map(|p| p.ok.affected_rows).sum();
         let last_insert_id = match first_id {
             Some(id) if !plain || inserted > 0 => id,
             _ => st.last_explicit().unwrap_or(0),
         };
-        let ok = combined_ok(&oks, last_insert_id);
+        let dups = |p: &PartOk| one_row_duplicates(p, ignore, odku, found_rows, None);
+        let ok = combined_ok(&oks, last_insert_id, total_rows, &dups);
         if let (Some(id), true) = (first_id, last_insert_id != 0) {
             let home = home.unwrap_or(shards[0]);
             if plain || broadcast {
@@ -664,6 +745,149 @@ impl Session {
             self.last_id_home(home);
         }
         self.reply_packet(&ok).await
+    }
+
+    /// The reply to a tracked INSERT IGNORE / ON DUPLICATE KEY UPDATE that
+    /// ran in parts on several shards (`oks` in the order of `groups`):
+    /// reported as MariaDB would the whole statement (`upsert.rs`), from
+    /// each part's register or RETURNING rows.
+    async fn split_tracked(
+        &mut self,
+        st: &crate::sql::StmtInfo,
+        ids: &[u64],
+        groups: &BTreeMap<usize, Vec<usize>>,
+        oks: &[PartOk],
+        broadcast: bool,
+        found_rows: bool,
+    ) -> Result<(), CmdError> {
+        let u = st.upsert.as_deref();
+        let ignore = u.is_some_and(|u| u.ignore);
+        let odku = u.is_some_and(|u| u.odku_end.is_some());
+        let all_ids = ids
+            .get(st.first_slot..st.first_slot + st.generated)
+            .unwrap_or(&[]);
+        let mut outcomes = Vec::with_capacity(oks.len());
+        for ((_, rows), ok) in groups.iter().zip(oks) {
+            // The part's generated ids, and the id its last row was written with.
+            let key_id = |k: Option<RowKey>| match k {
+                Some(RowKey::Generated(s)) => ids.get(s).copied(),
+                Some(RowKey::Explicit(v)) => Some(v),
+                _ => None,
+            };
+            let part_rows: Vec<usize> = if broadcast {
+                (0..st.rows.len()).collect()
+            } else {
+                rows.clone()
+            };
+            let part_ids: Vec<u64> = part_rows
+                .iter()
+                .filter_map(|&i| match st.rows.get(i).map(|r| r.key) {
+                    Some(RowKey::Generated(s)) => ids.get(s).copied(),
+                    _ => None,
+                })
+                .collect();
+            let last_row = key_id(
+                part_rows
+                    .last()
+                    .and_then(|&i| st.rows.get(i))
+                    .map(|r| r.key),
+            );
+            let t = Tracked {
+                ids: &part_ids,
+                rows: part_rows.len(),
+                ignore,
+                odku,
+                last_row,
+            };
+            outcomes.push(match &ok.returned {
+                Some(r) => t.read_returned(r),
+                None => t.read_ok(&ok.ok, &ok.info),
+            });
+        }
+        let shards: Vec<usize> = groups.keys().copied().collect();
+        // The first stored generated row of the statement (its ids go up
+        // with the rows), and the part holding it.
+        let position = |v: u64| all_ids.iter().position(|&x| x == v).unwrap_or(usize::MAX);
+        let first = outcomes
+            .iter()
+            .enumerate()
+            .filter_map(|(k, o)| o.stored.map(|v| (position(v), k, v)))
+            .min();
+        let report = match (first, broadcast) {
+            (_, true) => outcomes.first().map_or(0, |o| o.report()),
+            (Some((_, _, v)), false) => v,
+            (None, false) => {
+                let copied: u64 = outcomes.iter().map(|o| o.copied).sum();
+                // The part holding the statement's last row.
+                let last_part = groups
+                    .values()
+                    .position(|rows| rows.contains(&st.rows.len().saturating_sub(1)));
+                match last_part.and_then(|k| outcomes.get(k)) {
+                    Some(o) if copied > 0 => o.last,
+                    _ => 0,
+                }
+            }
+        };
+        let part_rows: Vec<usize> = groups.values().map(Vec::len).collect();
+        let dups = |p: &PartOk| {
+            let k = oks.iter().position(|q| std::ptr::eq(q, p));
+            match (&p.returned, k.and_then(|k| part_rows.get(k))) {
+                // INSERT IGNORE: every row not stored.
+                (Some(r), Some(&n)) => (n as u64).saturating_sub(r.len() as u64),
+                _ => {
+                    let inserted = k.and_then(|k| outcomes.get(k)).map(|o| o.stored.is_some());
+                    one_row_duplicates(p, ignore, odku, found_rows, inserted)
+                }
+            }
+        };
+        let total_rows = if broadcast { 0 } else { st.rows.len() };
+        let ok = combined_ok(oks, report, total_rows, &dups);
+        // Each shard's LAST_INSERT_ID(): the part with the first stored row
+        // holds the session's value (home); the others are clobbered and
+        // get it from home when a statement needs it (lastid.rs). Without a
+        // stored row, every shard gets its saved value back.
+        let home_part = match (first, broadcast) {
+            (Some((_, k, _)), false) => Some(k),
+            (_, true) if outcomes.first().is_some_and(|o| o.stored.is_some()) => Some(0),
+            _ => None,
+        };
+        for (k, (&shard, o)) in shards.iter().zip(&outcomes).enumerate() {
+            let after = match home_part {
+                Some(h) if h == k || broadcast => o.after(),
+                Some(_) => continue,
+                None => After::Restore,
+            };
+            self.after_tracked(shard, after, all_ids).await?;
+        }
+        if let Some(h) = home_part.and_then(|k| shards.get(k)) {
+            self.last_id_home(*h);
+        }
+        self.reply_packet(&ok).await
+    }
+}
+
+/// The `Duplicates` count of a part of a split INSERT: from its info text,
+/// or for a one-row part (MariaDB sends no info for one row) from its
+/// affected rows: IGNORE counts a row not written, ON DUPLICATE KEY UPDATE
+/// a row it changed (any row it found, with CLIENT_FOUND_ROWS; `inserted`
+/// tells an insert from an unchanged row there when known).
+fn one_row_duplicates(
+    p: &PartOk,
+    ignore: bool,
+    odku: bool,
+    found_rows: bool,
+    inserted: Option<bool>,
+) -> u64 {
+    if let Some((_, d)) = inject::parse_records(&p.info) {
+        return d;
+    }
+    let affected = p.ok.affected_rows;
+    match (odku, ignore) {
+        (true, _) if affected == 2 => 1,
+        (true, _) if found_rows && affected == 1 => u64::from(inserted == Some(false)),
+        (true, _) => 0,
+        (false, true) => u64::from(affected == 0),
+        (false, false) => 0,
     }
 }
 
@@ -836,8 +1060,8 @@ impl Session {
                 self.forward(shard, &out, Expect::Results).await.map(|_| ())
             }
             (Target::Many(_), true) => {
-                let oks = self.run_write(parts).await?;
-                let ok = combined_ok(&oks, 0);
+                let oks = self.run_write(parts, false).await?;
+                let ok = combined_ok(&oks, 0, 0, &|_| 0);
                 self.reply_packet(&ok).await
             }
             (Target::Many(_), false) if cursor => Err(refuse(

@@ -429,9 +429,16 @@ impl Session {
     /// the shard closed it while idle, outside a transaction).
     pub(super) async fn backend(&mut self, shard: usize) -> Result<&mut BackendConn, BackendError> {
         let now = Instant::now();
-        let stale = match &self.backends[shard] {
+        let idle = now.duration_since(self.last_used[shard]) > IDLE_CHECK_AFTER;
+        let stale = match &mut self.backends[shard] {
             Some(b) => {
-                now.duration_since(self.last_used[shard]) > IDLE_CHECK_AFTER && closed_by_peer(b)
+                // The replies to idgate's detached commands are not a closed
+                // connection: read them first (a connection that broke
+                // meanwhile is an error, as during a statement).
+                if b.detached() > 0 {
+                    b.drain().await?;
+                }
+                idle && closed_by_peer(b)
             }
             None => true,
         };
@@ -750,6 +757,11 @@ impl Session {
         // With a plan, the client is told the parameters it wrote: the
         // shard's definitions of the parameters idgate added are dropped.
         let client_params = plan.as_ref().map(|p| p.client_params);
+        // A RETURNING idgate added (`sql::upsert`): the client prepared a
+        // statement without a result set, and is told so.
+        let hide_columns = plan
+            .as_ref()
+            .is_some_and(|p| p.report == crate::sql::Report::Returning);
         let deprecate_eof = self.login.capabilities & cap::DEPRECATE_EOF != 0;
         let mut index = 0usize;
         let mut backend_id = None;
@@ -770,7 +782,15 @@ impl Session {
                 if let Some(n) = client_params {
                     out[7..9].copy_from_slice(&(n as u16).to_le_bytes());
                 }
+                if hide_columns {
+                    out[5..7].copy_from_slice(&0u16.to_le_bytes());
+                }
                 return Action::Replace(out);
+            }
+            let params = stmt.params as usize;
+            let params_end = params + usize::from(params > 0 && !deprecate_eof);
+            if hide_columns && i > params_end {
+                return Action::Drop;
             }
             let (Some(n), params) = (client_params, stmt.params as usize) else {
                 return Action::Keep;

@@ -146,6 +146,13 @@ impl Shared {
         Duration::from_millis(self.config.backend.connect_timeout_ms)
     }
 
+    /// What the default shard supports for tracking INSERT IGNORE / ON
+    /// DUPLICATE KEY UPDATE ([`crate::sql::upsert`]), from its version.
+    pub fn upserts(&self) -> crate::sql::Upserts {
+        let info = self.shard_info.read();
+        crate::sql::Upserts::for_version(&String::from_utf8_lossy(&info.server_version))
+    }
+
     /// Logs in to the default shard once to learn its version string and
     /// capabilities.
     pub async fn probe_default_shard(&self) -> Result<(), BackendError> {

@@ -135,12 +135,13 @@ impl Session {
     pub(super) async fn run_atomic(
         &mut self,
         parts: Vec<(usize, Vec<u8>)>,
+        returning: bool,
     ) -> Result<Vec<PartOk>, CmdError> {
         let register = self.shared.deadlock_detection && !self.watching;
         if register {
             self.watch_register();
         }
-        let result = self.run_atomic_xa(parts).await;
+        let result = self.run_atomic_xa(parts, returning).await;
         if register {
             self.watch_deregister();
         }
@@ -150,6 +151,7 @@ impl Session {
     async fn run_atomic_xa(
         &mut self,
         parts: Vec<(usize, Vec<u8>)>,
+        returning: bool,
     ) -> Result<Vec<PartOk>, CmdError> {
         let xid = self.new_xid();
         let start = xa_cmd("START", &xid, "");
@@ -175,7 +177,8 @@ impl Session {
         if failure.is_none() {
             let replies = self.on_all(&refs(&parts)).await;
             for (r, &s) in phase(replies, &mut failure).into_iter().zip(&shards) {
-                match r.as_deref().and_then(PartOk::parse) {
+                let rows = returning.then(|| self.deprecate_eof(s));
+                match r.as_deref().and_then(|p| PartOk::parse(p, rows)) {
                     Some(ok) => oks.push(ok),
                     None if r.is_some() => {
                         failure.get_or_insert(CmdError::Refused(
@@ -196,6 +199,14 @@ impl Session {
         }
         self.two_phase_commit(&xid, &started, "the write").await?;
         Ok(oks)
+    }
+
+    /// Whether replies on `shard`'s connection end result sets with OK packets.
+    fn deprecate_eof(&self, shard: usize) -> bool {
+        self.backends
+            .get(shard)
+            .and_then(Option::as_ref)
+            .is_some_and(|b| b.deprecate_eof())
     }
 
     /// A new xid for this session: `<prefix>-<session>-<seq>`, the prefix
@@ -311,14 +322,18 @@ impl Session {
     /// on each shard with a savepoint (a failure on one undoes the others'
     /// part, as a failed statement does); outside, as its own XA
     /// transaction.
+    ///
+    /// With `returning`, each part's reply is the result of a `RETURNING`
+    /// idgate added (`upsert.rs`).
     pub(super) async fn run_write(
         &mut self,
         parts: Vec<(usize, Vec<u8>)>,
+        returning: bool,
     ) -> Result<Vec<PartOk>, CmdError> {
         let shards: Vec<usize> = parts.iter().map(|(s, _)| *s).collect();
         self.note_diag(&shards);
         if self.txn_xa.is_none() {
-            return self.run_atomic(parts).await;
+            return self.run_atomic(parts, returning).await;
         }
         for (shard, _) in &parts {
             self.backend(*shard).await.map_err(CmdError::Backend)?;
@@ -334,8 +349,10 @@ impl Session {
         let mut oks = Vec::with_capacity(parts.len());
         if failure.is_none() {
             let replies = self.on_all(&refs(&parts)).await;
-            for r in phase(replies, &mut failure) {
-                match r.as_deref().map(PartOk::parse) {
+            let shards: Vec<usize> = parts.iter().map(|(s, _)| *s).collect();
+            for (r, s) in phase(replies, &mut failure).into_iter().zip(shards) {
+                let rows = returning.then(|| self.deprecate_eof(s));
+                match r.as_deref().map(|p| PartOk::parse(p, rows)) {
                     Some(Some(ok)) => oks.push(ok),
                     Some(None) => {
                         failure.get_or_insert(CmdError::Refused(

@@ -29,6 +29,8 @@ pub struct Head<'a> {
     pub table: Cow<'a, str>,
     /// Just past the table name / PARTITION list.
     pub after_table: usize,
+    /// `IGNORE` among the words before the table.
+    pub ignore: bool,
 }
 
 /// Where the statement ended.
@@ -42,6 +44,8 @@ pub struct End {
     pub in_exec: bool,
     /// An executable comment was seen anywhere in the statement.
     pub exec_seen: bool,
+    /// An `ON ...` or `RETURNING` clause follows the rows.
+    pub clause: bool,
 }
 
 fn word_is(sql: &str, t: &Token, kw: &str) -> bool {
@@ -75,10 +79,12 @@ fn peek(lx: &Lexer<'_>) -> Option<Token> {
 /// (and `PARTITION (...)`).
 pub fn head<'a>(lx: &mut Lexer<'a>, sql: &'a str) -> Result<Head<'a>, Refuse> {
     let mut t = lx.next_token().ok_or(Refuse::Decline)?;
+    let mut ignore = false;
     while ["LOW_PRIORITY", "DELAYED", "HIGH_PRIORITY", "IGNORE"]
         .iter()
         .any(|k| word_is(sql, &t, k))
     {
+        ignore |= word_is(sql, &t, "IGNORE");
         t = lx.next_token().ok_or(Refuse::Decline)?;
     }
     if word_is(sql, &t, "INTO") {
@@ -115,6 +121,7 @@ pub fn head<'a>(lx: &mut Lexer<'a>, sql: &'a str) -> Result<Head<'a>, Refuse> {
         schema,
         table,
         after_table,
+        ignore,
     })
 }
 
@@ -410,12 +417,14 @@ pub fn body(
             semicolon: false,
             in_exec: lx.in_exec(),
             exec_seen,
+            clause: false,
         },
         Some(p) if p.is(b';') => End {
             end: p.start,
             semicolon: true,
             in_exec: lx.in_exec(),
             exec_seen,
+            clause: false,
         },
         Some(p) if word_is(sql, &p, "ON") || word_is(sql, &p, "RETURNING") => {
             let s = skim(sql, p.end, modes, lx.in_exec());
@@ -428,6 +437,7 @@ pub fn body(
                 semicolon: s.semicolon,
                 in_exec: s.in_exec,
                 exec_seen,
+                clause: true,
             }
         }
         Some(p) if p.kind == Kind::Unterminated => {
@@ -476,6 +486,8 @@ pub fn shape_after_head(
                     after_table: head.after_table,
                     body,
                     alias_columns,
+                    ignore: head.ignore,
+                    clause: end.clause,
                 },
                 end,
             )

@@ -10,7 +10,9 @@
 //! comments, hints, escapes, introducers and spacing stay byte-exact).
 //! Generated ids are decimal literals, except the first of each statement,
 //! written `LAST_INSERT_ID(<id>)` so the backend's OK packet and
-//! `LAST_INSERT_ID()` report it exactly as with AUTO_INCREMENT.
+//! `LAST_INSERT_ID()` report it exactly as with AUTO_INCREMENT; INSERT
+//! IGNORE and ON DUPLICATE KEY UPDATE are written as [`upsert`] describes
+//! ([`QueryRewrite::render_with`], [`StmtInfo::report`]).
 //!
 //! Files:
 //! - `lexer.rs`: MySQL-aware tokenizer and statement-end skim (byte offsets).
@@ -24,6 +26,8 @@
 //! - `lastid.rs`: `LAST_INSERT_ID()` / `@@identity` uses.
 //! - `edit.rs`: splices; `render.rs`: applying them.
 //! - `prepare.rs`: [`plan_prepare`], [`PrepareRewrite`], execute-time helpers.
+//! - `upsert.rs`: INSERT IGNORE / ON DUPLICATE KEY UPDATE written so that the
+//!   reply tells idgate which id MariaDB would report ([`Report`]).
 //! - `mention.rs`: cheap whole-query checks (names a table of a set? how many
 //!   statements?).
 //! - `rows.rs`: rows of an INSERT into a sharded table (text and shard key).
@@ -46,6 +50,7 @@ pub(crate) mod render;
 pub mod route;
 pub mod rows;
 pub(crate) mod shape;
+pub mod upsert;
 
 pub use error::SqlError;
 pub use insert::SlotKind;
@@ -54,9 +59,11 @@ pub use plan::{plan_query, ColumnsFn, IdDemand, Plan, PlanCtx, QueryRewrite, Rul
 #[doc(hidden)]
 pub use plan::{plan_query_with, Engine};
 pub use prepare::{
-    plan_prepare, BackendParam, BoundId, Execution, ParamSource, PreparePlan, PrepareRewrite,
+    plan_prepare, plan_prepare_with, BackendParam, BoundId, Execution, ParamSource, PreparePlan,
+    PrepareRewrite,
 };
 pub use rows::{RowKey, RowSpan};
+pub use upsert::{LastRow, Report, Upsert, Upserts};
 
 #[cfg(test)]
 mod tests;

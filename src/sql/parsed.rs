@@ -374,6 +374,8 @@ impl<'a> Parsed<'a> {
             after_table,
             body,
             alias_columns,
+            ignore: ins.ignore,
+            clause: ins.on.is_some() || ins.returning.is_some(),
         })
     }
 

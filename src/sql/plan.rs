@@ -15,6 +15,7 @@ use super::lexer::{skim, Kind, Lexer, Modes, Token};
 use super::parsed::{self, Fail};
 use super::rows::{self, RowSpan};
 use super::shape::{same_column, Body};
+use super::upsert::{self, Report, Upsert, Upserts};
 use crate::rules::{RuleSet, TableEntry};
 
 /// `(schema, table)` -> the table's columns in order (the session's cache).
@@ -108,6 +109,11 @@ pub struct StmtInfo {
     /// For an INSERT into a routed table (text protocol): its rows, in
     /// order; empty otherwise (or when a row could not be located).
     pub rows: Vec<RowSpan>,
+    /// An INSERT IGNORE / ON DUPLICATE KEY UPDATE / RETURNING into a rule
+    /// table: where its clauses are (see [`crate::sql::upsert`]).
+    pub upsert: Option<Box<Upsert>>,
+    /// The statement reads or sets `LAST_INSERT_ID` / `@@identity` itself.
+    pub uses_last_insert_id: bool,
     pub(crate) edits: Vec<Edit>,
 }
 
@@ -116,6 +122,24 @@ impl StmtInfo {
     /// only explicit ids into an AUTO_INCREMENT column).
     pub fn last_explicit(&self) -> Option<u64> {
         self.explicit.last().copied()
+    }
+
+    /// How its generated ids are written and reported, given what the
+    /// shards support; `alone`: it is the only statement of its query (a
+    /// tracked statement changes the backend's `LAST_INSERT_ID` until idgate
+    /// restores it after the reply, which a later statement would see).
+    pub fn report(&self, upserts: Upserts, alone: bool) -> Report {
+        if self.rule.is_none() || self.generated == 0 {
+            return Report::Wrap;
+        }
+        let conditional = self.upsert.as_deref().filter(|u| u.conditional());
+        match conditional {
+            _ if self.uses_last_insert_id => Report::Plain,
+            None => Report::Wrap,
+            Some(u) if !upserts.track || !alone || u.returning || u.alias => Report::Plain,
+            Some(u) if u.odku_end.is_none() && u.rows > 1 && upserts.returning => Report::Returning,
+            Some(_) => Report::Track,
+        }
     }
 
     fn plain(range: Range<usize>) -> StmtInfo {
@@ -127,6 +151,8 @@ impl StmtInfo {
             explicit: Vec::new(),
             changes_last_insert_id: false,
             rows: Vec::new(),
+            upsert: None,
+            uses_last_insert_id: false,
             edits: Vec::new(),
         }
     }
@@ -336,6 +362,23 @@ fn last_id_hint(b: &[u8]) -> bool {
     false
 }
 
+/// The slot of the last row's id, if it has one (an id edit inside the last
+/// row, or anywhere in an `INSERT ... SET`).
+fn last_row_slot(body: &Body, edits: &[Edit]) -> Option<usize> {
+    let after = match body {
+        Body::Values(rows) => match rows.len() {
+            0 => return None,
+            1 => 0,
+            n => rows.get(n - 2).map_or(0, |r| r.close + 1),
+        },
+        Body::Set { .. } => 0,
+    };
+    edits.iter().rev().find_map(|e| match e.kind {
+        super::edit::EditKind::Id { slot, .. } if e.start >= after => Some(slot),
+        _ => None,
+    })
+}
+
 /// Whether rows of `entry`'s table are routed (sharded or broadcast).
 fn routed(entry: &TableEntry) -> bool {
     entry.placement().is_some()
@@ -456,6 +499,10 @@ pub(crate) struct RulePlan {
     pub planned: Planned,
     /// The statement's rows or assignments, as parsed.
     pub body: Body,
+    /// `INSERT IGNORE`.
+    pub ignore: bool,
+    /// An `ON DUPLICATE KEY UPDATE` or `RETURNING` clause follows the rows.
+    pub clause: bool,
     pub hit: RuleHit,
     pub end: usize,
     pub semicolon: bool,
@@ -629,6 +676,19 @@ impl<'q> QueryPlanner<'q> {
             info.rows =
                 rows::spans(sql, start..rp.end, self.modes, &rp.body, &edits).unwrap_or_default();
         }
+        if rp.ignore || rp.clause {
+            info.upsert = Some(Box::new(upsert::analyze(
+                sql,
+                start..rp.end,
+                self.modes,
+                &rp.body,
+                rp.ignore,
+                last_row_slot(&rp.body, &edits),
+            )));
+        }
+        if self.mode == Mode::Prepare {
+            info.uses_last_insert_id = sql.as_bytes().get(start..rp.end).is_some_and(last_id_hint);
+        }
         info.first_slot = self.slot_base;
         info.generated = slot_count;
         info.explicit = explicit;
@@ -644,6 +704,7 @@ impl<'q> QueryPlanner<'q> {
         }
         if self.hint && self.mode == Mode::Text {
             let uses = lastid::scan(sql, start, rp.end, self.modes, false);
+            info.uses_last_insert_id = uses.changes || !uses.edits.is_empty();
             if !uses.edits.is_empty() {
                 info.edits.extend(uses.edits);
                 info.edits.sort_by_key(|e| e.start);
@@ -789,6 +850,8 @@ impl<'q> QueryPlanner<'q> {
         Ok(RulePlan {
             planned,
             body: shape.body,
+            ignore: shape.ignore,
+            clause: shape.clause,
             hit: RuleHit {
                 table: display,
                 column: entry.column_arc().clone(),

@@ -21,6 +21,7 @@ use super::edit::{EditKind, IdOrigin, Lead, Prefix};
 use super::error::SqlError;
 use super::insert::{Mode, RowId, SlotKind};
 use super::plan::{Engine, PlanCtx, QueryPlanner, RuleHit, Stop};
+use super::upsert::{self, IdForm, LastRow, Report, Upsert, Upserts};
 use crate::rules::RuleSet;
 
 /// What to do with a COM_STMT_PREPARE.
@@ -60,6 +61,8 @@ pub enum ParamSource {
     /// The id of slot `n` if it is the first generated one of this execute;
     /// else NULL.
     GeneratedFirstOrNull(usize),
+    /// The first generated id of this execute, NULL if there is none.
+    FirstGenerated,
 }
 
 /// A prepared INSERT into a rule table, rewritten for the backend.
@@ -75,6 +78,10 @@ pub struct PrepareRewrite {
     pub slots: Vec<SlotKind>,
     /// One entry per `?` of `backend_sql`, in order.
     pub params: Vec<ParamSource>,
+    /// How the ids are written and reported ([`crate::sql::upsert`]).
+    pub report: Report,
+    /// Its IGNORE / ON DUPLICATE KEY UPDATE / RETURNING clauses, if any.
+    pub upsert: Option<Box<Upsert>>,
     /// Per row: slot, explicit literal id, or kept value.
     rows: Vec<RowId>,
 }
@@ -100,6 +107,8 @@ pub struct Execution {
     pub demand: usize,
     /// Explicit ids in this execute (literals and client values), row order.
     pub observed: Vec<u64>,
+    /// The last row's explicit id at this execute, if it has one.
+    pub last_row: Option<u64>,
 }
 
 /// What to bind to one backend `?`.
@@ -173,6 +182,7 @@ impl Execution {
                 ParamSource::GeneratedFirstOrNull(s) => {
                     id_or_null(id_of(s).filter(|_| first == Some(s)))
                 }
+                ParamSource::FirstGenerated => id_or_null(ids.first().copied()),
             })
             .collect())
     }
@@ -195,7 +205,9 @@ impl PrepareRewrite {
     ) -> Execution {
         let mut generated = vec![false; self.slots.len()];
         let mut observed = Vec::new();
+        let mut last_row = None;
         for r in &self.rows {
+            last_row = None;
             match *r {
                 RowId::Slot(k) => {
                     let g = match self.slots.get(k) {
@@ -205,6 +217,7 @@ impl PrepareRewrite {
                             BoundId::Int(0) if !no_auto_value_on_zero => true,
                             BoundId::Int(v) => {
                                 observed.push(v);
+                                last_row = Some(v);
                                 false
                             }
                             BoundId::Other => false,
@@ -215,7 +228,10 @@ impl PrepareRewrite {
                         *x = g;
                     }
                 }
-                RowId::Explicit(v) => observed.push(v),
+                RowId::Explicit(v) => {
+                    observed.push(v);
+                    last_row = Some(v);
+                }
                 RowId::Kept => {}
             }
         }
@@ -224,12 +240,15 @@ impl PrepareRewrite {
             generated,
             demand,
             observed,
+            last_row,
         }
     }
 }
 
 /// Plans a COM_STMT_PREPARE text. Last-insert-id uses are left to the backend
-/// (a literal would be frozen into the prepared statement).
+/// (a literal would be frozen into the prepared statement). INSERT IGNORE
+/// and ON DUPLICATE KEY UPDATE get plain ids ([`Report::Plain`]); see
+/// [`plan_prepare_with`].
 ///
 /// # Errors
 /// As [`super::plan_query`], for an INSERT into a rule table that cannot be filled.
@@ -237,6 +256,20 @@ pub fn plan_prepare(
     sql: &str,
     rules: &RuleSet,
     ctx: &PlanCtx<'_>,
+) -> Result<PreparePlan, SqlError> {
+    plan_prepare_with(sql, rules, ctx, Upserts::default())
+}
+
+/// [`plan_prepare`] for shards that support `upserts`: INSERT IGNORE and ON
+/// DUPLICATE KEY UPDATE are then tracked ([`crate::sql::upsert`]).
+///
+/// # Errors
+/// As [`plan_prepare`].
+pub fn plan_prepare_with(
+    sql: &str,
+    rules: &RuleSet,
+    ctx: &PlanCtx<'_>,
+    upserts: Upserts,
 ) -> Result<PreparePlan, SqlError> {
     let mut p = QueryPlanner {
         sql,
@@ -265,6 +298,7 @@ pub fn plan_prepare(
             return Ok(PreparePlan::Passthrough);
         }
     }
+    let report = out.info.report(upserts, true);
     let Some(rule) = out.info.rule else {
         return Ok(PreparePlan::Passthrough);
     };
@@ -288,7 +322,51 @@ pub fn plan_prepare(
         }
         backend_sql.push_str(sql.get(cur..to).unwrap_or(""));
     };
+    let tracked = matches!(report, Report::Track | Report::Returning);
+    let rows = out.info.upsert.as_ref().map_or(1, |u| u.rows);
+    let chained = tracked && out.info.upsert.as_ref().is_some_and(|u| u.chained(rows));
+    let later = if chained {
+        IdForm::Chain
+    } else {
+        IdForm::Plain
+    };
+    let mut injects: Vec<(usize, bool)> = Vec::new();
+    if let Some(u) = out.info.upsert.as_deref().filter(|_| tracked) {
+        if let Some(at) = u.odku_end {
+            injects.push((at, false));
+        }
+        if report == Report::Returning {
+            injects.push((u.end, true));
+        }
+    }
+    let mut pending = injects.iter().peekable();
+    let push_injection =
+        |returning: bool, backend_sql: &mut String, params: &mut Vec<ParamSource>| {
+            if returning {
+                upsert::push_returning(backend_sql, &rule.quoted_column);
+                return;
+            }
+            // `first` comes before `last` in the text.
+            params.push(ParamSource::FirstGenerated);
+            let last = match out.info.upsert.as_ref().map(|u| u.last) {
+                Some(LastRow::Slot(s)) if rows > 1 => {
+                    // Written twice (`push_assignment`).
+                    params.push(ParamSource::Generated(s));
+                    params.push(ParamSource::Generated(s));
+                    "?".to_string()
+                }
+                Some(LastRow::Explicit(v)) => v.to_string(),
+                _ => "NULL".to_string(),
+            };
+            upsert::push_assignment(backend_sql, &rule.quoted_column, rows, "?", &last);
+        };
     for e in &out.info.edits {
+        while let Some(&&(at, returning)) = pending.peek().filter(|(at, _)| *at < e.start) {
+            copy_to(at, &mut backend_sql, &mut params, cur, &mut next_client);
+            cur = at.max(cur);
+            push_injection(returning, &mut backend_sql, &mut params);
+            pending.next();
+        }
         copy_to(
             e.start,
             &mut backend_sql,
@@ -318,30 +396,39 @@ pub fn plan_prepare(
                     }
                 }
                 let s = *slot;
+                let first_form = match report {
+                    Report::Wrap => IdForm::Wrap,
+                    Report::Plain => IdForm::Plain,
+                    Report::Track | Report::Returning => IdForm::Save,
+                };
+                let plain_form = if tracked { later } else { IdForm::Plain };
                 match origin {
-                    IdOrigin::Added if *first => {
-                        backend_sql.push_str("LAST_INSERT_ID(?)");
-                        params.push(ParamSource::Generated(s));
-                    }
                     IdOrigin::Added => {
-                        backend_sql.push('?');
-                        params.push(ParamSource::Generated(s));
+                        let form = if *first { first_form } else { plain_form };
+                        push_param_id(
+                            &mut backend_sql,
+                            &mut params,
+                            form,
+                            ParamSource::Generated(s),
+                        );
                     }
                     IdOrigin::Literal => {
-                        backend_sql.push_str("IFNULL(?, LAST_INSERT_ID(?))");
-                        params.push(ParamSource::GeneratedPlainOrNull(s));
-                        params.push(ParamSource::GeneratedFirstOrNull(s));
-                    }
-                    IdOrigin::ClientParam(n) if *first => {
-                        backend_sql.push_str("IFNULL(?, IFNULL(?, LAST_INSERT_ID(?)))");
-                        params.push(ParamSource::ClientUnlessAuto { param: *n, slot: s });
-                        params.push(ParamSource::GeneratedPlainOrNull(s));
-                        params.push(ParamSource::GeneratedFirstOrNull(s));
+                        push_dynamic(&mut backend_sql, &mut params, first_form, plain_form, s);
                     }
                     IdOrigin::ClientParam(n) => {
-                        backend_sql.push_str("IFNULL(?, ?)");
+                        backend_sql.push_str("IFNULL(?, ");
                         params.push(ParamSource::ClientUnlessAuto { param: *n, slot: s });
-                        params.push(ParamSource::GeneratedPlainOrNull(s));
+                        if *first {
+                            push_dynamic(&mut backend_sql, &mut params, first_form, plain_form, s);
+                        } else {
+                            push_param_id(
+                                &mut backend_sql,
+                                &mut params,
+                                plain_form,
+                                ParamSource::GeneratedPlainOrNull(s),
+                            );
+                        }
+                        backend_sql.push(')');
                     }
                 }
             }
@@ -361,6 +448,11 @@ pub fn plan_prepare(
             EditKind::Zero => backend_sql.push('0'),
         }
     }
+    for &(at, returning) in pending {
+        copy_to(at, &mut backend_sql, &mut params, cur, &mut next_client);
+        cur = at.max(cur);
+        push_injection(returning, &mut backend_sql, &mut params);
+    }
     copy_to(
         sql.len(),
         &mut backend_sql,
@@ -379,6 +471,50 @@ pub fn plan_prepare(
         rule,
         slots,
         params,
+        report,
+        upsert: out.info.upsert,
         rows,
     }))
+}
+
+/// Writes a generated id bound from `src` in `form` (a `?` per use).
+fn push_param_id(sql: &mut String, params: &mut Vec<ParamSource>, form: IdForm, src: ParamSource) {
+    upsert::push_id(sql, form, "?");
+    let uses = match form {
+        IdForm::Save => 3,
+        IdForm::Chain => 2,
+        IdForm::Plain | IdForm::Wrap => 1,
+    };
+    params.extend(std::iter::repeat_n(src, uses));
+}
+
+/// Writes slot `s`'s id when whether it is the first generated one of an
+/// execute is only known then: exactly one of the two branches is bound,
+/// and MariaDB's IFNULL/IF are lazy, so the other branch's
+/// `LAST_INSERT_ID(x)` never fires.
+fn push_dynamic(
+    sql: &mut String,
+    params: &mut Vec<ParamSource>,
+    first: IdForm,
+    later: IdForm,
+    s: usize,
+) {
+    match first {
+        IdForm::Save => {
+            // Nothing of the first form may run when it is not bound.
+            sql.push_str("IFNULL(IF(? IS NULL, NULL, ");
+            params.push(ParamSource::GeneratedFirstOrNull(s));
+            push_param_id(sql, params, first, ParamSource::GeneratedFirstOrNull(s));
+            sql.push_str("), ");
+            push_param_id(sql, params, later, ParamSource::GeneratedPlainOrNull(s));
+            sql.push(')');
+        }
+        _ => {
+            sql.push_str("IFNULL(");
+            push_param_id(sql, params, later, ParamSource::GeneratedPlainOrNull(s));
+            sql.push_str(", ");
+            push_param_id(sql, params, first, ParamSource::GeneratedFirstOrNull(s));
+            sql.push(')');
+        }
+    }
 }

@@ -4,6 +4,8 @@
 use super::edit::{Edit, EditKind, Lead, Prefix};
 use super::error::SqlError;
 use super::plan::{QueryRewrite, StmtInfo};
+use super::rows::RowKey;
+use super::upsert::{self, IdForm, LastRow, Report};
 
 /// Appends `v` in decimal.
 pub(crate) fn push_u64(out: &mut String, mut v: u64) {
@@ -52,13 +54,13 @@ impl QueryRewrite {
         last_insert_id: Option<u64>,
         out: &mut String,
     ) -> Result<(), SqlError> {
-        self.render_with(ids, last_insert_id, &|_| false, out)
+        self.render_with(ids, last_insert_id, &|_| Report::Wrap, out)
     }
 
-    /// [`QueryRewrite::render`], except that the statements for which
-    /// `plain(index)` is true get their first id as a plain literal instead
-    /// of `LAST_INSERT_ID(<id>)` (the caller then reports the id itself, for
-    /// statements whose rows may be ignored or turned into updates).
+    /// [`QueryRewrite::render`], with each statement's ids written as
+    /// `report(index)` says ([`Report::Wrap`] is what `render` does).
+    /// Statements reported otherwise get plain ids, and tracked ones the
+    /// forms and clauses of [`crate::sql::upsert`].
     ///
     /// # Errors
     /// As [`QueryRewrite::render`].
@@ -66,7 +68,7 @@ impl QueryRewrite {
         &self,
         ids: &[u64],
         last_insert_id: Option<u64>,
-        plain: &dyn Fn(usize) -> bool,
+        report: &dyn Fn(usize) -> Report,
         out: &mut String,
     ) -> Result<(), SqlError> {
         if ids.len() != self.total {
@@ -85,11 +87,30 @@ impl QueryRewrite {
         let mut last = last_insert_id;
         let mut cur = 0;
         for (index, st) in self.statements.iter().enumerate() {
-            let wrap_first = !plain(index);
+            let r = report(index);
+            let first = st.edits.iter().find_map(|e| match e.kind {
+                EditKind::Id { slot, first, .. } if first => Some(slot),
+                _ => None,
+            });
+            let forms = Forms::new(st, r, first, st.upsert.as_ref().map_or(1, |u| u.rows));
+            let last_row = st.upsert.as_ref().map(|u| u.last);
+            let injects = injections(st, r);
+            let mut pending = injects.iter().peekable();
             for e in &st.edits {
+                while let Some(&&(at, inj)) = pending.peek().filter(|(at, _)| *at < e.start) {
+                    out.push_str(sql.get(cur..at).unwrap_or(""));
+                    cur = at.max(cur);
+                    push_injection(st, inj, &forms, last_row, ids, out);
+                    pending.next();
+                }
                 out.push_str(sql.get(cur..e.start).unwrap_or(""));
                 cur = e.end.max(cur);
-                push_edit(sql, st, e, ids, wrap_first, last, out);
+                push_edit(sql, st, e, ids, &forms, last, out);
+            }
+            for &(at, inj) in pending {
+                out.push_str(sql.get(cur..at).unwrap_or(""));
+                cur = at.max(cur);
+                push_injection(st, inj, &forms, last_row, ids, out);
             }
             if last.is_some() {
                 if st.generated > 0 {
@@ -108,10 +129,12 @@ impl QueryRewrite {
     /// (indexes into its [`StmtInfo::rows`], ascending): the text before the
     /// first row, those rows' texts joined by `, `, and the text after the
     /// last row, each with its splices. This is one shard's part of a
-    /// multi-row INSERT whose rows go to several shards. `wrap_first` as in
-    /// [`QueryRewrite::render_with`] (the first id of the statement, in
-    /// whichever part holds it, is written `LAST_INSERT_ID(<id>)`).
-    /// Last-insert-id uses are left for the backend.
+    /// multi-row INSERT whose rows go to several shards, written as
+    /// `report` says: with [`Report::Wrap`], the statement's first id (in
+    /// whichever part holds it) is `LAST_INSERT_ID(<id>)`; a tracked part is
+    /// tracked on its own rows (its first generated row saves and starts
+    /// the register, its last row closes it). Last-insert-id uses are left
+    /// for the backend.
     ///
     /// # Errors
     /// [`SqlError::IdCount`] as [`QueryRewrite::render`].
@@ -120,7 +143,7 @@ impl QueryRewrite {
         index: usize,
         rows: &[usize],
         ids: &[u64],
-        wrap_first: bool,
+        report: Report,
         out: &mut String,
     ) -> Result<(), SqlError> {
         let Some(st) = self.statements.get(index) else {
@@ -141,6 +164,24 @@ impl QueryRewrite {
             });
         }
         let sql = &*self.sql;
+        let key = |i: &usize| st.rows.get(*i).map(|r| r.key);
+        let part_first = match report {
+            Report::Wrap => st.edits.iter().find_map(|e| match e.kind {
+                EditKind::Id { slot, first, .. } if first => Some(slot),
+                _ => None,
+            }),
+            _ => rows.iter().find_map(|i| match key(i) {
+                Some(RowKey::Generated(s)) => Some(s),
+                _ => None,
+            }),
+        };
+        let forms = Forms::new(st, report, part_first, rows.len());
+        let last_row = rows.last().and_then(key).map(|k| match k {
+            RowKey::Generated(s) => LastRow::Slot(s),
+            RowKey::Explicit(v) => LastRow::Explicit(v),
+            RowKey::Unknown => LastRow::Other,
+        });
+        let injects = injections(st, report);
         // Edits starting in `from..to` (or at `to` too, for a row: an id
         // appended to a row is inserted at its `)`).
         let piece = |from: usize, to: usize, at_end: bool, out: &mut String| {
@@ -149,7 +190,12 @@ impl QueryRewrite {
             for e in st.edits.iter().filter(inside) {
                 out.push_str(sql.get(cur..e.start).unwrap_or(""));
                 cur = e.end.max(cur);
-                push_edit(sql, st, e, ids, wrap_first, None, out);
+                push_edit(sql, st, e, ids, &forms, None, out);
+            }
+            for &(at, inj) in injects.iter().filter(|(at, _)| *at >= from && *at <= to) {
+                out.push_str(sql.get(cur..at).unwrap_or(""));
+                cur = at.max(cur);
+                push_injection(st, inj, &forms, last_row, ids, out);
             }
             out.push_str(sql.get(cur..to).unwrap_or(""));
         };
@@ -183,23 +229,108 @@ impl QueryRewrite {
     }
 }
 
+/// How the ids of one statement (or one shard's part of it) are written.
+struct Forms {
+    report: Report,
+    /// The slot written first: `LAST_INSERT_ID(<id>)` ([`Report::Wrap`]) or
+    /// saving the session's value (tracked).
+    first: Option<usize>,
+    /// Later ids join the candidate register (tracked upserts of several rows).
+    chained: bool,
+    /// Rows in the statement (or part).
+    rows: usize,
+}
+
+impl Forms {
+    fn new(st: &StmtInfo, report: Report, first: Option<usize>, rows: usize) -> Forms {
+        let chained = matches!(report, Report::Track | Report::Returning)
+            && st.upsert.as_ref().is_some_and(|u| u.chained(rows));
+        Forms {
+            report,
+            first,
+            chained,
+            rows,
+        }
+    }
+
+    fn id(&self, slot: usize) -> IdForm {
+        let first = self.first == Some(slot);
+        match self.report {
+            Report::Wrap if first => IdForm::Wrap,
+            Report::Wrap | Report::Plain => IdForm::Plain,
+            Report::Track | Report::Returning if first => IdForm::Save,
+            Report::Track | Report::Returning if self.chained => IdForm::Chain,
+            Report::Track | Report::Returning => IdForm::Plain,
+        }
+    }
+}
+
+/// What idgate adds to a tracked statement's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Injection {
+    /// The assignment appended to `ON DUPLICATE KEY UPDATE`.
+    Assignment,
+    /// `` RETURNING `id` ``.
+    Returning,
+}
+
+/// Where `st`, written as `report`, gets [`Injection`]s (in text order).
+fn injections(st: &StmtInfo, report: Report) -> Vec<(usize, Injection)> {
+    let mut out = Vec::new();
+    let Some(u) = st.upsert.as_deref() else {
+        return out;
+    };
+    if matches!(report, Report::Track | Report::Returning) {
+        if let Some(at) = u.odku_end {
+            out.push((at, Injection::Assignment));
+        }
+    }
+    if report == Report::Returning {
+        out.push((u.end, Injection::Returning));
+    }
+    out
+}
+
+fn push_injection(
+    st: &StmtInfo,
+    inj: Injection,
+    forms: &Forms,
+    last_row: Option<LastRow>,
+    ids: &[u64],
+    out: &mut String,
+) {
+    let column = st.rule.as_ref().map(|r| &*r.quoted_column).unwrap_or("");
+    match inj {
+        Injection::Assignment => {
+            let mut last = String::new();
+            match last_row {
+                Some(LastRow::Slot(s)) => push_u64(&mut last, ids.get(s).copied().unwrap_or(0)),
+                Some(LastRow::Explicit(v)) => push_u64(&mut last, v),
+                _ => last.push_str("NULL"),
+            }
+            let mut first = String::new();
+            match forms.first.and_then(|s| ids.get(s)) {
+                Some(&v) => push_u64(&mut first, v),
+                None => first.push_str("NULL"),
+            }
+            upsert::push_assignment(out, column, forms.rows, &first, &last);
+        }
+        Injection::Returning => upsert::push_returning(out, column),
+    }
+}
+
 /// Writes what edit `e` of statement `st` puts in place of its bytes.
 fn push_edit(
     sql: &str,
     st: &StmtInfo,
     e: &Edit,
     ids: &[u64],
-    wrap_first: bool,
+    forms: &Forms,
     last: Option<u64>,
     out: &mut String,
 ) {
     match &e.kind {
-        EditKind::Id {
-            slot,
-            first,
-            prefix,
-            ..
-        } => {
+        EditKind::Id { slot, prefix, .. } => {
             match prefix {
                 Prefix::None => {}
                 Prefix::Comma => out.push_str(", "),
@@ -212,12 +343,18 @@ fn push_edit(
                 }
             }
             let id = ids.get(*slot).copied().unwrap_or(0);
-            if *first && wrap_first {
-                out.push_str("LAST_INSERT_ID(");
-                push_u64(out, id);
-                out.push(')');
-            } else {
-                push_u64(out, id);
+            match forms.id(*slot) {
+                IdForm::Plain => push_u64(out, id),
+                IdForm::Wrap => {
+                    out.push_str("LAST_INSERT_ID(");
+                    push_u64(out, id);
+                    out.push(')');
+                }
+                form => {
+                    let mut v = String::with_capacity(20);
+                    push_u64(&mut v, id);
+                    upsert::push_id(out, form, &v);
+                }
             }
         }
         EditKind::Column(lead) => {

@@ -144,7 +144,8 @@ sharding = "mod"
                 .iter()
                 .map(|rows| {
                     let mut s = String::new();
-                    rw.render_rows(0, rows, &ids, true, &mut s).unwrap();
+                    rw.render_rows(0, rows, &ids, crate::sql::Report::Wrap, &mut s)
+                        .unwrap();
                     s
                 })
                 .collect();

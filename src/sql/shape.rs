@@ -90,6 +90,10 @@ pub struct Shape {
     pub body: Body,
     /// A row alias's column list.
     pub alias_columns: Option<AliasColumns>,
+    /// `INSERT IGNORE`.
+    pub ignore: bool,
+    /// An `ON DUPLICATE KEY UPDATE` or `RETURNING` clause follows the rows.
+    pub clause: bool,
 }
 
 /// Compares column names the way MySQL does (case-insensitively).

@@ -596,3 +596,270 @@ fn prepared() {
     );
     assert!(plan_prepare("INSERT INTO orders SELECT * FROM x", &rules(), &ctx()).is_err());
 }
+
+/// Renders with ids 101, 102, ... and each statement reported as
+/// [`StmtInfo::report`] decides on a MariaDB 10.5+ shard; also checks both
+/// parsers agree.
+fn tracked(sql: &str) -> (String, Vec<Report>) {
+    let on = |engine: Engine| -> Option<(String, Vec<Report>)> {
+        let Plan::Rewrite(r) = plan_with(sql, &ctx(), engine).ok()? else {
+            return None;
+        };
+        let alone = r.statements().len() == 1;
+        let upserts = Upserts {
+            track: true,
+            returning: true,
+        };
+        let reports: Vec<Report> = r
+            .statements()
+            .iter()
+            .map(|s| s.report(upserts, alone))
+            .collect();
+        let ids: Vec<u64> = (0..r.total_ids() as u64).map(|i| 101 + i).collect();
+        let mut out = String::new();
+        r.render_with(&ids, None, &|i| reports[i], &mut out)
+            .unwrap();
+        Some((out, reports))
+    };
+    let auto = on(Engine::Auto).expect("a rewrite");
+    for engine in [Engine::FastOnly, Engine::SqlParserOnly] {
+        if let Some(other) = on(engine) {
+            assert_eq!(other, auto, "{engine:?} differs: {sql}");
+        }
+    }
+    auto
+}
+
+#[test]
+fn upserts_are_tracked() {
+    const SAVE: &str =
+        "LAST_INSERT_ID(IF((@idgate_lid := LAST_INSERT_ID()) = (@idgate_at := 101), 101, 101))";
+    // One row, ON DUPLICATE KEY UPDATE.
+    let (sql, r) = tracked(
+        "INSERT INTO orders (sku) VALUES ('a') ON DUPLICATE KEY UPDATE qty = qty + 1 -- end",
+    );
+    assert_eq!(r, [Report::Track]);
+    assert_eq!(
+        sql,
+        format!("INSERT INTO orders (sku, `id`) VALUES ('a', {SAVE}) ON DUPLICATE KEY UPDATE qty = qty + 1, `id` = IF(VALUES(`id`) >= 101, IF(LAST_INSERT_ID(`id`), `id`, `id`), `id`) -- end")
+    );
+    // SET form.
+    let (sql, _) = tracked("INSERT INTO orders SET sku = 'a' ON DUPLICATE KEY UPDATE qty = 1");
+    assert_eq!(
+        sql,
+        format!("INSERT INTO orders SET sku = 'a', `id` = {SAVE} ON DUPLICATE KEY UPDATE qty = 1, `id` = IF(VALUES(`id`) >= 101, IF(LAST_INSERT_ID(`id`), `id`, `id`), `id`)")
+    );
+    // Several rows: later ids join the register; the assignment names the
+    // last row's id. A RETURNING of the client's own: not tracked.
+    let (sql, r) = tracked(
+        "INSERT IGNORE INTO orders (id, sku) VALUES (NULL, 'a'), (7, 'b'), (0, 'c') ON DUPLICATE KEY UPDATE qty = VALUES(qty)",
+    );
+    assert_eq!(r, [Report::Track]);
+    assert_eq!(
+        sql,
+        format!("INSERT IGNORE INTO orders (id, sku) VALUES ({SAVE}, 'a'), (7, 'b'), (IF(LAST_INSERT_ID() = 0, LAST_INSERT_ID(102), 102), 'c') ON DUPLICATE KEY UPDATE qty = VALUES(qty), `id` = IF(VALUES(`id`) >= 101 AND LAST_INSERT_ID() = VALUES(`id`) OR VALUES(`id`) = 102 AND LAST_INSERT_ID() = 0, IF(LAST_INSERT_ID(IF(VALUES(`id`) = 102, `id`, 0)), `id`, `id`), `id`)")
+    );
+    let (sql, r) = tracked(
+        "INSERT INTO orders (sku) VALUES ('a'), ('b') ON DUPLICATE KEY UPDATE qty = 1 RETURNING id",
+    );
+    assert_eq!(r, [Report::Plain]);
+    assert_eq!(
+        sql,
+        "INSERT INTO orders (sku, `id`) VALUES ('a', 101), ('b', 102) ON DUPLICATE KEY UPDATE qty = 1 RETURNING id"
+    );
+    // INSERT IGNORE: one row saves only; several rows get RETURNING, before
+    // trailing comments.
+    let (sql, r) = tracked("INSERT IGNORE INTO orders (sku) VALUES ('a')");
+    assert_eq!(r, [Report::Track]);
+    assert_eq!(
+        sql,
+        format!("INSERT IGNORE INTO orders (sku, `id`) VALUES ('a', {SAVE})")
+    );
+    let (sql, r) = tracked("INSERT IGNORE orders (sku) VALUES ('a'), ('b') /* c */ ");
+    assert_eq!(r, [Report::Returning]);
+    assert_eq!(
+        sql,
+        format!("INSERT IGNORE orders (sku, `id`) VALUES ('a', {SAVE}), ('b', 102) RETURNING `id` /* c */ ")
+    );
+    // Plain INSERT/REPLACE, a statement that uses LAST_INSERT_ID itself, a
+    // row alias, several statements: as before.
+    assert_eq!(
+        tracked("INSERT INTO orders (sku) VALUES ('ignore')").1,
+        [Report::Wrap]
+    );
+    assert_eq!(
+        tracked(
+            "INSERT INTO orders (sku) VALUES ('a') ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)"
+        )
+        .1,
+        [Report::Plain]
+    );
+    assert_eq!(
+        tracked("INSERT INTO orders (sku) VALUES ('a') AS n ON DUPLICATE KEY UPDATE qty = n.qty").1,
+        [Report::Plain]
+    );
+    let (sql, r) = tracked("INSERT IGNORE INTO orders (sku) VALUES ('a'); SELECT 1");
+    assert_eq!(r, [Report::Plain, Report::Wrap]);
+    assert_eq!(
+        sql,
+        "INSERT IGNORE INTO orders (sku, `id`) VALUES ('a', 101); SELECT 1"
+    );
+    // Explicit ids only: nothing to track.
+    assert_eq!(
+        tracked("INSERT INTO orders (id, sku) VALUES (5, 'a') ON DUPLICATE KEY UPDATE qty = 1").1,
+        [Report::Wrap]
+    );
+}
+
+#[test]
+fn upserts_split_per_shard_are_tracked_per_part() {
+    let rules = RuleSet::from_toml(
+        Path::new("t.toml"),
+        "[[generator]]\nname = \"g\"\nkind = \"sequence\"\n\
+         [[table]]\nname = \"shop.orders\"\ncolumn = \"id\"\ngenerator = \"g\"\nshard_key = \"id\"\nsharding = \"mod\"\n",
+        &["s0", "s1"],
+        &|_| Ok(()),
+    )
+    .unwrap();
+    let Plan::Rewrite(r) = plan_query(
+        "INSERT IGNORE INTO orders (sku) VALUES ('a'), ('b'), ('c') ON DUPLICATE KEY UPDATE qty = 1",
+        &rules,
+        &ctx(),
+    )
+    .unwrap() else {
+        panic!("a rewrite")
+    };
+    assert_eq!(r.statements()[0].rows.len(), 3);
+    // One shard's part of one row, and of two: tracked on their own rows.
+    let mut out = String::new();
+    r.render_rows(0, &[1], &[101, 102, 103], Report::Track, &mut out)
+        .unwrap();
+    assert_eq!(
+        out,
+        "INSERT IGNORE INTO orders (sku, `id`) VALUES ('b', LAST_INSERT_ID(IF((@idgate_lid := LAST_INSERT_ID()) = (@idgate_at := 102), 102, 102))) ON DUPLICATE KEY UPDATE qty = 1, `id` = IF(VALUES(`id`) >= 102, IF(LAST_INSERT_ID(`id`), `id`, `id`), `id`)"
+    );
+    out.clear();
+    r.render_rows(0, &[0, 2], &[101, 102, 103], Report::Track, &mut out)
+        .unwrap();
+    assert_eq!(
+        out,
+        "INSERT IGNORE INTO orders (sku, `id`) VALUES ('a', LAST_INSERT_ID(IF((@idgate_lid := LAST_INSERT_ID()) = (@idgate_at := 101), 101, 101))), ('c', IF(LAST_INSERT_ID() = 0, LAST_INSERT_ID(103), 103)) ON DUPLICATE KEY UPDATE qty = 1, `id` = IF(VALUES(`id`) >= 101 AND LAST_INSERT_ID() = VALUES(`id`) OR VALUES(`id`) = 103 AND LAST_INSERT_ID() = 0, IF(LAST_INSERT_ID(IF(VALUES(`id`) = 103, `id`, 0)), `id`, `id`), `id`)"
+    );
+    // A part of an INSERT IGNORE of several rows: RETURNING.
+    let Plan::Rewrite(r) = plan_query(
+        "INSERT IGNORE INTO orders (sku) VALUES ('a'), ('b'), ('c')",
+        &rules,
+        &ctx(),
+    )
+    .unwrap() else {
+        panic!("a rewrite")
+    };
+    out.clear();
+    r.render_rows(0, &[0, 2], &[101, 102, 103], Report::Returning, &mut out)
+        .unwrap();
+    assert_eq!(
+        out,
+        "INSERT IGNORE INTO orders (sku, `id`) VALUES ('a', LAST_INSERT_ID(IF((@idgate_lid := LAST_INSERT_ID()) = (@idgate_at := 101), 101, 101))), ('c', 103) RETURNING `id`"
+    );
+}
+
+#[test]
+fn prepared_upserts_are_tracked() {
+    let upserts = Upserts {
+        track: true,
+        returning: true,
+    };
+    let plan = |sql: &str| match plan_prepare_with(sql, &rules(), &ctx(), upserts).unwrap() {
+        PreparePlan::Rewrite(r) => r,
+        other => panic!("{other:?}"),
+    };
+    use ParamSource::*;
+    let p = plan("INSERT INTO orders (sku) VALUES (?), (?) ON DUPLICATE KEY UPDATE qty = ?");
+    assert_eq!(p.report, Report::Track);
+    assert_eq!(
+        p.backend_sql,
+        "INSERT INTO orders (sku, `id`) VALUES (?, LAST_INSERT_ID(IF((@idgate_lid := LAST_INSERT_ID()) = (@idgate_at := ?), ?, ?))), (?, IF(LAST_INSERT_ID() = 0, LAST_INSERT_ID(?), ?)) ON DUPLICATE KEY UPDATE qty = ?, `id` = IF(VALUES(`id`) >= ? AND LAST_INSERT_ID() = VALUES(`id`) OR VALUES(`id`) = ? AND LAST_INSERT_ID() = 0, IF(LAST_INSERT_ID(IF(VALUES(`id`) = ?, `id`, 0)), `id`, `id`), `id`)"
+    );
+    assert_eq!(
+        p.params,
+        vec![
+            Client(0),
+            Generated(0),
+            Generated(0),
+            Generated(0),
+            Client(1),
+            Generated(1),
+            Generated(1),
+            Client(2),
+            FirstGenerated,
+            Generated(1),
+            Generated(1)
+        ]
+    );
+    let ex = p.execute(&|_| BoundId::Other, false);
+    use BackendParam::{Client as C, Id, Null};
+    assert_eq!(
+        ex.backend_params(&p, &[8, 9]).unwrap(),
+        vec![
+            C(0),
+            Id(8),
+            Id(8),
+            Id(8),
+            C(1),
+            Id(9),
+            Id(9),
+            C(2),
+            Id(8),
+            Id(9),
+            Id(9)
+        ]
+    );
+    // The client's `?` in the id column: the first generated one decides
+    // at execute which branch is bound; an explicit value tracks nothing.
+    let p = plan("INSERT INTO orders (id, sku) VALUES (?, ?) ON DUPLICATE KEY UPDATE qty = 1");
+    assert_eq!(
+        p.backend_sql,
+        "INSERT INTO orders (id, sku) VALUES (IFNULL(?, IFNULL(IF(? IS NULL, NULL, LAST_INSERT_ID(IF((@idgate_lid := LAST_INSERT_ID()) = (@idgate_at := ?), ?, ?))), ?)), ?) ON DUPLICATE KEY UPDATE qty = 1, `id` = IF(VALUES(`id`) >= ?, IF(LAST_INSERT_ID(`id`), `id`, `id`), `id`)"
+    );
+    let ex = p.execute(&|_| BoundId::Null, false);
+    assert_eq!(
+        ex.backend_params(&p, &[8]).unwrap(),
+        vec![Null, Id(8), Id(8), Id(8), Id(8), Null, C(1), Id(8)]
+    );
+    let ex = p.execute(&|_| BoundId::Int(5), false);
+    assert_eq!(
+        ex.backend_params(&p, &[]).unwrap(),
+        vec![C(0), Null, Null, Null, Null, Null, C(1), Null]
+    );
+    // Several rows of INSERT IGNORE: RETURNING (the client is told no columns).
+    let p = plan("INSERT IGNORE INTO orders (sku) VALUES (?), (?)");
+    assert_eq!(p.report, Report::Returning);
+    assert_eq!(
+        p.backend_sql,
+        "INSERT IGNORE INTO orders (sku, `id`) VALUES (?, LAST_INSERT_ID(IF((@idgate_lid := LAST_INSERT_ID()) = (@idgate_at := ?), ?, ?))), (?, ?) RETURNING `id`"
+    );
+    // Shards that cannot track (MySQL), or plan_prepare: plain ids.
+    let p = match plan_prepare(
+        "INSERT IGNORE INTO orders (sku) VALUES (?)",
+        &rules(),
+        &ctx(),
+    )
+    .unwrap()
+    {
+        PreparePlan::Rewrite(r) => r,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(p.report, Report::Plain);
+    assert_eq!(
+        p.backend_sql,
+        "INSERT IGNORE INTO orders (sku, `id`) VALUES (?, ?)"
+    );
+    // The client's own LAST_INSERT_ID: plain ids, theirs kept.
+    let p =
+        plan("INSERT INTO orders (sku) VALUES (LAST_INSERT_ID(?)) ON DUPLICATE KEY UPDATE qty = 1");
+    assert_eq!(p.report, Report::Plain);
+    assert_eq!(
+        p.backend_sql,
+        "INSERT INTO orders (sku, `id`) VALUES (LAST_INSERT_ID(?), ?) ON DUPLICATE KEY UPDATE qty = 1"
+    );
+}
