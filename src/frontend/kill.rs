@@ -20,24 +20,13 @@
 
 use super::inject::{contains_ignore_case, first_keyword, keyword_start};
 use super::session::{CmdError, Session};
-use crate::protocol::codes::ErrorCode;
+use crate::protocol::codes::{self, ErrorCode};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::Notify;
 use tracing::{info, warn};
-
-/// Unknown thread id.
-const ER_NO_SUCH_THREAD: ErrorCode = ErrorCode {
-    code: 1094,
-    state: "HY000",
-};
-/// You are not owner of thread.
-const ER_KILL_DENIED: ErrorCode = ErrorCode {
-    code: 1095,
-    state: "HY000",
-};
 
 /// What a session exposes to `KILL` from other sessions.
 #[derive(Debug)]
@@ -194,11 +183,13 @@ impl Session {
             .and_then(|id| self.shared.sessions.get(id));
         let Some(target) = target else {
             let msg = format!("Unknown thread id: {}", k.id);
-            return self.reply_error(seq, &ER_NO_SUCH_THREAD, &msg).await;
+            return self.reply_error(seq, &codes::ER_NO_SUCH_THREAD, &msg).await;
         };
         if *target.user.lock() != self.login.user {
             let msg = format!("You are not owner of thread {}", k.id);
-            return self.reply_error(seq, &ER_KILL_DENIED, &msg).await;
+            return self
+                .reply_error(seq, &codes::ER_KILL_DENIED_ERROR, &msg)
+                .await;
         }
         let own = u64::from(self.id) == k.id;
         if !k.query {
@@ -220,12 +211,8 @@ impl Session {
             info!(conn = self.id, target = k.id, query = k.query, "KILL");
         }
         if own && !k.query {
-            self.reply_error(
-                seq,
-                &crate::protocol::codes::ER_CONNECTION_KILLED,
-                "Connection was killed",
-            )
-            .await?;
+            self.reply_error(seq, &codes::ER_CONNECTION_KILLED, "Connection was killed")
+                .await?;
             return Err(CmdError::End("killed itself".into()));
         }
         // (KILL QUERY of one's own session: no statement of it is running.)

@@ -48,6 +48,10 @@ codes! {
     ER_NOT_SUPPORTED_YET = (1235, "42000");
     /// Unknown error.
     ER_UNKNOWN_ERROR = (1105, "HY000");
+    /// Unknown thread id (KILL of a session that does not exist).
+    ER_NO_SUCH_THREAD = (1094, "HY000");
+    /// You are not owner of thread (KILL of another user's session).
+    ER_KILL_DENIED_ERROR = (1095, "HY000");
     /// Got error during COMMIT (a commit decision that could not be recorded).
     ER_ERROR_DURING_COMMIT = (1180, "HY000");
     /// Deadlock found when trying to get lock (the transaction was rolled back).

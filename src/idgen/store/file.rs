@@ -188,6 +188,19 @@ fn write_snapshot(
     Ok(())
 }
 
+impl FileStore {
+    /// The node id this file assigns its process (`NODE_ID_KEY`, default 0).
+    async fn own_node(&self) -> u64 {
+        self.state
+            .lock()
+            .await
+            .values
+            .get(NODE_ID_KEY)
+            .map(|v| v.value)
+            .unwrap_or(0)
+    }
+}
+
 impl Store for FileStore {
     fn load<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<Versioned>> {
         Box::pin(async move { Ok(self.state.lock().await.values.get(key).copied()) })
@@ -242,28 +255,13 @@ impl Store for FileStore {
     fn node_held<'a>(&'a self, _scope: &'a str, node: u64) -> StoreFuture<'a, bool> {
         Box::pin(async move {
             // One process per file: the only node held is this process's.
-            let own = self
-                .state
-                .lock()
-                .await
-                .values
-                .get(NODE_ID_KEY)
-                .map(|v| v.value)
-                .unwrap_or(0);
-            Ok(node == own)
+            Ok(node == self.own_node().await)
         })
     }
 
     fn acquire_node<'a>(&'a self, _scope: &'a str, count: u64) -> StoreFuture<'a, NodeLease> {
         Box::pin(async move {
-            let node = self
-                .state
-                .lock()
-                .await
-                .values
-                .get(NODE_ID_KEY)
-                .map(|v| v.value)
-                .unwrap_or(0);
+            let node = self.own_node().await;
             if node >= count {
                 return Err(StoreError::Corrupt {
                     key: format!("{} {NODE_ID_KEY}", self.path.display()),
