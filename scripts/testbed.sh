@@ -23,8 +23,11 @@ password=idgate
 log() { printf '[testbed] %s\n' "$*" >&2; }
 
 # Debian packages this project needs to build, test and benchmark.
+# libprotobuf-dev has the well-known .proto files (google/protobuf/*.proto)
+# that etcd-client's build imports; protobuf-compiler only recommends it, and
+# recommends are not installed here.
 packages=(mariadb-server mariadb-client etcd-server etcd-client sysbench haproxy
-          protobuf-compiler python3-pymysql curl)
+          protobuf-compiler libprotobuf-dev python3-pymysql curl)
 
 ensure_packages() {
   local missing=()

@@ -266,11 +266,11 @@ pub(super) fn shard_key_of<'r>(
 ) -> impl Fn(Option<&str>, &str) -> Option<Arc<str>> + 'r {
     let schema = schema.map(str::to_string);
     move |s: Option<&str>, t: &str| {
-        let e = rules.entry(s.or(schema.as_deref()), t)?;
-        // The shard key is the id column (checked at load): its Arc is
-        // shared, not allocated per statement.
-        e.placement()?;
-        e.shard_key().map(|_| e.column_arc().clone())
+        // Shared, not allocated per statement.
+        rules
+            .entry(s.or(schema.as_deref()), t)?
+            .shard_key_arc()
+            .cloned()
     }
 }
 

@@ -38,6 +38,11 @@ pub struct TableEntry {
     generator: Arc<str>,
     column: Arc<str>,
     quoted_column: Arc<str>,
+    /// The shard key column when the table is sharded (not broadcast).
+    shard_key: Option<Arc<str>>,
+    /// `shard_key` names another column than `column` (compared as MySQL
+    /// compares column names: case-insensitively).
+    separate_key: bool,
     origin: Origin,
     placement: Option<Placement>,
 }
@@ -84,6 +89,15 @@ impl TableEntry {
     /// broadcast).
     pub fn shard_key(&self) -> Option<&str> {
         self.rule.shard_key.as_deref()
+    }
+    /// The shard key column of a sharded (not broadcast) table, shared.
+    pub fn shard_key_arc(&self) -> Option<&Arc<str>> {
+        self.shard_key.as_ref()
+    }
+    /// The shard key column when it is not the id column: each inserted row
+    /// is placed by the value it gives that column, not by its id.
+    pub fn separate_shard_key(&self) -> Option<&Arc<str>> {
+        self.shard_key.as_ref().filter(|_| self.separate_key)
     }
 }
 
@@ -146,6 +160,14 @@ impl RuleSet {
                 generator: Arc::from(rule.generator.as_str()),
                 column: Arc::from(rule.column.as_str()),
                 quoted_column: Arc::from(format!("`{}`", rule.column.replace('`', "``"))),
+                shard_key: match (&placement, &rule.shard_key) {
+                    (Some(p), Some(k)) if !p.is_broadcast() => Some(Arc::from(k.as_str())),
+                    _ => None,
+                },
+                separate_key: rule.shard_key.as_deref().is_some_and(|k| {
+                    !(k.eq_ignore_ascii_case(&rule.column)
+                        || k.to_lowercase() == rule.column.to_lowercase())
+                }),
                 schema,
                 table,
                 origin,

@@ -45,16 +45,11 @@ pub(super) fn placement(
 
     if let Some(key) = &t.shard_key {
         let line = line_or_name(l.shard_key);
+        // Any column of the table: the id column (rows are placed by the id
+        // idgate fills or checks) or another one (placed by the value each
+        // row gives it; checked against the table when a statement is planned).
         if let Err(reason) = check_ident("shard_key", key) {
             found.push((line, reason));
-        } else if !key.eq_ignore_ascii_case(&t.column) {
-            found.push((
-                line,
-                format!(
-                    "shard_key `{key}` is not a column of the rule: it must be the id column `{}` (idgate places each inserted row by the id it fills or checks; sharding by another column is not supported)",
-                    t.column
-                ),
-            ));
         }
         if broadcast {
             found.push((line, "a broadcast table has no shard_key".into()));

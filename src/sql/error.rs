@@ -56,6 +56,19 @@ pub enum SqlError {
         /// The rule's column.
         column: String,
     },
+    /// A row of an INSERT into a table sharded by another column than the
+    /// id gives that column no value idgate can place the row by.
+    #[error("idgate: row {row} of the INSERT into sharded table {table} {reason}; its shard key column {column} decides the shard it goes to (write a literal, or bind a parameter)")]
+    ShardKey {
+        /// The rule table.
+        table: String,
+        /// The shard key column.
+        column: String,
+        /// 1-based row number.
+        row: usize,
+        /// What the row gives the column.
+        reason: &'static str,
+    },
     /// `INSERT INTO t VALUES ...` with no current database and no schema.
     #[error("No database selected (INSERT into {table})")]
     NoDatabase {
@@ -79,7 +92,7 @@ impl SqlError {
     /// The MySQL error code sent to the client.
     pub fn code(&self) -> u16 {
         match self {
-            SqlError::Unsupported { .. } => ER_NOT_SUPPORTED_YET,
+            SqlError::Unsupported { .. } | SqlError::ShardKey { .. } => ER_NOT_SUPPORTED_YET,
             SqlError::Syntax { .. } => ER_PARSE_ERROR,
             SqlError::ColumnCount { .. } => ER_WRONG_VALUE_COUNT_ON_ROW,
             SqlError::UnknownColumn { .. } => ER_BAD_FIELD_ERROR,
@@ -91,7 +104,9 @@ impl SqlError {
     /// The SQLSTATE sent with [`SqlError::code`].
     pub fn sqlstate(&self) -> &'static str {
         match self {
-            SqlError::Unsupported { .. } | SqlError::Syntax { .. } => "42000",
+            SqlError::Unsupported { .. } | SqlError::Syntax { .. } | SqlError::ShardKey { .. } => {
+                "42000"
+            }
             SqlError::ColumnCount { .. } => "21S01",
             SqlError::UnknownColumn { .. } => "42S22",
             SqlError::NoDatabase { .. } => "3D000",

@@ -13,8 +13,9 @@ use super::insert::{self, Mode, Names, Planned};
 use super::lastid;
 use super::lexer::{skim, Kind, Lexer, Modes, Token};
 use super::parsed::{self, Fail};
-use super::rows::{self, RowSpan};
-use super::shape::{same_column, Body};
+use super::route::KeyArg;
+use super::rows::{self, KeyColumn, RowSpan};
+use super::shape::{same_column, Body, Shape};
 use super::upsert::{self, Report, Upsert, Upserts};
 use crate::rules::{RuleSet, TableEntry};
 
@@ -109,6 +110,10 @@ pub struct StmtInfo {
     /// For an INSERT into a routed table (text protocol): its rows, in
     /// order; empty otherwise (or when a row could not be located).
     pub rows: Vec<RowSpan>,
+    /// For an INSERT into a table sharded by another column than the id:
+    /// each row's value of that column, in row order (`?`s numbered as the
+    /// client numbers them); empty otherwise.
+    pub shard_keys: Vec<KeyArg>,
     /// An INSERT IGNORE / ON DUPLICATE KEY UPDATE / RETURNING into a rule
     /// table: where its clauses are (see [`crate::sql::upsert`]).
     pub upsert: Option<Box<Upsert>>,
@@ -151,6 +156,7 @@ impl StmtInfo {
             explicit: Vec::new(),
             changes_last_insert_id: false,
             rows: Vec::new(),
+            shard_keys: Vec::new(),
             upsert: None,
             uses_last_insert_id: false,
             edits: Vec::new(),
@@ -504,6 +510,9 @@ pub(crate) struct RulePlan {
     /// An `ON DUPLICATE KEY UPDATE` or `RETURNING` clause follows the rows.
     pub clause: bool,
     pub hit: RuleHit,
+    /// For a table sharded by another column than the id: each row's value
+    /// of that column (literal or `?`), in row order; else empty.
+    pub shard_keys: Vec<KeyArg>,
     pub end: usize,
     pub semicolon: bool,
     pub in_exec: bool,
@@ -672,6 +681,7 @@ impl<'q> QueryPlanner<'q> {
             slot_count,
         } = rp.planned;
         let mut info = StmtInfo::plain(start..rp.end);
+        info.shard_keys = rp.shard_keys;
         if rp.hit.routed.is_some() && self.mode == Mode::Text {
             info.rows =
                 rows::spans(sql, start..rp.end, self.modes, &rp.body, &edits).unwrap_or_default();
@@ -847,8 +857,13 @@ impl<'q> QueryPlanner<'q> {
                 .iter()
                 .position(|e| std::ptr::eq(e, entry))
         });
+        let shard_keys = match entry.separate_shard_key() {
+            Some(key) => self.shard_keys(start..end, &shape, eff_schema, table, &display, key)?,
+            None => Vec::new(),
+        };
         Ok(RulePlan {
             planned,
+            shard_keys,
             body: shape.body,
             ignore: shape.ignore,
             clause: shape.clause,
@@ -863,6 +878,67 @@ impl<'q> QueryPlanner<'q> {
             semicolon,
             in_exec: end_in_exec,
         })
+    }
+
+    /// Each row's value of the shard key column `key` (not the id column)
+    /// of an INSERT into `table` shaped `shape`, spanning `range`.
+    fn shard_keys(
+        &self,
+        range: Range<usize>,
+        shape: &Shape,
+        schema: Option<&str>,
+        table: &str,
+        display: &str,
+        key: &str,
+    ) -> Result<Vec<KeyArg>, Stop> {
+        let sql = self.sql;
+        let refuse = |row: usize, reason: &'static str| {
+            Stop::Err(SqlError::ShardKey {
+                table: display.to_string(),
+                column: key.to_string(),
+                row,
+                reason,
+            })
+        };
+        let column = match (&shape.body, &shape.columns) {
+            (Body::Set { .. }, _) => KeyColumn::Named(key),
+            (Body::Values(_), Some(_)) => {
+                let mut lx = Lexer::new(sql, shape.after_table, self.modes);
+                match fast::columns(&mut lx, sql, key) {
+                    Ok(Some(list)) => match list.id_index {
+                        Some(i) => KeyColumn::Position(i),
+                        None => {
+                            return Err(refuse(1, "leaves it out of its column list"));
+                        }
+                    },
+                    _ => return Err(refuse(1, "has a column list idgate cannot read")),
+                }
+            }
+            (Body::Values(_), None) => {
+                let schema = schema.ok_or_else(|| {
+                    Stop::Err(SqlError::NoDatabase {
+                        table: table.to_string(),
+                    })
+                })?;
+                let cols = (self.ctx.columns)(schema, table).ok_or_else(|| Stop::Need {
+                    schema: schema.to_string(),
+                    table: table.to_string(),
+                })?;
+                match cols.iter().position(|c| same_column(c, key)) {
+                    Some(i) => KeyColumn::Position(i),
+                    None => {
+                        return Err(Stop::Err(SqlError::UnknownColumn {
+                            table: format!("{schema}.{table}"),
+                            column: key.to_string(),
+                        }))
+                    }
+                }
+            }
+        };
+        let spans = rows::spans(sql, range, self.modes, &shape.body, &[])
+            .ok_or_else(|| refuse(1, "has rows idgate cannot locate"))?;
+        rows::key_args(sql, self.modes, &spans, &shape.body, column)
+            .map_err(|(row, reason)| refuse(row, reason))
     }
 
     /// `CREATE [OR REPLACE] [DEFINER = user] [AGGREGATE] {PROCEDURE | FUNCTION | TRIGGER | EVENT | PACKAGE}`.

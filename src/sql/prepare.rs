@@ -21,6 +21,7 @@ use super::edit::{EditKind, IdOrigin, Lead, Prefix};
 use super::error::SqlError;
 use super::insert::{Mode, RowId, SlotKind};
 use super::plan::{Engine, PlanCtx, QueryPlanner, RuleHit, Stop};
+use super::route::KeyArg;
 use super::upsert::{self, IdForm, LastRow, Report, Upsert, Upserts};
 use crate::rules::RuleSet;
 
@@ -84,6 +85,9 @@ pub struct PrepareRewrite {
     pub upsert: Option<Box<Upsert>>,
     /// Per row: slot, explicit literal id, or kept value.
     rows: Vec<RowId>,
+    /// For a table sharded by another column than the id: each row's value
+    /// of that column (a literal, or the client's parameter); else empty.
+    pub shard_keys: Vec<KeyArg>,
 }
 
 /// How the client bound an id-column parameter, as decoded by the caller
@@ -474,6 +478,7 @@ pub fn plan_prepare_with(
         report,
         upsert: out.info.upsert,
         rows,
+        shard_keys: out.info.shard_keys,
     }))
 }
 

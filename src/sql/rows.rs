@@ -4,8 +4,9 @@
 //! original row texts.
 
 use super::edit::{Edit, EditKind};
-use super::lexer::{Kind, Lexer, Modes};
-use super::shape::{Body, ValueClass};
+use super::lexer::{Kind, Lexer, Modes, Token};
+use super::route::{key_literal, KeyArg};
+use super::shape::{same_column, Body, ValueClass};
 
 /// What decides a row's shard (the shard key is the id column).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +96,142 @@ pub(crate) fn spans(
                 });
             }
             Some(out)
+        }
+    }
+}
+
+/// Where an INSERT gives its shard key column (not the id column).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum KeyColumn<'a> {
+    /// `VALUES` rows: the value at this position of each row.
+    Position(usize),
+    /// `INSERT ... SET`: the assignment to this column.
+    Named(&'a str),
+}
+
+/// The value each row gives the table's shard key column, read from the
+/// original text: a literal or a `?` (numbered from the start of `sql`, as
+/// the client numbers its parameters). `spans` are the statement's rows
+/// ([`spans`]). `Err((row, reason))` (row 1-based) when a row gives no value
+/// idgate can evaluate.
+pub(crate) fn key_args(
+    sql: &str,
+    modes: Modes,
+    spans: &[RowSpan],
+    body: &Body,
+    column: KeyColumn<'_>,
+) -> Result<Vec<KeyArg>, (usize, &'static str)> {
+    let param = |t: &Token| {
+        // Only prepared statements have `?`: count them from the start.
+        let mut lx = Lexer::new(sql, 0, modes);
+        let mut n = 0;
+        while let Some(x) = lx.next_token() {
+            if x.start >= t.start {
+                return Some(n);
+            }
+            n += usize::from(x.kind == Kind::Param);
+        }
+        None
+    };
+    let evaluate = |row: usize, toks: Option<Vec<Token>>| match toks {
+        None => Err((row, "gives it no value (its DEFAULT is not known to idgate)")),
+        Some(toks) => key_literal(sql, &toks, modes, &param)
+            .ok_or((row, "gives it a value that is not a literal (idgate cannot evaluate expressions)")),
+    };
+    let mut out = Vec::with_capacity(spans.len());
+    for (i, span) in spans.iter().enumerate() {
+        let toks = match (column, body) {
+            (KeyColumn::Position(k), Body::Values(_)) => {
+                nth_value(sql, modes, span.open + 1, span.close, k)
+            }
+            (KeyColumn::Named(name), Body::Set { end, .. }) => {
+                assigned(sql, modes, span.open, *end, name)
+            }
+            _ => None,
+        };
+        out.push(evaluate(i + 1, toks)?);
+    }
+    Ok(out)
+}
+
+/// The tokens of the `k`-th (0-based) comma-separated value between `from`
+/// and `to` (one row's contents).
+fn nth_value(sql: &str, modes: Modes, from: usize, to: usize, k: usize) -> Option<Vec<Token>> {
+    let mut lx = Lexer::new(sql, from, modes);
+    let (mut depth, mut index) = (0usize, 0usize);
+    let mut out = Vec::new();
+    while let Some(t) = lx.next_token().filter(|t| t.start < to) {
+        match t.kind {
+            Kind::Punct(b',') if depth == 0 => {
+                if index == k {
+                    return Some(out);
+                }
+                index += 1;
+                continue;
+            }
+            Kind::Punct(b'(') => depth += 1,
+            Kind::Punct(b')') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if index == k {
+            out.push(t);
+        }
+    }
+    (index == k && !out.is_empty()).then_some(out)
+}
+
+/// The tokens of the value assigned to column `name` in `INSERT ... SET`
+/// (the first `SET` at depth 0 after `from`; assignments end at `end`).
+fn assigned(sql: &str, modes: Modes, from: usize, end: usize, name: &str) -> Option<Vec<Token>> {
+    let mut lx = Lexer::new(sql, from, modes);
+    let mut depth = 0usize;
+    loop {
+        let t = lx.next_token().filter(|t| t.start < end)?;
+        match t.kind {
+            Kind::Punct(b'(') => depth += 1,
+            Kind::Punct(b')') => depth = depth.saturating_sub(1),
+            Kind::Word if depth == 0 && t.is_word(sql, "SET") => break,
+            _ => {}
+        }
+    }
+    // `col = value, ...`: a column name is the last part of `a.b.col`.
+    loop {
+        let mut target = None;
+        let mut t = lx.next_token().filter(|t| t.start < end)?;
+        loop {
+            target = super::fast::ident(sql, &t);
+            t = lx.next_token().filter(|t| t.start < end)?;
+            if !t.is(b'.') {
+                break;
+            }
+            t = lx.next_token().filter(|t| t.start < end)?;
+        }
+        if t.is(b':') {
+            t = lx.next_token().filter(|t| t.start < end)?;
+        }
+        if !t.is(b'=') {
+            return None;
+        }
+        let mut value = Vec::new();
+        let mut depth = 0usize;
+        let mut more = false;
+        while let Some(t) = lx.next_token().filter(|t| t.start < end) {
+            match t.kind {
+                Kind::Punct(b',') if depth == 0 => {
+                    more = true;
+                    break;
+                }
+                Kind::Punct(b'(') => depth += 1,
+                Kind::Punct(b')') => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            value.push(t);
+        }
+        if target.is_some_and(|c| same_column(&c, name)) {
+            return (!value.is_empty()).then_some(value);
+        }
+        if !more {
+            return None;
         }
     }
 }

@@ -22,6 +22,8 @@
 
 use std::sync::Arc;
 
+use super::lexer::Token;
+
 use crate::shard::merge::MergeSpec;
 
 pub use super::lexer::Modes;
@@ -174,4 +176,16 @@ pub fn analyze_with(
         Engine::FastOnly => Ok(fast::analyze(sql, modes, shard_key)),
         Engine::ParserOnly => parsed::analyze(sql, modes, shard_key).map(Some),
     }
+}
+
+/// The key value written by exactly the tokens `toks` (an INSERT row's
+/// value for a shard key column): an integer, a string, `NULL`, or a `?`
+/// whose index `param(token)` gives; `None` for anything else.
+pub(crate) fn key_literal(
+    sql: &str,
+    toks: &[Token],
+    modes: Modes,
+    param: &dyn Fn(&Token) -> Option<usize>,
+) -> Option<KeyArg> {
+    value::literal(sql, toks, value::Sign::None, modes, param)
 }
