@@ -549,14 +549,28 @@ fn check_dir_without_config_checks_all_but_shard_names() {
 }
 
 #[test]
-fn the_shard_key_is_the_id_column() {
+fn the_shard_key_may_be_another_column_than_the_id() {
     let text = "[[generator]]\nname = \"g\"\nkind = \"sequence\"\n\n\
                 [[table]]\nname = \"carts\"\ncolumn = \"id\"\ngenerator = \"g\"\n\
                 shard_key = \"user_id\"\nsharding = \"mod\"\n";
-    let (_dir, lines) = load_err(&[("a.toml", text)]);
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.toml", text);
+    let set = RuleSet::load_dir(dir.path(), SHARDS, &ok).unwrap();
+    let e = set.entry(Some("shop"), "carts").unwrap();
+    assert_eq!(e.shard_key(), Some("user_id"));
+    assert_eq!(e.separate_shard_key().map(|k| &**k), Some("user_id"));
+    // Named like the id column, in another case: the id column itself.
+    let same = text.replace("\"user_id\"", "\"ID\"");
+    write(dir.path(), "a.toml", &same);
+    let set = RuleSet::load_dir(dir.path(), SHARDS, &ok).unwrap();
+    let e = set.entry(Some("shop"), "carts").unwrap();
+    assert!(e.separate_shard_key().is_none());
+    assert_eq!(e.shard_key_arc().map(|k| &**k), Some("ID"));
+    // Still a valid identifier.
+    let (_dir, lines) = load_err(&[("a.toml", &text.replace("user_id", "user id"))]);
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(
-        lines[0].starts_with("a.toml:9: table `carts`: shard_key `user_id` is not a column of the rule: it must be the id column `id`"),
+        lines[0].starts_with("a.toml:9: table `carts`: "),
         "{lines:?}"
     );
 }

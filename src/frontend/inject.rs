@@ -505,7 +505,11 @@ impl Session {
         let shard = match plan.rule.routed {
             Some(_) => {
                 let keys: Vec<u64> = ids.iter().chain(&exec.observed).copied().collect();
-                let shard = self.prepared_insert_shard(&plan, &keys)?;
+                let param = |i: usize| match (e.values.get(i), client_types.get(i)) {
+                    (Some(v), Some(t)) => super::route::key_value(*t, *v),
+                    _ => None,
+                };
+                let shard = self.prepared_insert_shard(&plan, &keys, &param)?;
                 self.check_write(&[shard])?;
                 shard
             }

@@ -625,10 +625,17 @@ impl Session {
                 )));
             }
             for (i, r) in st.rows.iter().enumerate() {
-                let key = match r.key {
-                    RowKey::Generated(slot) => ids.get(slot).copied(),
-                    RowKey::Explicit(v) => Some(v),
-                    RowKey::Unknown => None,
+                // Sharded by another column: the row's value of it (the
+                // planner refused rows without a literal there).
+                let key = match st.shard_keys.get(i) {
+                    Some(KeyArg::Value(v)) => Some(v.clone()),
+                    Some(KeyArg::Param(_)) => None,
+                    None => match r.key {
+                        RowKey::Generated(slot) => ids.get(slot).copied(),
+                        RowKey::Explicit(v) => Some(v),
+                        RowKey::Unknown => None,
+                    }
+                    .map(|id| KeyValue::Int(i128::from(id))),
                 };
                 let Some(key) = key else {
                     return Err(refuse(format!(
@@ -638,15 +645,13 @@ impl Session {
                         hit.column
                     )));
                 };
-                let shard = placement
-                    .shard_of(&KeyValue::Int(i128::from(key)))
-                    .map_err(|e| {
-                        refuse(format!(
-                            "INSERT into sharded table {}: row {}: {e}",
-                            hit.table,
-                            i + 1
-                        ))
-                    })?;
+                let shard = placement.shard_of(&key).map_err(|e| {
+                    refuse(format!(
+                        "INSERT into sharded table {}: row {}: {e}",
+                        hit.table,
+                        i + 1
+                    ))
+                })?;
                 groups.entry(shard).or_default().push(i);
             }
         }
@@ -892,7 +897,10 @@ fn one_row_duplicates(
 }
 
 /// A prepared statement's parameter as a shard key value.
-fn key_value(ty: crate::protocol::stmt::ParamType, v: Option<&[u8]>) -> Option<KeyValue> {
+pub(super) fn key_value(
+    ty: crate::protocol::stmt::ParamType,
+    v: Option<&[u8]>,
+) -> Option<KeyValue> {
     use crate::protocol::stmt::{int_value, types};
     let Some(v) = v else {
         return Some(KeyValue::Null);
@@ -965,7 +973,8 @@ impl Session {
     pub(super) fn prepared_insert_shard(
         &self,
         plan: &crate::sql::PrepareRewrite,
-        keys: &[u64],
+        ids: &[u64],
+        params: &dyn Fn(usize) -> Option<KeyValue>,
     ) -> Result<usize, CmdError> {
         let table = &plan.rule.table;
         let Some(placement) = self.placement_at(plan.rule.routed) else {
@@ -976,16 +985,34 @@ impl Session {
                 "a prepared INSERT into broadcast table {table} is not supported; use the text protocol (idgate writes it to every shard atomically)"
             )));
         }
-        if keys.len() < plan.row_count() {
-            return Err(refuse(format!(
-                "prepared INSERT into sharded table {table}: a row's shard key `{}` is bound to a value idgate cannot evaluate; bind an integer, or NULL/0 for a generated id",
-                plan.rule.column
-            )));
-        }
+        let keys: Vec<KeyValue> = if plan.shard_keys.is_empty() {
+            // Sharded by the id column: the ids of the rows.
+            if ids.len() < plan.row_count() {
+                return Err(refuse(format!(
+                    "prepared INSERT into sharded table {table}: a row's shard key `{}` is bound to a value idgate cannot evaluate; bind an integer, or NULL/0 for a generated id",
+                    plan.rule.column
+                )));
+            }
+            ids.iter().map(|&k| KeyValue::Int(i128::from(k))).collect()
+        } else {
+            let mut keys = Vec::with_capacity(plan.shard_keys.len());
+            for k in &plan.shard_keys {
+                keys.push(match k {
+                    KeyArg::Value(v) => v.clone(),
+                    KeyArg::Param(i) => params(*i).ok_or_else(|| {
+                        refuse(format!(
+                            "prepared INSERT into sharded table {table}: shard key parameter {} is bound to a value idgate cannot place (bind an integer or a string)",
+                            i + 1
+                        ))
+                    })?,
+                });
+            }
+            keys
+        };
         let mut shard = None;
-        for &k in keys {
+        for k in &keys {
             let s = placement
-                .shard_of(&KeyValue::Int(i128::from(k)))
+                .shard_of(k)
                 .map_err(|e| refuse(format!("INSERT into sharded table {table}: {e}")))?;
             if shard.is_some_and(|x| x != s) {
                 return Err(refuse(format!(

@@ -858,7 +858,14 @@ impl<'q> QueryPlanner<'q> {
                 .position(|e| std::ptr::eq(e, entry))
         });
         let shard_keys = match entry.separate_shard_key() {
-            Some(key) => self.shard_keys(start..end, &shape, eff_schema, table, &display, key)?,
+            Some(key) => self.shard_keys(
+                start..end,
+                &shape,
+                eff_schema,
+                table,
+                &display,
+                (key, column),
+            )?,
             None => Vec::new(),
         };
         Ok(RulePlan {
@@ -889,7 +896,7 @@ impl<'q> QueryPlanner<'q> {
         schema: Option<&str>,
         table: &str,
         display: &str,
-        key: &str,
+        (key, id_column): (&str, &str),
     ) -> Result<Vec<KeyArg>, Stop> {
         let sql = self.sql;
         let refuse = |row: usize, reason: &'static str| {
@@ -935,10 +942,39 @@ impl<'q> QueryPlanner<'q> {
                 }
             }
         };
+        let end = range.end;
         let spans = rows::spans(sql, range, self.modes, &shape.body, &[])
             .ok_or_else(|| refuse(1, "has rows idgate cannot locate"))?;
-        rows::key_args(sql, self.modes, &spans, &shape.body, column)
-            .map_err(|(row, reason)| refuse(row, reason))
+        let keys = rows::key_args(sql, self.modes, &spans, &shape.body, column)
+            .map_err(|(row, reason)| refuse(row, reason))?;
+        // ON DUPLICATE KEY UPDATE may keep the shard key (`VALUES(key)`:
+        // the row's new value, which maps to the shard the row went to),
+        // not change it: the row would have to move to another shard.
+        let body_end = match &shape.body {
+            Body::Values(rows) => rows.last().map_or(end, |r| r.close + 1),
+            Body::Set { end, .. } => *end,
+        };
+        if shape.clause {
+            if let Some(v) = rows::assigned(sql, self.modes, body_end..end, "UPDATE", key) {
+                let keeps = match v.as_slice() {
+                    [f, open, col, close] => {
+                        f.is_word(sql, "VALUES")
+                            && open.is(b'(')
+                            && close.is(b')')
+                            && fast::ident(sql, col).is_some_and(|c| same_column(&c, key))
+                    }
+                    _ => false,
+                };
+                if !keeps {
+                    return Err(Stop::Err(SqlError::Unsupported {
+                        what: format!("ON DUPLICATE KEY UPDATE of shard key column `{key}` (the row would have to move to another shard; only {key} = VALUES({key}) is allowed)"),
+                        table: display.to_string(),
+                        column: id_column.to_string(),
+                    }));
+                }
+            }
+        }
+        Ok(keys)
     }
 
     /// `CREATE [OR REPLACE] [DEFINER = user] [AGGREGATE] {PROCEDURE | FUNCTION | TRIGGER | EVENT | PACKAGE}`.

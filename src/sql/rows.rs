@@ -134,9 +134,14 @@ pub(crate) fn key_args(
         None
     };
     let evaluate = |row: usize, toks: Option<Vec<Token>>| match toks {
-        None => Err((row, "gives it no value (its DEFAULT is not known to idgate)")),
-        Some(toks) => key_literal(sql, &toks, modes, &param)
-            .ok_or((row, "gives it a value that is not a literal (idgate cannot evaluate expressions)")),
+        None => Err((
+            row,
+            "gives it no value (its DEFAULT is not known to idgate)",
+        )),
+        Some(toks) => key_literal(sql, &toks, modes, &param).ok_or((
+            row,
+            "gives it a value that is not a literal (idgate cannot evaluate expressions)",
+        )),
     };
     let mut out = Vec::with_capacity(spans.len());
     for (i, span) in spans.iter().enumerate() {
@@ -145,7 +150,7 @@ pub(crate) fn key_args(
                 nth_value(sql, modes, span.open + 1, span.close, k)
             }
             (KeyColumn::Named(name), Body::Set { end, .. }) => {
-                assigned(sql, modes, span.open, *end, name)
+                assigned(sql, modes, span.open..*end, "SET", name)
             }
             _ => None,
         };
@@ -180,32 +185,39 @@ fn nth_value(sql: &str, modes: Modes, from: usize, to: usize, k: usize) -> Optio
     (index == k && !out.is_empty()).then_some(out)
 }
 
-/// The tokens of the value assigned to column `name` in `INSERT ... SET`
-/// (the first `SET` at depth 0 after `from`; assignments end at `end`).
-fn assigned(sql: &str, modes: Modes, from: usize, end: usize, name: &str) -> Option<Vec<Token>> {
-    let mut lx = Lexer::new(sql, from, modes);
+/// The tokens of the value assigned to column `name` in the assignment
+/// list after the first `keyword` (`SET`, or `UPDATE` of `ON DUPLICATE KEY
+/// UPDATE`) at depth 0 in `range` (the list ends at `range.end`).
+pub(crate) fn assigned(
+    sql: &str,
+    modes: Modes,
+    range: std::ops::Range<usize>,
+    keyword: &str,
+    name: &str,
+) -> Option<Vec<Token>> {
+    let end = range.end;
+    let mut lx = Lexer::new(sql, range.start, modes);
     let mut depth = 0usize;
     loop {
         let t = lx.next_token().filter(|t| t.start < end)?;
         match t.kind {
             Kind::Punct(b'(') => depth += 1,
             Kind::Punct(b')') => depth = depth.saturating_sub(1),
-            Kind::Word if depth == 0 && t.is_word(sql, "SET") => break,
+            Kind::Word if depth == 0 && t.is_word(sql, keyword) => break,
             _ => {}
         }
     }
     // `col = value, ...`: a column name is the last part of `a.b.col`.
     loop {
-        let mut target = None;
         let mut t = lx.next_token().filter(|t| t.start < end)?;
-        loop {
-            target = super::fast::ident(sql, &t);
+        let target = loop {
+            let part = super::fast::ident(sql, &t);
             t = lx.next_token().filter(|t| t.start < end)?;
             if !t.is(b'.') {
-                break;
+                break part;
             }
             t = lx.next_token().filter(|t| t.start < end)?;
-        }
+        };
         if t.is(b':') {
             t = lx.next_token().filter(|t| t.start < end)?;
         }
@@ -240,6 +252,7 @@ fn assigned(sql: &str, modes: Modes, from: usize, end: usize, name: &str) -> Opt
 mod tests {
     use super::RowKey;
     use crate::rules::RuleSet;
+    use crate::sql::route::{KeyArg, KeyValue};
     use crate::sql::{plan_query_with, Engine, Plan, PlanCtx, QueryRewrite};
     use std::path::Path;
 
@@ -335,5 +348,142 @@ sharding = "mod"
                 "INSERT INTO t VALUES (LAST_INSERT_ID(101), 'a')",
             ]
         );
+    }
+
+    /// `shop.o` is sharded by `cust`, not by its id column.
+    const BY_CUST: &str = r#"
+[[generator]]
+name = "g"
+kind = "sequence"
+[[table]]
+name = "shop.o"
+column = "id"
+generator = "g"
+shard_key = "cust"
+sharding = "hash"
+"#;
+
+    fn ctx_for<'a>(cols: crate::sql::ColumnsFn<'a>) -> PlanCtx<'a> {
+        PlanCtx {
+            schema: Some("shop"),
+            no_auto_value_on_zero: false,
+            no_backslash_escapes: false,
+            ansi_quotes: false,
+            columns: cols,
+        }
+    }
+
+    fn by_cust() -> RuleSet {
+        RuleSet::from_toml(Path::new("t.toml"), BY_CUST, &["s0", "s1"], &|_| Ok(())).unwrap()
+    }
+
+    fn o_columns(_: &str, t: &str) -> Option<std::sync::Arc<[String]>> {
+        (t == "o").then(|| ["id", "a", "cust"].iter().map(|s| s.to_string()).collect())
+    }
+
+    /// The shard keys of a one-statement query, by both parsers (which must agree).
+    fn keys(sql: &str) -> Result<Vec<KeyArg>, String> {
+        let rules = by_cust();
+        let ctx = ctx_for(&o_columns);
+        let mut out = None;
+        for engine in [Engine::FastOnly, Engine::SqlParserOnly] {
+            let got = match plan_query_with(sql, &rules, &ctx, engine) {
+                Ok(Plan::Rewrite(r)) => Ok(r.statements()[0].shard_keys.clone()),
+                Ok(other) => panic!("{other:?}"),
+                Err(e) => Err(e.to_string()),
+            };
+            if let Some(prev) = &out {
+                assert_eq!(prev, &got, "parsers differ for {sql}");
+            }
+            out = Some(got);
+        }
+        out.unwrap()
+    }
+
+    fn int(v: i128) -> KeyArg {
+        KeyArg::Value(KeyValue::Int(v))
+    }
+    fn text(v: &str) -> KeyArg {
+        KeyArg::Value(KeyValue::Str(v.as_bytes().to_vec()))
+    }
+
+    #[test]
+    fn rows_of_a_table_sharded_by_another_column_carry_that_value() {
+        assert_eq!(
+            keys("INSERT INTO o (a, cust) VALUES ('x,(', 7), (f(1, 2), -3), (NULL, 'k\\'x')"),
+            Ok(vec![int(7), int(-3), text("k'x")])
+        );
+        // No column list: the table's column order (id, a, cust).
+        assert_eq!(
+            keys("INSERT INTO o VALUES (NULL, 'a', _utf8mb4'u1'), (5, 'b', NULL)"),
+            Ok(vec![text("u1"), KeyArg::Value(KeyValue::Null)])
+        );
+        assert_eq!(
+            keys("INSERT INTO o SET a = 1, o.cust = 42, id = 3"),
+            Ok(vec![int(42)])
+        );
+        assert_eq!(
+            keys("INSERT INTO o (cust) VALUES (1) ON DUPLICATE KEY UPDATE cust = VALUES(cust), a = 2"),
+            Ok(vec![int(1)])
+        );
+        // The id-sharded rules keep no shard keys: rows go by their ids.
+        assert!(
+            plan("INSERT INTO t (a) VALUES (1)", Engine::Auto).statements()[0]
+                .shard_keys
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn rows_without_a_literal_shard_key_are_refused_with_the_row() {
+        let e = keys("INSERT INTO o (a, cust) VALUES (1, 2), (3, 2 + 2)").unwrap_err();
+        assert!(e.starts_with("idgate: row 2 of the INSERT into sharded table shop.o gives it a value that is not a literal"), "{e}");
+        assert!(e.contains("shard key column cust"), "{e}");
+        let e = keys("INSERT INTO o (a) VALUES (1)").unwrap_err();
+        assert!(
+            e.contains(
+                "row 1 of the INSERT into sharded table shop.o leaves it out of its column list"
+            ),
+            "{e}"
+        );
+        let e = keys("INSERT INTO o SET a = 1").unwrap_err();
+        assert!(e.contains("gives it no value"), "{e}");
+        let e = keys("INSERT INTO o (a, cust) VALUES (1, DEFAULT)").unwrap_err();
+        assert!(e.contains("row 1") && e.contains("not a literal"), "{e}");
+        let e =
+            keys("INSERT INTO o (cust) VALUES (1) ON DUPLICATE KEY UPDATE a = 1, cust = cust + 1")
+                .unwrap_err();
+        assert!(
+            e.contains("ON DUPLICATE KEY UPDATE of shard key column `cust`"),
+            "{e}"
+        );
+        // A table without the column.
+        let rules = by_cust();
+        let cols = |_: &str, _: &str| Some(["id", "a"].iter().map(|s| s.to_string()).collect());
+        let e = plan_query_with(
+            "INSERT INTO o VALUES (1, 2)",
+            &rules,
+            &ctx_for(&cols),
+            Engine::Auto,
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), 1054, "{e}");
+        assert!(e.to_string().contains("'cust' in table shop.o"), "{e}");
+    }
+
+    #[test]
+    fn prepared_rows_name_the_clients_parameter() {
+        let rules = by_cust();
+        let ctx = ctx_for(&o_columns);
+        let plan = |sql: &str| match crate::sql::plan_prepare(sql, &rules, &ctx).unwrap() {
+            crate::sql::PreparePlan::Rewrite(r) => r,
+            other => panic!("{other:?}"),
+        };
+        let p = plan("INSERT INTO o (a, id, cust) VALUES (?, ?, ?), (?, NULL, 'z')");
+        assert_eq!(p.shard_keys, vec![KeyArg::Param(2), text("z")]);
+        // The client still sees its own parameters.
+        assert_eq!(p.client_params, 4);
+        let p = plan("INSERT INTO o SET cust = ?, a = ?");
+        assert_eq!(p.shard_keys, vec![KeyArg::Param(0)]);
     }
 }
