@@ -647,9 +647,10 @@ impl Session {
                 };
                 let shard = placement.shard_of(&key).map_err(|e| {
                     refuse(format!(
-                        "INSERT into sharded table {}: row {}: {e}",
+                        "INSERT into sharded table {}: row {}: shard key column `{}`: {e}",
                         hit.table,
-                        i + 1
+                        i + 1,
+                        entry.shard_key().unwrap_or_default()
                     ))
                 })?;
                 groups.entry(shard).or_default().push(i);
@@ -1011,9 +1012,17 @@ impl Session {
         };
         let mut shard = None;
         for k in &keys {
-            let s = placement
-                .shard_of(k)
-                .map_err(|e| refuse(format!("INSERT into sharded table {table}: {e}")))?;
+            let s = placement.shard_of(k).map_err(|e| {
+                refuse(format!(
+                    "INSERT into sharded table {table}: shard key column `{}`: {e}",
+                    self.shared
+                        .rules
+                        .as_ref()
+                        .and_then(|r| r.entries().get(plan.rule.routed?))
+                        .and_then(|e| e.shard_key())
+                        .unwrap_or_default()
+                ))
+            })?;
             if shard.is_some_and(|x| x != s) {
                 return Err(refuse(format!(
                     "a prepared multi-row INSERT into sharded table {table} whose rows go to several shards is not supported; execute one row at a time, or use the text protocol (idgate splits it)"

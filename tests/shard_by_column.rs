@@ -1,0 +1,329 @@
+//! Tables sharded by another column than the id idgate fills (issue 5), on
+//! the test bed's two real MariaDB shards: order items placed by their
+//! order, accounts by a string code. Each row goes where its shard key
+//! value maps, ids stay unique across shards, a keyed read of one order
+//! touches one shard, and rows idgate cannot place are refused by name.
+
+mod support;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::Conn;
+use std::sync::atomic::Ordering;
+use support::proxy::{self, Proxy};
+
+fn rules(schema: &str) -> String {
+    format!(
+        "[[generator]]\nname = \"seq\"\nkind = \"sequence\"\nbatch = 50\n\n\
+         [[table]]\nname = \"{schema}.items\"\ncolumn = \"id\"\ngenerator = \"seq\"\nshard_key = \"order_id\"\nsharding = \"mod\"\n\n\
+         [[table]]\nname = \"{schema}.acct\"\ncolumn = \"id\"\ngenerator = \"seq\"\nshard_key = \"code\"\nsharding = \"hash\"\n"
+    )
+}
+
+async fn setup(tb: &support::Testbed) -> (Proxy, String) {
+    let schema = support::unique("bycol");
+    for shard in 0..2 {
+        proxy::admin(tb, shard, &[&format!("CREATE DATABASE `{schema}`")]).await;
+    }
+    let p = Proxy::start_rules(tb, &rules(&schema), &format!("/{schema}")).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    // DDL on a sharded table runs on every shard.
+    c.query_drop(
+        "CREATE TABLE items (id BIGINT UNSIGNED PRIMARY KEY, order_id BIGINT NOT NULL, sku VARCHAR(16) NOT NULL, qty INT NOT NULL DEFAULT 1)",
+    )
+    .await
+    .unwrap();
+    c.query_drop("CREATE TABLE acct (id BIGINT UNSIGNED PRIMARY KEY, code VARCHAR(16) NOT NULL, name VARCHAR(32))")
+        .await
+        .unwrap();
+    (p, schema)
+}
+
+async fn teardown(tb: &support::Testbed, p: Proxy, schema: &str) {
+    p.stop().await;
+    for shard in 0..2 {
+        proxy::admin(tb, shard, &[&format!("DROP DATABASE IF EXISTS `{schema}`")]).await;
+    }
+}
+
+/// `(id, order_id)` of every item stored on `shard`, read directly.
+async fn items_on(tb: &support::Testbed, shard: usize, schema: &str) -> Vec<(u64, i64)> {
+    let mut c = Conn::new(proxy::direct_opts(tb, shard, Some(schema)))
+        .await
+        .unwrap();
+    let rows = c
+        .query("SELECT id, order_id FROM items ORDER BY id")
+        .await
+        .unwrap();
+    let _ = c.disconnect().await;
+    rows
+}
+
+fn connects(p: &Proxy) -> Vec<u64> {
+    p.shared
+        .shard_connects
+        .iter()
+        .map(|n| n.load(Ordering::Relaxed))
+        .collect()
+}
+
+#[tokio::test]
+async fn rows_go_to_the_shard_of_their_shard_key_column() {
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+
+    // A multi-row INSERT over both shards is split; the client sees one OK.
+    let r = c
+        .query_iter(
+            "INSERT INTO items (order_id, sku) VALUES (7, 'a'), (8, 'b'), (7, 'c'), (-3, 'd')",
+        )
+        .await
+        .unwrap();
+    let (affected, first) = (r.affected_rows(), r.last_insert_id());
+    drop(r);
+    assert_eq!(affected, 4);
+    let first = first.expect("the first generated id");
+    let lid: u64 = c
+        .query_first("SELECT LAST_INSERT_ID()")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(lid, first);
+    let sku: Option<String> = c
+        .query_first(format!(
+            "SELECT sku FROM items WHERE order_id = 7 AND id = {first}"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        sku.as_deref(),
+        Some("a"),
+        "the first row carries the reported id"
+    );
+
+    // INSERT ... SET, no column list (the table's column order), explicit id.
+    c.query_drop("INSERT INTO items SET sku = 's', order_id = 10")
+        .await
+        .unwrap();
+    c.query_drop("INSERT INTO items VALUES (NULL, 11, 'n', 2)")
+        .await
+        .unwrap();
+    c.query_drop("INSERT INTO items (id, order_id, sku) VALUES (900001, 12, 'x')")
+        .await
+        .unwrap();
+
+    // Prepared: the shard comes from the bound order_id at each execute,
+    // the id from idgate; the driver's last insert id is the stored row's.
+    let stmt = c
+        .prep("INSERT INTO items (sku, order_id, qty) VALUES (?, ?, ?)")
+        .await
+        .unwrap();
+    for order in [20i64, 21, 22, 23] {
+        c.exec_drop(&stmt, ("p", order, 5)).await.unwrap();
+        let id = c.last_insert_id().expect("lastrowid");
+        let back: Option<i64> = c
+            .exec_first("SELECT order_id FROM items WHERE id = ?", (id,))
+            .await
+            .unwrap();
+        assert_eq!(
+            back,
+            Some(order),
+            "row {id} is found by its id (scattered read)"
+        );
+    }
+    // A prepared statement with a literal shard key.
+    c.exec_drop("INSERT INTO items (order_id, sku) VALUES (31, ?)", ("lit",))
+        .await
+        .unwrap();
+
+    let mut all = Vec::new();
+    for shard in 0..2 {
+        let rows = items_on(&tb, shard, &schema).await;
+        assert!(!rows.is_empty(), "shard {shard} has rows");
+        for (id, order) in &rows {
+            assert_eq!(
+                order.rem_euclid(2) as usize,
+                shard,
+                "item {id} of order {order} is on shard {shard}"
+            );
+        }
+        all.extend(rows.into_iter().map(|(id, _)| id));
+    }
+    let n = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(n, all.len(), "no id on two shards");
+    assert_eq!(n, 4 + 3 + 4 + 1, "no row lost");
+
+    // A string shard key: hash is MariaDB's CRC32 of the value's text.
+    c.query_drop("INSERT INTO acct (code, name) VALUES ('alpha', 'a'), ('beta', 'b'), ('gamma', 'g'), ('delta', 'd'), ('k\\'x', 'q')")
+        .await
+        .unwrap();
+    let stmt = c.prep("INSERT INTO acct (code) VALUES (?)").await.unwrap();
+    for code in ["e1", "e2", "e3", "e4"] {
+        c.exec_drop(&stmt, (code,)).await.unwrap();
+    }
+    let mut total = 0;
+    for shard in 0..2 {
+        let mut d = Conn::new(proxy::direct_opts(&tb, shard, Some(&schema)))
+            .await
+            .unwrap();
+        let wrong: u64 = d
+            .query_first(format!(
+                "SELECT COUNT(*) FROM acct WHERE CRC32(code) % 2 <> {shard}"
+            ))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(wrong, 0, "shard {shard} holds only its codes");
+        let here: u64 = d
+            .query_first("SELECT COUNT(*) FROM acct")
+            .await
+            .unwrap()
+            .unwrap();
+        total += here;
+        let _ = d.disconnect().await;
+    }
+    assert_eq!(total, 9);
+    drop(c);
+    teardown(&tb, p, &schema).await;
+}
+
+#[tokio::test]
+async fn one_orders_items_are_read_and_written_on_its_shard_alone() {
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    {
+        let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+        c.query_drop("INSERT INTO items (order_id, sku) VALUES (41, 'a'), (41, 'b'), (42, 'c'), (43, 'd'), (41, 'e')")
+            .await
+            .unwrap();
+    }
+    let mut c = Conn::new(p.opts(None)).await.unwrap();
+    c.query_drop("SELECT 1").await.unwrap();
+    let before = connects(&p);
+    let skus: Vec<String> = c
+        .query(format!(
+            "SELECT sku FROM `{schema}`.items WHERE order_id = 41 ORDER BY sku"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(skus, ["a", "b", "e"]);
+    let n: Option<u64> = c
+        .exec_first(
+            format!("SELECT COUNT(*) FROM `{schema}`.items WHERE order_id IN (?, ?)"),
+            (43, 41),
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, Some(4));
+    c.query_drop(format!(
+        "UPDATE `{schema}`.items SET qty = qty + 1 WHERE order_id = 41"
+    ))
+    .await
+    .unwrap();
+    assert_eq!(c.affected_rows(), 3);
+    c.exec_drop(
+        format!("DELETE FROM `{schema}`.items WHERE order_id = ? AND sku = 'e'"),
+        (41,),
+    )
+    .await
+    .unwrap();
+    assert_eq!(c.affected_rows(), 1);
+    assert_eq!(
+        connects(&p)[0],
+        before[0],
+        "statements keyed on odd orders opened no connection to s0"
+    );
+    // By id (not the shard key): every shard is asked, the row is found.
+    let id: u64 = c
+        .query_first(format!("SELECT MIN(id) FROM `{schema}`.items"))
+        .await
+        .unwrap()
+        .unwrap();
+    let order: Option<i64> = c
+        .query_first(format!(
+            "SELECT order_id FROM `{schema}`.items WHERE id = {id}"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(order, Some(41));
+    // Moving a row to another order (and shard) is refused.
+    let err = c
+        .query_drop(format!(
+            "UPDATE `{schema}`.items SET order_id = 42 WHERE order_id = 41"
+        ))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("shard key"), "{err}");
+    drop(c);
+    teardown(&tb, p, &schema).await;
+}
+
+#[tokio::test]
+async fn rows_idgate_cannot_place_are_refused_by_name() {
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    let refused = |e: mysql_async::Error| match e {
+        mysql_async::Error::Server(s) => (s.code, s.message),
+        other => panic!("{other}"),
+    };
+    let cases: &[(&str, &str)] = &[
+        ("INSERT INTO items (sku) VALUES ('a')", "leaves it out of its column list"),
+        ("INSERT INTO items (order_id, sku) VALUES (1, 'a'), (1 + 1, 'b')", "row 2 of the INSERT into sharded table"),
+        ("INSERT INTO items SET sku = 'a'", "gives it no value"),
+        (
+            "INSERT INTO items (order_id, sku) VALUES (5, 'a') ON DUPLICATE KEY UPDATE order_id = 6",
+            "ON DUPLICATE KEY UPDATE of shard key column `order_id`",
+        ),
+        ("INSERT INTO items (order_id, sku) VALUES (NULL, 'a')", "order_id"),
+    ];
+    for (sql, says) in cases {
+        let (code, message) = refused(c.query_drop(*sql).await.unwrap_err());
+        assert_eq!(code, 1235, "{sql}: {message}");
+        assert!(message.contains(says), "{sql}: {message}");
+        assert!(message.contains("items"), "{sql}: {message}");
+    }
+    // Prepared: a multi-row execute whose rows go to both shards, and a
+    // NULL shard key.
+    let (code, message) = refused(
+        c.exec_drop(
+            "INSERT INTO items (order_id, sku) VALUES (?, 'a'), (?, 'b')",
+            (1, 2),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(code, 1235, "{message}");
+    assert!(message.contains("several shards"), "{message}");
+    let (code, message) = refused(
+        c.exec_drop(
+            "INSERT INTO items (order_id, sku) VALUES (?, 'a')",
+            (None::<i64>,),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(code, 1235, "{message}");
+    // Keeping the key on a duplicate is fine (the row stays on its shard).
+    c.query_drop("INSERT INTO items (id, order_id, sku) VALUES (77, 5, 'a') ON DUPLICATE KEY UPDATE order_id = VALUES(order_id), qty = qty + 1")
+        .await
+        .unwrap();
+    c.query_drop("INSERT INTO items (id, order_id, sku) VALUES (77, 5, 'a') ON DUPLICATE KEY UPDATE order_id = VALUES(order_id), qty = qty + 1")
+        .await
+        .unwrap();
+    let qty: Option<i64> = c
+        .query_first("SELECT qty FROM items WHERE order_id = 5 AND id = 77")
+        .await
+        .unwrap();
+    assert_eq!(qty, Some(2));
+    // Nothing refused reached a shard.
+    let mut stored = 0;
+    for shard in 0..2 {
+        stored += items_on(&tb, shard, &schema).await.len();
+    }
+    assert_eq!(stored, 1);
+    drop(c);
+    teardown(&tb, p, &schema).await;
+}
