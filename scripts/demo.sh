@@ -249,6 +249,12 @@ SELECT LAST_INSERT_ID();
 SELECT * FROM shop.users ORDER BY name DESC LIMIT 3;
 SELECT COUNT(*), MIN(id), MAX(id) FROM shop.users;
 SELECT name FROM shop.users WHERE id = 2;
+\! echo "# shop.notes is sharded by user_id (not by its own id): each note goes to its user's shard,"
+\! echo "# and a user's notes are read from that one shard."
+DROP TABLE IF EXISTS shop.notes;
+CREATE TABLE shop.notes (id BIGINT PRIMARY KEY, user_id BIGINT NOT NULL, body VARCHAR(64));
+INSERT INTO shop.notes (user_id, body) VALUES (1, 'hello'), (2, 'hi'), (1, 'again');
+SELECT id, user_id, body FROM shop.notes WHERE user_id = 1 ORDER BY id;
 SQL
 
 # ------------------------------------------------------------------ 7. the shard
@@ -258,10 +264,12 @@ session "$s0_port" "$backend_user" "$backend_password" <<'SQL'
 SELECT id, customer, total FROM shop.orders ORDER BY id;
 SELECT id, kind, detail FROM shop.events ORDER BY id;
 SELECT id, name FROM shop.users ORDER BY id;
+SELECT id, user_id, body FROM shop.notes ORDER BY id;
 SQL
 say "shard s1:"
 session "$s1_port" "$backend_user" "$backend_password" <<'SQL'
 SELECT id, name FROM shop.users ORDER BY id;
+SELECT id, user_id, body FROM shop.notes ORDER BY id;
 SQL
 
 failed=$(grep -c '^ERROR' "$out" || true)

@@ -1,7 +1,8 @@
 //! Routing statements on sharded and broadcast tables.
 //!
 //! - INSERT/REPLACE: after ids are filled in, each row goes to the shard its
-//!   shard key (the id column) maps to; a multi-row INSERT whose rows go to
+//!   shard key (the id column, or the value the row gives another column)
+//!   maps to; a multi-row INSERT whose rows go to
 //!   several shards is split into one INSERT per shard, each built from the
 //!   original row texts. Broadcast tables get the same statement on every
 //!   shard.

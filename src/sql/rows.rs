@@ -8,7 +8,8 @@ use super::lexer::{Kind, Lexer, Modes, Token};
 use super::route::{key_literal, KeyArg};
 use super::shape::{same_column, Body, ValueClass};
 
-/// What decides a row's shard (the shard key is the id column).
+/// What decides a row's shard when the shard key is the id column (a table
+/// sharded by another column uses [`key_args`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RowKey {
     /// A generated id: the global slot it takes.
