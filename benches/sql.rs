@@ -3,6 +3,9 @@
 //!
 //! Targets: classify + plan + render <= 2 us for a one-row INSERT, <= 20 us
 //! for a 100-row INSERT, <= 200 ns for a statement on a non-rule table.
+//! `plan_sharded_*`: the same INSERTs into a table sharded by its id
+//! (`by_id`) and by another column (`by_column`: each row's value of it is
+//! read too), planned as the session plans a routed INSERT.
 
 use std::hint::black_box;
 use std::path::Path;
@@ -22,6 +25,18 @@ kind = "sequence"
 name = "shop.orders"
 column = "id"
 generator = "orders"
+[[table]]
+name = "shop.by_id"
+column = "id"
+generator = "orders"
+shard_key = "id"
+sharding = "mod"
+[[table]]
+name = "shop.by_column"
+column = "id"
+generator = "orders"
+shard_key = "customer_id"
+sharding = "mod"
 "#;
 
 fn columns(_: &str, _: &str) -> Option<Arc<[String]>> {
@@ -58,8 +73,8 @@ fn plan_render(
 }
 
 fn bench(c: &mut Criterion) {
-    let rules =
-        RuleSet::from_toml(Path::new("bench.toml"), RULES, &["s0"], &|_| Ok(())).expect("rules");
+    let rules = RuleSet::from_toml(Path::new("bench.toml"), RULES, &["s0", "s1"], &|_| Ok(()))
+        .expect("rules");
     let ctx = PlanCtx {
         schema: Some("shop"),
         no_auto_value_on_zero: false,
@@ -101,6 +116,20 @@ fn bench(c: &mut Criterion) {
     g.bench_function("plan_render_100rows", |b| {
         b.iter(|| plan_render(black_box(&many), &rules, &ctx, &ids, &mut out))
     });
+    for table in ["by_id", "by_column"] {
+        let one = one.replace("orders", table);
+        let many = many.replace("INTO orders", &format!("INTO {table}"));
+        assert!(matches!(
+            plan_query(&one, &rules, &ctx),
+            Ok(Plan::Rewrite(_))
+        ));
+        g.bench_function(format!("plan_sharded_{table}_1row"), |b| {
+            b.iter(|| plan_query(black_box(&one), &rules, &ctx))
+        });
+        g.bench_function(format!("plan_sharded_{table}_100rows"), |b| {
+            b.iter(|| plan_query(black_box(&many), &rules, &ctx))
+        });
+    }
     g.bench_function("passthrough_select", |b| {
         b.iter(|| plan_query(black_box(select), &rules, &ctx))
     });

@@ -513,6 +513,8 @@ pub(crate) struct RulePlan {
     /// For a table sharded by another column than the id: each row's value
     /// of that column (literal or `?`), in row order; else empty.
     pub shard_keys: Vec<KeyArg>,
+    /// The rows, located while reading `shard_keys` (their ids not set yet).
+    pub located: Option<Vec<RowSpan>>,
     pub end: usize,
     pub semicolon: bool,
     pub in_exec: bool,
@@ -683,8 +685,14 @@ impl<'q> QueryPlanner<'q> {
         let mut info = StmtInfo::plain(start..rp.end);
         info.shard_keys = rp.shard_keys;
         if rp.hit.routed.is_some() && self.mode == Mode::Text {
-            info.rows =
-                rows::spans(sql, start..rp.end, self.modes, &rp.body, &edits).unwrap_or_default();
+            info.rows = match rp.located {
+                Some(mut located) => {
+                    rows::set_keys(&mut located, &rp.body, &edits);
+                    located
+                }
+                None => rows::spans(sql, start..rp.end, self.modes, &rp.body, &edits)
+                    .unwrap_or_default(),
+            };
         }
         if rp.ignore || rp.clause {
             info.upsert = Some(Box::new(upsert::analyze(
@@ -857,20 +865,24 @@ impl<'q> QueryPlanner<'q> {
                 .iter()
                 .position(|e| std::ptr::eq(e, entry))
         });
-        let shard_keys = match entry.separate_shard_key() {
-            Some(key) => self.shard_keys(
-                start..end,
-                &shape,
-                eff_schema,
-                table,
-                &display,
-                (key, column),
-            )?,
-            None => Vec::new(),
+        let (shard_keys, located) = match entry.separate_shard_key() {
+            Some(key) => {
+                let (keys, spans) = self.shard_keys(
+                    start..end,
+                    &shape,
+                    eff_schema,
+                    table,
+                    &display,
+                    (key, column),
+                )?;
+                (keys, Some(spans))
+            }
+            None => (Vec::new(), None),
         };
         Ok(RulePlan {
             planned,
             shard_keys,
+            located,
             body: shape.body,
             ignore: shape.ignore,
             clause: shape.clause,
@@ -897,7 +909,7 @@ impl<'q> QueryPlanner<'q> {
         table: &str,
         display: &str,
         (key, id_column): (&str, &str),
-    ) -> Result<Vec<KeyArg>, Stop> {
+    ) -> Result<(Vec<KeyArg>, Vec<RowSpan>), Stop> {
         let sql = self.sql;
         let refuse = |row: usize, reason: &'static str| {
             Stop::Err(SqlError::ShardKey {
@@ -943,7 +955,7 @@ impl<'q> QueryPlanner<'q> {
             }
         };
         let end = range.end;
-        let spans = rows::spans(sql, range, self.modes, &shape.body, &[])
+        let spans = rows::locate(sql, range, self.modes, &shape.body)
             .ok_or_else(|| refuse(1, "has rows idgate cannot locate"))?;
         let keys = rows::key_args(sql, self.modes, &spans, &shape.body, column)
             .map_err(|(row, reason)| refuse(row, reason))?;
@@ -974,7 +986,7 @@ impl<'q> QueryPlanner<'q> {
                 }
             }
         }
-        Ok(keys)
+        Ok((keys, spans))
     }
 
     /// `CREATE [OR REPLACE] [DEFINER = user] [AGGREGATE] {PROCEDURE | FUNCTION | TRIGGER | EVENT | PACKAGE}`.

@@ -40,6 +40,13 @@ pub(crate) fn spans(
     body: &Body,
     edits: &[Edit],
 ) -> Option<Vec<RowSpan>> {
+    let mut out = locate(sql, range, modes, body)?;
+    set_keys(&mut out, body, edits);
+    Some(out)
+}
+
+/// Sets each row's [`RowKey`] (its id) from the planned `edits`.
+pub(crate) fn set_keys(spans: &mut [RowSpan], body: &Body, edits: &[Edit]) {
     let slot_in = |from: usize, to: usize| {
         edits.iter().find_map(|e| match e.kind {
             EditKind::Id { slot, .. } if e.start >= from && e.start <= to => Some(slot),
@@ -51,11 +58,28 @@ pub(crate) fn spans(
         (None, Some(ValueClass::Int(v))) => RowKey::Explicit(v),
         _ => RowKey::Unknown,
     };
+    let ids: &mut dyn Iterator<Item = Option<ValueClass>> = match body {
+        Body::Set { id, .. } => &mut std::iter::once(id.map(|v| v.class)),
+        Body::Values(rows) => &mut rows.iter().map(|r| r.id.map(|v| v.class)),
+    };
+    for (span, class) in spans.iter_mut().zip(ids) {
+        span.key = key_of(slot_in(span.open, span.close), class);
+    }
+}
+
+/// Where each row is (keys [`RowKey::Unknown`] until [`set_keys`]),
+/// `None` when a row's `(` cannot be found.
+pub(crate) fn locate(
+    sql: &str,
+    range: std::ops::Range<usize>,
+    modes: Modes,
+    body: &Body,
+) -> Option<Vec<RowSpan>> {
     match body {
-        Body::Set { id, .. } => Some(vec![RowSpan {
+        Body::Set { .. } => Some(vec![RowSpan {
             open: range.start,
             close: range.end,
-            key: key_of(slot_in(range.start, range.end), id.map(|v| v.class)),
+            key: RowKey::Unknown,
         }]),
         Body::Values(rows) => {
             let mut lx = Lexer::new(sql, range.start, modes);
@@ -93,7 +117,7 @@ pub(crate) fn spans(
                 out.push(RowSpan {
                     open,
                     close: r.close,
-                    key: key_of(slot_in(open, r.close), r.id.map(|v| v.class)),
+                    key: RowKey::Unknown,
                 });
             }
             Some(out)
@@ -113,7 +137,7 @@ pub(crate) enum KeyColumn<'a> {
 /// The value each row gives the table's shard key column, read from the
 /// original text: a literal or a `?` (numbered from the start of `sql`, as
 /// the client numbers its parameters). `spans` are the statement's rows
-/// ([`spans`]). `Err((row, reason))` (row 1-based) when a row gives no value
+/// ([`locate`]d). `Err((row, reason))` (row 1-based) when a row gives no value
 /// idgate can evaluate.
 pub(crate) fn key_args(
     sql: &str,
@@ -122,17 +146,17 @@ pub(crate) fn key_args(
     body: &Body,
     column: KeyColumn<'_>,
 ) -> Result<Vec<KeyArg>, (usize, &'static str)> {
+    // Only prepared statements have `?`: where each is, found once.
+    let params = std::cell::OnceCell::new();
     let param = |t: &Token| {
-        // Only prepared statements have `?`: count them from the start.
-        let mut lx = Lexer::new(sql, 0, modes);
-        let mut n = 0;
-        while let Some(x) = lx.next_token() {
-            if x.start >= t.start {
-                return Some(n);
-            }
-            n += usize::from(x.kind == Kind::Param);
-        }
-        None
+        let starts: &Vec<usize> = params.get_or_init(|| {
+            let mut lx = Lexer::new(sql, 0, modes);
+            std::iter::from_fn(|| lx.next_token())
+                .filter(|x| x.kind == Kind::Param)
+                .map(|x| x.start)
+                .collect()
+        });
+        starts.binary_search(&t.start).ok()
     };
     let evaluate = |row: usize, toks: Option<Vec<Token>>| match toks {
         None => Err((
