@@ -8,7 +8,6 @@ mod support;
 
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
-use std::sync::atomic::Ordering;
 use support::proxy::{self, Proxy};
 
 fn rules(schema: &str) -> String {
@@ -21,9 +20,7 @@ fn rules(schema: &str) -> String {
 
 async fn setup(tb: &support::Testbed) -> (Proxy, String) {
     let schema = support::unique("bycol");
-    for shard in 0..2 {
-        proxy::admin(tb, shard, &[&format!("CREATE DATABASE `{schema}`")]).await;
-    }
+    proxy::create_schema(tb, &schema).await;
     let p = Proxy::start_rules(tb, &rules(&schema), &format!("/{schema}")).await;
     let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
     // DDL on a sharded table runs on every shard.
@@ -38,13 +35,6 @@ async fn setup(tb: &support::Testbed) -> (Proxy, String) {
     (p, schema)
 }
 
-async fn teardown(tb: &support::Testbed, p: Proxy, schema: &str) {
-    p.stop().await;
-    for shard in 0..2 {
-        proxy::admin(tb, shard, &[&format!("DROP DATABASE IF EXISTS `{schema}`")]).await;
-    }
-}
-
 /// `(id, order_id)` of every item stored on `shard`, read directly.
 async fn items_on(tb: &support::Testbed, shard: usize, schema: &str) -> Vec<(u64, i64)> {
     let mut c = Conn::new(proxy::direct_opts(tb, shard, Some(schema)))
@@ -56,14 +46,6 @@ async fn items_on(tb: &support::Testbed, shard: usize, schema: &str) -> Vec<(u64
         .unwrap();
     let _ = c.disconnect().await;
     rows
-}
-
-fn connects(p: &Proxy) -> Vec<u64> {
-    p.shared
-        .shard_connects
-        .iter()
-        .map(|n| n.load(Ordering::Relaxed))
-        .collect()
 }
 
 #[tokio::test]
@@ -186,7 +168,7 @@ async fn rows_go_to_the_shard_of_their_shard_key_column() {
     }
     assert_eq!(total, 9);
     drop(c);
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
 }
 
 #[tokio::test]
@@ -201,7 +183,7 @@ async fn one_orders_items_are_read_and_written_on_its_shard_alone() {
     }
     let mut c = Conn::new(p.opts(None)).await.unwrap();
     c.query_drop("SELECT 1").await.unwrap();
-    let before = connects(&p);
+    let before = p.shard_connects();
     let skus: Vec<String> = c
         .query(format!(
             "SELECT sku FROM `{schema}`.items WHERE order_id = 41 ORDER BY sku"
@@ -231,7 +213,7 @@ async fn one_orders_items_are_read_and_written_on_its_shard_alone() {
     .unwrap();
     assert_eq!(c.affected_rows(), 1);
     assert_eq!(
-        connects(&p)[0],
+        p.shard_connects()[0],
         before[0],
         "statements keyed on odd orders opened no connection to s0"
     );
@@ -257,7 +239,7 @@ async fn one_orders_items_are_read_and_written_on_its_shard_alone() {
         .unwrap_err();
     assert!(err.to_string().contains("shard key"), "{err}");
     drop(c);
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
 }
 
 #[tokio::test]
@@ -325,5 +307,5 @@ async fn rows_idgate_cannot_place_are_refused_by_name() {
     }
     assert_eq!(stored, 1);
     drop(c);
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
 }

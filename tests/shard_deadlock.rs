@@ -27,9 +27,7 @@ fn rules(schema: &str) -> String {
 /// generated, as with AUTO_INCREMENT).
 async fn setup(tb: &support::Testbed) -> (Proxy, String) {
     let schema = support::unique("dlock");
-    for shard in 0..2 {
-        proxy::admin(tb, shard, &[&format!("CREATE DATABASE `{schema}`")]).await;
-    }
+    proxy::create_schema(tb, &schema).await;
     let p = Proxy::start_rules(tb, &rules(&schema), &format!("/{schema}")).await;
     let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
     c.query_drop("CREATE TABLE t (id BIGINT UNSIGNED PRIMARY KEY, c INT NOT NULL)")
@@ -40,13 +38,6 @@ async fn setup(tb: &support::Testbed) -> (Proxy, String) {
         .unwrap();
     let _ = c.disconnect().await;
     (p, schema)
-}
-
-async fn teardown(tb: &support::Testbed, p: Proxy, schema: &str) {
-    p.stop().await;
-    for shard in 0..2 {
-        proxy::admin(tb, shard, &[&format!("DROP DATABASE IF EXISTS `{schema}`")]).await;
-    }
 }
 
 /// A session through idgate that waits for locks longer than any test runs
@@ -220,7 +211,7 @@ async fn a_cycle_between_two_transactions_across_shards_rolls_back_the_younger()
     assert_eq!(rows_on(&tb, 1, &schema).await[1], (3, 21));
     assert_no_prepared_branch(&tb, &p, &schema).await;
     drop((a, b));
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -266,7 +257,7 @@ async fn a_cycle_between_two_autocommit_writes_on_both_shards() {
     assert_eq!(rows_on(&tb, 1, &schema).await[1], (3, 11));
     assert_no_prepared_branch(&tb, &p, &schema).await;
     drop((a, b, h));
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -307,7 +298,7 @@ async fn a_cycle_between_plain_transactions_reading_for_update() {
     assert_eq!(rows_on(&tb, 1, &schema).await[0], (1, 22));
     assert_eq!(p.shared.deadlocks_resolved.load(Ordering::Relaxed), 1);
     drop((a, b));
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -348,7 +339,7 @@ async fn a_cycle_within_one_shard_is_left_to_innodb() {
         let _ = c.query_drop("COMMIT").await;
     }
     drop((a, b));
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -396,7 +387,7 @@ async fn the_detector_reads_the_shards_only_while_a_statement_waits() {
     assert_eq!(rows_on(&tb, 0, &schema).await[0], (2, 20));
     assert_eq!(rows_on(&tb, 1, &schema).await[0], (1, 10));
     drop((a, b));
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
 }
 
 /// The race the registry guards against, played by hand with the detector's
@@ -467,5 +458,5 @@ async fn a_kill_that_lands_after_the_statement_finished_is_harmless() {
     assert_eq!(p.shared.deadlocks_resolved.load(Ordering::Relaxed), 0);
     let _ = h.disconnect().await;
     drop(a);
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
 }

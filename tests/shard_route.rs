@@ -27,7 +27,7 @@ const TABLE: &str = "(id BIGINT UNSIGNED PRIMARY KEY, w VARCHAR(32) NOT NULL, n 
 /// created through idgate (DDL on a sharded table runs on every shard).
 async fn setup(tb: &support::Testbed) -> (Proxy, String) {
     let schema = support::unique("shard");
-    create_schema(tb, &schema).await;
+    proxy::create_schema(tb, &schema).await;
     let p = Proxy::start_rules(tb, &rules(&schema), &format!("/{schema}")).await;
     let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
     for t in ["t", "h", "ref"] {
@@ -40,20 +40,6 @@ async fn setup(tb: &support::Testbed) -> (Proxy, String) {
         .await
         .unwrap();
     (p, schema)
-}
-
-/// `schema` on both shards, created directly.
-async fn create_schema(tb: &support::Testbed, schema: &str) {
-    for shard in 0..2 {
-        proxy::admin(tb, shard, &[&format!("CREATE DATABASE `{schema}`")]).await;
-    }
-}
-
-async fn teardown(tb: &support::Testbed, p: Proxy, schema: &str) {
-    p.stop().await;
-    for shard in 0..2 {
-        proxy::admin(tb, shard, &[&format!("DROP DATABASE IF EXISTS `{schema}`")]).await;
-    }
 }
 
 async fn direct(tb: &support::Testbed, shard: usize, schema: &str) -> Conn {
@@ -143,7 +129,7 @@ async fn rows_land_where_the_rule_says() {
         let _ = d.disconnect().await;
     }
     drop(c);
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
 }
 
 #[tokio::test]
@@ -160,12 +146,7 @@ async fn keyed_statements_touch_only_their_shard() {
     // from after them.
     let mut c = Conn::new(p.opts(None)).await.unwrap();
     c.query_drop("SELECT 1").await.unwrap();
-    let before: Vec<u64> = p
-        .shared
-        .shard_connects
-        .iter()
-        .map(|n| n.load(Ordering::Relaxed))
-        .collect();
+    let before: Vec<u64> = p.shard_connects();
     let w: Option<String> = c
         .query_first(format!("SELECT w FROM `{schema}`.t WHERE id = 11"))
         .await
@@ -190,12 +171,7 @@ async fn keyed_statements_touch_only_their_shard() {
     c.exec_drop(format!("DELETE FROM `{schema}`.t WHERE id = ?"), (11,))
         .await
         .unwrap();
-    let after: Vec<u64> = p
-        .shared
-        .shard_connects
-        .iter()
-        .map(|n| n.load(Ordering::Relaxed))
-        .collect();
+    let after: Vec<u64> = p.shard_connects();
     assert_eq!(
         after[0], before[0],
         "keyed statements on odd ids opened no connection to shard s0"
@@ -210,7 +186,7 @@ async fn keyed_statements_touch_only_their_shard() {
         .unwrap_err();
     assert!(err.to_string().contains("shard key"), "{err}");
     drop(c);
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
 }
 
 #[tokio::test]
@@ -296,7 +272,7 @@ async fn scattered_reads_equal_one_unsharded_copy() {
         assert!(err.to_string().contains(why), "{q}: {err}");
     }
     drop(c);
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
 }
 
 #[tokio::test]
@@ -377,7 +353,7 @@ async fn multi_shard_writes_are_atomic() {
         .unwrap();
     assert_eq!(n, 2, "reads of a broadcast table come from one shard");
     drop(c);
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
 }
 
 #[tokio::test]
@@ -460,7 +436,7 @@ async fn transactions_across_shards_commit_atomically() {
     assert!(err.to_string().contains("already wrote"), "{err}");
     c.query_drop("ROLLBACK").await.unwrap();
     drop(c);
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
 }
 
 #[tokio::test]
@@ -498,7 +474,7 @@ async fn ddl_runs_on_every_shard_and_names_the_failing_one() {
         "{msg}"
     );
     drop(c);
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
 }
 
 #[tokio::test]
@@ -544,7 +520,7 @@ async fn a_shard_that_is_down_fails_only_what_needs_it() {
 async fn snowflake_ids_spread_over_the_shards_at_low_and_high_rates() {
     let Some(tb) = support::testbed() else { return };
     let schema = support::unique("snowspread");
-    create_schema(&tb, &schema).await;
+    proxy::create_schema(&tb, &schema).await;
     let rules = format!(
         "[[generator]]\nname = \"snow\"\nkind = \"snowflake\"\nepoch = \"2026-01-01T00:00:00Z\"\n\n\
          [[table]]\nname = \"{schema}.e\"\ncolumn = \"id\"\ngenerator = \"snow\"\nshard_key = \"id\"\nsharding = \"mod\"\n"
@@ -590,7 +566,7 @@ async fn snowflake_ids_spread_over_the_shards_at_low_and_high_rates() {
         }
     }
     drop(c);
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
 }
 
 #[tokio::test]
@@ -617,7 +593,7 @@ async fn metadata_statements_and_insert_select() {
         .unwrap_err();
     assert!(err.to_string().contains("INSERT ... SELECT"), "{err}");
     drop(c);
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
 }
 
 /// A cursor opened by a keyed prepared SELECT lives on that key's shard:
@@ -670,7 +646,7 @@ async fn cursor_fetch_follows_the_keyed_shard() {
     let e = proxy::err_of(&refused).expect("refused");
     assert!(e.message.contains("cursor"), "{e}");
     drop(g);
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
 }
 
 /// A shard lost after every shard prepared: the client is told the write is
@@ -713,7 +689,7 @@ async fn a_shard_lost_between_prepare_and_commit_gets_its_branch_committed() {
     let pending = prepared_xids(&tb, 1, &mine).await;
     assert!(pending.is_empty(), "no branch left prepared on s1");
     drop(c);
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
 }
 
 /// The prepared branches on `shard` whose xid starts with `prefix`.
@@ -799,7 +775,7 @@ async fn a_restarted_idgate_finishes_the_two_phase_commits_a_dead_one_left() {
         .unwrap();
     assert_eq!(ids_on(&tb, 0, &schema, "t").await, [30, 40]);
     drop(c);
-    teardown(&tb, q, &schema).await;
+    proxy::teardown(&tb, q, &schema).await;
 }
 
 /// Two idgates share a store; one dies after recording a commit (its
@@ -841,7 +817,7 @@ async fn a_surviving_idgate_finishes_the_commits_of_one_that_died() {
         .await
         .unwrap();
     drop(cb);
-    teardown(&tb, b, &schema).await;
+    proxy::teardown(&tb, b, &schema).await;
 }
 
 /// The commit decision cannot be written (the store fails): nothing is
@@ -852,7 +828,7 @@ async fn a_commit_that_cannot_be_recorded_is_rolled_back_on_every_shard() {
     use idgate::idgen::{Fault, MemoryStore};
     let Some(tb) = support::testbed() else { return };
     let schema = support::unique("shard");
-    create_schema(&tb, &schema).await;
+    proxy::create_schema(&tb, &schema).await;
     let store = MemoryStore::new();
     let p = Proxy::start_store_rules(&tb, &rules(&schema), store.clone()).await;
     let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
@@ -881,7 +857,7 @@ async fn a_commit_that_cannot_be_recorded_is_rolled_back_on_every_shard() {
     assert_eq!(ids_on(&tb, 0, &schema, "t").await, [70]);
     assert_eq!(ids_on(&tb, 1, &schema, "t").await, [71]);
     drop(c);
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
 }
 
 /// Waits until `p` has finished a recovery pass after the `passes`-th.
@@ -948,7 +924,7 @@ async fn warnings_come_from_the_shards_of_the_last_statement() {
     let e: Vec<W> = c.query("SHOW ERRORS").await.unwrap();
     assert!(e.is_empty());
     drop(c);
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
 }
 
 /// With sharded tables, idgate serves one logical database: CREATE and DROP
@@ -982,7 +958,7 @@ async fn databases_are_created_and_dropped_on_every_shard() {
         .unwrap();
     assert!(!exists(0, extra.clone()).await && !exists(1, extra.clone()).await);
     drop(c);
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
 }
 
 /// sysbench `oltp_read_write` (server-side prepared statements) against
@@ -993,7 +969,7 @@ async fn databases_are_created_and_dropped_on_every_shard() {
 async fn sysbench_read_write_on_sharded_tables() {
     let Some(tb) = support::testbed() else { return };
     let schema = support::unique("shardsb");
-    create_schema(&tb, &schema).await;
+    proxy::create_schema(&tb, &schema).await;
     let mut rules = "[[generator]]\nname = \"sb\"\nkind = \"sequence\"\nbatch = 1000\n".to_string();
     for t in 1..=2 {
         rules.push_str(&format!(
@@ -1052,7 +1028,7 @@ async fn sysbench_read_write_on_sharded_tables() {
         );
         let _ = d.disconnect().await;
     }
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
 }
 
 /// What a client saw of one statement.
@@ -1267,6 +1243,6 @@ async fn upserts_split_over_shards_report_like_mariadb() {
         }
     }
     drop(c);
-    teardown(&tb, p, &schema).await;
+    proxy::teardown(&tb, p, &schema).await;
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

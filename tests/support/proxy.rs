@@ -172,6 +172,15 @@ impl Proxy {
     }
 
     /// The generator `name` of a proxy started with rules.
+    /// Connections opened to each shard so far.
+    pub fn shard_connects(&self) -> Vec<u64> {
+        self.shared
+            .shard_connects
+            .iter()
+            .map(|n| n.load(std::sync::atomic::Ordering::Relaxed))
+            .collect()
+    }
+
     pub fn generator(&self, name: &str) -> Arc<idgate::idgen::Generator> {
         self.shared
             .generator(name)
@@ -264,6 +273,21 @@ pub async fn admin(tb: &Testbed, shard: usize, sql: &[&str]) {
             .unwrap_or_else(|e| panic!("{s}: {e}"));
     }
     let _ = c.disconnect().await;
+}
+
+/// Creates `schema` directly on both test bed shards (one logical database).
+pub async fn create_schema(tb: &Testbed, schema: &str) {
+    for shard in 0..2 {
+        admin(tb, shard, &[&format!("CREATE DATABASE `{schema}`")]).await;
+    }
+}
+
+/// Stops `p`, then drops `schema` on both shards.
+pub async fn teardown(tb: &Testbed, p: Proxy, schema: &str) {
+    p.stop().await;
+    for shard in 0..2 {
+        admin(tb, shard, &[&format!("DROP DATABASE IF EXISTS `{schema}`")]).await;
+    }
 }
 
 /// The real `idgate` binary serving a temporary config file.
