@@ -357,6 +357,51 @@ async fn multi_shard_writes_are_atomic() {
 }
 
 #[tokio::test]
+async fn savepoints_roll_back_on_every_shard() {
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    let ins = |id: u64| format!("INSERT INTO t (id, w, n) VALUES ({id}, 'x', 1)");
+    // XA transaction: s1 joins after the savepoint and gets it then.
+    c.query_drop("BEGIN").await.unwrap();
+    c.query_drop(ins(2)).await.unwrap();
+    c.query_drop("SAVEPOINT a").await.unwrap();
+    c.query_drop(ins(3)).await.unwrap();
+    c.query_drop(ins(4)).await.unwrap();
+    c.query_drop("SAVEPOINT b").await.unwrap();
+    c.query_drop(ins(5)).await.unwrap();
+    c.query_drop("ROLLBACK TO SAVEPOINT b").await.unwrap();
+    c.query_drop(ins(7)).await.unwrap();
+    c.query_drop("ROLLBACK WORK TO a").await.unwrap();
+    // b went with the rollback to a; a stays.
+    let err = c.query_drop("ROLLBACK TO SAVEPOINT b").await.unwrap_err();
+    assert!(
+        err.to_string().contains("1305") || err.to_string().contains("does not exist"),
+        "{err}"
+    );
+    c.query_drop(ins(9)).await.unwrap();
+    c.query_drop("RELEASE SAVEPOINT a").await.unwrap();
+    c.query_drop("COMMIT").await.unwrap();
+    assert_eq!(ids_on(&tb, 0, &schema, "t").await, [2]);
+    assert_eq!(ids_on(&tb, 1, &schema, "t").await, [9]);
+    // autocommit = 0: the write shard joins after the savepoint.
+    c.query_drop("SET autocommit = 0").await.unwrap();
+    c.query_drop("SAVEPOINT s").await.unwrap();
+    c.query_drop(ins(11)).await.unwrap();
+    c.query_drop("ROLLBACK TO SAVEPOINT s").await.unwrap();
+    c.query_drop(ins(13)).await.unwrap();
+    c.query_drop("COMMIT").await.unwrap();
+    c.query_drop("SET autocommit = 1").await.unwrap();
+    assert_eq!(ids_on(&tb, 1, &schema, "t").await, [9, 13]);
+    // Outside a transaction the default shard answers, as MariaDB does.
+    c.query_drop("SAVEPOINT z").await.unwrap();
+    let err = c.query_drop("ROLLBACK TO SAVEPOINT z").await.unwrap_err();
+    assert!(err.to_string().contains("does not exist"), "{err}");
+    drop(c);
+    proxy::teardown(&tb, p, &schema).await;
+}
+
+#[tokio::test]
 async fn transactions_across_shards_commit_atomically() {
     let Some(tb) = support::testbed() else { return };
     let (p, schema) = setup(&tb).await;
@@ -954,6 +999,15 @@ async fn databases_are_created_and_dropped_on_every_shard() {
         .unwrap();
     assert!(exists(0, extra.clone()).await && exists(1, extra.clone()).await);
     c.query_drop(format!("DROP SCHEMA `{extra}`"))
+        .await
+        .unwrap();
+    assert!(!exists(0, extra.clone()).await && !exists(1, extra.clone()).await);
+    // CREATE OR REPLACE too (it went to the default shard alone before).
+    c.query_drop(format!("CREATE OR REPLACE DATABASE `{extra}`"))
+        .await
+        .unwrap();
+    assert!(exists(0, extra.clone()).await && exists(1, extra.clone()).await);
+    c.query_drop(format!("DROP DATABASE IF EXISTS `{extra}`"))
         .await
         .unwrap();
     assert!(!exists(0, extra.clone()).await && !exists(1, extra.clone()).await);

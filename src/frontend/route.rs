@@ -228,12 +228,26 @@ pub(super) fn decide(
     Ok(Some(Routed { target, analysis }))
 }
 
-/// `CREATE/ALTER/DROP DATABASE|SCHEMA`.
+/// `CREATE [OR REPLACE]/ALTER/DROP DATABASE|SCHEMA`.
 fn is_database_ddl(first: &[u8; 8], sql: &[u8]) -> bool {
-    matches!(first, b"CREATE\0\0" | b"ALTER\0\0\0" | b"DROP\0\0\0\0") && {
-        let second = super::txn::second_word(sql);
-        second.eq_ignore_ascii_case("DATABASE") || second.eq_ignore_ascii_case("SCHEMA")
+    if !matches!(first, b"CREATE\0\0" | b"ALTER\0\0\0" | b"DROP\0\0\0\0") {
+        return false;
     }
+    let Ok(text) = std::str::from_utf8(&sql[super::inject::keyword_start(sql)..]) else {
+        return false;
+    };
+    let mut words = text.split_ascii_whitespace().skip(1);
+    let mut second = words.next().unwrap_or("");
+    if first == b"CREATE\0\0" && second.eq_ignore_ascii_case("OR") {
+        if !words
+            .next()
+            .is_some_and(|w| w.eq_ignore_ascii_case("REPLACE"))
+        {
+            return false;
+        }
+        second = words.next().unwrap_or("");
+    }
+    second.eq_ignore_ascii_case("DATABASE") || second.eq_ignore_ascii_case("SCHEMA")
 }
 
 /// Statements that only read a table's definition, answered by any shard

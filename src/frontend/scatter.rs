@@ -54,7 +54,8 @@ impl Session {
         // shards work in parallel.
         for (shard, _) in &parts {
             self.backend(*shard).await.map_err(CmdError::Backend)?;
-            if self.txn_begin.is_some() || self.txn_xa.is_some() {
+            if self.txn_begin.is_some() || self.txn_xa.is_some() || !self.txn_savepoints.is_empty()
+            {
                 self.enlist(*shard).await?;
             }
         }

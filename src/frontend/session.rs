@@ -102,6 +102,12 @@ pub struct Session {
     /// The xid of the open explicit transaction when it runs as XA on every
     /// shard it reaches (see `txn.rs`).
     pub(super) txn_xa: Option<String>,
+    /// Savepoints of the open transaction, oldest first (`txn.rs`): every
+    /// shard the transaction reaches gets them, so `ROLLBACK TO SAVEPOINT`
+    /// undoes its work on all shards.
+    pub(super) txn_savepoints: Vec<String>,
+    /// Per shard: its connection has every savepoint of `txn_savepoints`.
+    pub(super) savepoints_on: Vec<bool>,
     /// The shard connection holding the session's `LAST_INSERT_ID()`.
     pub(super) lid_home: usize,
     /// Shards whose connection holds the same value (bit per shard).
@@ -165,6 +171,8 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
         txn_begin: None,
         txn_write: None,
         txn_xa: None,
+        txn_savepoints: Vec::new(),
+        savepoints_on: Vec::new(),
         lid_home: 0,
         lid_synced: u64::MAX,
         xa_seq: 0,
@@ -532,7 +540,10 @@ impl Session {
         hook: Hook<'_>,
     ) -> Result<Outcome, CmdError> {
         self.backend(shard).await.map_err(CmdError::Backend)?;
-        if self.txn_xa.is_some() || (shard != 0 && self.txn_begin.is_some()) {
+        if self.txn_xa.is_some()
+            || (shard != 0 && self.txn_begin.is_some())
+            || !self.txn_savepoints.is_empty()
+        {
             self.enlist(shard).await?;
         }
         if super::diag::is_statement(payload) {
@@ -647,6 +658,9 @@ impl Session {
                 TxnStmt::Begin => return self.begin(payload).await,
                 TxnStmt::End => return self.end(payload).await,
                 TxnStmt::Other => {}
+            }
+            if let Some((op, name)) = txn::savepoint_stmt(sql) {
+                return self.savepoint(payload, op, name).await;
             }
             if self.query_routed(payload).await? {
                 return Ok(());
@@ -1021,6 +1035,7 @@ impl Session {
         self.txn_begin = None;
         self.txn_write = None;
         self.txn_xa = None;
+        self.forget_savepoints();
         self.lid_home = 0;
         self.lid_synced = u64::MAX;
     }

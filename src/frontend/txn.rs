@@ -16,6 +16,12 @@
 //! to several shards commit atomically. A statement that writes to several
 //! shards inside it is made atomic on its own with a savepoint on each.
 //!
+//! Savepoints (`SAVEPOINT`, `ROLLBACK [WORK] TO [SAVEPOINT]`, `RELEASE
+//! SAVEPOINT`) run on every shard connection in the transaction, and a
+//! shard the transaction reaches later gets the open savepoints set before
+//! its first statement (all of its work comes after them), so `ROLLBACK TO
+//! SAVEPOINT` undoes the work done since on every shard.
+//!
 //! `START TRANSACTION` with options (READ ONLY, WITH CONSISTENT SNAPSHOT)
 //! and `autocommit = 0` use plain transactions on each shard: there all
 //! writes must go to one shard, so its COMMIT is atomic; a write that would
@@ -44,6 +50,63 @@ pub(super) enum TxnStmt {
     End,
     /// Anything else.
     Other,
+}
+
+/// What a savepoint statement does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SavepointOp {
+    /// `SAVEPOINT name`.
+    Set,
+    /// `ROLLBACK [WORK] TO [SAVEPOINT] name`.
+    RollbackTo,
+    /// `RELEASE SAVEPOINT name`.
+    Release,
+}
+
+/// A savepoint statement and its savepoint's name (unquoted; names compare
+/// case-insensitively, as MariaDB compares them).
+pub(super) fn savepoint_stmt(sql: &[u8]) -> Option<(SavepointOp, String)> {
+    let first = first_keyword(sql);
+    if !matches!(&first, b"SAVEPOIN" | b"ROLLBACK" | b"RELEASE\0") {
+        return None;
+    }
+    let text = std::str::from_utf8(sql.get(keyword_start(sql)..)?).ok()?;
+    let text = text.trim_end().trim_end_matches(';').trim_end();
+    let words: Vec<&str> = text.split_ascii_whitespace().collect();
+    let up = |i: usize| words.get(i).map(|w| w.to_ascii_uppercase());
+    let (op, name) = match up(0)?.as_str() {
+        "SAVEPOINT" if words.len() == 2 => (SavepointOp::Set, words[1]),
+        "RELEASE" if words.len() == 3 && up(1)? == "SAVEPOINT" => (SavepointOp::Release, words[2]),
+        "ROLLBACK" => {
+            let mut i = 1;
+            if up(i).as_deref() == Some("WORK") {
+                i += 1;
+            }
+            if up(i).as_deref() != Some("TO") {
+                return None;
+            }
+            i += 1;
+            if up(i).as_deref() == Some("SAVEPOINT") {
+                i += 1;
+            }
+            if words.len() != i + 1 {
+                return None;
+            }
+            (SavepointOp::RollbackTo, words[i])
+        }
+        _ => return None,
+    };
+    let name = match name.strip_prefix('`').and_then(|n| n.strip_suffix('`')) {
+        Some(quoted) => quoted.replace("``", "`"),
+        None if name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$') =>
+        {
+            name.to_string()
+        }
+        None => return None,
+    };
+    (!name.is_empty()).then_some((op, name))
 }
 
 /// Classifies a COM_QUERY text.
@@ -132,17 +195,119 @@ impl Session {
 
     /// Before a statement of the session's explicit transaction goes to
     /// `shard`: starts the transaction there if it is not yet.
+    /// Then sets the transaction's savepoints there if it lacks them.
     pub(super) async fn enlist(&mut self, shard: usize) -> Result<(), CmdError> {
         let begin = match (&self.txn_xa, &self.txn_begin) {
-            (Some(xid), _) => super::xa::xa_cmd("START", xid, ""),
-            (None, Some(b)) => b.clone(),
-            (None, None) => return Ok(()),
+            (Some(xid), _) => Some(super::xa::xa_cmd("START", xid, "")),
+            (None, Some(b)) => Some(b.clone()),
+            (None, None) => None,
         };
         let b = self.backend(shard).await.map_err(CmdError::Backend)?;
-        if b.status & status::IN_TRANS == 0 {
-            b.run(&begin, Expect::Results)
+        if let Some(begin) = begin {
+            if b.status & status::IN_TRANS == 0 {
+                b.run(&begin, Expect::Results)
+                    .await
+                    .map_err(CmdError::Backend)?;
+            }
+        }
+        if self.txn_savepoints.is_empty() || self.savepoints_on.get(shard) == Some(&true) {
+            return Ok(());
+        }
+        let set: Vec<String> = self
+            .txn_savepoints
+            .iter()
+            .map(|name| format!("\x03SAVEPOINT `{}`", name.replace('`', "``")))
+            .collect();
+        let b = self.backend(shard).await.map_err(CmdError::Backend)?;
+        for sql in set {
+            b.run(sql.as_bytes(), Expect::Results)
                 .await
                 .map_err(CmdError::Backend)?;
+        }
+        self.mark_savepoints(shard);
+        Ok(())
+    }
+
+    fn mark_savepoints(&mut self, shard: usize) {
+        if self.savepoints_on.len() <= shard {
+            self.savepoints_on.resize(shard + 1, false);
+        }
+        self.savepoints_on[shard] = true;
+    }
+
+    /// Forgets the transaction's savepoints (it ended).
+    pub(super) fn forget_savepoints(&mut self) {
+        self.txn_savepoints.clear();
+        self.savepoints_on.clear();
+    }
+
+    /// `SAVEPOINT` / `ROLLBACK TO SAVEPOINT` / `RELEASE SAVEPOINT` in a
+    /// transaction: on every shard connection that has the transaction's
+    /// savepoints or is in the transaction (the others first, then the
+    /// default shard, whose reply the client gets). Outside a transaction,
+    /// or for a name idgate did not see set, the default shard alone
+    /// answers, as MariaDB would.
+    pub(super) async fn savepoint(
+        &mut self,
+        payload: &[u8],
+        op: SavepointOp,
+        name: String,
+    ) -> Result<(), CmdError> {
+        let at = self
+            .txn_savepoints
+            .iter()
+            .position(|n| n.eq_ignore_ascii_case(&name));
+        if !self.in_txn() || (op != SavepointOp::Set && at.is_none()) {
+            return self.forward(0, payload, Expect::Results).await.map(|_| ());
+        }
+        // Shard 0 answers: the transaction must be there too.
+        if self.txn_xa.is_some() {
+            self.enlist(0).await?;
+        }
+        for shard in 1..self.backends.len() {
+            let Some(b) = self.backends[shard].as_mut() else {
+                continue;
+            };
+            let has = self.savepoints_on.get(shard) == Some(&true);
+            if !has && b.status & status::IN_TRANS == 0 {
+                continue;
+            }
+            if !has {
+                // In the transaction (a read reached it) but without the
+                // savepoints set before: all its work comes after them.
+                self.enlist(shard).await?;
+            }
+            let Some(b) = self.backends[shard].as_mut() else {
+                continue;
+            };
+            b.run(payload, Expect::Results)
+                .await
+                .map_err(CmdError::Backend)?;
+        }
+        let outcome = self.forward(0, payload, Expect::Results).await?;
+        if outcome.error {
+            return Ok(());
+        }
+        match (op, at) {
+            (SavepointOp::Set, at) => {
+                // A name set again moves to the end.
+                if let Some(i) = at {
+                    self.txn_savepoints.remove(i);
+                }
+                self.txn_savepoints.push(name);
+                // Exactly the shards it ran on have every savepoint now.
+                let on: Vec<usize> = (0..self.backends.len())
+                    .filter(|&s| s == 0 || self.savepoints_on.get(s) == Some(&true))
+                    .collect();
+                for s in on {
+                    self.mark_savepoints(s);
+                }
+            }
+            // Later savepoints are gone; this one stays.
+            (SavepointOp::RollbackTo, Some(i)) => self.txn_savepoints.truncate(i + 1),
+            // This one and later ones are gone.
+            (SavepointOp::Release, Some(i)) => self.txn_savepoints.truncate(i),
+            _ => {}
         }
         Ok(())
     }
@@ -200,6 +365,7 @@ impl Session {
         }
         self.end_elsewhere(b"\x03COMMIT").await?;
         self.txn_write = None;
+        self.forget_savepoints();
         if plain_begin(&payload[1..])
             && self.backends[0]
                 .as_ref()
@@ -219,6 +385,7 @@ impl Session {
 
     /// `COMMIT` / `ROLLBACK`: on every shard in the transaction.
     pub(super) async fn end(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+        self.forget_savepoints();
         if self.txn_xa.is_some() {
             let commit = first_keyword(&payload[1..]) == *b"COMMIT\0\0";
             return self.finish_xa(commit, true).await;
@@ -263,7 +430,11 @@ impl Session {
 
     /// After a command: forgets the transaction once no shard is in one.
     pub(super) fn txn_settled(&mut self) {
-        if self.txn_begin.is_none() && self.txn_write.is_none() && self.txn_xa.is_none() {
+        if self.txn_begin.is_none()
+            && self.txn_write.is_none()
+            && self.txn_xa.is_none()
+            && self.txn_savepoints.is_empty()
+        {
             return;
         }
         let open = self
@@ -280,6 +451,7 @@ impl Session {
             self.txn_begin = None;
             self.txn_write = None;
             self.txn_xa = None;
+            self.forget_savepoints();
         }
     }
 
@@ -305,7 +477,40 @@ impl Session {
 
 #[cfg(test)]
 mod tests {
-    use super::{classify, TxnStmt};
+    use super::{classify, savepoint_stmt, SavepointOp, TxnStmt};
+
+    #[test]
+    fn reads_savepoint_statements() {
+        let sp = |s: &str| savepoint_stmt(s.as_bytes());
+        assert_eq!(sp("SAVEPOINT a"), Some((SavepointOp::Set, "a".into())));
+        assert_eq!(
+            sp("  savepoint `x``y`;"),
+            Some((SavepointOp::Set, "x`y".into()))
+        );
+        assert_eq!(
+            sp("/* c */ ROLLBACK TO SAVEPOINT s1"),
+            Some((SavepointOp::RollbackTo, "s1".into()))
+        );
+        assert_eq!(
+            sp("rollback work to b"),
+            Some((SavepointOp::RollbackTo, "b".into()))
+        );
+        assert_eq!(
+            sp("RELEASE SAVEPOINT c"),
+            Some((SavepointOp::Release, "c".into()))
+        );
+        for other in [
+            "ROLLBACK",
+            "ROLLBACK WORK",
+            "RELEASE",
+            "SAVEPOINT",
+            "SAVEPOINT a b",
+            "SAVEPOINTS a",
+            "SAVEPOINT 'a'",
+        ] {
+            assert_eq!(sp(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn classifies_transaction_statements() {
