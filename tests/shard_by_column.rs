@@ -14,7 +14,8 @@ fn rules(schema: &str) -> String {
     format!(
         "[[generator]]\nname = \"seq\"\nkind = \"sequence\"\nbatch = 50\n\n\
          [[table]]\nname = \"{schema}.items\"\ncolumn = \"id\"\ngenerator = \"seq\"\nshard_key = \"order_id\"\nsharding = \"mod\"\n\n\
-         [[table]]\nname = \"{schema}.acct\"\ncolumn = \"id\"\ngenerator = \"seq\"\nshard_key = \"code\"\nsharding = \"hash\"\n"
+         [[table]]\nname = \"{schema}.acct\"\ncolumn = \"id\"\ngenerator = \"seq\"\nshard_key = \"code\"\nsharding = \"hash\"\n\n\
+         [[table]]\nname = \"{schema}.docs\"\ncolumn = \"id\"\ngenerator = \"seq\"\n"
     )
 }
 
@@ -25,7 +26,7 @@ async fn setup(tb: &support::Testbed) -> (Proxy, String) {
     let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
     // DDL on a sharded table runs on every shard.
     c.query_drop(
-        "CREATE TABLE items (id BIGINT UNSIGNED PRIMARY KEY, order_id BIGINT NOT NULL, sku VARCHAR(16) NOT NULL, qty INT NOT NULL DEFAULT 1)",
+        "CREATE TABLE items (id BIGINT UNSIGNED PRIMARY KEY, order_id BIGINT NOT NULL, sku VARCHAR(16) NOT NULL, qty INT NOT NULL DEFAULT 1, note BLOB NULL)",
     )
     .await
     .unwrap();
@@ -87,7 +88,7 @@ async fn rows_go_to_the_shard_of_their_shard_key_column() {
     c.query_drop("INSERT INTO items SET sku = 's', order_id = 10")
         .await
         .unwrap();
-    c.query_drop("INSERT INTO items VALUES (NULL, 11, 'n', 2)")
+    c.query_drop("INSERT INTO items VALUES (NULL, 11, 'n', 2, NULL)")
         .await
         .unwrap();
     c.query_drop("INSERT INTO items (id, order_id, sku) VALUES (900001, 12, 'x')")
@@ -307,5 +308,142 @@ async fn rows_idgate_cannot_place_are_refused_by_name() {
     }
     assert_eq!(stored, 1);
     drop(c);
+    proxy::teardown(&tb, p, &schema).await;
+}
+
+/// COM_STMT_SEND_LONG_DATA for statements whose shard is chosen at execute:
+/// idgate holds the data until the execute picks the shard, then sends it
+/// there (before, it went to the shard of the previous execute).
+#[tokio::test]
+async fn long_data_reaches_the_shard_the_execute_picks() {
+    use idgate::protocol::consts::cmd;
+    use idgate::protocol::response::Expect;
+    use idgate::protocol::stmt::types;
+    use support::proxy::RawClient;
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    let mut g = RawClient::app(p.addr, proxy::CLIENT_CAPS).await;
+    let prepare = |sql: String| [&[cmd::STMT_PREPARE][..], sql.as_bytes()].concat();
+    let id_of = |r: &[Vec<u8>]| {
+        assert_eq!(r[0][0], 0, "prepared: {r:?}");
+        u32::from_le_bytes([r[0][1], r[0][2], r[0][3], r[0][4]])
+    };
+    let long_data = |id: u32, param: u16, chunk: &[u8]| {
+        [
+            &[cmd::STMT_SEND_LONG_DATA][..],
+            &id.to_le_bytes(),
+            &param.to_le_bytes(),
+            chunk,
+        ]
+        .concat()
+    };
+    // An execute of (BIGINT, BLOB sent as long data): no value for the blob.
+    let exec = |id: u32, key: i64| {
+        let mut e = vec![cmd::STMT_EXECUTE];
+        e.extend_from_slice(&id.to_le_bytes());
+        e.push(0);
+        e.extend_from_slice(&1u32.to_le_bytes());
+        e.push(0); // null bitmap
+        e.push(1); // types follow
+        e.extend_from_slice(&[types::LONGLONG, 0, 0xfc, 0]);
+        e.extend_from_slice(&key.to_le_bytes());
+        e
+    };
+    let ins = id_of(
+        &g.command(
+            &prepare(format!(
+                "INSERT INTO `{schema}`.items (order_id, sku, note) VALUES (?, 'ld', ?)"
+            )),
+            Expect::Prepare,
+        )
+        .await,
+    );
+    for (order, chunks) in [
+        (6i64, [&b"even "[..], b"\0\xffsix"]),
+        (7, [b"odd ", b"seven"]),
+        (9, [b"nine", b""]),
+    ] {
+        for c in chunks {
+            g.send(&long_data(ins, 1, c)).await;
+        }
+        let r = g.command(&exec(ins, order), Expect::Results).await;
+        assert_eq!(
+            r[0][0],
+            0,
+            "INSERT with long data for order {order}: {:?}",
+            proxy::err_of(&r)
+        );
+    }
+    // Each row is on its order's shard, with exactly its long data.
+    for (shard, want) in [
+        (0usize, vec![(6i64, b"even \0\xffsix".to_vec())]),
+        (1, vec![(7, b"odd seven".to_vec()), (9, b"nine".to_vec())]),
+    ] {
+        let mut d = Conn::new(proxy::direct_opts(&tb, shard, Some(&schema)))
+            .await
+            .unwrap();
+        let got: Vec<(i64, Vec<u8>)> = d
+            .query("SELECT order_id, note FROM items ORDER BY order_id")
+            .await
+            .unwrap();
+        assert_eq!(got, want, "shard {shard}");
+        let _ = d.disconnect().await;
+    }
+    // An INSERT into a rule table that is not sharded: idgate re-encodes
+    // the execute with the id it adds, leaving the long-data value out.
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    c.query_drop("CREATE TABLE docs (id BIGINT UNSIGNED PRIMARY KEY, n BIGINT, body BLOB)")
+        .await
+        .unwrap();
+    let doc = id_of(
+        &g.command(
+            &prepare(format!(
+                "INSERT INTO `{schema}`.docs (n, body) VALUES (?, ?)"
+            )),
+            Expect::Prepare,
+        )
+        .await,
+    );
+    g.send(&long_data(doc, 1, b"a long ")).await;
+    g.send(&long_data(doc, 1, b"body")).await;
+    let r = g.command(&exec(doc, 5), Expect::Results).await;
+    assert_eq!(r[0][0], 0, "INSERT with long data: {:?}", proxy::err_of(&r));
+    let stored: Option<(u64, Vec<u8>)> = c
+        .query_first("SELECT id, body FROM docs WHERE n = 5")
+        .await
+        .unwrap();
+    let (doc_id, body) = stored.expect("the row");
+    assert!(doc_id > 0);
+    assert_eq!(body, b"a long body");
+    drop(c);
+    // A keyed SELECT whose other parameter is long data.
+    let sel = id_of(
+        &g.command(
+            &prepare(format!(
+                "SELECT sku FROM `{schema}`.items WHERE order_id = ? AND note = ?"
+            )),
+            Expect::Prepare,
+        )
+        .await,
+    );
+    g.send(&long_data(sel, 1, b"odd seven")).await;
+    let r = g.command(&exec(sel, 7), Expect::Results).await;
+    assert!(proxy::err_of(&r).is_none(), "{:?}", proxy::err_of(&r));
+    assert!(
+        r.iter().any(|p| p.ends_with(b"\x02ld")),
+        "the row of order 7: {r:?}"
+    );
+    // Reset drops held data: the next execute has none, so note = '' finds nothing.
+    g.send(&long_data(sel, 1, b"odd seven")).await;
+    let mut reset = vec![cmd::STMT_RESET];
+    reset.extend_from_slice(&sel.to_le_bytes());
+    let r = g.command(&reset, Expect::Single).await;
+    assert_eq!(r[0][0], 0);
+    let r = g.command(&exec(sel, 7), Expect::Results).await;
+    assert!(
+        !r.iter().any(|p| p.ends_with(b"\x02ld")),
+        "reset dropped the data: {r:?}"
+    );
+    drop(g);
     proxy::teardown(&tb, p, &schema).await;
 }

@@ -483,10 +483,14 @@ impl Session {
             Err(_) => return self.malformed("COM_STMT_EXECUTE").await,
         }
         let client_types: Vec<ParamType> = stmt.types.clone().unwrap_or_default();
-        let Ok(e) = wire_stmt::decode_execute(body, n, Some(&client_types)) else {
+        let long = stmt.long_params.clone();
+        let Ok(e) = wire_stmt::decode_execute_long(body, n, Some(&client_types), &long) else {
             return self.malformed("COM_STMT_EXECUTE").await;
         };
+        let is_long = |i: usize| long.get(i) == Some(&true);
         let bound = |i: usize| match (e.values.get(i), client_types.get(i)) {
+            // Sent as long data: a value idgate does not see, kept as is.
+            _ if is_long(i) => BoundId::Other,
             (Some(None), _) => BoundId::Null,
             (Some(Some(v)), Some(t)) => match wire_stmt::int_value(*t, v) {
                 Some(x) if (0..=u64::MAX as i128).contains(&x) => BoundId::Int(x as u64),
@@ -506,6 +510,7 @@ impl Session {
             Some(_) => {
                 let keys: Vec<u64> = ids.iter().chain(&exec.observed).copied().collect();
                 let param = |i: usize| match (e.values.get(i), client_types.get(i)) {
+                    _ if is_long(i) => None,
                     (Some(v), Some(t)) => super::route::key_value(*t, *v),
                     _ => None,
                 };
@@ -558,9 +563,25 @@ impl Session {
             Report::Returning => 0,
             _ => e.flags,
         };
+        // Values sent as long data stay out of the execute.
+        let backend_long: Vec<bool> = params
+            .iter()
+            .map(|p| matches!(p, BackendParam::Client(i) if is_long(*i)))
+            .collect();
         let mut out = Vec::with_capacity(payload.len() + 16 * ids.len() + 16);
         out.push(cmd::STMT_EXECUTE);
-        wire_stmt::encode_execute(backend_id, flags, e.iterations, &list, &mut out);
+        wire_stmt::encode_execute_long(
+            backend_id,
+            flags,
+            e.iterations,
+            &list,
+            &backend_long,
+            &mut out,
+        );
+        if plan.rule.routed.is_some() {
+            // Held until the shard was known.
+            self.send_long_data(id, shard, backend_id).await?;
+        }
         if matches!(report, Report::Track | Report::Returning) {
             // The id the last row got at this execute: explicit, or the
             // last generated one when its slot was generated.

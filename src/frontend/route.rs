@@ -1071,14 +1071,20 @@ impl Session {
             Err(_) => return self.malformed("COM_STMT_EXECUTE").await,
         }
         let types = s.types.clone().unwrap_or_default();
-        let Ok(e) = crate::protocol::stmt::decode_execute(body, n, Some(&types)) else {
+        let long = s.long_params.clone();
+        let Ok(e) = crate::protocol::stmt::decode_execute_long(body, n, Some(&types), &long) else {
             return self.malformed("COM_STMT_EXECUTE").await;
         };
+        // A value sent as long data is not known here: not a key.
         let values: Vec<Option<KeyValue>> = e
             .values
             .iter()
             .zip(&types)
-            .map(|(v, t)| key_value(*t, *v))
+            .enumerate()
+            .map(|(i, (v, t))| match long.get(i) {
+                Some(true) => None,
+                _ => key_value(*t, *v),
+            })
             .collect();
         let schema = self.schema.clone();
         let Some(routed) = decide(&rules, schema.as_deref(), (*route).clone(), &|i| {

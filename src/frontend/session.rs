@@ -766,6 +766,9 @@ impl Session {
             txn: (self.shared.routing && txn::classify(&payload[1..]) != TxnStmt::Other)
                 .then(|| [&[cmd::QUERY][..], &payload[1..]].concat()),
             exec_shard: prepare_on,
+            long_data: Vec::new(),
+            long_data_bytes: 0,
+            long_params: Vec::new(),
         };
         let id = self.stmts.insert(stmt.clone());
         // With a plan, the client is told the parameters it wrote: the
@@ -881,9 +884,25 @@ impl Session {
         let Ok(id) = wire_stmt::stmt_id(&payload[1..]) else {
             return self.malformed("COM_STMT_EXECUTE").await;
         };
+        let result = self.execute_stmt(id, payload).await;
+        // Long data is for one execute, as in MariaDB.
+        if let Some(s) = self.stmts.get_mut(id) {
+            s.clear_long_data();
+        }
+        result
+    }
+
+    async fn execute_stmt(&mut self, id: u32, payload: &[u8]) -> Result<(), CmdError> {
+        let max = self.shared.config.server.max_packet;
         let Some(s) = self.stmts.get_mut(id) else {
             return self.unknown_stmt(id, "mysqld_stmt_execute").await;
         };
+        if s.long_data_bytes > max {
+            return Err(CmdError::Refused(
+                codes::ER_NET_PACKET_TOO_LARGE,
+                format!("idgate: the long data sent for this statement (COM_STMT_SEND_LONG_DATA) is larger than 'max_packet' ({max} bytes); its shard is chosen at execute, so idgate holds it until then"),
+            ));
+        }
         if let Some(plan) = s.plan.clone() {
             return self.execute_planned(id, payload, plan).await;
         }
@@ -936,7 +955,9 @@ impl Session {
         if params > 0 && !s.types_sent[shard] {
             // A statement prepared again on a new connection has not seen the
             // types the client bound earlier: send them along.
-            let Ok(e) = wire_stmt::decode_execute(body, params, s.types.as_deref()) else {
+            let long = s.long_params.clone();
+            let Ok(e) = wire_stmt::decode_execute_long(body, params, s.types.as_deref(), &long)
+            else {
                 return self.malformed("COM_STMT_EXECUTE").await.map(|_| None);
             };
             let types = s.types.clone().unwrap_or_default();
@@ -946,13 +967,57 @@ impl Session {
                 .zip(e.values.iter().copied())
                 .collect();
             out = vec![cmd::STMT_EXECUTE];
-            wire_stmt::encode_execute(bid, e.flags, e.iterations, &merged, &mut out);
+            wire_stmt::encode_execute_long(bid, e.flags, e.iterations, &merged, &long, &mut out);
             s.types_sent[shard] = true;
         } else {
             out = payload.to_vec();
             out[1..5].copy_from_slice(&bid.to_le_bytes());
         }
+        if s.routed() {
+            self.send_long_data(id, shard, bid).await?;
+        }
         Ok(Some(out))
+    }
+
+    /// The client's COM_STMT_SEND_LONG_DATA `payload` for shard statement
+    /// `bid`: its parameter number as the shard's statement counts it (idgate
+    /// may have added parameters before it). `None`: malformed, or not a
+    /// parameter the shard statement has (dropped, as MariaDB drops it).
+    fn long_data_packet(&mut self, id: u32, bid: u32, payload: &[u8]) -> Option<Vec<u8>> {
+        if payload.len() < 7 {
+            return None;
+        }
+        let n = u16::from_le_bytes([payload[5], payload[6]]) as usize;
+        let m = self
+            .stmts
+            .get_mut(id)
+            .and_then(|s| inject::backend_param_index(s, n))?;
+        let mut out = payload.to_vec();
+        out[1..5].copy_from_slice(&bid.to_le_bytes());
+        out[5..7].copy_from_slice(&u16::try_from(m).ok()?.to_le_bytes());
+        Some(out)
+    }
+
+    /// Before an execute of a routed statement on `shard` (shard statement
+    /// `bid`): the long data the client sent for it.
+    pub(super) async fn send_long_data(
+        &mut self,
+        id: u32,
+        shard: usize,
+        bid: u32,
+    ) -> Result<(), CmdError> {
+        let held = match self.stmts.get_mut(id) {
+            Some(s) if !s.long_data.is_empty() => s.long_data.clone(),
+            _ => return Ok(()),
+        };
+        for p in held {
+            let Some(out) = self.long_data_packet(id, bid, &p) else {
+                continue;
+            };
+            let b = self.backend(shard).await.map_err(CmdError::Backend)?;
+            b.send(&out).await.map_err(CmdError::Backend)?;
+        }
+        Ok(())
     }
 
     /// FETCH, RESET and SEND_LONG_DATA: the statement id is translated, the
@@ -973,6 +1038,35 @@ impl Session {
                 None => Ok(()),
             };
         };
+        if payload[0] == cmd::STMT_SEND_LONG_DATA {
+            let max = self.shared.config.server.max_packet;
+            let param = payload
+                .get(5..7)
+                .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize);
+            let Some(s) = self.stmts.get_mut(id) else {
+                return Ok(());
+            };
+            if let Some(n) = param {
+                // The next execute carries no value for it.
+                if s.long_params.len() <= n {
+                    s.long_params.resize(n + 1, false);
+                }
+                s.long_params[n] = true;
+            }
+            if s.routed() {
+                // Its shard is not known before the execute.
+                s.long_data_bytes = s.long_data_bytes.saturating_add(payload.len());
+                if s.long_data_bytes <= max {
+                    s.long_data.push(payload.to_vec());
+                }
+                return Ok(());
+            }
+        }
+        if payload[0] == cmd::STMT_RESET {
+            if let Some(s) = self.stmts.get_mut(id) {
+                s.clear_long_data();
+            }
+        }
         // A fetch reads the cursor where the last execute ran; the other
         // commands go there too (a statement on a routed table is prepared
         // on each shard it ran on).
@@ -983,21 +1077,16 @@ impl Session {
                 None => Ok(()),
             };
         };
-        let mut out = payload.to_vec();
-        out[1..5].copy_from_slice(&bid.to_le_bytes());
-        if payload[0] == cmd::STMT_SEND_LONG_DATA && out.len() >= 7 {
-            // The client's parameter number, as the shard's statement counts
-            // it (idgate may have added parameters before it).
-            let n = u16::from_le_bytes([out[5], out[6]]) as usize;
-            let mapped = self
-                .stmts
-                .get_mut(id)
-                .and_then(|s| inject::backend_param_index(s, n));
-            match mapped {
-                Some(m) => out[5..7].copy_from_slice(&(m as u16).to_le_bytes()),
+        let out = if payload[0] == cmd::STMT_SEND_LONG_DATA {
+            match self.long_data_packet(id, bid, payload) {
+                Some(out) => out,
                 None => return Ok(()),
             }
-        }
+        } else {
+            let mut out = payload.to_vec();
+            out[1..5].copy_from_slice(&bid.to_le_bytes());
+            out
+        };
         match expect {
             Some(e) => self.forward(shard, &out, e).await.map(|_| ()),
             None => {

@@ -37,6 +37,31 @@ pub struct PreparedStmt {
     /// The shard the last execute ran on (where a cursor it opened lives:
     /// COM_STMT_FETCH goes there).
     pub exec_shard: usize,
+    /// COM_STMT_SEND_LONG_DATA payloads (as the client sent them) of a
+    /// statement whose shard is chosen at execute (`route`, or a `plan` for
+    /// a routed table): held until the execute picks the shard(s), sent
+    /// there before it, then dropped.
+    pub long_data: Vec<Vec<u8>>,
+    /// Bytes in `long_data`; past `server.max_packet` the rest is dropped
+    /// and the execute is refused.
+    pub long_data_bytes: usize,
+    /// Per client parameter: long data was sent for it since the last
+    /// execute (the execute then carries no value for it).
+    pub long_params: Vec<bool>,
+}
+
+impl PreparedStmt {
+    /// Forgets the long data of the last execute (or a COM_STMT_RESET).
+    pub fn clear_long_data(&mut self) {
+        self.long_data.clear();
+        self.long_data_bytes = 0;
+        self.long_params.clear();
+    }
+
+    /// Its shard is chosen at each execute.
+    pub fn routed(&self) -> bool {
+        self.route.is_some() || self.plan.as_ref().is_some_and(|p| p.rule.routed.is_some())
+    }
 }
 
 /// All prepared statements of a session, by the id the client knows.

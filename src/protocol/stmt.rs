@@ -78,6 +78,18 @@ pub fn decode_execute<'a>(
     num_params: usize,
     known_types: Option<&[ParamType]>,
 ) -> Result<Execute<'a>, Malformed> {
+    decode_execute_long(body, num_params, known_types, &[])
+}
+
+/// [`decode_execute`] for a statement whose parameters `i` with `long[i]`
+/// were sent with COM_STMT_SEND_LONG_DATA: the execute carries no value for
+/// them (their null bit is clear); they decode as `Some(&[])`.
+pub fn decode_execute_long<'a>(
+    body: &'a [u8],
+    num_params: usize,
+    known_types: Option<&[ParamType]>,
+    long: &[bool],
+) -> Result<Execute<'a>, Malformed> {
     let mut c = Cursor::new(body);
     let stmt_id = c.u32()?;
     let flags = c.u8()?;
@@ -109,6 +121,8 @@ pub fn decode_execute<'a>(
         let is_null = bitmap[i / 8] & (1 << (i % 8)) != 0;
         values.push(if is_null {
             None
+        } else if long.get(i) == Some(&true) {
+            Some(&[][..])
         } else {
             Some(take_value(&mut c, t[0])?)
         });
@@ -151,6 +165,19 @@ pub fn encode_execute(
     params: &[(ParamType, Option<&[u8]>)],
     out: &mut Vec<u8>,
 ) {
+    encode_execute_long(stmt_id, flags, iterations, params, &[], out)
+}
+
+/// [`encode_execute`] where parameters `i` with `long[i]` were sent with
+/// COM_STMT_SEND_LONG_DATA: no value is written for them (not NULL either).
+pub fn encode_execute_long(
+    stmt_id: u32,
+    flags: u8,
+    iterations: u32,
+    params: &[(ParamType, Option<&[u8]>)],
+    long: &[bool],
+    out: &mut Vec<u8>,
+) {
     out.extend_from_slice(&stmt_id.to_le_bytes());
     out.push(flags);
     out.extend_from_slice(&iterations.to_le_bytes());
@@ -168,9 +195,11 @@ pub fn encode_execute(
     for (t, _) in params {
         out.extend_from_slice(t);
     }
-    for (t, v) in params {
-        if let Some(v) = v {
-            put_value(out, t[0], v);
+    for (i, (t, v)) in params.iter().enumerate() {
+        match v {
+            Some(_) if long.get(i) == Some(&true) => {}
+            Some(v) => put_value(out, t[0], v),
+            None => {}
         }
     }
 }
