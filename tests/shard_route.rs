@@ -337,10 +337,18 @@ async fn multi_shard_writes_are_atomic() {
     assert_eq!(r.affected_rows(), 3);
     drop(r);
     assert_eq!(ids_on(&tb, 1, &schema, "t").await, [101]);
-    // A broadcast table gets every row on both shards.
-    c.query_drop("INSERT INTO ref (w, n) VALUES ('r', 1), ('r', 2)")
+    // A broadcast table gets every row on both shards; the client is told
+    // what one copy did (as with one server), not the sum over the copies.
+    let r = c
+        .query_iter("INSERT INTO ref (w, n) VALUES ('r', 1), ('r', 2)")
         .await
         .unwrap();
+    assert_eq!(r.affected_rows(), 2, "two rows inserted");
+    assert_eq!(
+        r.info().to_string(),
+        "Records: 2  Duplicates: 0  Warnings: 0"
+    );
+    drop(r);
     assert_eq!(
         ids_on(&tb, 0, &schema, "ref").await,
         ids_on(&tb, 1, &schema, "ref").await
@@ -352,6 +360,21 @@ async fn multi_shard_writes_are_atomic() {
         .unwrap()
         .unwrap();
     assert_eq!(n, 2, "reads of a broadcast table come from one shard");
+    let r = c.query_iter("UPDATE ref SET n = n + 10").await.unwrap();
+    assert_eq!(r.affected_rows(), 2, "two rows updated");
+    drop(r);
+    let stmt = c.prep("UPDATE ref SET w = ? WHERE n = ?").await.unwrap();
+    c.exec_drop(&stmt, ("s", 11)).await.unwrap();
+    assert_eq!(c.affected_rows(), 1, "one row updated (prepared)");
+    let r = c.query_iter("DELETE FROM ref WHERE n = 12").await.unwrap();
+    assert_eq!(r.affected_rows(), 1, "one row deleted");
+    drop(r);
+    for shard in 0..2 {
+        let mut d = direct(&tb, shard, &schema).await;
+        let rows: Vec<(String, i64)> = d.query("SELECT w, n FROM ref").await.unwrap();
+        assert_eq!(rows, [("s".to_string(), 11)], "shard {shard}");
+        let _ = d.disconnect().await;
+    }
     drop(c);
     proxy::teardown(&tb, p, &schema).await;
 }

@@ -130,8 +130,10 @@ fn shards_of(
 /// What routing decided for a SELECT/UPDATE/DELETE.
 pub(super) struct Routed {
     pub target: Target,
-    /// The statement reads a broadcast table only: any one shard answers.
     pub analysis: Analysis,
+    /// A write whose target shards hold copies of the same rows (broadcast
+    /// tables): the client is told what one copy did, not the sum.
+    pub copies: bool,
 }
 
 /// Decides where a statement with `analysis` goes. `params(i)` is the
@@ -144,6 +146,8 @@ pub(super) fn decide(
 ) -> Result<Option<Routed>, CmdError> {
     // (rule name, shards, in a subquery) per sharded or broadcast table.
     let mut sharded: Vec<(&str, Vec<usize>, bool)> = Vec::new();
+    // Every table written is a broadcast table.
+    let mut copies = true;
     let mut broadcast_only: Option<Vec<usize>> = None;
     // Index in `analysis.tables` of the first table on the default shard.
     let mut default_table = None;
@@ -168,6 +172,7 @@ pub(super) fn decide(
                 }
             }
             Some((e, p)) => {
+                copies = false;
                 let key = if is_ddl { &KeyBound::Unbound } else { &t.key };
                 let on = shards_of(e, p, key, params)?;
                 sharded.push((&e.rule().name, on, t.in_subquery));
@@ -185,6 +190,7 @@ pub(super) fn decide(
             (Some(on), true) => Some(Routed {
                 target: Target::from_set(on),
                 analysis,
+                copies: false,
             }),
             _ => None,
         });
@@ -194,6 +200,7 @@ pub(super) fn decide(
         return Ok(Some(Routed {
             target: Target::from_set(all),
             analysis,
+            copies: false,
         }));
     }
     let target = Target::from_set(sharded[0].1.clone());
@@ -225,7 +232,11 @@ pub(super) fn decide(
             sharded[0].0
         )));
     }
-    Ok(Some(Routed { target, analysis }))
+    Ok(Some(Routed {
+        target,
+        analysis,
+        copies: copies && is_write,
+    }))
 }
 
 /// `CREATE [OR REPLACE]/ALTER/DROP DATABASE|SCHEMA`.
@@ -338,6 +349,16 @@ pub(super) fn sum_info(infos: &[String]) -> String {
         }
     }
     out
+}
+
+/// The replies to report: every part's, or for a write to the copies of a
+/// broadcast table, the first copy's (one server would have done what each
+/// copy did once).
+fn one_copy(parts: &[PartOk], copies: bool) -> &[PartOk] {
+    match parts {
+        [first, ..] if copies => std::slice::from_ref(first),
+        all => all,
+    }
 }
 
 /// One shard's OK reply to a part of a multi-shard write.
@@ -496,7 +517,8 @@ impl Session {
         match routed.analysis.kind {
             StmtKind::Select => self.select_routed(payload, routed).await?,
             StmtKind::Update | StmtKind::Delete => {
-                self.write_routed(payload, &routed.target).await?
+                self.write_routed(payload, &routed.target, routed.copies)
+                    .await?
             }
             StmtKind::Ddl => self.ddl_routed(payload, &routed.target).await?,
             StmtKind::Other => match routed.target {
@@ -538,7 +560,12 @@ impl Session {
     }
 
     /// UPDATE/DELETE (text): one shard, or all of `target` atomically.
-    async fn write_routed(&mut self, payload: &[u8], target: &Target) -> Result<(), CmdError> {
+    async fn write_routed(
+        &mut self,
+        payload: &[u8],
+        target: &Target,
+        copies: bool,
+    ) -> Result<(), CmdError> {
         self.check_write(target.shards())?;
         match target {
             Target::One(s) => {
@@ -551,7 +578,7 @@ impl Session {
                 let parts: Vec<(usize, Vec<u8>)> =
                     shards.iter().map(|&s| (s, payload.to_vec())).collect();
                 let oks = self.run_write(parts, false).await?;
-                let ok = combined_ok(&oks, 0, 0, &|_| 0);
+                let ok = combined_ok(one_copy(&oks, copies), 0, 0, &|_| 0);
                 self.reply_packet(&ok).await
             }
         }
@@ -751,13 +778,14 @@ impl Session {
                 .map(|(&s, _)| s),
             None => None,
         };
+        let oks = one_copy(&oks, broadcast);
         let inserted: u64 = oks.iter().map(|p| p.ok.affected_rows).sum();
         let last_insert_id = match first_id {
             Some(id) if !plain || inserted > 0 => id,
             _ => st.last_explicit().unwrap_or(0),
         };
         let dups = |p: &PartOk| one_row_duplicates(p, ignore, odku, found_rows, None);
-        let ok = combined_ok(&oks, last_insert_id, total_rows, &dups);
+        let ok = combined_ok(oks, last_insert_id, total_rows, &dups);
         if let (Some(id), true) = (first_id, last_insert_id != 0) {
             let home = home.unwrap_or(shards[0]);
             if plain || broadcast {
@@ -862,7 +890,7 @@ impl Session {
             }
         };
         let total_rows = if broadcast { 0 } else { st.rows.len() };
-        let ok = combined_ok(oks, report, total_rows, &dups);
+        let ok = combined_ok(one_copy(oks, broadcast), report, total_rows, &dups);
         // Each shard's LAST_INSERT_ID(): the part with the first stored row
         // holds the session's value (home); the others are clobbered and
         // get it from home when a statement needs it (lastid.rs). Without a
@@ -1118,7 +1146,7 @@ impl Session {
             }
             (Target::Many(_), true) => {
                 let oks = self.run_write(parts, false).await?;
-                let ok = combined_ok(&oks, 0, 0, &|_| 0);
+                let ok = combined_ok(one_copy(&oks, routed.copies), 0, 0, &|_| 0);
                 self.reply_packet(&ok).await
             }
             (Target::Many(_), false) if cursor => Err(refuse(
