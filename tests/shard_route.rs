@@ -360,6 +360,30 @@ async fn multi_shard_writes_are_atomic() {
         .unwrap()
         .unwrap();
     assert_eq!(n, 2, "reads of a broadcast table come from one shard");
+    // Prepared: the same execute on both copies, one row reported, its id
+    // the session's LAST_INSERT_ID().
+    let ins = c
+        .prep("INSERT INTO ref (w, n) VALUES (?, ?)")
+        .await
+        .unwrap();
+    c.exec_drop(&ins, ("p", 3)).await.unwrap();
+    assert_eq!(c.affected_rows(), 1);
+    let id = c.last_insert_id().expect("the generated id");
+    let lid: u64 = c
+        .query_first("SELECT LAST_INSERT_ID()")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(lid, id);
+    for shard in 0..2 {
+        assert!(
+            ids_on(&tb, shard, &schema, "ref").await.contains(&id),
+            "shard {shard} has {id}"
+        );
+    }
+    c.query_drop(format!("DELETE FROM ref WHERE id = {id}"))
+        .await
+        .unwrap();
     let r = c.query_iter("UPDATE ref SET n = n + 10").await.unwrap();
     assert_eq!(r.affected_rows(), 2, "two rows updated");
     drop(r);

@@ -506,6 +506,7 @@ impl Session {
         self.take_ids(&plan.rule.generator, exec.demand, &mut ids)
             .await?;
         let params = exec.backend_params(&plan, &ids).map_err(CmdError::Sql)?;
+        let mut copies: Vec<usize> = Vec::new();
         let shard = match plan.rule.routed {
             Some(_) => {
                 let keys: Vec<u64> = ids.iter().chain(&exec.observed).copied().collect();
@@ -514,9 +515,13 @@ impl Session {
                     (Some(v), Some(t)) => super::route::key_value(*t, *v),
                     _ => None,
                 };
-                let shard = self.prepared_insert_shard(&plan, &keys, &param)?;
-                self.check_write(&[shard])?;
-                shard
+                let targets = self.prepared_insert_shards(&plan, &keys, &param)?;
+                self.check_write(&targets)?;
+                if targets.len() > 1 {
+                    // A broadcast table: the same execute on every copy.
+                    copies = targets;
+                }
+                copies.first().copied().unwrap_or(0)
             }
             None => 0,
         };
@@ -582,6 +587,11 @@ impl Session {
             // Held until the shard was known.
             self.send_long_data(id, shard, backend_id).await?;
         }
+        if copies.len() > 1 {
+            return self
+                .execute_on_copies(id, &copies, out, report, &ids, exec.last_explicit())
+                .await;
+        }
         if matches!(report, Report::Track | Report::Returning) {
             // The id the last row got at this execute: explicit, or the
             // last generated one when its slot was generated.
@@ -632,6 +642,53 @@ impl Session {
             self.last_id_home(shard);
         }
         Ok(())
+    }
+
+    /// An execute (`out`, encoded for the first of `shards`) of a prepared
+    /// INSERT into a broadcast table: the same on every copy, atomically
+    /// (`run_write`: XA outside a transaction), reported as one copy did it.
+    async fn execute_on_copies(
+        &mut self,
+        id: u32,
+        shards: &[usize],
+        out: Vec<u8>,
+        report: Report,
+        ids: &[u64],
+        last_explicit: Option<u64>,
+    ) -> Result<(), CmdError> {
+        if matches!(report, Report::Track | Report::Returning) {
+            return Err(CmdError::Refused(
+                super::route::ER_NOT_ROUTABLE,
+                "idgate: a prepared INSERT IGNORE / ON DUPLICATE KEY UPDATE into a broadcast table is not supported; use the text protocol (idgate writes it to every shard atomically)".into(),
+            ));
+        }
+        let mut parts = Vec::with_capacity(shards.len());
+        for (k, &shard) in shards.iter().enumerate() {
+            let mut payload = out.clone();
+            if k > 0 {
+                let Some(bid) = self.backend_stmt(id, shard).await? else {
+                    return self.unknown_stmt(id, "mysqld_stmt_execute").await;
+                };
+                if let Some(s) = payload.get_mut(1..5) {
+                    s.copy_from_slice(&bid.to_le_bytes());
+                }
+                self.send_long_data(id, shard, bid).await?;
+            }
+            parts.push((shard, payload));
+        }
+        let oks = self.run_write(parts, false).await?;
+        let inserted = oks.first().is_some_and(|p| p.ok.affected_rows > 0);
+        let last_insert_id = match ids.first() {
+            Some(&first) if report != Report::Plain || inserted => first,
+            _ => last_explicit.unwrap_or(0),
+        };
+        let ok = super::route::combined_ok(&oks[..oks.len().min(1)], last_insert_id, 0, &|_| 0);
+        if let (Some(&first), true) = (ids.first(), last_insert_id != 0) {
+            let home = shards[0];
+            self.set_last_insert_id(home, first).await?;
+            self.last_id_home(home);
+        }
+        self.reply_packet(&ok).await
     }
 
     /// Reports an error of idgate's own (a refused statement) to the client.

@@ -1013,21 +1013,21 @@ impl Session {
     }
 
     /// The shard of one execute of a prepared INSERT into a routed table,
-    /// from the ids of its rows (generated and explicit).
-    pub(super) fn prepared_insert_shard(
+    /// from the ids of its rows (generated and explicit) or the shard key
+    /// values bound; every copy's shard for a broadcast table.
+    pub(super) fn prepared_insert_shards(
         &self,
         plan: &crate::sql::PrepareRewrite,
         ids: &[u64],
         params: &dyn Fn(usize) -> Option<KeyValue>,
-    ) -> Result<usize, CmdError> {
+    ) -> Result<Vec<usize>, CmdError> {
         let table = &plan.rule.table;
         let Some(placement) = self.placement_at(plan.rule.routed) else {
-            return Ok(0);
+            return Ok(vec![0]);
         };
         if placement.is_broadcast() {
-            return Err(refuse(format!(
-                "a prepared INSERT into broadcast table {table} is not supported; use the text protocol (idgate writes it to every shard atomically)"
-            )));
+            // Every copy.
+            return Ok(placement.shards().to_vec());
         }
         let keys: Vec<KeyValue> = if plan.shard_keys.is_empty() {
             // Sharded by the id column: the ids of the rows.
@@ -1073,7 +1073,7 @@ impl Session {
             }
             shard = Some(s);
         }
-        Ok(shard.unwrap_or_else(|| placement.shards()[0]))
+        Ok(vec![shard.unwrap_or_else(|| placement.shards()[0])])
     }
 
     /// COM_STMT_EXECUTE of a SELECT/UPDATE/DELETE on a routed table.
