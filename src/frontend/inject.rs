@@ -254,12 +254,13 @@ impl Session {
             self.sync_last_id(shard, rw.sql().as_bytes()).await?;
         }
         let report_of = |i: usize| reports.get(i).copied().unwrap_or(Report::Wrap);
-        let mut out = String::with_capacity(rw.sql().len() + 24 * ids.len() + 16);
+        // The COM_QUERY payload: the command byte, then the text rendered
+        // in place (no second copy).
+        let mut out = String::with_capacity(rw.sql().len() + 24 * ids.len() + 17);
+        out.push(char::from(cmd::QUERY));
         rw.render_with(ids, None, &report_of, &mut out)
             .map_err(CmdError::Sql)?;
-        let mut cmdbuf = Vec::with_capacity(out.len() + 1);
-        cmdbuf.push(cmd::QUERY);
-        cmdbuf.extend_from_slice(out.as_bytes());
+        let cmdbuf = out.into_bytes();
         let stmts = rw.statements();
         // A tracked statement is alone in its query (`StmtInfo::report`).
         if let (Some(st), r @ (Report::Track | Report::Returning)) = (stmts.first(), report_of(0)) {
@@ -517,11 +518,12 @@ impl Session {
                 };
                 let targets = self.prepared_insert_shards(&plan, &keys, &param)?;
                 self.check_write(&targets)?;
+                let first = targets.first().copied().unwrap_or(0);
                 if targets.len() > 1 {
                     // A broadcast table: the same execute on every copy.
                     copies = targets;
                 }
-                copies.first().copied().unwrap_or(0)
+                first
             }
             None => 0,
         };
