@@ -431,6 +431,16 @@ async fn savepoints_roll_back_on_every_shard() {
     c.query_drop("COMMIT").await.unwrap();
     assert_eq!(ids_on(&tb, 0, &schema, "t").await, [2]);
     assert_eq!(ids_on(&tb, 1, &schema, "t").await, [9]);
+    // s1 in the transaction before the savepoint: it is set there too.
+    c.query_drop("BEGIN").await.unwrap();
+    c.query_drop(ins(21)).await.unwrap();
+    c.query_drop("SAVEPOINT c").await.unwrap();
+    c.query_drop(ins(23)).await.unwrap();
+    c.query_drop(ins(24)).await.unwrap();
+    c.query_drop("ROLLBACK TO SAVEPOINT c").await.unwrap();
+    c.query_drop("COMMIT").await.unwrap();
+    assert_eq!(ids_on(&tb, 0, &schema, "t").await, [2]);
+    assert_eq!(ids_on(&tb, 1, &schema, "t").await, [9, 21]);
     // autocommit = 0: the write shard joins after the savepoint.
     c.query_drop("SET autocommit = 0").await.unwrap();
     c.query_drop("SAVEPOINT s").await.unwrap();
@@ -439,7 +449,7 @@ async fn savepoints_roll_back_on_every_shard() {
     c.query_drop(ins(13)).await.unwrap();
     c.query_drop("COMMIT").await.unwrap();
     c.query_drop("SET autocommit = 1").await.unwrap();
-    assert_eq!(ids_on(&tb, 1, &schema, "t").await, [9, 13]);
+    assert_eq!(ids_on(&tb, 1, &schema, "t").await, [9, 13, 21]);
     // Outside a transaction the default shard answers, as MariaDB does.
     c.query_drop("SAVEPOINT z").await.unwrap();
     let err = c.query_drop("ROLLBACK TO SAVEPOINT z").await.unwrap_err();

@@ -264,6 +264,8 @@ impl Session {
         if self.txn_xa.is_some() {
             self.enlist(0).await?;
         }
+        // The shards it runs on: then they have every savepoint.
+        let mut ran = vec![0];
         for shard in 1..self.backends.len() {
             let Some(b) = self.backends[shard].as_mut() else {
                 continue;
@@ -272,6 +274,7 @@ impl Session {
             if !has && b.status & status::IN_TRANS == 0 {
                 continue;
             }
+            ran.push(shard);
             if !has {
                 // In the transaction (a read reached it) but without the
                 // savepoints set before: all its work comes after them.
@@ -295,11 +298,7 @@ impl Session {
                     self.txn_savepoints.remove(i);
                 }
                 self.txn_savepoints.push(name);
-                // Exactly the shards it ran on have every savepoint now.
-                let on: Vec<usize> = (0..self.backends.len())
-                    .filter(|&s| s == 0 || self.savepoints_on.get(s) == Some(&true))
-                    .collect();
-                for s in on {
+                for s in ran {
                     self.mark_savepoints(s);
                 }
             }
