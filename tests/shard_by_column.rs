@@ -22,7 +22,14 @@ fn rules(schema: &str) -> String {
 async fn setup(tb: &support::Testbed) -> (Proxy, String) {
     let schema = support::unique("bycol");
     proxy::create_schema(tb, &schema).await;
-    let p = Proxy::start_rules(tb, &rules(&schema), &format!("/{schema}")).await;
+    // A small max_packet: the long-data test goes past it.
+    let text = proxy::config_text_etcd(tb, &format!("/{schema}")).replacen(
+        "listen = \"127.0.0.1:0\"\n",
+        "listen = \"127.0.0.1:0\"\nmax_packet = 65536\n",
+        1,
+    );
+    let cfg = idgate::config::Config::parse(&text, "test").expect("test config");
+    let p = Proxy::start_config_rules(cfg, &rules(&schema)).await;
     let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
     // DDL on a sharded table runs on every shard.
     c.query_drop(
@@ -432,6 +439,23 @@ async fn long_data_reaches_the_shard_the_execute_picks() {
     assert!(
         r.iter().any(|p| p.ends_with(b"\x02ld")),
         "the row of order 7: {r:?}"
+    );
+    // More long data than max_packet (65536 here) over the session's
+    // statements: the execute is refused (1153), and the next one is fine.
+    let chunk = vec![b'x'; 40_000];
+    g.send(&long_data(ins, 1, &chunk)).await;
+    g.send(&long_data(sel, 1, &chunk)).await;
+    let r = g.command(&exec(sel, 7), Expect::Results).await;
+    let e = proxy::err_of(&r).expect("refused");
+    assert_eq!(e.code, 1153, "{e}");
+    assert!(e.message.contains("max_packet"), "{e}");
+    let r = g.command(&exec(ins, 8), Expect::Results).await;
+    assert_eq!(r[0][0], 0, "within the limit: {:?}", proxy::err_of(&r));
+    g.send(&long_data(sel, 1, b"odd seven")).await;
+    let r = g.command(&exec(sel, 7), Expect::Results).await;
+    assert!(
+        r.iter().any(|p| p.ends_with(b"\x02ld")),
+        "after the refusal: {r:?}"
     );
     // Reset drops held data: the next execute has none, so note = '' finds nothing.
     g.send(&long_data(sel, 1, b"odd seven")).await;

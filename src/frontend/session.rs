@@ -900,7 +900,7 @@ impl Session {
         if s.long_data_bytes > max {
             return Err(CmdError::Refused(
                 codes::ER_NET_PACKET_TOO_LARGE,
-                format!("idgate: the long data sent for this statement (COM_STMT_SEND_LONG_DATA) is larger than 'max_packet' ({max} bytes); its shard is chosen at execute, so idgate holds it until then"),
+                format!("idgate: the long data sent for this session's statements (COM_STMT_SEND_LONG_DATA) is larger than 'max_packet' ({max} bytes); a statement's shard is chosen at execute, so idgate holds it until then"),
             ));
         }
         if let Some(plan) = s.plan.clone() {
@@ -1040,6 +1040,7 @@ impl Session {
         };
         if payload[0] == cmd::STMT_SEND_LONG_DATA {
             let max = self.shared.config.server.max_packet;
+            let held = self.stmts.long_data_held();
             let param = payload
                 .get(5..7)
                 .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize);
@@ -1054,9 +1055,13 @@ impl Session {
                 s.long_params[n] = true;
             }
             if s.routed() {
-                // Its shard is not known before the execute.
-                s.long_data_bytes = s.long_data_bytes.saturating_add(payload.len());
-                if s.long_data_bytes <= max {
+                // Its shard is not known before the execute. The session
+                // holds at most `max_packet` bytes of it over all statements.
+                if held.saturating_add(payload.len()) > max {
+                    s.long_data.clear();
+                    s.long_data_bytes = usize::MAX;
+                } else {
+                    s.long_data_bytes += payload.len();
                     s.long_data.push(payload.to_vec());
                 }
                 return Ok(());

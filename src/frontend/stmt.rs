@@ -42,8 +42,9 @@ pub struct PreparedStmt {
     /// a routed table): held until the execute picks the shard(s), sent
     /// there before it, then dropped.
     pub long_data: Vec<Vec<u8>>,
-    /// Bytes in `long_data`; past `server.max_packet` the rest is dropped
-    /// and the execute is refused.
+    /// Bytes in `long_data`; once the session holds more than
+    /// `server.max_packet` over all its statements, the rest is dropped and
+    /// the execute is refused.
     pub long_data_bytes: usize,
     /// Per client parameter: long data was sent for it since the last
     /// execute (the execute then carries no value for it).
@@ -84,6 +85,13 @@ impl Statements {
 
     pub fn get_mut(&mut self, id: u32) -> Option<&mut PreparedStmt> {
         self.map.get_mut(&id)
+    }
+
+    /// Long data held for all statements (see [`PreparedStmt::long_data`]).
+    pub fn long_data_held(&self) -> usize {
+        self.map
+            .values()
+            .fold(0usize, |n, s| n.saturating_add(s.long_data_bytes))
     }
 
     pub fn remove(&mut self, id: u32) -> Option<PreparedStmt> {
