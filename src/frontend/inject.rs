@@ -571,10 +571,14 @@ impl Session {
             _ => e.flags,
         };
         // Values sent as long data stay out of the execute.
-        let backend_long: Vec<bool> = params
-            .iter()
-            .map(|p| matches!(p, BackendParam::Client(i) if is_long(*i)))
-            .collect();
+        let backend_long: Vec<bool> = if long.is_empty() {
+            Vec::new()
+        } else {
+            params
+                .iter()
+                .map(|p| matches!(p, BackendParam::Client(i) if is_long(*i)))
+                .collect()
+        };
         let mut out = Vec::with_capacity(payload.len() + 16 * ids.len() + 16);
         out.push(cmd::STMT_EXECUTE);
         wire_stmt::encode_execute_long(
