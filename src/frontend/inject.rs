@@ -688,8 +688,14 @@ impl Session {
             Some(&first) if report != Report::Plain || inserted => first,
             _ => last_explicit.unwrap_or(0),
         };
-        let ok = super::route::combined_ok(&oks[..oks.len().min(1)], last_insert_id, 0, &|_| 0);
-        if let (Some(&first), true) = (ids.first(), last_insert_id != 0) {
+        let ok = super::route::combined_ok(
+            super::route::one_copy(&oks, true),
+            last_insert_id,
+            0,
+            &|_| 0,
+        );
+        // Only when the generated id is what is reported.
+        if let Some(&first) = ids.first().filter(|&&f| f == last_insert_id) {
             let home = shards[0];
             self.set_last_insert_id(home, first).await?;
             self.last_id_home(home);

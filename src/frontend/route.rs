@@ -354,7 +354,7 @@ pub(super) fn sum_info(infos: &[String]) -> String {
 /// The replies to report: every part's, or for a write to the copies of a
 /// broadcast table, the first copy's (one server would have done what each
 /// copy did once).
-fn one_copy(parts: &[PartOk], copies: bool) -> &[PartOk] {
+pub(super) fn one_copy(parts: &[PartOk], copies: bool) -> &[PartOk] {
     match parts {
         [first, ..] if copies => std::slice::from_ref(first),
         all => all,
@@ -786,7 +786,9 @@ impl Session {
         };
         let dups = |p: &PartOk| one_row_duplicates(p, ignore, odku, found_rows, None);
         let ok = combined_ok(oks, last_insert_id, total_rows, &dups);
-        if let (Some(id), true) = (first_id, last_insert_id != 0) {
+        // Only when the generated id is what is reported (not the explicit
+        // id of a statement that stored no generated row).
+        if let Some(id) = first_id.filter(|&id| id == last_insert_id) {
             let home = home.unwrap_or(shards[0]);
             if plain || broadcast {
                 self.set_last_insert_id(home, id).await?;
@@ -995,14 +997,14 @@ impl Session {
         Ok((Some(Arc::new(a)), first))
     }
 
-    /// The placement of the rule at `routed` (a [`crate::sql::RuleHit`]'s).
+    /// The rule at `routed` (a [`crate::sql::RuleHit`]'s).
+    fn entry_at(&self, routed: Option<usize>) -> Option<&TableEntry> {
+        self.shared.rules.as_ref()?.entries().get(routed?)
+    }
+
+    /// The placement of the rule at `routed`.
     fn placement_at(&self, routed: Option<usize>) -> Option<&Placement> {
-        self.shared
-            .rules
-            .as_ref()?
-            .entries()
-            .get(routed?)?
-            .placement()
+        self.entry_at(routed)?.placement()
     }
 
     /// The shard to prepare an INSERT into a rule table on.
@@ -1058,11 +1060,8 @@ impl Session {
             let s = placement.shard_of(k).map_err(|e| {
                 refuse(format!(
                     "INSERT into sharded table {table}: shard key column `{}`: {e}",
-                    self.shared
-                        .rules
-                        .as_ref()
-                        .and_then(|r| r.entries().get(plan.rule.routed?))
-                        .and_then(|e| e.shard_key())
+                    self.entry_at(plan.rule.routed)
+                        .and_then(TableEntry::shard_key)
                         .unwrap_or_default()
                 ))
             })?;
