@@ -17,7 +17,9 @@
 //! - [`frontend`]: one client session: authentication, the command loop,
 //!   per-session state, relaying replies, filling ids (`inject`, and
 //!   `upsert` for the replies of INSERT IGNORE / ON DUPLICATE KEY UPDATE),
-//!   routing to shards (`route`, `scatter`, `txn`, `xa`; `xalog`: two-phase
+//!   routing to shards (`route`, `scatter`, `txn`, `xa`; `inline`: a
+//!   prepared execute written as its text, for one that must be split by
+//!   row; `xalog`: two-phase
 //!   commit decisions in the allocator's store and recovery), breaking lock
 //!   cycles across shards (`watch`: the sessions in transactions;
 //!   `deadlock`: the detector task), `KILL` (`kill`), diagnostics (`diag`),

@@ -16,6 +16,7 @@
 //! parameters for the ids; the client is told the parameter count it wrote.
 //! COM_STMT_EXECUTE: fresh ids at every execute, added to the parameter block.
 
+use super::route::InsertTargets;
 use super::session::{CmdError, Session};
 use super::stmt::PreparedStmt;
 use super::upsert::{self, After, Returned, Step, Tracked};
@@ -93,7 +94,7 @@ impl Session {
 
     /// Plans `sql` with the session's context, fetching a table's column
     /// order when the planner asks for it.
-    async fn plan<T>(
+    pub(super) async fn plan<T>(
         &mut self,
         sql: &str,
         planner: &(dyn Fn(&str, &crate::rules::RuleSet, &PlanCtx<'_>) -> Result<T, SqlError>
@@ -516,7 +517,17 @@ impl Session {
                     (Some(v), Some(t)) => super::route::key_value(*t, *v),
                     _ => None,
                 };
-                let targets = self.prepared_insert_shards(&plan, &keys, &param)?;
+                let targets = match self.prepared_insert_shards(&plan, &keys, &param)? {
+                    InsertTargets::Shards(t) => t,
+                    InsertTargets::Split => {
+                        let values: Vec<(ParamType, Option<&[u8]>)> = client_types
+                            .iter()
+                            .copied()
+                            .zip(e.values.iter().copied())
+                            .collect();
+                        return self.execute_split(id, &plan, &values, &long, &ids).await;
+                    }
+                };
                 self.check_write(&targets)?;
                 let first = targets.first().copied().unwrap_or(0);
                 if targets.len() > 1 {

@@ -35,6 +35,7 @@ pub mod columns;
 pub mod deadlock;
 pub mod diag;
 pub mod inject;
+pub mod inline;
 pub mod kill;
 pub mod lastid;
 pub mod login;

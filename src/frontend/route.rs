@@ -961,6 +961,16 @@ pub(super) fn key_value(
     }
 }
 
+/// Where one execute of a prepared INSERT into a routed table goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum InsertTargets {
+    /// These shards: one, or every copy of a broadcast table.
+    Shards(Vec<usize>),
+    /// Its rows go to several shards: it runs as its text, split by row
+    /// (`inline.rs`).
+    Split,
+}
+
 impl Session {
     /// COM_STMT_PREPARE of a statement that is not an INSERT into a rule
     /// table: its routing analysis when it names a sharded or broadcast
@@ -1014,22 +1024,23 @@ impl Session {
             .unwrap_or(0)
     }
 
-    /// The shard of one execute of a prepared INSERT into a routed table,
+    /// Where one execute of a prepared INSERT into a routed table goes,
     /// from the ids of its rows (generated and explicit) or the shard key
-    /// values bound; every copy's shard for a broadcast table.
+    /// values bound: one shard, every copy of a broadcast table, or
+    /// [`InsertTargets::Split`] when its rows go to several shards.
     pub(super) fn prepared_insert_shards(
         &self,
         plan: &crate::sql::PrepareRewrite,
         ids: &[u64],
         params: &dyn Fn(usize) -> Option<KeyValue>,
-    ) -> Result<Vec<usize>, CmdError> {
+    ) -> Result<InsertTargets, CmdError> {
         let table = &plan.rule.table;
         let Some(placement) = self.placement_at(plan.rule.routed) else {
-            return Ok(vec![0]);
+            return Ok(InsertTargets::Shards(vec![0]));
         };
         if placement.is_broadcast() {
             // Every copy.
-            return Ok(placement.shards().to_vec());
+            return Ok(InsertTargets::Shards(placement.shards().to_vec()));
         }
         let keys: Vec<KeyValue> = if plan.shard_keys.is_empty() {
             // Sharded by the id column: the ids of the rows.
@@ -1066,13 +1077,13 @@ impl Session {
                 ))
             })?;
             if shard.is_some_and(|x| x != s) {
-                return Err(refuse(format!(
-                    "a prepared multi-row INSERT into sharded table {table} whose rows go to several shards is not supported; execute one row at a time, or use the text protocol (idgate splits it)"
-                )));
+                return Ok(InsertTargets::Split);
             }
             shard = Some(s);
         }
-        Ok(vec![shard.unwrap_or_else(|| placement.shards()[0])])
+        Ok(InsertTargets::Shards(vec![
+            shard.unwrap_or_else(|| placement.shards()[0])
+        ]))
     }
 
     /// COM_STMT_EXECUTE of a SELECT/UPDATE/DELETE on a routed table.

@@ -741,6 +741,11 @@ impl Session {
             Some(_) => self.plan_prepare(payload).await?,
             None => None,
         };
+        let client_sql = plan
+            .as_ref()
+            .filter(|p| p.rule.routed.is_some() && p.row_count() > 1)
+            .and_then(|_| std::str::from_utf8(&payload[1..]).ok())
+            .map(Arc::from);
         let rewritten;
         let payload = match &plan {
             Some(p) => {
@@ -769,6 +774,7 @@ impl Session {
             long_data: Vec::new(),
             long_data_bytes: 0,
             long_params: Vec::new(),
+            client_sql,
         };
         let id = self.stmts.insert(stmt.clone());
         // With a plan, the client is told the parameters it wrote: the

@@ -49,6 +49,10 @@ pub struct PreparedStmt {
     /// Per client parameter: long data was sent for it since the last
     /// execute (the execute then carries no value for it).
     pub long_params: Vec<bool>,
+    /// The client's statement, for a multi-row INSERT into a sharded
+    /// table: an execute whose rows go to several shards runs as its text
+    /// (`inline.rs`).
+    pub client_sql: Option<Arc<str>>,
 }
 
 impl PreparedStmt {

@@ -29,6 +29,12 @@ pub mod types {
     pub const NEWDECIMAL: u8 = 0xf6;
     pub const ENUM: u8 = 0xf7;
     pub const SET: u8 = 0xf8;
+    pub const TINY_BLOB: u8 = 0xf9;
+    pub const MEDIUM_BLOB: u8 = 0xfa;
+    pub const LONG_BLOB: u8 = 0xfb;
+    pub const BLOB: u8 = 0xfc;
+    pub const VAR_STRING: u8 = 0xfd;
+    pub const STRING: u8 = 0xfe;
     /// Flag in the second type byte: the integer is unsigned.
     pub const UNSIGNED_FLAG: u8 = 0x80;
 }
