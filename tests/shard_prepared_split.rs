@@ -25,7 +25,8 @@ fn rules(schema: &str) -> String {
         "[[generator]]\nname = \"seq\"\nkind = \"sequence\"\nbatch = 50\n\n\
          [[table]]\nname = \"{schema}.vals\"\ncolumn = \"id\"\ngenerator = \"seq\"\nshard_key = \"id\"\nsharding = \"mod\"\n\n\
          [[table]]\nname = \"{schema}.items\"\ncolumn = \"id\"\ngenerator = \"seq\"\nshard_key = \"order_id\"\nsharding = \"mod\"\n\n\
-         [[table]]\nname = \"{schema}.acct\"\ncolumn = \"id\"\ngenerator = \"seq\"\nshard_key = \"code\"\nsharding = \"hash\"\n"
+         [[table]]\nname = \"{schema}.acct\"\ncolumn = \"id\"\ngenerator = \"seq\"\nshard_key = \"code\"\nsharding = \"hash\"\n\n\
+         [[table]]\nname = \"{schema}.tags\"\ncolumn = \"id\"\ngenerator = \"seq\"\nbroadcast = true\n"
     )
 }
 
@@ -39,6 +40,10 @@ const COLUMNS: &str = "tiny TINYINT, small SMALLINT UNSIGNED, med MEDIUMINT, i I
 const SHOW: &str =
     "CONCAT_WS('|', tiny, small, med, i, big, yr, f, x, m, d, dt, IFNULL(ts, 'null'), t, \
      HEX(s), HEX(b), j, e, IFNULL(n, 'null'))";
+
+/// A small broadcast table (and its AUTO_INCREMENT reference): upserts.
+const TAGS: &str =
+    "id BIGINT UNSIGNED AUTO_INCREMENT PRIMARY KEY, name VARCHAR(16) NOT NULL UNIQUE, n INT NOT NULL DEFAULT 1";
 
 async fn setup(tb: &support::Testbed) -> (Proxy, String) {
     let schema = support::unique("psplit");
@@ -56,13 +61,19 @@ async fn setup(tb: &support::Testbed) -> (Proxy, String) {
     c.query_drop("CREATE TABLE acct (id BIGINT UNSIGNED PRIMARY KEY, code VARCHAR(16) NOT NULL, name VARCHAR(32))")
         .await
         .unwrap();
+    c.query_drop(format!("CREATE TABLE tags ({TAGS})"))
+        .await
+        .unwrap();
     drop(c);
     proxy::admin(
         tb,
         0,
-        &[&format!(
-            "CREATE TABLE `{schema}`.ref (id BIGINT UNSIGNED AUTO_INCREMENT PRIMARY KEY, {COLUMNS})"
-        )],
+        &[
+            &format!(
+                "CREATE TABLE `{schema}`.ref (id BIGINT UNSIGNED AUTO_INCREMENT PRIMARY KEY, {COLUMNS})"
+            ),
+            &format!("CREATE TABLE `{schema}`.tags_ref ({TAGS}) AUTO_INCREMENT = 1000"),
+        ],
     )
     .await;
     (p, schema)
@@ -408,5 +419,83 @@ async fn driver_batches_over_shards() {
         other => panic!("{other}"),
     }
     drop(c);
+    proxy::teardown(&tb, p, &schema).await;
+}
+
+/// What one execute of an upsert reported: affected rows, and the name of
+/// the row whose id is the last insert id (`-` for 0, `?` for no row).
+async fn upsert_steps(c: &mut Conn, table: &str) -> Vec<(u64, String)> {
+    let odku = c
+        .prep(format!(
+            "INSERT INTO {table} (name) VALUES (?) ON DUPLICATE KEY UPDATE n = n + 1"
+        ))
+        .await
+        .unwrap();
+    let ignore = c
+        .prep(format!(
+            "INSERT IGNORE INTO {table} (name, n) VALUES (?, 5)"
+        ))
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for (stmt, name) in [
+        (&odku, "a"),
+        (&odku, "a"),
+        (&odku, "b"),
+        (&ignore, "b"),
+        (&ignore, "c"),
+        (&odku, "c"),
+    ] {
+        c.exec_drop(stmt, (name,)).await.unwrap();
+        let affected = c.affected_rows();
+        let lid = c.last_insert_id().unwrap_or(0);
+        let who: Option<String> = c
+            .exec_first(format!("SELECT name FROM {table} WHERE id = ?"), (lid,))
+            .await
+            .unwrap();
+        let who = match (lid, who) {
+            (0, _) => "-".to_string(),
+            (_, Some(n)) => n,
+            (_, None) => "?".to_string(),
+        };
+        out.push((affected, who));
+    }
+    out
+}
+
+/// Prepared INSERT IGNORE / ON DUPLICATE KEY UPDATE into a broadcast
+/// table (refused before): run as text on every copy, reporting what
+/// MariaDB reports for the same executes on an AUTO_INCREMENT table.
+#[tokio::test]
+async fn prepared_upserts_into_a_broadcast_table() {
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    let mut d = Conn::new(proxy::direct_opts(&tb, 0, Some(&schema)))
+        .await
+        .unwrap();
+    let want = upsert_steps(&mut d, "tags_ref").await;
+    let _ = d.disconnect().await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    let got = upsert_steps(&mut c, "tags").await;
+    assert_eq!(
+        got, want,
+        "(affected rows, row of the last insert id) per execute"
+    );
+    drop(c);
+    let mut copies = Vec::new();
+    for shard in 0..2 {
+        let mut d = Conn::new(proxy::direct_opts(&tb, shard, Some(&schema)))
+            .await
+            .unwrap();
+        let rows: Vec<(u64, String, i32)> = d
+            .query("SELECT id, name, n FROM tags ORDER BY id")
+            .await
+            .unwrap();
+        let _ = d.disconnect().await;
+        copies.push(rows);
+    }
+    assert_eq!(copies[0], copies[1], "the copies are the same");
+    let names: Vec<(&str, i32)> = copies[0].iter().map(|r| (r.1.as_str(), r.2)).collect();
+    assert_eq!(names, [("a", 2), ("b", 1), ("c", 6)]);
     proxy::teardown(&tb, p, &schema).await;
 }

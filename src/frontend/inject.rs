@@ -517,9 +517,13 @@ impl Session {
                     (Some(v), Some(t)) => super::route::key_value(*t, *v),
                     _ => None,
                 };
+                // A tracked upsert on every copy of a broadcast table runs
+                // as text too: the text path tracks each copy's reply.
+                let tracked =
+                    exec.demand > 0 && matches!(plan.report, Report::Track | Report::Returning);
                 let targets = match self.prepared_insert_shards(&plan, &keys, &param)? {
-                    InsertTargets::Shards(t) => t,
-                    InsertTargets::Split => {
+                    InsertTargets::Shards(t) if !(tracked && t.len() > 1) => t,
+                    _ => {
                         let values: Vec<(ParamType, Option<&[u8]>)> = client_types
                             .iter()
                             .copied()
@@ -673,12 +677,7 @@ impl Session {
         ids: &[u64],
         last_explicit: Option<u64>,
     ) -> Result<(), CmdError> {
-        if matches!(report, Report::Track | Report::Returning) {
-            return Err(CmdError::Refused(
-                super::route::ER_NOT_ROUTABLE,
-                "idgate: a prepared INSERT IGNORE / ON DUPLICATE KEY UPDATE into a broadcast table is not supported; use the text protocol (idgate writes it to every shard atomically)".into(),
-            ));
-        }
+        debug_assert!(!matches!(report, Report::Track | Report::Returning));
         let mut parts = Vec::with_capacity(shards.len());
         for (k, &shard) in shards.iter().enumerate() {
             let mut payload = out.clone();

@@ -269,12 +269,15 @@ pub fn valid_charset(name: &str) -> bool {
 }
 
 impl Session {
-    /// One execute of a prepared multi-row INSERT into a sharded table
-    /// whose rows go to several shards (`values`: the client's parameters,
+    /// One execute of a prepared INSERT into a routed table that cannot
+    /// run as one prepared statement: a multi-row INSERT whose rows go to
+    /// several shards, or an INSERT IGNORE / ON DUPLICATE KEY UPDATE into
+    /// every copy of a broadcast table (`values`: the client's parameters,
     /// `long`: which were sent as long data; `ids`: the ids taken for it,
-    /// in row order): run as its text, which the text path splits by row
-    /// and runs atomically (`route.rs: insert_routed`). The client gets the
-    /// same OK packet as for an execute.
+    /// in row order). It runs as its text, which the text path splits by
+    /// row (or copies) and runs atomically, tracking what each shard
+    /// reports (`route.rs: insert_routed`). The client gets the same OK
+    /// packet as for an execute.
     pub(super) async fn execute_split(
         &mut self,
         id: u32,
@@ -284,10 +287,20 @@ impl Session {
         ids: &[u64],
     ) -> Result<(), CmdError> {
         let table = &plan.rule.table;
+        let broadcast = self
+            .placement_at(plan.rule.routed)
+            .is_some_and(|p| p.is_broadcast());
+        let what = if broadcast {
+            format!(
+                "a prepared INSERT IGNORE / ON DUPLICATE KEY UPDATE into broadcast table {table}"
+            )
+        } else {
+            format!("a prepared multi-row INSERT into sharded table {table} whose rows go to several shards")
+        };
         let refused = |why: String| {
             CmdError::Refused(
                 super::route::ER_NOT_ROUTABLE,
-                format!("idgate: a prepared multi-row INSERT into sharded table {table} whose rows go to several shards {why}"),
+                format!("idgate: {what} {why}"),
             )
         };
         if plan.upsert.as_deref().is_some_and(|u| u.returning) {

@@ -1013,7 +1013,7 @@ impl Session {
     }
 
     /// The placement of the rule at `routed`.
-    fn placement_at(&self, routed: Option<usize>) -> Option<&Placement> {
+    pub(super) fn placement_at(&self, routed: Option<usize>) -> Option<&Placement> {
         self.entry_at(routed)?.placement()
     }
 

@@ -743,7 +743,7 @@ impl Session {
         };
         let client_sql = plan
             .as_ref()
-            .filter(|p| p.rule.routed.is_some() && p.row_count() > 1)
+            .filter(|p| p.rule.routed.is_some())
             .and_then(|_| std::str::from_utf8(&payload[1..]).ok())
             .map(Arc::from);
         let rewritten;

@@ -49,9 +49,9 @@ pub struct PreparedStmt {
     /// Per client parameter: long data was sent for it since the last
     /// execute (the execute then carries no value for it).
     pub long_params: Vec<bool>,
-    /// The client's statement, for a multi-row INSERT into a sharded
-    /// table: an execute whose rows go to several shards runs as its text
-    /// (`inline.rs`).
+    /// The client's statement, for an INSERT into a sharded or broadcast
+    /// table: an execute whose rows go to several shards, or a tracked
+    /// upsert into every copy, runs as its text (`inline.rs`).
     pub client_sql: Option<Arc<str>>,
 }
 
