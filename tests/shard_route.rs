@@ -238,17 +238,73 @@ async fn scattered_reads_equal_one_unsharded_copy() {
             rows.iter().map(|r| r.clone().unwrap()).collect()
         };
         assert_eq!(show(&sharded), show(&plain), "{q}");
-        // The same through the binary protocol (a prepared scatter with an
-        // OFFSET is refused: the offset would have to move into the text).
-        if q.contains("OFFSET") || q.contains("11, 5") {
-            let err = c.exec_drop(q.replace("{T}", "t"), ()).await.unwrap_err();
-            assert!(err.to_string().contains("OFFSET"), "{err}");
-            continue;
-        }
+        // The same through the binary protocol (with an OFFSET, the shards
+        // prepared `LIMIT ?, ?` and idgate binds `0, offset + count`).
         let sharded: Vec<Row> = c.exec(q.replace("{T}", "t"), ()).await.unwrap();
         let plain: Vec<Row> = c.exec(q.replace("{T}", "plain"), ()).await.unwrap();
         assert_eq!(show(&sharded), show(&plain), "prepared {q}");
     }
+    // LIMIT numbers bound as parameters (as drivers and ORMs send them),
+    // scattered and on one shard, beside other parameters.
+    let show = |rows: Vec<Row>| -> Vec<Vec<mysql_async::Value>> {
+        rows.into_iter().map(|r| r.unwrap()).collect()
+    };
+    for (q, params) in [
+        ("SELECT id, n FROM {T} ORDER BY n, id LIMIT ?", vec![7u64]),
+        (
+            "SELECT id, n FROM {T} ORDER BY n, id LIMIT ?, ?",
+            vec![11, 5],
+        ),
+        (
+            "SELECT id, n FROM {T} ORDER BY n, id LIMIT ? OFFSET ?",
+            vec![5, 11],
+        ),
+        (
+            "SELECT id, n FROM {T} ORDER BY n, id LIMIT 5 OFFSET ?",
+            vec![58],
+        ),
+        (
+            "SELECT id, n FROM {T} ORDER BY n, id LIMIT ? OFFSET 3",
+            vec![0],
+        ),
+        (
+            "SELECT id, w FROM {T} WHERE n > ? ORDER BY w DESC, id LIMIT ? OFFSET ? FOR UPDATE",
+            vec![3, 4, 6],
+        ),
+        (
+            "SELECT id, w FROM {T} WHERE id IN (?, ?, ?) ORDER BY id LIMIT ?, ?",
+            vec![4, 8, 9, 1, 1],
+        ),
+        (
+            "SELECT id, w FROM {T} WHERE id = ? LIMIT ?, ?",
+            vec![8, 0, 1],
+        ),
+        (
+            "SELECT id, w FROM {T} WHERE id = ? LIMIT ?, ?",
+            vec![8, 1, 1],
+        ),
+        ("SELECT COUNT(*) FROM {T} WHERE n > ? LIMIT ?", vec![5, 1]),
+    ] {
+        let sharded: Vec<Row> = c.exec(q.replace("{T}", "t"), params.clone()).await.unwrap();
+        let plain: Vec<Row> = c
+            .exec(q.replace("{T}", "plain"), params.clone())
+            .await
+            .unwrap();
+        assert_eq!(show(sharded), show(plain), "prepared {q} with {params:?}");
+    }
+    let stmt = c
+        .prep("SELECT id FROM t ORDER BY id LIMIT ? OFFSET ?")
+        .await
+        .unwrap();
+    assert_eq!(
+        stmt.num_params(),
+        2,
+        "the client is told its own parameters"
+    );
+    let err = c.exec_drop(&stmt, (-1i64, 0)).await.unwrap_err();
+    assert!(err.to_string().contains("1210"), "{err}");
+    let ids: Vec<u64> = c.exec(&stmt, (2, 3)).await.unwrap();
+    assert_eq!(ids, [4, 5]);
     // Unordered scatter: the same rows (in shard order), text and binary.
     let mut all: Vec<u64> = c.query("SELECT id FROM t").await.unwrap();
     all.sort_unstable();

@@ -736,6 +736,9 @@ pub fn sql_error_code(e: &SqlError) -> ErrorCode {
 /// The shard parameter index of the client's parameter `n` of a statement
 /// that fills ids (for COM_STMT_SEND_LONG_DATA).
 pub fn backend_param_index(stmt: &PreparedStmt, n: usize) -> Option<usize> {
+    if let Some(l) = &stmt.limit {
+        return l.shard_index(n);
+    }
     let Some(plan) = &stmt.plan else {
         return Some(n);
     };

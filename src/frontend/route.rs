@@ -18,19 +18,26 @@
 
 use super::inject::{self, first_keyword, SqlModes};
 use super::session::{CmdError, Session};
+use super::stmt::LimitRewrite;
 use super::upsert::{After, Returned, Tracked};
 use crate::protocol::codes::ErrorCode;
-use crate::protocol::consts::cap;
+use crate::protocol::consts::{cap, cmd};
 use crate::protocol::reply::{self, OkPacket};
 use crate::protocol::response::Expect;
 use crate::protocol::wire::put_lenenc_bytes;
 use crate::rules::{RuleSet, TableEntry};
 use crate::shard::placement::{KeyValue, Placement};
 use crate::sql::lexer::Modes;
-use crate::sql::route::{self as analysis, Analysis, KeyArg, KeyBound, StmtKind};
+use crate::sql::route::{self as analysis, Analysis, KeyArg, KeyBound, LimitArg, StmtKind};
 use crate::sql::{QueryRewrite, Report, RowKey};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// Incorrect arguments (a LIMIT parameter that is not a count).
+const ER_WRONG_ARGUMENTS: ErrorCode = ErrorCode {
+    code: 1210,
+    state: "HY000",
+};
 
 /// A statement idgate cannot route correctly (the client is told why).
 pub(super) const ER_NOT_ROUTABLE: ErrorCode = ErrorCode {
@@ -1007,6 +1014,120 @@ impl Session {
         Ok((Some(Arc::new(a)), first))
     }
 
+    /// For a prepared SELECT (`a`, of `sql`) on a sharded table whose LIMIT
+    /// has a `?` or an offset: where its LIMIT becomes `?, ?`, the text the
+    /// shards prepare, and the number of `?` the client wrote.
+    pub(super) async fn limit_rewrite(
+        &mut self,
+        a: &Analysis,
+        sql: &[u8],
+    ) -> Result<Option<(LimitRewrite, String, usize)>, CmdError> {
+        let (Some(l), StmtKind::Select, Some(rules)) = (a.limit, a.kind, self.shared.rules.clone())
+        else {
+            return Ok(None);
+        };
+        if !l.rebound() {
+            return Ok(None);
+        }
+        let key_of = shard_key_of(&rules, self.schema.as_deref());
+        if !a
+            .tables
+            .iter()
+            .any(|t| key_of(t.schema.as_deref(), &t.table).is_some())
+        {
+            return Ok(None);
+        }
+        let Ok(sql) = std::str::from_utf8(sql) else {
+            return Ok(None);
+        };
+        let (Some(before), Some(after)) = (sql.get(..l.start), sql.get(l.end..)) else {
+            return Ok(None);
+        };
+        let m = modes(self.sql_modes().await?);
+        let mut lx = crate::sql::lexer::Lexer::new(sql, 0, m);
+        let (mut at, mut total) = (0usize, 0usize);
+        while let Some(t) = lx.next_token() {
+            if t.kind == crate::sql::lexer::Kind::Param {
+                total += 1;
+                if t.start < l.start {
+                    at += 1;
+                }
+            }
+        }
+        let taken = usize::from(matches!(l.count, LimitArg::Param(_)))
+            + usize::from(matches!(l.offset, Some(LimitArg::Param(_))));
+        let text = format!("{before}?, ?{after}");
+        Ok(Some((
+            LimitRewrite {
+                limit: l,
+                at,
+                taken,
+            },
+            text,
+            total,
+        )))
+    }
+
+    /// The execute of a statement with a [`LimitRewrite`] on `shard`: the
+    /// client's parameters (`e`, `types`, `long`) with `offset, count` in
+    /// place of its LIMIT numbers.
+    #[allow(clippy::too_many_arguments)]
+    async fn limit_execute(
+        &mut self,
+        id: u32,
+        shard: usize,
+        e: &crate::protocol::stmt::Execute<'_>,
+        types: &[crate::protocol::stmt::ParamType],
+        long: &[bool],
+        lr: LimitRewrite,
+        (offset, count): (u64, u64),
+    ) -> Result<Option<Vec<u8>>, CmdError> {
+        use crate::protocol::stmt::{types as t, ParamType};
+        let Some(bid) = self.backend_stmt(id, shard).await? else {
+            self.unknown_stmt(id, "mysqld_stmt_execute").await?;
+            return Ok(None);
+        };
+        const N: ParamType = [t::LONGLONG, t::UNSIGNED_FLAG];
+        let (o, c) = (offset.to_le_bytes(), count.to_le_bytes());
+        let n = e.values.len();
+        let mut list: Vec<(ParamType, Option<&[u8]>)> = Vec::with_capacity(n + 2);
+        let mut mask: Vec<bool> = Vec::new();
+        let client = |i: usize, list: &mut Vec<_>, mask: &mut Vec<bool>| {
+            list.push((
+                types.get(i).copied().unwrap_or(N),
+                e.values.get(i).copied().flatten(),
+            ));
+            if !long.is_empty() {
+                mask.push(long.get(i).copied().unwrap_or(false));
+            }
+        };
+        for i in 0..lr.at.min(n) {
+            client(i, &mut list, &mut mask);
+        }
+        list.push((N, Some(&o[..])));
+        list.push((N, Some(&c[..])));
+        if !long.is_empty() {
+            mask.extend([false, false]);
+        }
+        for i in (lr.at + lr.taken).min(n)..n {
+            client(i, &mut list, &mut mask);
+        }
+        let mut out = vec![cmd::STMT_EXECUTE];
+        crate::protocol::stmt::encode_execute_long(
+            bid,
+            e.flags,
+            e.iterations,
+            &list,
+            &mask,
+            &mut out,
+        );
+        if let Some(s) = self.stmts.get_mut(id) {
+            s.types_sent[shard] = true;
+        }
+        self.send_long_data(id, shard, bid).await?;
+        Ok(Some(out))
+    }
+
     /// The rule at `routed` (a [`crate::sql::RuleHit`]'s).
     fn entry_at(&self, routed: Option<usize>) -> Option<&TableEntry> {
         self.shared.rules.as_ref()?.entries().get(routed?)
@@ -1101,8 +1222,12 @@ impl Session {
             return self.unknown_stmt(id, "mysqld_stmt_execute").await;
         };
         // The client's parameters (no plan: the shard's statement has the
-        // same ones).
-        let n = s.params as usize;
+        // same ones, but for a LIMIT rewrite).
+        let n = match s.limit {
+            // The shard's pair in place of the client's LIMIT parameters.
+            Some(l) => (s.params as usize + l.taken).saturating_sub(2),
+            None => s.params as usize,
+        };
         match crate::protocol::stmt::bound_types(body, n) {
             Ok(Some(t)) => s.types = Some(t),
             Ok(None) => {}
@@ -1110,8 +1235,31 @@ impl Session {
         }
         let types = s.types.clone().unwrap_or_default();
         let long = s.long_params.clone();
+        let limit = s.limit;
         let Ok(e) = crate::protocol::stmt::decode_execute_long(body, n, Some(&types), &long) else {
             return self.malformed("COM_STMT_EXECUTE").await;
+        };
+        // The client's LIMIT numbers, when the shards get them from idgate.
+        let limits = match limit {
+            Some(lr) => {
+                let param = |i: usize| match (long.get(i), e.values.get(i), types.get(i)) {
+                    (Some(true), _, _) => None,
+                    (_, Some(Some(v)), Some(t)) => {
+                        crate::protocol::stmt::int_value(*t, v).and_then(|x| u64::try_from(x).ok())
+                    }
+                    _ => None,
+                };
+                match lr.limit.resolve(&param) {
+                    Some((count, offset)) => Some((lr, count, offset)),
+                    None => {
+                        return Err(CmdError::Refused(
+                            ER_WRONG_ARGUMENTS,
+                            "Incorrect arguments to LIMIT: a LIMIT parameter must be bound to a non-negative integer".into(),
+                        ))
+                    }
+                }
+            }
+            None => None,
         };
         // A value sent as long data is not known here: not a key.
         let values: Vec<Option<KeyValue>> = e
@@ -1129,7 +1277,14 @@ impl Session {
             values.get(i).cloned().flatten()
         })?
         else {
-            let Some(out) = self.execute_payload(id, 0, payload).await? else {
+            let out = match limits {
+                Some((lr, count, offset)) => {
+                    self.limit_execute(id, 0, &e, &types, &long, lr, (offset, count))
+                        .await?
+                }
+                None => self.execute_payload(id, 0, payload).await?,
+            };
+            let Some(out) = out else {
                 return Ok(());
             };
             return self.forward(0, &out, Expect::Results).await.map(|_| ());
@@ -1138,9 +1293,28 @@ impl Session {
         if write {
             self.check_write(routed.target.shards())?;
         }
+        let many = routed.target.shards().len() > 1;
         let mut parts = Vec::new();
         for &shard in routed.target.shards() {
-            let Some(out) = self.execute_payload(id, shard, payload).await? else {
+            let out = match limits {
+                // Scattered: each shard its first offset + count rows.
+                Some((lr, count, offset)) if many => {
+                    let Some(total) = offset.checked_add(count) else {
+                        return Err(CmdError::Refused(
+                            ER_WRONG_ARGUMENTS,
+                            "Incorrect arguments to LIMIT: offset + count beyond 2^64".into(),
+                        ));
+                    };
+                    self.limit_execute(id, shard, &e, &types, &long, lr, (0, total))
+                        .await?
+                }
+                Some((lr, count, offset)) => {
+                    self.limit_execute(id, shard, &e, &types, &long, lr, (offset, count))
+                        .await?
+                }
+                None => self.execute_payload(id, shard, payload).await?,
+            };
+            let Some(out) = out else {
                 return Ok(());
             };
             parts.push((shard, out));
@@ -1163,14 +1337,27 @@ impl Session {
                 "a cursor (COM_STMT_EXECUTE with a cursor flag) on a SELECT that runs on several shards is not supported; bind the shard key, or read without a cursor".into(),
             )),
             (Target::Many(_), false) => {
-                let spec = match &routed.analysis.scatter {
-                    Ok(spec) if routed.analysis.shard_sql.is_none() => spec.clone(),
-                    Ok(_) => {
+                let spec = match (&routed.analysis.scatter, limits) {
+                    (Ok(spec), Some((_, count, offset))) => {
+                        let mut spec = spec.clone();
+                        spec.limit = Some(count);
+                        spec.offset = offset;
+                        spec
+                    }
+                    // Without a rewrite, only a LIMIT the shards may apply
+                    // as written (`LimitRewrite`).
+                    (Ok(spec), None)
+                        if routed.analysis.shard_sql.is_none()
+                            && !routed.analysis.limit.is_some_and(|l| l.rebound()) =>
+                    {
+                        spec.clone()
+                    }
+                    (Ok(_), None) => {
                         return Err(refuse(
-                            "a prepared SELECT with LIMIT ... OFFSET on several shards is not supported; write LIMIT n without OFFSET, or bind the shard key".into(),
+                            "this prepared SELECT's LIMIT cannot be applied across shards; bind the shard key".into(),
                         ))
                     }
-                    Err(_) => scatter_spec(&routed.analysis)?,
+                    (Err(_), _) => scatter_spec(&routed.analysis)?,
                 };
                 self.scatter(parts, &spec, crate::shard::merge::Protocol::Binary)
                     .await

@@ -759,6 +759,21 @@ impl Session {
             (Some(p), true) => (None, self.insert_prepare_shard(p)),
             _ => (None, 0),
         };
+        // A scattered SELECT's LIMIT with a `?` or an offset: the shards
+        // get `LIMIT ?, ?`, bound by idgate (`route.rs`).
+        let limit = match &route {
+            Some(a) => self.limit_rewrite(a, &payload[1..]).await?,
+            None => None,
+        };
+        let limited;
+        let (payload, client_params) = match &limit {
+            Some((_, text, n)) => {
+                limited = [&[cmd::STMT_PREPARE][..], text.as_bytes()].concat();
+                (&limited[..], Some(*n))
+            }
+            None => (payload, plan.as_ref().map(|p| p.client_params)),
+        };
+        let limit = limit.map(|(l, _, _)| l);
         let shards = self.backends.len();
         let mut stmt = PreparedStmt {
             prepare: payload.to_vec(),
@@ -775,11 +790,12 @@ impl Session {
             long_data_bytes: 0,
             long_params: Vec::new(),
             client_sql,
+            limit,
         };
         let id = self.stmts.insert(stmt.clone());
-        // With a plan, the client is told the parameters it wrote: the
-        // shard's definitions of the parameters idgate added are dropped.
-        let client_params = plan.as_ref().map(|p| p.client_params);
+        // With a plan or a LIMIT rewrite, the client is told the parameters
+        // it wrote: the shard's definitions of the parameters idgate added
+        // are dropped (they are all alike).
         // A RETURNING idgate added (`sql::upsert`): the client prepared a
         // statement without a result set, and is told so.
         let hide_columns = plan

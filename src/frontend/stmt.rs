@@ -53,6 +53,38 @@ pub struct PreparedStmt {
     /// table: an execute whose rows go to several shards, or a tracked
     /// upsert into every copy, runs as its text (`inline.rs`).
     pub client_sql: Option<Arc<str>>,
+    /// A SELECT on a sharded table whose LIMIT has a `?` or an offset: the
+    /// shards prepared it with `LIMIT ?, ?`, which idgate binds at each
+    /// execute (the client's numbers on one shard; `0, offset + count` on
+    /// each when scattered, the merge applying them).
+    pub limit: Option<LimitRewrite>,
+}
+
+/// Where a prepared SELECT's LIMIT became `?, ?` on the shards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitRewrite {
+    /// The client's LIMIT clause.
+    pub limit: crate::sql::route::Limit,
+    /// The index of the first of the two `?` (the client's `?`s before the
+    /// LIMIT keep their index).
+    pub at: usize,
+    /// The client's `?`s inside the LIMIT clause (0 to 2), which the pair
+    /// replaces.
+    pub taken: usize,
+}
+
+impl LimitRewrite {
+    /// The shard's parameter index of the client's parameter `n` (`None`:
+    /// a LIMIT number).
+    pub fn shard_index(&self, n: usize) -> Option<usize> {
+        if n < self.at {
+            Some(n)
+        } else if n < self.at + self.taken {
+            None
+        } else {
+            Some(n - self.taken + 2)
+        }
+    }
 }
 
 impl PreparedStmt {

@@ -23,7 +23,7 @@ use sqlparser::keywords::ALL_KEYWORDS;
 use super::super::fast::ident;
 use super::super::lexer::{Kind, Lexer, Modes, Token};
 use super::bound::{offer, sets_key, BlockTable};
-use super::scatter::{self, Item, ItemKind, Limit, OrderTarget};
+use super::scatter::{self, Item, ItemKind, Limit, LimitArg, OrderTarget};
 use super::value::{literal, Sign};
 use super::{Analysis, KeyArg, ShardKeyFn, StmtKind};
 use crate::shard::merge::{Agg, MergeSpec};
@@ -490,15 +490,15 @@ impl<'a> P<'a> {
         let mut limit = None;
         if self.eat_word("LIMIT") {
             let a = self.next()?;
-            let first = self.number(a)?;
+            let first = self.limit_arg(a)?;
             let (count, offset, end) = if self.eat(b',') {
                 let b = self.next()?;
-                (self.number(b)?, first, b.end)
+                (self.limit_arg(b)?, Some(first), b.end)
             } else if self.eat_word("OFFSET") {
                 let b = self.next()?;
-                (first, self.number(b)?, b.end)
+                (first, Some(self.limit_arg(b)?), b.end)
             } else {
-                (first, 0, a.end)
+                (first, None, a.end)
             };
             limit = Some(Limit {
                 count,
@@ -533,17 +533,23 @@ impl<'a> P<'a> {
             kind: StmtKind::Select,
             tables: vec![t.into_use(false)],
             sets_shard_key: false,
+            // As the parser path: a LIMIT only where it may be scattered.
+            limit: limit.filter(|_| spec.is_ok()),
             scatter: spec,
             shard_sql,
         })
     }
 
     /// A LIMIT number token.
-    fn number(&self, t: &Token) -> Option<u64> {
-        if t.kind != Kind::Number {
-            return None;
+    /// A LIMIT number: an integer literal or a `?`.
+    fn limit_arg(&self, t: &Token) -> Option<LimitArg> {
+        match t.kind {
+            Kind::Number => scatter::limit_number(self.text(t))
+                .ok()
+                .map(LimitArg::Value),
+            Kind::Param => self.param_index(t).map(LimitArg::Param),
+            _ => None,
         }
-        scatter::limit_number(self.text(t)).ok()
     }
 
     /// One select-list item.
@@ -688,5 +694,6 @@ fn one_table_write(kind: StmtKind, t: BlockTable, sets_shard_key: bool) -> Analy
         sets_shard_key,
         scatter: Ok(MergeSpec::default()),
         shard_sql: None,
+        limit: None,
     }
 }

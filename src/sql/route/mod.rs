@@ -28,6 +28,7 @@ use crate::shard::merge::MergeSpec;
 
 pub use super::lexer::Modes;
 pub use error::RouteError;
+pub use scatter::{Limit, LimitArg};
 
 mod bound;
 mod ddl;
@@ -125,6 +126,10 @@ pub struct Analysis {
     /// each shard when scattered, with `LIMIT m+n` spliced into the original
     /// text (everything else byte-exact). `None`: send it unchanged.
     pub shard_sql: Option<String>,
+    /// A SELECT's LIMIT clause, as written (literals or a prepared
+    /// statement's `?`s). With a `?`, [`Analysis::scatter`]'s limit and
+    /// offset are left for the caller to fill at each execute.
+    pub limit: Option<Limit>,
 }
 
 /// `shard_key(schema, table)`: the shard key column of a sharded table,

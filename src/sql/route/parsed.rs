@@ -25,7 +25,7 @@ use super::super::lexer::{Kind, Modes};
 use super::super::parsed::{idents, unquote, LineIndex};
 use super::bound::{offer, sets_key, BlockTable};
 use super::prep::{prepare, Prep};
-use super::scatter::{self, Item, ItemKind, Limit, OrderTarget};
+use super::scatter::{self, Item, ItemKind, Limit, LimitArg, OrderTarget};
 use super::value::{literal, token_at, tokens_in, Sign};
 use super::{Analysis, KeyArg, KeyBound, KeyValue, RouteError, ShardKeyFn, StmtKind, TableUse};
 use crate::shard::merge::{Agg, MergeSpec};
@@ -126,6 +126,7 @@ fn other(tables: Vec<TableUse>) -> Analysis {
         sets_shard_key: false,
         scatter: Ok(MergeSpec::default()),
         shard_sql: None,
+        limit: None,
     }
 }
 
@@ -355,9 +356,10 @@ impl<'a> Walker<'a> {
                 a.kind = StmtKind::Select;
                 self.query(q, false, &mut Vec::new());
                 match self.scatter_query(q) {
-                    Ok((spec, shard_sql)) => {
+                    Ok((spec, shard_sql, limit)) => {
                         a.scatter = Ok(spec);
                         a.shard_sql = shard_sql;
+                        a.limit = limit;
                     }
                     Err(reason) => a.scatter = Err(reason),
                 }
@@ -735,7 +737,10 @@ impl<'a> Walker<'a> {
     }
 
     /// The merge of the top-level query, and the text to send shards.
-    fn scatter_query(&self, q: &Query) -> Result<(MergeSpec, Option<String>), String> {
+    fn scatter_query(
+        &self,
+        q: &Query,
+    ) -> Result<(MergeSpec, Option<String>, Option<Limit>), String> {
         if q.fetch.is_some() {
             return Err("FETCH FIRST".into());
         }
@@ -756,7 +761,9 @@ impl<'a> Walker<'a> {
             SetExpr::SetOperation {
                 op, set_quantifier, ..
             } => Err(format!("{op} {set_quantifier}").trim_end().to_string()),
-            SetExpr::Values(_) | SetExpr::Table(_) if bare => Ok((MergeSpec::default(), None)),
+            SetExpr::Values(_) | SetExpr::Table(_) if bare => {
+                Ok((MergeSpec::default(), None, None))
+            }
             _ => Err("this query form".into()),
         }
     }
@@ -766,7 +773,7 @@ impl<'a> Walker<'a> {
         s: &Select,
         order_by: Option<&OrderBy>,
         limit: Option<&LimitClause>,
-    ) -> Result<(MergeSpec, Option<String>), String> {
+    ) -> Result<(MergeSpec, Option<String>, Option<Limit>), String> {
         match &s.distinct {
             None | Some(Distinct::All) => {}
             Some(_) => return Err("DISTINCT".into()),
@@ -871,7 +878,7 @@ impl<'a> Walker<'a> {
                 match offset {
                     None => Some(Limit {
                         count,
-                        offset: 0,
+                        offset: None,
                         start,
                         end,
                     }),
@@ -879,7 +886,7 @@ impl<'a> Walker<'a> {
                         let (offset, _, end) = self.limit_value(&o.value)?;
                         Some(Limit {
                             count,
-                            offset,
+                            offset: Some(offset),
                             start,
                             end,
                         })
@@ -892,7 +899,7 @@ impl<'a> Walker<'a> {
                 let (count, _, end) = self.limit_value(limit)?;
                 Some(Limit {
                     count,
-                    offset,
+                    offset: Some(offset),
                     start,
                     end,
                 })
@@ -900,19 +907,27 @@ impl<'a> Walker<'a> {
             Some(_) => return Err("this LIMIT form".into()),
         };
         let shard_sql = scatter::apply_limit(self.sql, &mut spec, limit)?;
-        Ok((spec, shard_sql))
+        Ok((spec, shard_sql, limit))
     }
 
     /// A LIMIT number and its original byte range.
-    fn limit_value(&self, e: &Expr) -> Result<(u64, usize, usize), String> {
+    fn limit_value(&self, e: &Expr) -> Result<(LimitArg, usize, usize), String> {
         match e {
             Expr::Value(v) => match &v.value {
                 Value::Number(s, _) => {
                     let n = scatter::limit_number(s)?;
                     let (start, end) = self.range(v.span).ok_or("LIMIT position")?;
-                    Ok((n, start, end))
+                    Ok((LimitArg::Value(n), start, end))
                 }
-                Value::Placeholder(_) => Err("LIMIT with a parameter".into()),
+                Value::Placeholder(_) => {
+                    let (start, end) = self.range(v.span).ok_or("LIMIT position")?;
+                    let i = self
+                        .prep
+                        .params
+                        .binary_search(&start)
+                        .map_err(|_| "LIMIT with a parameter idgate cannot place")?;
+                    Ok((LimitArg::Param(i), start, end))
+                }
                 _ => Err(format!("LIMIT {e} (only integer literals)")),
             },
             _ => Err(format!("LIMIT {e} (only integer literals)")),

@@ -172,14 +172,51 @@ pub(super) fn order_key(
     Ok(OrderKey { column, desc })
 }
 
-/// A LIMIT clause: count, offset, and the byte range from the first to the
-/// last of its numbers (what `LIMIT m+n` replaces).
+/// One number of a LIMIT clause.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Limit {
-    pub count: u64,
-    pub offset: u64,
+pub enum LimitArg {
+    /// An integer literal.
+    Value(u64),
+    /// A prepared statement's `?` (its index).
+    Param(usize),
+}
+
+/// A LIMIT clause: count, offset (`None`: not written), and the byte range
+/// from the first to the last of its numbers (what `LIMIT m+n`, or a
+/// prepared statement's `?, ?`, replaces).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    pub count: LimitArg,
+    pub offset: Option<LimitArg>,
     pub start: usize,
     pub end: usize,
+}
+
+impl Limit {
+    /// Both numbers written as literals: `(count, offset)`.
+    pub fn literal(&self) -> Option<(u64, u64)> {
+        match (self.count, self.offset) {
+            (LimitArg::Value(c), None) => Some((c, 0)),
+            (LimitArg::Value(c), Some(LimitArg::Value(o))) => Some((c, o)),
+            _ => None,
+        }
+    }
+
+    /// A prepared statement whose shards must get other LIMIT numbers than
+    /// the client's when it is scattered: a `?` in it, or an offset.
+    pub fn rebound(&self) -> bool {
+        !matches!(self.literal(), Some((_, 0)))
+    }
+
+    /// `(count, offset)` with each `?` read by `param` (`None` when one is
+    /// not a non-negative integer).
+    pub fn resolve(&self, param: &dyn Fn(usize) -> Option<u64>) -> Option<(u64, u64)> {
+        let arg = |a: LimitArg| match a {
+            LimitArg::Value(v) => Some(v),
+            LimitArg::Param(i) => param(i),
+        };
+        Some((arg(self.count)?, self.offset.map_or(Some(0), arg)?))
+    }
 }
 
 /// An unsigned integer literal of a LIMIT.
@@ -205,14 +242,18 @@ pub(super) fn apply_limit(
     limit: Option<Limit>,
 ) -> Result<Option<String>, String> {
     let Some(l) = limit else { return Ok(None) };
-    spec.limit = Some(l.count);
-    spec.offset = l.offset;
-    if l.offset == 0 {
+    // With a `?`, the numbers are known at each execute (the caller
+    // completes the spec from [`Limit::resolve`]).
+    let Some((count, offset)) = l.literal() else {
+        return Ok(None);
+    };
+    spec.limit = Some(count);
+    spec.offset = offset;
+    if offset == 0 {
         return Ok(None);
     }
-    let total = l
-        .offset
-        .checked_add(l.count)
+    let total = offset
+        .checked_add(count)
         .ok_or_else(|| "LIMIT offset + count beyond 2^64".to_string())?;
     let (Some(before), Some(after)) = (sql.get(..l.start), sql.get(l.end..)) else {
         return Err("LIMIT position".to_string());

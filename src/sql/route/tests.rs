@@ -625,9 +625,6 @@ fn scatter_refusals() {
             "SELECT a FROM t ORDER BY 'a'",
             "ORDER BY 'a', which is not a column, alias or position of the select list",
         ),
-        ("SELECT a FROM t LIMIT ?", "LIMIT with a parameter"),
-        ("SELECT a FROM t LIMIT 1, ?", "LIMIT with a parameter"),
-        ("SELECT a FROM t LIMIT 2 OFFSET ?", "LIMIT with a parameter"),
         (
             "SELECT a FROM t LIMIT 1 + 1",
             "LIMIT 1 + 1 (only integer literals)",
@@ -796,6 +793,57 @@ fn limits_and_shard_sql() {
         a.shard_sql.as_deref(),
         Some("SELECT COUNT(*) FROM t LIMIT 2")
     );
+}
+
+#[test]
+fn limits_with_parameters() {
+    use super::{Limit, LimitArg};
+    let lim = |count, offset, start, end| Limit {
+        count,
+        offset,
+        start,
+        end,
+    };
+    // Both paths: the numbers as written, their range, and a spec whose
+    // limit is left for the execute.
+    let sql = "SELECT c FROM t WHERE x > ? ORDER BY c LIMIT ?, ?";
+    let a = fast(sql);
+    let at = sql.find("LIMIT ").expect("LIMIT") + 6;
+    let l = lim(LimitArg::Param(2), Some(LimitArg::Param(1)), at, at + 4);
+    assert_eq!(a.limit, Some(l));
+    assert_eq!(&sql[l.start..l.end], "?, ?");
+    assert_eq!(a.shard_sql, None);
+    assert_eq!(
+        a.scatter.as_ref().map(|s| (s.limit, s.offset)),
+        Ok((None, 0))
+    );
+    assert!(l.rebound());
+    assert_eq!(l.resolve(&|i| Some(i as u64 * 10)), Some((20, 10)));
+    assert_eq!(l.resolve(&|i| (i != 1).then_some(3)), None);
+    let sql = "SELECT c FROM t ORDER BY c LIMIT ? OFFSET 4 FOR UPDATE";
+    let l = fast(sql).limit.expect("a limit");
+    let at = sql.find("LIMIT ").expect("LIMIT") + 6;
+    assert_eq!(
+        l,
+        lim(LimitArg::Param(0), Some(LimitArg::Value(4)), at, at + 10)
+    );
+    assert_eq!(l.resolve(&|_| Some(7)), Some((7, 4)));
+    let sql = "SELECT /*!40001 SQL_NO_CACHE */ c FROM t\nJOIN u ON u.uid = t.x\nLIMIT 5 OFFSET ?";
+    let a = both(sql);
+    let l = a.limit.expect("a limit");
+    assert_eq!(&sql[l.start..l.end], "5 OFFSET ?");
+    assert_eq!(l.count, LimitArg::Value(5));
+    assert_eq!(l.offset, Some(LimitArg::Param(0)));
+    // Literals only: the spec has them; only an offset needs rebinding.
+    let l = fast("SELECT c FROM t LIMIT 3").limit.expect("a limit");
+    assert_eq!(l.literal(), Some((3, 0)));
+    assert!(!l.rebound());
+    assert!(fast("SELECT c FROM t LIMIT 3 OFFSET 1")
+        .limit
+        .is_some_and(|l| l.rebound()));
+    assert!(!fast("SELECT c FROM t LIMIT 3 OFFSET 0")
+        .limit
+        .is_some_and(|l| l.rebound()));
 }
 
 #[test]
