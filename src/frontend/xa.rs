@@ -198,6 +198,11 @@ impl Session {
             return Err(f);
         }
         self.two_phase_commit(&xid, &started, "the write").await?;
+        // Each part's OK was sent inside the XA branch; the client's
+        // autocommit statement has ended, as the status must say.
+        for p in &mut oks {
+            p.ok.status &= !crate::protocol::consts::status::IN_TRANS;
+        }
         Ok(oks)
     }
 
