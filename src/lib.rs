@@ -17,7 +17,8 @@
 //! - [`frontend`]: one client session: authentication, the command loop,
 //!   per-session state, relaying replies, filling ids (`inject`, and
 //!   `upsert` for the replies of INSERT IGNORE / ON DUPLICATE KEY UPDATE),
-//!   routing to shards (`route`, `scatter`, `txn`, `xa`; `inline`: a
+//!   routing to shards (`route`, `scatter`, `txn`, `xa`; `multi`: a query
+//!   of several statements run one by one; `inline`: a
 //!   prepared execute written as its text, for one that must be split by
 //!   row; `xalog`: two-phase
 //!   commit decisions in the allocator's store and recovery), breaking lock

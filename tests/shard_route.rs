@@ -1413,3 +1413,100 @@ async fn upserts_split_over_shards_report_like_mariadb() {
     proxy::teardown(&tb, p, &schema).await;
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// A query of several statements that names sharded tables: each statement
+/// runs as if sent alone, the client gets every result in order, and the
+/// first error ends the query.
+#[tokio::test]
+async fn several_statements_in_one_query() {
+    use mysql_async::Row;
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+
+    let mut r = c
+        .query_iter(
+            "INSERT INTO t (w, n) VALUES ('m', 1), ('m', 2); SELECT COUNT(*) FROM t WHERE w = 'm';\n\
+             UPDATE t SET n = n + 10 WHERE w = 'm'; SELECT LAST_INSERT_ID(); \
+             SELECT n FROM t WHERE w = 'm' ORDER BY n",
+        )
+        .await
+        .unwrap();
+    // 1: the split INSERT's OK packet.
+    let _: Vec<Row> = r.collect().await.unwrap();
+    assert_eq!(r.affected_rows(), 2);
+    let first = r.last_insert_id().expect("the first generated id");
+    // 2: a scattered aggregate.
+    let count: Vec<u64> = r.collect().await.unwrap();
+    assert_eq!(count, [2]);
+    // 3: an UPDATE on both shards.
+    let _: Vec<Row> = r.collect().await.unwrap();
+    assert_eq!(r.affected_rows(), 2);
+    // 4: LAST_INSERT_ID() of the INSERT, wherever this statement runs.
+    let lid: Vec<u64> = r.collect().await.unwrap();
+    assert_eq!(lid, [first]);
+    // 5: a merged ORDER BY.
+    let ns: Vec<i64> = r.collect().await.unwrap();
+    assert_eq!(ns, [11, 12]);
+    assert!(r.is_empty(), "no more results");
+    drop(r);
+    let on: Vec<u64> = [
+        ids_on(&tb, 0, &schema, "t").await,
+        ids_on(&tb, 1, &schema, "t").await,
+    ]
+    .concat();
+    assert_eq!(on.len(), 2, "each row once: {on:?}");
+
+    // The first error ends the query; what came before it stays.
+    let mut r = c
+        .query_iter("SELECT COUNT(*) FROM t; SELECT nosuch FROM t; DELETE FROM t")
+        .await
+        .unwrap();
+    let count: Vec<u64> = r.collect().await.unwrap();
+    assert_eq!(count, [2]);
+    let err = r.collect::<Row>().await.unwrap_err();
+    assert!(err.to_string().contains("nosuch"), "{err}");
+    drop(r);
+    let n: Option<u64> = c.query_first("SELECT COUNT(*) FROM t").await.unwrap();
+    assert_eq!(n, Some(2), "the DELETE after the error did not run");
+
+    // A transaction inside the query, rolled back on both shards; a SET
+    // that later statements on either shard see.
+    c.query_drop("BEGIN; INSERT INTO t (id, w, n) VALUES (1001, 'x', 1), (1002, 'x', 1); ROLLBACK")
+        .await
+        .unwrap();
+    assert_eq!(
+        ids_on(&tb, 0, &schema, "t").await.len() + ids_on(&tb, 1, &schema, "t").await.len(),
+        2
+    );
+    let mut r = c
+        .query_iter("SET @v = 7; SELECT @v, id FROM t ORDER BY id")
+        .await
+        .unwrap();
+    let _: Vec<Row> = r.collect().await.unwrap();
+    let v: Vec<(Option<i64>, u64)> = r.collect().await.unwrap();
+    drop(r);
+    assert_eq!(v.len(), 2, "one row from each shard");
+    assert!(v.iter().all(|(x, _)| *x == Some(7)), "{v:?}");
+    // The client's status after the split autocommit INSERT: no
+    // transaction open (it ran as XA and committed).
+    let mut raw = proxy::RawClient::app(p.addr, proxy::CLIENT_CAPS).await;
+    let reply = raw
+        .query(&format!(
+            "INSERT INTO `{schema}`.t (w, n) VALUES ('s', 1), ('s', 2); SELECT 1 FROM `{schema}`.t LIMIT 1"
+        ))
+        .await;
+    let ok = idgate::protocol::reply::parse_ok(&reply[0]).expect("an OK packet");
+    assert_eq!(ok.affected_rows, 2);
+    use idgate::protocol::consts::status;
+    assert_eq!(ok.status & status::IN_TRANS, 0, "status {:#x}", ok.status);
+    assert_ne!(
+        ok.status & status::MORE_RESULTS_EXISTS,
+        0,
+        "status {:#x}",
+        ok.status
+    );
+    drop(raw);
+    drop(c);
+    proxy::teardown(&tb, p, &schema).await;
+}

@@ -271,6 +271,9 @@ impl Session {
             extended_metadata: self.login.ext_capabilities & cap::EXT_EXTENDED_METADATA != 0,
         };
         let bytes = text_result_set(self.next_seq, columns, rows, framing, self.status());
+        if let Some(last) = crate::protocol::packet::last_seq(&bytes) {
+            self.next_seq = last.wrapping_add(1);
+        }
         self.client
             .write_raw(&bytes)
             .await

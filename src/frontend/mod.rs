@@ -39,6 +39,7 @@ pub mod inline;
 pub mod kill;
 pub mod lastid;
 pub mod login;
+pub mod multi;
 pub mod replay;
 pub mod route;
 pub mod scatter;

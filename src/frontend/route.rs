@@ -471,6 +471,12 @@ impl Session {
         if !mentions_routed(&rules, sql, m) {
             return Ok(false);
         }
+        // Several statements: each runs as if sent alone (`multi.rs`).
+        if self.login.capabilities & cap::MULTI_STATEMENTS != 0 {
+            if let Some(parts) = super::multi::split(sql, m) {
+                return Box::pin(self.multi(payload, parts)).await.map(|_| true);
+            }
+        }
         if insert {
             // INSERTs into rule tables are planned by `inject`; here only
             // the ones that read a sharded table (INSERT ... SELECT), which
@@ -630,11 +636,13 @@ impl Session {
     /// Sends one packet as the whole reply to the current command.
     pub(super) async fn reply_packet(&mut self, payload: &[u8]) -> Result<(), CmdError> {
         let seq = self.next_seq;
-        self.next_seq = self
+        let last = self
             .client
             .write_packet(seq, payload)
             .await
             .map_err(CmdError::ClientGone)?;
+        // A query of several statements goes on after it (`multi.rs`).
+        self.next_seq = last.wrapping_add(1);
         Ok(())
     }
 

@@ -636,7 +636,7 @@ impl Session {
         Ok(outcome)
     }
 
-    async fn query(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+    pub(super) async fn query(&mut self, payload: &[u8]) -> Result<(), CmdError> {
         let sql = &payload[1..];
         if let Some(cmd) = admin::parse(sql) {
             return self.admin(cmd).await;
@@ -1280,11 +1280,14 @@ impl Session {
             },
             b"",
         );
-        self.client
+        let last = self
+            .client
             .write_packet(seq, &ok)
             .await
-            .map(|_| ())
-            .map_err(CmdError::ClientGone)
+            .map_err(CmdError::ClientGone)?;
+        // A query of several statements goes on after it (`multi.rs`).
+        self.next_seq = last.wrapping_add(1);
+        Ok(())
     }
 
     pub(super) async fn send_error(

@@ -37,6 +37,8 @@ pub enum ReadError {
 pub struct PacketConn {
     stream: TcpStream,
     rbuf: BytesMut,
+    /// `Some` while the last packet written is held back ([`PacketConn::hold_last`]).
+    held: Option<Vec<u8>>,
 }
 
 /// Where one physical packet sits in the read buffer.
@@ -55,7 +57,59 @@ impl PacketConn {
         PacketConn {
             stream,
             rbuf: BytesMut::with_capacity(READ_CHUNK),
+            held: None,
         }
+    }
+
+    /// From now on, the last physical packet written is held back until
+    /// the next write, a read, or [`PacketConn::take_held`]: the caller may
+    /// change the final packet of a reply (a query of several statements
+    /// marks each result but the last with "more results exist").
+    pub fn hold_last(&mut self) {
+        self.held.get_or_insert_with(Vec::new).clear();
+    }
+
+    /// Stops holding back; returns the packet held (framed), if any.
+    pub fn take_held(&mut self) -> Option<Vec<u8>> {
+        self.held.take().filter(|h| !h.is_empty())
+    }
+
+    /// Writes framed `bytes`, holding back their last packet when asked to.
+    async fn write_out(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let Some(held) = self.held.as_mut() else {
+            return self.stream.write_all(bytes).await;
+        };
+        // The start of the last whole packet of `bytes`.
+        let mut at = 0usize;
+        let mut last = None;
+        while let Some(h) = bytes.get(at..at + 4) {
+            let next = at + 4 + (u32::from_le_bytes([h[0], h[1], h[2], 0]) as usize);
+            if next > bytes.len() {
+                break;
+            }
+            last = Some(at);
+            at = next;
+        }
+        let split = match last {
+            Some(l) if at == bytes.len() => l,
+            // Not whole packets: nothing can be held.
+            _ => bytes.len(),
+        };
+        let previous = std::mem::replace(held, bytes[split..].to_vec());
+        if !previous.is_empty() {
+            self.stream.write_all(&previous).await?;
+        }
+        self.stream.write_all(&bytes[..split]).await
+    }
+
+    /// Writes a packet held back (before reading: the peer may be waiting
+    /// for it, e.g. a LOCAL INFILE request).
+    async fn release_held(&mut self) -> io::Result<()> {
+        if let Some(h) = self.held.as_mut().filter(|h| !h.is_empty()) {
+            let h = std::mem::take(h);
+            self.stream.write_all(&h).await?;
+        }
+        Ok(())
     }
 
     /// The underlying stream (peer address, shutdown).
@@ -84,6 +138,9 @@ impl PacketConn {
     /// Reads more bytes from the socket into the buffer. An orderly close by the
     /// peer is an `UnexpectedEof` error.
     pub async fn fill(&mut self) -> io::Result<()> {
+        if self.held.is_some() {
+            self.release_held().await?;
+        }
         if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 2 {
             self.rbuf.reserve(READ_CHUNK.max(self.rbuf.len()));
         }
@@ -167,7 +224,7 @@ impl PacketConn {
 
     /// Writes raw bytes (already framed packets).
     pub async fn write_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.stream.write_all(bytes).await
+        self.write_out(bytes).await
     }
 
     /// Frames `payload` starting at sequence id `seq` and writes it; returns
@@ -175,7 +232,7 @@ impl PacketConn {
     pub async fn write_packet(&mut self, seq: u8, payload: &[u8]) -> io::Result<u8> {
         let mut buf = Vec::with_capacity(payload.len() + 8);
         let last = frame(&mut buf, seq, payload);
-        self.stream.write_all(&buf).await?;
+        self.write_out(&buf).await?;
         Ok(last)
     }
 
@@ -183,6 +240,17 @@ impl PacketConn {
     pub async fn shutdown(&mut self) {
         let _ = self.stream.shutdown().await;
     }
+}
+
+/// The sequence id of the last physical packet of `framed` (whole packets).
+pub fn last_seq(framed: &[u8]) -> Option<u8> {
+    let mut at = 0usize;
+    let mut seq = None;
+    while let Some(h) = framed.get(at..at + 4) {
+        seq = Some(h[3]);
+        at += 4 + (u32::from_le_bytes([h[0], h[1], h[2], 0]) as usize);
+    }
+    seq
 }
 
 /// Appends `payload` framed as packets starting at sequence id `seq` (split
