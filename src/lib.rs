@@ -17,7 +17,8 @@
 //! - [`frontend`]: one client session: authentication, the command loop,
 //!   per-session state, relaying replies, filling ids (`inject`, and
 //!   `upsert` for the replies of INSERT IGNORE / ON DUPLICATE KEY UPDATE),
-//!   routing to shards (`route`, `scatter`, `txn`, `xa`; `multi`: a query
+//!   routing to shards (`route`, `scatter`, `cursor`: a cursor over several
+//!   shards served from merged rows, `txn`, `xa`; `multi`: a query
 //!   of several statements run one by one; `inline`: a
 //!   prepared execute written as its text, for one that must be split by
 //!   row; `xalog`: two-phase

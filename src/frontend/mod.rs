@@ -32,6 +32,7 @@
 
 pub mod admin;
 pub mod columns;
+pub mod cursor;
 pub mod deadlock;
 pub mod diag;
 pub mod inject;

@@ -128,7 +128,10 @@ impl Session {
                     return Err(e);
                 }
             };
-            let mut held = self.client.take_held().unwrap_or_default();
+            let Some(mut held) = self.client.take_held() else {
+                // Nothing written (not expected of a statement): go on.
+                continue;
+            };
             let more = !failed && i + 1 < n && mark_more_results(&mut held, deprecate_eof);
             self.client
                 .write_raw(&held)

@@ -1341,9 +1341,6 @@ impl Session {
                 let ok = combined_ok(one_copy(&oks, routed.copies), 0, 0, &|_| 0);
                 self.reply_packet(&ok).await
             }
-            (Target::Many(_), false) if cursor => Err(refuse(
-                "a cursor (COM_STMT_EXECUTE with a cursor flag) on a SELECT that runs on several shards is not supported; bind the shard key, or read without a cursor".into(),
-            )),
             (Target::Many(_), false) => {
                 let spec = match (&routed.analysis.scatter, limits) {
                     (Ok(spec), Some((_, count, offset))) => {
@@ -1367,6 +1364,9 @@ impl Session {
                     }
                     (Err(_), _) => scatter_spec(&routed.analysis)?,
                 };
+                if cursor {
+                    return self.open_merged_cursor(id, parts, &spec).await;
+                }
                 self.scatter(parts, &spec, crate::shard::merge::Protocol::Binary)
                     .await
             }

@@ -47,6 +47,48 @@ impl Session {
         protocol: Protocol,
     ) -> Result<(), CmdError> {
         let expect = Expect::Results;
+        let sent = self.send_parts(parts).await?;
+        if spec.is_concat() {
+            self.concat(&sent, expect).await
+        } else {
+            let packets = self.merged(&sent, spec, protocol, expect).await?;
+            let mut out = Vec::with_capacity(packets.iter().map(|p| p.len() + 4).sum());
+            let mut seq = self.next_seq;
+            for p in &packets {
+                seq = frame(&mut out, seq, p).wrapping_add(1);
+            }
+            self.next_seq = seq;
+            self.client
+                .write_raw(&out)
+                .await
+                .map_err(CmdError::ClientGone)
+        }
+    }
+
+    /// Runs `parts` as [`Session::scatter`] does and returns the merged
+    /// result set (its packets) instead of sending it, with whether it ends
+    /// result sets the `CLIENT_DEPRECATE_EOF` way.
+    pub(super) async fn scatter_collect(
+        &mut self,
+        parts: Vec<(usize, Vec<u8>)>,
+        spec: &MergeSpec,
+        protocol: Protocol,
+    ) -> Result<(Vec<Vec<u8>>, bool), CmdError> {
+        let sent = self.send_parts(parts).await?;
+        let deprecate_eof = sent
+            .first()
+            .and_then(|(s, _)| self.backends[*s].as_ref())
+            .is_some_and(|b| b.deprecate_eof());
+        let packets = self.merged(&sent, spec, protocol, Expect::Results).await?;
+        Ok((packets, deprecate_eof))
+    }
+
+    /// Sends every part (its shard, payload) before reading any reply;
+    /// returns each shard with the sequence id of its last packet.
+    async fn send_parts(
+        &mut self,
+        parts: Vec<(usize, Vec<u8>)>,
+    ) -> Result<Vec<(usize, u8)>, CmdError> {
         let shards: Vec<usize> = parts.iter().map(|(s, _)| *s).collect();
         self.note_diag(&shards);
         // Every connection first (a shard that is down fails the statement
@@ -83,11 +125,7 @@ impl Session {
                 }
             }
         }
-        if spec.is_concat() {
-            self.concat(&sent, expect).await
-        } else {
-            self.merged(&sent, spec, protocol, expect).await
-        }
+        Ok(sent)
     }
 
     async fn concat(&mut self, sent: &[(usize, u8)], expect: Expect) -> Result<(), CmdError> {
@@ -223,7 +261,7 @@ impl Session {
         spec: &MergeSpec,
         protocol: Protocol,
         expect: Expect,
-    ) -> Result<(), CmdError> {
+    ) -> Result<Vec<Vec<u8>>, CmdError> {
         let mut replies = Vec::with_capacity(sent.len());
         let mut error = None;
         let mut deprecate_eof = false;
@@ -260,22 +298,12 @@ impl Session {
         if let Some(e) = error {
             return Err(e);
         }
-        let packets = merge::merge(&replies, spec, protocol, deprecate_eof).map_err(|e| {
+        merge::merge(&replies, spec, protocol, deprecate_eof).map_err(|e| {
             CmdError::Refused(
                 super::route::ER_NOT_ROUTABLE,
                 format!("idgate: cannot merge the shards' results: {e}"),
             )
-        })?;
-        let mut out = Vec::with_capacity(packets.iter().map(|p| p.len() + 4).sum());
-        let mut seq = self.next_seq;
-        for p in &packets {
-            seq = frame(&mut out, seq, p).wrapping_add(1);
-        }
-        self.next_seq = seq;
-        self.client
-            .write_raw(&out)
-            .await
-            .map_err(CmdError::ClientGone)
+        })
     }
 }
 

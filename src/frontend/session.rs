@@ -791,6 +791,7 @@ impl Session {
             long_params: Vec::new(),
             client_sql,
             limit,
+            merged: None,
         };
         let id = self.stmts.insert(stmt.clone());
         // With a plan or a LIMIT rewrite, the client is told the parameters
@@ -919,6 +920,8 @@ impl Session {
         let Some(s) = self.stmts.get_mut(id) else {
             return self.unknown_stmt(id, "mysqld_stmt_execute").await;
         };
+        // A new execute closes the statement's cursor.
+        s.merged = None;
         if s.long_data_bytes > max {
             return Err(CmdError::Refused(
                 codes::ER_NET_PACKET_TOO_LARGE,
@@ -1060,6 +1063,15 @@ impl Session {
                 None => Ok(()),
             };
         };
+        if payload[0] == cmd::STMT_FETCH {
+            // A cursor over several shards is served by idgate (`cursor.rs`).
+            let n = payload
+                .get(5..9)
+                .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+            if self.fetch_merged(id, n).await? {
+                return Ok(());
+            }
+        }
         if payload[0] == cmd::STMT_SEND_LONG_DATA {
             let max = self.shared.config.server.max_packet;
             let held = self.stmts.long_data_held();
@@ -1092,6 +1104,7 @@ impl Session {
         if payload[0] == cmd::STMT_RESET {
             if let Some(s) = self.stmts.get_mut(id) {
                 s.clear_long_data();
+                s.merged = None;
             }
         }
         // A fetch reads the cursor where the last execute ran; the other

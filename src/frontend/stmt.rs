@@ -58,6 +58,9 @@ pub struct PreparedStmt {
     /// execute (the client's numbers on one shard; `0, offset + count` on
     /// each when scattered, the merge applying them).
     pub limit: Option<LimitRewrite>,
+    /// The open cursor of an execute that ran on several shards: its
+    /// merged rows, fetched from idgate (`cursor.rs`).
+    pub merged: Option<Box<super::cursor::MergedCursor>>,
 }
 
 /// Where a prepared SELECT's LIMIT became `?, ?` on the shards.

@@ -19,5 +19,5 @@ mod aggregate;
 mod decimal;
 pub mod merge;
 pub mod placement;
-mod reply;
+pub mod reply;
 mod value;
