@@ -18,7 +18,9 @@ use std::ops::Range;
 
 /// The statements of `sql` (byte ranges, without their `;`), when there
 /// are several; `None` for one statement (the common case costs one
-/// `memchr`), or when a `;` sits inside an executable comment.
+/// `memchr`), when a `;` sits inside an executable comment, or for a
+/// compound statement (`CREATE PROCEDURE ... BEGIN ...; ...; END`, `BEGIN
+/// NOT ATOMIC`), whose `;`s do not end it.
 pub fn split(sql: &str, modes: Modes) -> Option<Vec<Range<usize>>> {
     memchr::memchr(b';', sql.as_bytes())?;
     let mut out = Vec::new();
@@ -28,11 +30,19 @@ pub fn split(sql: &str, modes: Modes) -> Option<Vec<Range<usize>>> {
         if s.in_exec {
             return None;
         }
+        let mut lx = Lexer::new(sql, pos, modes);
         // A part with no token (blanks, comments) is no statement.
-        if Lexer::new(sql, pos, modes)
-            .next_token()
-            .is_some_and(|t| t.start < s.end)
-        {
+        if let Some(head) = lx.next_token().filter(|t| t.start < s.end) {
+            // BEGIN after the first word (a compound statement's body), or
+            // BEGIN NOT ATOMIC.
+            let begin = head.is_word(sql, "BEGIN");
+            let mut second = true;
+            while let Some(t) = lx.next_token().filter(|t| t.start < s.end) {
+                if t.is_word(sql, "BEGIN") || (begin && second && t.is_word(sql, "NOT")) {
+                    return None;
+                }
+                second = false;
+            }
             out.push(pos..s.end);
         }
         if !s.semicolon || s.end < pos {
@@ -174,6 +184,20 @@ mod tests {
             Some(vec!["SELECT 1", "SELECT 2"])
         );
         assert_eq!(parts("/*! SELECT 1; */ SELECT 2; SELECT 3"), None);
+        assert_eq!(
+            parts("BEGIN; SELECT 1; COMMIT"),
+            Some(vec!["BEGIN", " SELECT 1", " COMMIT"])
+        );
+        // Compound statements are not split (and so refused).
+        assert_eq!(
+            parts("CREATE PROCEDURE p() BEGIN SELECT 1; SELECT 2; END; CALL p()"),
+            None
+        );
+        assert_eq!(parts("BEGIN NOT ATOMIC SELECT 1; SELECT 2; END"), None);
+        assert_eq!(
+            parts("SELECT NOT 1; SELECT 2"),
+            Some(vec!["SELECT NOT 1", " SELECT 2"])
+        );
     }
 
     fn framed(payload: &[u8]) -> Vec<u8> {
