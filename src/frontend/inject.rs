@@ -78,18 +78,21 @@ impl Session {
         if let Some(m) = self.sql_modes {
             return Ok(m);
         }
-        let b = self.backend(0).await.map_err(CmdError::Backend)?;
-        let rows = b
-            .query_rows("SELECT @@SESSION.sql_mode")
-            .await
-            .map_err(CmdError::Backend)?;
-        let mode = rows
-            .first()
-            .and_then(|r| r.first().cloned().flatten())
-            .unwrap_or_default();
+        let mode = self.first_value("SELECT @@SESSION.sql_mode").await?;
         let m = SqlModes::parse(&mode);
         self.sql_modes = Some(m);
         Ok(m)
+    }
+
+    /// The first value of the first row `sql` returns on the default
+    /// shard (a session variable); empty for NULL or no row.
+    pub(super) async fn first_value(&mut self, sql: &str) -> Result<String, CmdError> {
+        let b = self.backend(0).await.map_err(CmdError::Backend)?;
+        let rows = b.query_rows(sql).await.map_err(CmdError::Backend)?;
+        Ok(rows
+            .first()
+            .and_then(|r| r.first().cloned().flatten())
+            .unwrap_or_default())
     }
 
     /// Plans `sql` with the session's context, fetching a table's column

@@ -388,15 +388,9 @@ impl Session {
     /// `@@character_set_client` of the session (as a bound string's
     /// charset), lower case.
     async fn client_charset(&mut self) -> Result<String, CmdError> {
-        let b = self.backend(0).await.map_err(CmdError::Backend)?;
-        let rows = b
-            .query_rows("SELECT @@SESSION.character_set_client")
-            .await
-            .map_err(CmdError::Backend)?;
-        let name = rows
-            .first()
-            .and_then(|r| r.first().cloned().flatten())
-            .unwrap_or_default()
+        let name = self
+            .first_value("SELECT @@SESSION.character_set_client")
+            .await?
             .to_ascii_lowercase();
         Ok(if valid_charset(&name) {
             name
