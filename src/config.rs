@@ -31,7 +31,7 @@ pub struct Config {
 pub struct ServerConfig {
     /// Address applications connect to with the MySQL protocol.
     pub listen: String,
-    /// HTTP address for /metrics and /healthz (reserved; not served yet).
+    /// HTTP address for /metrics and /healthz (`crate::http`); none: not served.
     pub admin_listen: Option<String>,
     /// Client sessions at once; one more gets error 1040.
     #[serde(default = "default_max_connections")]

@@ -3,7 +3,7 @@
 //!
 //! # Layout
 //!
-//! Dependencies point one way: `server` -> `frontend` -> (`sql`, `idgen`,
+//! Dependencies point one way: (`server`, `http`) -> `frontend` -> (`sql`, `idgen`,
 //! `backend`) -> `shard` -> `protocol`; `rules` -> `shard` (a rule builds its
 //! table's `shard::placement`); `sql` uses `shard`'s value types (`KeyValue`,
 //! `MergeSpec`); `config` is a leaf.
@@ -35,10 +35,12 @@
 //! - [`shard`]: placement of rows on shards and merging of scattered
 //!   replies. Pure.
 //! - [`server`]: the accept loop, connection limit and graceful shutdown.
+//! - [`http`]: the admin HTTP listener (`/metrics`, `/healthz`).
 
 pub mod backend;
 pub mod config;
 pub mod frontend;
+pub mod http;
 pub mod idgen;
 pub mod protocol;
 pub mod rules;

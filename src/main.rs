@@ -174,6 +174,20 @@ async fn serve(cfg: Config) -> ExitCode {
         }
     };
     info!(%addr, "idgate listening");
+    // The admin HTTP listener (/metrics, /healthz), as long as the server.
+    let _admin = match &shared.config.server.admin_listen {
+        Some(a) => match tokio::net::TcpListener::bind(a.as_str()).await {
+            Ok(l) => {
+                info!(addr = %a, "admin HTTP listening");
+                Some(tokio::spawn(idgate::http::serve(l, shared.clone())))
+            }
+            Err(e) => {
+                error!("cannot listen on {a} (server.admin_listen): {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        None => None,
+    };
     idgate::server::run(listener, shared, shutdown_signal()).await;
     if let Some(a) = allocator {
         // Gives snowflake node ids back; sequences' unused ids become a gap.

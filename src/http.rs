@@ -1,0 +1,302 @@
+//! The admin HTTP listener (`server.admin_listen`): `GET /metrics` in the
+//! Prometheus text format, `GET /healthz` for probes.
+//!
+//! What DBAs watch: every generator's next id, high-water mark, cached ids,
+//! batch, rate, ids issued, floor, waits, store calls and lease (the same
+//! numbers as `SHOW IDGATE GENERATORS`), and the sessions open. `/healthz`
+//! answers 200 while every generator can issue ids (a snowflake generator
+//! without a valid node lease cannot), 503 otherwise, with one line per
+//! generator that cannot.
+//!
+//! HTTP/1.1, one request per connection, GET and HEAD only; a request head
+//! over 8 KiB or slower than 5 s is dropped. Nothing a client sends can
+//! reach the MySQL sessions.
+
+use crate::frontend::Shared;
+use crate::idgen::GeneratorStats;
+use crate::rules::spec::GeneratorKind;
+use std::fmt::Write;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tracing::{debug, warn};
+
+/// Largest request head read.
+const MAX_HEAD: usize = 8 * 1024;
+
+/// Time allowed to send the request head.
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Serves admin requests on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = answer(stream, &shared).await {
+                        debug!("admin request: {e}");
+                    }
+                });
+            }
+            Err(e) => {
+                warn!("admin listener: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// Reads one request and answers it.
+async fn answer(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
+    let mut head = Vec::with_capacity(512);
+    let read = tokio::time::timeout(READ_TIMEOUT, async {
+        let mut buf = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD {
+            let n = stream.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            head.extend_from_slice(&buf[..n]);
+        }
+        Ok::<_, std::io::Error>(())
+    })
+    .await;
+    if !matches!(read, Ok(Ok(()))) {
+        return Ok(());
+    }
+    let (status, content_type, body, head_only) = respond(&head, shared);
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    if !head_only {
+        out.extend_from_slice(body.as_bytes());
+    }
+    stream.write_all(&out).await?;
+    stream.shutdown().await
+}
+
+/// The status line, content type and body for a request head; whether the
+/// body is left out (HEAD).
+fn respond(head: &[u8], shared: &Shared) -> (&'static str, &'static str, String, bool) {
+    const TEXT: &str = "text/plain; charset=utf-8";
+    let line = head
+        .split(|&b| b == b'\n')
+        .next()
+        .and_then(|l| std::str::from_utf8(l).ok())
+        .unwrap_or("");
+    let mut parts = line.trim_end().split(' ');
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let version_ok = parts.next().is_some_and(|v| v.starts_with("HTTP/1."));
+    if !version_ok {
+        return ("400 Bad Request", TEXT, "bad request\n".into(), false);
+    }
+    let head_only = method == "HEAD";
+    if method != "GET" && !head_only {
+        return (
+            "405 Method Not Allowed",
+            TEXT,
+            "only GET and HEAD\n".into(),
+            false,
+        );
+    }
+    let stats = shared
+        .allocator
+        .as_ref()
+        .map(|a| a.stats())
+        .unwrap_or_default();
+    let path = target.split('?').next().unwrap_or("");
+    match path {
+        "/metrics" => (
+            "200 OK",
+            "text/plain; version=0.0.4; charset=utf-8",
+            metrics(&stats, shared.sessions.len()),
+            head_only,
+        ),
+        "/healthz" => {
+            let bad: Vec<&GeneratorStats> = stats.iter().filter(|g| !g.lease_valid).collect();
+            if bad.is_empty() {
+                ("200 OK", TEXT, "ok\n".into(), head_only)
+            } else {
+                let mut body = String::new();
+                for g in bad {
+                    let why = g.last_error.as_deref().unwrap_or("no valid node lease");
+                    let _ = writeln!(body, "generator {}: cannot issue ids: {why}", g.name);
+                }
+                ("503 Service Unavailable", TEXT, body, head_only)
+            }
+        }
+        _ => ("404 Not Found", TEXT, "not found\n".into(), head_only),
+    }
+}
+
+/// The Prometheus text exposition of `stats` and the session count.
+pub fn metrics(stats: &[GeneratorStats], sessions: usize) -> String {
+    let mut out = String::with_capacity(512 + 160 * stats.len() * 12);
+    let _ = writeln!(out, "# HELP idgate_sessions Client sessions open.");
+    let _ = writeln!(out, "# TYPE idgate_sessions gauge");
+    let _ = writeln!(out, "idgate_sessions {sessions}");
+    type Get = fn(&GeneratorStats) -> f64;
+    let series: [(&str, &str, &str, Get); 11] = [
+        (
+            "next_id",
+            "gauge",
+            "The next id this process would issue.",
+            |g| g.next_id as f64,
+        ),
+        (
+            "high_water",
+            "gauge",
+            "Sequence: end of the highest segment reserved; snowflake: the persisted ceiling tick.",
+            |g| g.high_water as f64,
+        ),
+        (
+            "cached_ids",
+            "gauge",
+            "Ids this process can issue from memory before it needs the store.",
+            |g| g.cached_remaining as f64,
+        ),
+        (
+            "batch",
+            "gauge",
+            "Sequence: size of the next reservation.",
+            |g| g.batch as f64,
+        ),
+        (
+            "rate_per_second",
+            "gauge",
+            "Sequence: measured consumption in ids per second.",
+            |g| g.rate_per_sec,
+        ),
+        (
+            "issued_total",
+            "counter",
+            "Sequence: ids issued (or skipped) by this process.",
+            |g| g.issued as f64,
+        ),
+        (
+            "floor",
+            "gauge",
+            "Sequence: highest id seen by observe or set_floor.",
+            |g| g.floor as f64,
+        ),
+        (
+            "waits_total",
+            "counter",
+            "Requests that found the cache empty and waited for the store.",
+            |g| g.waits as f64,
+        ),
+        (
+            "store_errors_total",
+            "counter",
+            "Failed store calls.",
+            |g| g.store_errors as f64,
+        ),
+        (
+            "store_writes_total",
+            "counter",
+            "Successful store writes.",
+            |g| g.store_writes as f64,
+        ),
+        (
+            "lease_valid",
+            "gauge",
+            "1 while the generator may issue ids (snowflake: holds a valid node lease).",
+            |g| f64::from(u8::from(g.lease_valid)),
+        ),
+    ];
+    for (name, kind, help, get) in series {
+        let _ = writeln!(out, "# HELP idgate_generator_{name} {help}");
+        let _ = writeln!(out, "# TYPE idgate_generator_{name} {kind}");
+        for g in stats {
+            let _ = writeln!(
+                out,
+                "idgate_generator_{name}{{generator=\"{}\",kind=\"{}\"}} {}",
+                label(&g.name),
+                kind_name(g.kind),
+                get(g)
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP idgate_generator_node_id Snowflake: the leased node id."
+    );
+    let _ = writeln!(out, "# TYPE idgate_generator_node_id gauge");
+    for g in stats {
+        if let Some(n) = g.node_id {
+            let _ = writeln!(
+                out,
+                "idgate_generator_node_id{{generator=\"{}\",kind=\"{}\"}} {n}",
+                label(&g.name),
+                kind_name(g.kind)
+            );
+        }
+    }
+    out
+}
+
+fn kind_name(k: GeneratorKind) -> &'static str {
+    match k {
+        GeneratorKind::Sequence => "sequence",
+        GeneratorKind::Snowflake => "snowflake",
+    }
+}
+
+/// A label value escaped as the text format requires.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(name: &str) -> GeneratorStats {
+        GeneratorStats {
+            name: name.into(),
+            kind: GeneratorKind::Sequence,
+            high_water: 2000,
+            next_id: 1001,
+            cached_remaining: 999,
+            batch: 1000,
+            rate_per_sec: 12.5,
+            issued: 1000,
+            floor: 7,
+            waits: 1,
+            store_errors: 0,
+            store_writes: 2,
+            node_id: None,
+            lease_valid: true,
+            last_error: None,
+        }
+    }
+
+    #[test]
+    fn metrics_text() {
+        let m = metrics(&[stats("orders"), stats("we\"ird")], 3);
+        assert!(m.contains("idgate_sessions 3\n"), "{m}");
+        assert!(
+            m.contains("idgate_generator_next_id{generator=\"orders\",kind=\"sequence\"} 1001\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("# TYPE idgate_generator_issued_total counter\n"),
+            "{m}"
+        );
+        assert!(m.contains("generator=\"we\\\"ird\""), "{m}");
+        assert!(m.contains(
+            "idgate_generator_rate_per_second{generator=\"orders\",kind=\"sequence\"} 12.5\n"
+        ));
+        // Every sample line: name{labels} value.
+        for l in m.lines().filter(|l| !l.starts_with('#')) {
+            let v = l.rsplit(' ').next().unwrap();
+            assert!(v.parse::<f64>().is_ok(), "{l}");
+        }
+    }
+}
