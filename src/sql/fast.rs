@@ -71,8 +71,15 @@ pub fn ident<'a>(sql: &'a str, t: &Token) -> Option<Cow<'a, str>> {
     }
 }
 
-fn peek(lx: &Lexer<'_>) -> Option<Token> {
-    lx.clone().next_token()
+/// The next token if it is `Punct(b)` (consumed), else `None` (nothing
+/// consumed). Lexes the token once (a peek then a `next_token` lexed it
+/// twice).
+#[inline]
+fn next_if_punct(lx: &mut Lexer<'_>, b: u8) -> Option<Token> {
+    let mut ahead = lx.clone();
+    let t = ahead.next_token().filter(|t| t.is(b))?;
+    *lx = ahead;
+    Some(t)
 }
 
 /// Parses from just after `INSERT`/`REPLACE` to the end of the table name
@@ -92,16 +99,21 @@ pub fn head<'a>(lx: &mut Lexer<'a>, sql: &'a str) -> Result<Head<'a>, Refuse> {
     }
     let first = ident(sql, &t).ok_or(Refuse::Decline)?;
     let mut after_table = t.end;
-    let (schema, table) = if peek(lx).is_some_and(|p| p.is(b'.')) {
-        lx.next_token();
+    // The token after the name, lexed once for both questions below.
+    let mut ahead = lx.clone();
+    let mut next = ahead.next_token();
+    let (schema, table) = if next.is_some_and(|p| p.is(b'.')) {
+        *lx = ahead;
         let t2 = lx.next_token().ok_or(Refuse::Decline)?;
         after_table = t2.end;
+        ahead = lx.clone();
+        next = ahead.next_token();
         (Some(first), ident(sql, &t2).ok_or(Refuse::Decline)?)
     } else {
         (None, first)
     };
-    if peek(lx).is_some_and(|p| word_is(sql, &p, "PARTITION")) {
-        lx.next_token();
+    if next.is_some_and(|p| word_is(sql, &p, "PARTITION")) {
+        *lx = ahead;
         if !lx.next_token().is_some_and(|p| p.is(b'(')) {
             return Err(Refuse::Decline);
         }
@@ -136,18 +148,18 @@ fn starts_query(sql: &str, t: &Token) -> bool {
 /// Parses an optional `(col, ...)` list. Qualified names (`t.col`) compare by
 /// their last part.
 pub fn columns(lx: &mut Lexer<'_>, sql: &str, id_col: &str) -> Result<Option<ColumnList>, Refuse> {
-    if !peek(lx).is_some_and(|p| p.is(b'(')) {
+    let mut ahead = lx.clone();
+    if !ahead.next_token().is_some_and(|p| p.is(b'(')) {
         return Ok(None);
     }
-    let mut ahead = lx.clone();
-    ahead.next_token();
-    if ahead.next_token().is_some_and(|t| starts_query(sql, &t)) {
+    let first = ahead.next_token();
+    if first.is_some_and(|t| starts_query(sql, &t)) {
         return Err(Refuse::Unsupported("INSERT ... SELECT"));
     }
-    lx.next_token();
+    *lx = ahead;
     let mut count = 0;
     let mut id_index = None;
-    let mut t = lx.next_token().ok_or(Refuse::Decline)?;
+    let mut t = first.ok_or(Refuse::Decline)?;
     if t.is(b')') {
         return Ok(Some(ColumnList {
             close: t.start,
@@ -300,7 +312,9 @@ fn set_list(lx: &mut Lexer<'_>, sql: &str, id_col: &str) -> Result<Body, Refuse>
         let mut acc = ValueAcc::default();
         let mut depth = 0usize;
         loop {
-            let stop = match peek(lx) {
+            let mut ahead = lx.clone();
+            let next = ahead.next_token();
+            let stop = match next {
                 None => true,
                 Some(p) => match p.kind {
                     Kind::Punct(b',' | b';') => depth == 0,
@@ -319,7 +333,8 @@ fn set_list(lx: &mut Lexer<'_>, sql: &str, id_col: &str) -> Result<Body, Refuse>
             if stop {
                 break;
             }
-            let Some(p) = lx.next_token() else { break };
+            let Some(p) = next else { break };
+            *lx = ahead;
             match p.kind {
                 Kind::Punct(b'(' | b'{') => depth += 1,
                 Kind::Punct(b')' | b'}') => depth = depth.checked_sub(1).ok_or(Refuse::Decline)?,
@@ -334,8 +349,7 @@ fn set_list(lx: &mut Lexer<'_>, sql: &str, id_col: &str) -> Result<Body, Refuse>
         if id.is_none() && same_column(&name, id_col) {
             id = acc.finish(sql);
         }
-        if peek(lx).is_some_and(|p| p.is(b',')) {
-            lx.next_token();
+        if next_if_punct(lx, b',').is_some() {
             continue;
         }
         return Ok(Body::Set { id, end });
@@ -365,9 +379,7 @@ pub fn body(
                 return Err(Refuse::Decline);
             }
             rows.push(row(lx, sql, id_index)?);
-            if peek(lx).is_some_and(|p| p.is(b',')) {
-                lx.next_token();
-            } else {
+            if next_if_punct(lx, b',').is_none() {
                 break;
             }
         }
