@@ -21,7 +21,8 @@ pub(crate) fn push_u64(out: &mut String, mut v: u64) {
             break;
         }
     }
-    out.push_str(std::str::from_utf8(buf.get(i..).unwrap_or(&[])).unwrap_or(""));
+    // ASCII digits: pushed as chars, without a UTF-8 check of the buffer.
+    out.extend(buf.get(i..).unwrap_or(&[]).iter().map(|&d| char::from(d)));
 }
 
 /// Appends `text` as a backquoted identifier.
