@@ -243,7 +243,9 @@ pub fn plan_query_with(
 ) -> Result<Plan, SqlError> {
     let modes = ctx.modes();
     let hint = last_id_hint(sql.as_bytes());
-    // The common case: one ordinary statement.
+    // The common case: one ordinary statement. An INSERT into a rule table
+    // found here is planned from the head read here.
+    let mut found = None;
     if memchr::memchr(b';', sql.as_bytes()).is_none() {
         let mut lx = Lexer::new(sql, 0, modes);
         match lx.next_token() {
@@ -254,8 +256,9 @@ pub fn plan_query_with(
                     // Look the table up before anything else.
                     if let Ok(head) = fast::head(&mut lx, sql) {
                         let schema = head.schema.as_deref().or(ctx.schema);
-                        if rules.entry(schema, &head.table).is_none() {
-                            return Ok(Plan::Passthrough);
+                        match rules.entry(schema, &head.table) {
+                            None => return Ok(Plan::Passthrough),
+                            Some(entry) => found = Some((t.start, entry, head, lx)),
                         }
                     }
                 }
@@ -281,7 +284,16 @@ pub fn plan_query_with(
     let mut pos = 0;
     let mut in_exec = false;
     loop {
-        let out = match p.statement(pos, in_exec) {
+        // What `statement(0, false)` would do for the INSERT found above.
+        let planned = match found.take() {
+            Some((start, entry, head, lx)) => {
+                let (schema, table) = (head.schema.clone(), head.table.clone());
+                p.rule_statement(start, false, entry, schema, table, Some((head, lx)))
+                    .map(Some)
+            }
+            None => p.statement(pos, in_exec),
+        };
+        let out = match planned {
             Ok(Some(o)) => o,
             Ok(None) => break,
             Err(Stop::Need { schema, table }) => return Ok(Plan::NeedColumns { schema, table }),
@@ -393,7 +405,14 @@ fn routed(entry: &TableEntry) -> bool {
 /// `schema.table`, or `table` when no schema is known (for messages).
 fn display_table(schema: Option<&str>, table: &str) -> String {
     match schema {
-        Some(s) => format!("{s}.{table}"),
+        Some(s) => {
+            // Not `format!`: this runs for every planned INSERT.
+            let mut out = String::with_capacity(s.len() + 1 + table.len());
+            out.push_str(s);
+            out.push('.');
+            out.push_str(table);
+            out
+        }
         None => table.to_string(),
     }
 }
@@ -665,6 +684,21 @@ impl<'q> QueryPlanner<'q> {
                 in_exec: s.in_exec,
             });
         };
+        self.rule_statement(start, in_exec, entry, schema, table, head)
+    }
+
+    /// An INSERT/REPLACE into the rule table `entry` (named `schema.table`
+    /// in the statement), with its head as the fast path read it.
+    fn rule_statement(
+        &mut self,
+        start: usize,
+        in_exec: bool,
+        entry: &'q TableEntry,
+        schema: Option<Cow<'q, str>>,
+        table: Cow<'q, str>,
+        head: Option<(fast::Head<'q>, Lexer<'q>)>,
+    ) -> Result<Outcome, Stop> {
+        let sql = self.sql;
         if self.sql_mode_changed {
             let eff = schema.as_deref().or(self.schema());
             return Err(SqlError::Unsupported {
