@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use super::lexer::{skim, Kind, Lexer, Modes, Token};
+use super::lexer::{self, skim, Kind, Lexer, Modes, Token};
 use super::shape::{
     int_of, same_column, AliasColumns, Body, ColumnList, Row, Shape, Value, ValueClass,
 };
@@ -291,6 +291,119 @@ fn row(lx: &mut Lexer<'_>, sql: &str, id_index: Option<usize>) -> Result<Row, Re
     }
 }
 
+/// How [`scan_row`] treats a byte.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RowByte {
+    /// Part of a token that cannot change the row's structure (letters,
+    /// digits, `.`, `+`, `=`, `?`, other punctuation...).
+    Plain,
+    /// Whitespace, exactly as the lexer skips it.
+    Space,
+    /// Looked at by the `match` in [`scan_row`].
+    Special,
+}
+
+static ROW_BYTES: [RowByte; 256] = {
+    let mut t = [RowByte::Plain; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = match i as u8 {
+            b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => RowByte::Space,
+            b'\'' | b'"' | b'`' | b'(' | b')' | b'{' | b'}' | b',' | b';' | b'-' | b'/' | b'#'
+            | b'@' => RowByte::Special,
+            _ => RowByte::Plain,
+        };
+        i += 1;
+    }
+    t
+};
+
+/// [`row`] for rows without the id column (`id_index` is `None`): finds
+/// the row's `)` and counts its values from the bytes, without building
+/// tokens. Returns `None` and consumes nothing when the row holds anything
+/// it does not treat exactly as [`row`] would (a comment or what may start
+/// one, a variable, an executable comment around it, an unterminated
+/// quote, an empty value, unbalanced brackets, a `;`, the end of the
+/// text): [`row`] then reads the row and makes the decision or error.
+fn scan_row(lx: &mut Lexer<'_>, sql: &str, modes: Modes) -> Option<Row> {
+    if lx.in_exec() {
+        return None;
+    }
+    let src = sql.as_bytes();
+    let str_backslash = !modes.no_backslash_escapes;
+    let dq_backslash = !modes.ansi_quotes && !modes.no_backslash_escapes;
+    let mut pos = lx.pos();
+    let mut depth = 0usize;
+    let mut count = 0usize;
+    // A value ended at a top-level `,` (`row`'s `any`).
+    let mut any = false;
+    // The current value has a token (`row`'s `acc.tokens > 0`).
+    let mut nonempty = false;
+    loop {
+        let b = *src.get(pos)?;
+        match ROW_BYTES
+            .get(usize::from(b))
+            .copied()
+            .unwrap_or(RowByte::Special)
+        {
+            RowByte::Plain => {
+                nonempty = true;
+                pos += 1;
+                continue;
+            }
+            RowByte::Space => {
+                pos += 1;
+                continue;
+            }
+            RowByte::Special => {}
+        }
+        match b {
+            b'\'' => pos = lexer::scan_quoted(src, pos + 1, b'\'', str_backslash)?,
+            b'"' => pos = lexer::scan_quoted(src, pos + 1, b'"', dq_backslash)?,
+            b'`' => pos = lexer::scan_quoted(src, pos + 1, b'`', false)?,
+            b'(' | b'{' => {
+                depth += 1;
+                pos += 1;
+            }
+            b')' if depth == 0 => {
+                if any || nonempty {
+                    if !nonempty {
+                        return None;
+                    }
+                    count += 1;
+                }
+                lx.set_pos(pos + 1, false);
+                return Some(Row {
+                    close: pos,
+                    count,
+                    id: None,
+                });
+            }
+            b')' | b'}' => {
+                depth = depth.checked_sub(1)?;
+                pos += 1;
+            }
+            b',' if depth == 0 => {
+                if !nonempty {
+                    return None;
+                }
+                count += 1;
+                any = true;
+                nonempty = false;
+                pos += 1;
+                continue;
+            }
+            b',' => pos += 1,
+            // `--` and `/*` may start comments.
+            b'-' if src.get(pos + 1) != Some(&b'-') => pos += 1,
+            b'/' if src.get(pos + 1) != Some(&b'*') => pos += 1,
+            // `#`, `@`, `;`, `--`, `/*`.
+            _ => return None,
+        }
+        nonempty = true;
+    }
+}
+
 /// Parses a `SET a = 1, ...` list after `SET`.
 fn set_list(lx: &mut Lexer<'_>, sql: &str, id_col: &str) -> Result<Body, Refuse> {
     let mut id = None;
@@ -378,7 +491,14 @@ pub fn body(
                 }
                 return Err(Refuse::Decline);
             }
-            rows.push(row(lx, sql, id_index)?);
+            let scanned = match id_index {
+                None => scan_row(lx, sql, modes),
+                Some(_) => None,
+            };
+            rows.push(match scanned {
+                Some(r) => r,
+                None => row(lx, sql, id_index)?,
+            });
             if next_if_punct(lx, b',').is_none() {
                 break;
             }
@@ -520,4 +640,121 @@ pub fn params(sql: &str, start: usize, end: usize, modes: Modes) -> Vec<usize> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn piece() -> impl Strategy<Value = &'static str> {
+        prop_oneof![
+            Just(" "),
+            Just("\t"),
+            Just("\n"),
+            Just("\x0b"),
+            Just("1"),
+            Just("-2"),
+            Just("1e-5"),
+            Just("1e--5"),
+            Just("x"),
+            Just("NULL"),
+            Just("é"),
+            Just("?"),
+            Just("."),
+            Just("+"),
+            Just("*"),
+            Just("/"),
+            Just("/*x*/"),
+            Just("/*!1*/"),
+            Just("*/"),
+            Just("-- c\n"),
+            Just("--"),
+            Just("#c\n"),
+            Just("@v"),
+            Just("@'a,b'"),
+            Just("@\"a\\\"b\""),
+            Just("'a'"),
+            Just("'a\\'b'"),
+            Just("'it''s'"),
+            Just("'(,)'"),
+            Just("\"x\""),
+            Just("\"a\\\"b\""),
+            Just("`c``d`"),
+            Just("'"),
+            Just("\""),
+            Just("`"),
+            Just("("),
+            Just(")"),
+            Just("{"),
+            Just("}"),
+            Just(","),
+            Just(", "),
+            Just(";"),
+            Just("\\"),
+            Just("\0"),
+            Just("f(1, 2)"),
+        ]
+    }
+
+    fn lexer_state(lx: &Lexer<'_>) -> (usize, bool, bool) {
+        (lx.pos(), lx.in_exec(), lx.clone().take_exec_seen())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+        /// Every row `scan_row` accepts, `row` reads the same way.
+        #[test]
+        fn scanned_rows_agree_with_the_token_path(
+            pieces in proptest::collection::vec(piece(), 0..8),
+            tail in proptest::collection::vec(piece(), 0..3),
+            nbe in any::<bool>(),
+            ansi in any::<bool>(),
+        ) {
+            let sql = format!("INSERT INTO t VALUES ({}){}", pieces.concat(), tail.concat());
+            let modes = Modes { no_backslash_escapes: nbe, ansi_quotes: ansi };
+            let start = Lexer::new(&sql, sql.find('(').map_or(0, |i| i + 1), modes);
+            let mut fast = start.clone();
+            let mut slow = start.clone();
+            if let Some(r) = scan_row(&mut fast, &sql, modes) {
+                prop_assert_eq!(Ok(r), row(&mut slow, &sql, None));
+                prop_assert_eq!(lexer_state(&fast), lexer_state(&slow));
+            } else {
+                prop_assert_eq!(lexer_state(&fast), lexer_state(&start));
+            }
+        }
+    }
+
+    #[test]
+    fn scanned_rows_cover_the_common_forms() {
+        let m = Modes::default();
+        for (sql, count) in [
+            ("(42, 'sku-1', 3, 'x')", 4),
+            ("()", 0),
+            ("(f(1, 2), -3.5e-2, NULL, ?, `a`, \"b\")", 6),
+            ("( 'a\\'b' ,'it''s', {d '2024-01-01'} )", 3),
+        ] {
+            let sql = format!("INSERT INTO t VALUES {sql} , (1)");
+            let mut lx = Lexer::new(&sql, sql.find('(').map_or(0, |i| i + 1), m);
+            let r = scan_row(&mut lx, &sql, m).expect(&sql);
+            assert_eq!(r.count, count, "{sql}");
+            assert_eq!(sql.get(r.close..r.close + 1), Some(")"));
+        }
+        for sql in [
+            "(1,)",
+            "(,1)",
+            "(1;",
+            "(@a)",
+            "(1 -- c\n)",
+            "(1 /* c */)",
+            "(1 # c\n)",
+            "('a)",
+            "(1",
+            "(1})",
+        ] {
+            let sql = format!("INSERT INTO t VALUES {sql}");
+            let mut lx = Lexer::new(&sql, sql.find('(').map_or(0, |i| i + 1), m);
+            assert_eq!(scan_row(&mut lx, &sql, m), None, "{sql}");
+        }
+    }
 }
