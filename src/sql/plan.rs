@@ -332,18 +332,19 @@ pub fn plan_query_with(
 /// True if the text may contain an executable comment (`/*!`, `/*M!`), whose
 /// content is code the quick path must not skip.
 fn in_exec_anywhere(sql: &str) -> bool {
-    find(&COMMENT, sql.as_bytes()).is_some_and(|_| {
+    // `/*` anywhere (memchr costs less than a substring search here).
+    let b = sql.as_bytes();
+    let comment = memchr::memchr_iter(b'/', b).any(|i| b.get(i + 1) == Some(&b'*'));
+    comment && {
         find(&EXEC_COMMENT, sql.as_bytes()).is_some()
             || find(&MARIADB_EXEC_COMMENT, sql.as_bytes()).is_some()
-    })
+    }
 }
 
 // Substring searchers, built once: building one costs more than a search
 // of a short statement.
-static COMMENT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"/*"));
 static EXEC_COMMENT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"/*!"));
 static MARIADB_EXEC_COMMENT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"/*M!"));
-static AT_AT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"@@"));
 
 fn find(f: &Finder<'_>, hay: &[u8]) -> Option<usize> {
     f.find(hay)
@@ -360,7 +361,14 @@ fn last_id_hint(b: &[u8]) -> bool {
             return true;
         }
     }
-    for i in AT_AT.find_iter(b) {
+    // Each `@@`, as a non-overlapping substring search finds them (`@@@x`
+    // is `@@` then `@x`), with memchr, which costs less on short text.
+    let mut from = 0;
+    for i in memchr::memchr_iter(b'@', b) {
+        if i < from || b.get(i + 1) != Some(&b'@') {
+            continue;
+        }
+        from = i + 2;
         let rest = b.get(i + 2..).unwrap_or(&[]);
         let name_len = rest
             .iter()
@@ -1253,4 +1261,71 @@ fn unescape(tok: &str, no_backslash_escapes: bool) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// `last_id_hint`'s `@@` part and `in_exec_anywhere`'s `/*` test as
+    /// they were, with substring searches: the references for the memchr
+    /// versions.
+    fn reference_at_at_hint(b: &[u8]) -> bool {
+        Finder::new(b"@@").find_iter(b).any(|i| {
+            let rest = b.get(i + 2..).unwrap_or(&[]);
+            let n = rest
+                .iter()
+                .take_while(|&&c| super::super::lexer::is_ident_byte(c) || c == b'.')
+                .count();
+            let name = rest.get(..n).unwrap_or(&[]).to_ascii_lowercase();
+            name.ends_with(b"identity") || name.ends_with(b"last_insert_id")
+        })
+    }
+
+    fn piece() -> impl Strategy<Value = &'static str> {
+        prop_oneof![
+            Just("@"),
+            Just("@@"),
+            Just("identity"),
+            Just("IDENTITY"),
+            Just("last_insert_id"),
+            Just("session."),
+            Just("."),
+            Just("x"),
+            Just(" "),
+            Just("/"),
+            Just("*"),
+            Just("/*"),
+            Just("/*!"),
+            Just("/*M!"),
+            Just("M!"),
+            Just("!"),
+            Just("é"),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn quick_scans_agree_with_substring_searches(
+            pieces in proptest::collection::vec(piece(), 0..10),
+        ) {
+            let text = pieces.concat();
+            let b = text.as_bytes();
+            // No `_` outside the names above: the `_` part is unchanged.
+            let underscore = text.contains("last_insert_id");
+            prop_assert_eq!(last_id_hint(b), underscore || reference_at_at_hint(b));
+            let reference = Finder::new(b"/*").find(b).is_some()
+                && (Finder::new(b"/*!").find(b).is_some() || Finder::new(b"/*M!").find(b).is_some());
+            prop_assert_eq!(in_exec_anywhere(&text), reference);
+        }
+    }
+
+    #[test]
+    fn three_ats_are_a_pair_then_a_user_variable() {
+        assert!(!last_id_hint(b"select @@@identity"));
+        assert!(last_id_hint(b"select @@@@identity"));
+        assert!(last_id_hint(b"select @@session.IDENTITY"));
+    }
 }
