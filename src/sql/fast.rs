@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use super::lexer::{skim, Kind, Lexer, Modes, Token};
+use super::lexer::{self, skim, Kind, Lexer, Modes, Token};
 use super::shape::{
     int_of, same_column, AliasColumns, Body, ColumnList, Row, Shape, Value, ValueClass,
 };
@@ -71,8 +71,15 @@ pub fn ident<'a>(sql: &'a str, t: &Token) -> Option<Cow<'a, str>> {
     }
 }
 
-fn peek(lx: &Lexer<'_>) -> Option<Token> {
-    lx.clone().next_token()
+/// The next token if it is `Punct(b)` (consumed), else `None` (nothing
+/// consumed). Lexes the token once (a peek then a `next_token` lexed it
+/// twice).
+#[inline]
+fn next_if_punct(lx: &mut Lexer<'_>, b: u8) -> Option<Token> {
+    let mut ahead = lx.clone();
+    let t = ahead.next_token().filter(|t| t.is(b))?;
+    *lx = ahead;
+    Some(t)
 }
 
 /// Parses from just after `INSERT`/`REPLACE` to the end of the table name
@@ -92,16 +99,21 @@ pub fn head<'a>(lx: &mut Lexer<'a>, sql: &'a str) -> Result<Head<'a>, Refuse> {
     }
     let first = ident(sql, &t).ok_or(Refuse::Decline)?;
     let mut after_table = t.end;
-    let (schema, table) = if peek(lx).is_some_and(|p| p.is(b'.')) {
-        lx.next_token();
+    // The token after the name, lexed once for both questions below.
+    let mut ahead = lx.clone();
+    let mut next = ahead.next_token();
+    let (schema, table) = if next.is_some_and(|p| p.is(b'.')) {
+        *lx = ahead;
         let t2 = lx.next_token().ok_or(Refuse::Decline)?;
         after_table = t2.end;
+        ahead = lx.clone();
+        next = ahead.next_token();
         (Some(first), ident(sql, &t2).ok_or(Refuse::Decline)?)
     } else {
         (None, first)
     };
-    if peek(lx).is_some_and(|p| word_is(sql, &p, "PARTITION")) {
-        lx.next_token();
+    if next.is_some_and(|p| word_is(sql, &p, "PARTITION")) {
+        *lx = ahead;
         if !lx.next_token().is_some_and(|p| p.is(b'(')) {
             return Err(Refuse::Decline);
         }
@@ -136,18 +148,18 @@ fn starts_query(sql: &str, t: &Token) -> bool {
 /// Parses an optional `(col, ...)` list. Qualified names (`t.col`) compare by
 /// their last part.
 pub fn columns(lx: &mut Lexer<'_>, sql: &str, id_col: &str) -> Result<Option<ColumnList>, Refuse> {
-    if !peek(lx).is_some_and(|p| p.is(b'(')) {
+    let mut ahead = lx.clone();
+    if !ahead.next_token().is_some_and(|p| p.is(b'(')) {
         return Ok(None);
     }
-    let mut ahead = lx.clone();
-    ahead.next_token();
-    if ahead.next_token().is_some_and(|t| starts_query(sql, &t)) {
+    let first = ahead.next_token();
+    if first.is_some_and(|t| starts_query(sql, &t)) {
         return Err(Refuse::Unsupported("INSERT ... SELECT"));
     }
-    lx.next_token();
+    *lx = ahead;
     let mut count = 0;
     let mut id_index = None;
-    let mut t = lx.next_token().ok_or(Refuse::Decline)?;
+    let mut t = first.ok_or(Refuse::Decline)?;
     if t.is(b')') {
         return Ok(Some(ColumnList {
             close: t.start,
@@ -279,6 +291,119 @@ fn row(lx: &mut Lexer<'_>, sql: &str, id_index: Option<usize>) -> Result<Row, Re
     }
 }
 
+/// How [`scan_row`] treats a byte.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RowByte {
+    /// Part of a token that cannot change the row's structure (letters,
+    /// digits, `.`, `+`, `=`, `?`, other punctuation...).
+    Plain,
+    /// Whitespace, exactly as the lexer skips it.
+    Space,
+    /// Looked at by the `match` in [`scan_row`].
+    Special,
+}
+
+static ROW_BYTES: [RowByte; 256] = {
+    let mut t = [RowByte::Plain; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = match i as u8 {
+            b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => RowByte::Space,
+            b'\'' | b'"' | b'`' | b'(' | b')' | b'{' | b'}' | b',' | b';' | b'-' | b'/' | b'#'
+            | b'@' => RowByte::Special,
+            _ => RowByte::Plain,
+        };
+        i += 1;
+    }
+    t
+};
+
+/// [`row`] for rows without the id column (`id_index` is `None`): finds
+/// the row's `)` and counts its values from the bytes, without building
+/// tokens. Returns `None` and consumes nothing when the row holds anything
+/// it does not treat exactly as [`row`] would (a comment or what may start
+/// one, a variable, an executable comment around it, an unterminated
+/// quote, an empty value, unbalanced brackets, a `;`, the end of the
+/// text): [`row`] then reads the row and makes the decision or error.
+fn scan_row(lx: &mut Lexer<'_>, sql: &str, modes: Modes) -> Option<Row> {
+    if lx.in_exec() {
+        return None;
+    }
+    let src = sql.as_bytes();
+    let str_backslash = !modes.no_backslash_escapes;
+    let dq_backslash = !modes.ansi_quotes && !modes.no_backslash_escapes;
+    let mut pos = lx.pos();
+    let mut depth = 0usize;
+    let mut count = 0usize;
+    // A value ended at a top-level `,` (`row`'s `any`).
+    let mut any = false;
+    // The current value has a token (`row`'s `acc.tokens > 0`).
+    let mut nonempty = false;
+    loop {
+        let b = *src.get(pos)?;
+        match ROW_BYTES
+            .get(usize::from(b))
+            .copied()
+            .unwrap_or(RowByte::Special)
+        {
+            RowByte::Plain => {
+                nonempty = true;
+                pos += 1;
+                continue;
+            }
+            RowByte::Space => {
+                pos += 1;
+                continue;
+            }
+            RowByte::Special => {}
+        }
+        match b {
+            b'\'' => pos = lexer::scan_quoted(src, pos + 1, b'\'', str_backslash)?,
+            b'"' => pos = lexer::scan_quoted(src, pos + 1, b'"', dq_backslash)?,
+            b'`' => pos = lexer::scan_quoted(src, pos + 1, b'`', false)?,
+            b'(' | b'{' => {
+                depth += 1;
+                pos += 1;
+            }
+            b')' if depth == 0 => {
+                if any || nonempty {
+                    if !nonempty {
+                        return None;
+                    }
+                    count += 1;
+                }
+                lx.set_pos(pos + 1, false);
+                return Some(Row {
+                    close: pos,
+                    count,
+                    id: None,
+                });
+            }
+            b')' | b'}' => {
+                depth = depth.checked_sub(1)?;
+                pos += 1;
+            }
+            b',' if depth == 0 => {
+                if !nonempty {
+                    return None;
+                }
+                count += 1;
+                any = true;
+                nonempty = false;
+                pos += 1;
+                continue;
+            }
+            b',' => pos += 1,
+            // `--` and `/*` may start comments.
+            b'-' if src.get(pos + 1) != Some(&b'-') => pos += 1,
+            b'/' if src.get(pos + 1) != Some(&b'*') => pos += 1,
+            // `#`, `@`, `;`, `--`, `/*`.
+            _ => return None,
+        }
+        nonempty = true;
+    }
+}
+
 /// Parses a `SET a = 1, ...` list after `SET`.
 fn set_list(lx: &mut Lexer<'_>, sql: &str, id_col: &str) -> Result<Body, Refuse> {
     let mut id = None;
@@ -300,7 +425,9 @@ fn set_list(lx: &mut Lexer<'_>, sql: &str, id_col: &str) -> Result<Body, Refuse>
         let mut acc = ValueAcc::default();
         let mut depth = 0usize;
         loop {
-            let stop = match peek(lx) {
+            let mut ahead = lx.clone();
+            let next = ahead.next_token();
+            let stop = match next {
                 None => true,
                 Some(p) => match p.kind {
                     Kind::Punct(b',' | b';') => depth == 0,
@@ -319,7 +446,8 @@ fn set_list(lx: &mut Lexer<'_>, sql: &str, id_col: &str) -> Result<Body, Refuse>
             if stop {
                 break;
             }
-            let Some(p) = lx.next_token() else { break };
+            let Some(p) = next else { break };
+            *lx = ahead;
             match p.kind {
                 Kind::Punct(b'(' | b'{') => depth += 1,
                 Kind::Punct(b')' | b'}') => depth = depth.checked_sub(1).ok_or(Refuse::Decline)?,
@@ -334,8 +462,7 @@ fn set_list(lx: &mut Lexer<'_>, sql: &str, id_col: &str) -> Result<Body, Refuse>
         if id.is_none() && same_column(&name, id_col) {
             id = acc.finish(sql);
         }
-        if peek(lx).is_some_and(|p| p.is(b',')) {
-            lx.next_token();
+        if next_if_punct(lx, b',').is_some() {
             continue;
         }
         return Ok(Body::Set { id, end });
@@ -364,10 +491,15 @@ pub fn body(
                 }
                 return Err(Refuse::Decline);
             }
-            rows.push(row(lx, sql, id_index)?);
-            if peek(lx).is_some_and(|p| p.is(b',')) {
-                lx.next_token();
-            } else {
+            let scanned = match id_index {
+                None => scan_row(lx, sql, modes),
+                Some(_) => None,
+            };
+            rows.push(match scanned {
+                Some(r) => r,
+                None => row(lx, sql, id_index)?,
+            });
+            if next_if_punct(lx, b',').is_none() {
                 break;
             }
         }
@@ -508,4 +640,121 @@ pub fn params(sql: &str, start: usize, end: usize, modes: Modes) -> Vec<usize> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn piece() -> impl Strategy<Value = &'static str> {
+        prop_oneof![
+            Just(" "),
+            Just("\t"),
+            Just("\n"),
+            Just("\x0b"),
+            Just("1"),
+            Just("-2"),
+            Just("1e-5"),
+            Just("1e--5"),
+            Just("x"),
+            Just("NULL"),
+            Just("é"),
+            Just("?"),
+            Just("."),
+            Just("+"),
+            Just("*"),
+            Just("/"),
+            Just("/*x*/"),
+            Just("/*!1*/"),
+            Just("*/"),
+            Just("-- c\n"),
+            Just("--"),
+            Just("#c\n"),
+            Just("@v"),
+            Just("@'a,b'"),
+            Just("@\"a\\\"b\""),
+            Just("'a'"),
+            Just("'a\\'b'"),
+            Just("'it''s'"),
+            Just("'(,)'"),
+            Just("\"x\""),
+            Just("\"a\\\"b\""),
+            Just("`c``d`"),
+            Just("'"),
+            Just("\""),
+            Just("`"),
+            Just("("),
+            Just(")"),
+            Just("{"),
+            Just("}"),
+            Just(","),
+            Just(", "),
+            Just(";"),
+            Just("\\"),
+            Just("\0"),
+            Just("f(1, 2)"),
+        ]
+    }
+
+    fn lexer_state(lx: &Lexer<'_>) -> (usize, bool, bool) {
+        (lx.pos(), lx.in_exec(), lx.clone().take_exec_seen())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+        /// Every row `scan_row` accepts, `row` reads the same way.
+        #[test]
+        fn scanned_rows_agree_with_the_token_path(
+            pieces in proptest::collection::vec(piece(), 0..8),
+            tail in proptest::collection::vec(piece(), 0..3),
+            nbe in any::<bool>(),
+            ansi in any::<bool>(),
+        ) {
+            let sql = format!("INSERT INTO t VALUES ({}){}", pieces.concat(), tail.concat());
+            let modes = Modes { no_backslash_escapes: nbe, ansi_quotes: ansi };
+            let start = Lexer::new(&sql, sql.find('(').map_or(0, |i| i + 1), modes);
+            let mut fast = start.clone();
+            let mut slow = start.clone();
+            if let Some(r) = scan_row(&mut fast, &sql, modes) {
+                prop_assert_eq!(Ok(r), row(&mut slow, &sql, None));
+                prop_assert_eq!(lexer_state(&fast), lexer_state(&slow));
+            } else {
+                prop_assert_eq!(lexer_state(&fast), lexer_state(&start));
+            }
+        }
+    }
+
+    #[test]
+    fn scanned_rows_cover_the_common_forms() {
+        let m = Modes::default();
+        for (sql, count) in [
+            ("(42, 'sku-1', 3, 'x')", 4),
+            ("()", 0),
+            ("(f(1, 2), -3.5e-2, NULL, ?, `a`, \"b\")", 6),
+            ("( 'a\\'b' ,'it''s', {d '2024-01-01'} )", 3),
+        ] {
+            let sql = format!("INSERT INTO t VALUES {sql} , (1)");
+            let mut lx = Lexer::new(&sql, sql.find('(').map_or(0, |i| i + 1), m);
+            let r = scan_row(&mut lx, &sql, m).expect(&sql);
+            assert_eq!(r.count, count, "{sql}");
+            assert_eq!(sql.get(r.close..r.close + 1), Some(")"));
+        }
+        for sql in [
+            "(1,)",
+            "(,1)",
+            "(1;",
+            "(@a)",
+            "(1 -- c\n)",
+            "(1 /* c */)",
+            "(1 # c\n)",
+            "('a)",
+            "(1",
+            "(1})",
+        ] {
+            let sql = format!("INSERT INTO t VALUES {sql}");
+            let mut lx = Lexer::new(&sql, sql.find('(').map_or(0, |i| i + 1), m);
+            assert_eq!(scan_row(&mut lx, &sql, m), None, "{sql}");
+        }
+    }
 }

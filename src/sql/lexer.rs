@@ -76,6 +76,42 @@ pub fn is_ident_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
 }
 
+/// [`CLASS`]: a byte that is (or may start) whitespace or a comment, or
+/// closes an executable comment (`*`): [`Lexer::skip_trivia`] decides.
+const TRIVIA: u8 = 0;
+/// [`CLASS`]: a byte that starts a quote, number, variable or `?`.
+const OTHER: u8 = 1;
+/// [`CLASS`]: a byte that is always a one-byte punctuation token.
+const PUNCT: u8 = 2;
+/// [`CLASS`]: a byte that starts (and continues) a word: a letter, `_`,
+/// `$` or a non-ASCII byte.
+const WORD: u8 = 3;
+/// [`CLASS`]: an ASCII digit (continues a word, starts a number).
+const DIGIT: u8 = 4;
+
+/// What each byte means at the start of a token (`>= WORD`: it continues
+/// an identifier, like [`is_ident_byte`]).
+static CLASS: [u8; 256] = {
+    let mut t = [PUNCT; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = if b.is_ascii_digit() {
+            DIGIT
+        } else if b.is_ascii_alphabetic() || b == b'_' || b == b'$' || b >= 0x80 {
+            WORD
+        } else {
+            match b {
+                b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c | b'#' | b'-' | b'/' | b'*' => TRIVIA,
+                b'\'' | b'"' | b'`' | b'@' | b'?' => OTHER,
+                _ => PUNCT,
+            }
+        };
+        i += 1;
+    }
+    t
+};
+
 /// Tokenizer state over one text.
 #[derive(Debug, Clone)]
 pub struct Lexer<'a> {
@@ -128,6 +164,7 @@ impl<'a> Lexer<'a> {
 
     /// Skips whitespace and comments. Returns false if an unterminated
     /// comment swallowed the rest (pos is then at the end).
+    #[inline(never)]
     fn skip_trivia(&mut self) -> bool {
         loop {
             let b = self.at(self.pos);
@@ -174,10 +211,24 @@ impl<'a> Lexer<'a> {
     }
 
     /// The next token, or `None` at the end of the text.
+    ///
+    /// Inlined into the parsers' loops: the common tokens (words and
+    /// punctuation after plain spaces) are lexed here; comments, other
+    /// whitespace, quotes, numbers, variables and `?` go to out-of-line
+    /// helpers that return only a flag or a [`Kind`] (in a register). An
+    /// out-of-line call returning the whole `Option<Token>` through memory
+    /// cost a store-forwarding stall per token.
+    #[inline]
     pub fn next_token(&mut self) -> Option<Token> {
-        let trivia_ok = self.skip_trivia();
+        while self.src.get(self.pos) == Some(&b' ') {
+            self.pos += 1;
+        }
+        let trivia_ok = match self.src.get(self.pos) {
+            Some(&b) if CLASS[b as usize] == TRIVIA => self.skip_trivia(),
+            _ => true,
+        };
         let start = self.pos;
-        if start >= self.src.len() {
+        let Some(&b) = self.src.get(start) else {
             if !trivia_ok {
                 return Some(Token {
                     kind: Kind::Unterminated,
@@ -186,9 +237,31 @@ impl<'a> Lexer<'a> {
                 });
             }
             return None;
-        }
-        let b = self.at(start);
-        let kind = match b {
+        };
+        let kind = match CLASS[b as usize] {
+            PUNCT => {
+                self.pos += 1;
+                Kind::Punct(b)
+            }
+            WORD => {
+                self.pos += 1;
+                self.ident_tail();
+                Kind::Word
+            }
+            _ => self.other(b),
+        };
+        Some(Token {
+            kind,
+            start,
+            end: self.pos,
+        })
+    }
+
+    /// The kind of a token that is not a word or punctuation (a quote, a
+    /// number, a variable, `?`) starting with `b` at `self.pos`.
+    #[inline(never)]
+    fn other(&mut self, b: u8) -> Kind {
+        match b {
             b'\'' => self.quoted(b'\'', !self.modes.no_backslash_escapes, Kind::Str),
             b'"' if self.modes.ansi_quotes => self.quoted(b'"', false, Kind::QuotedIdent),
             b'"' => self.quoted(b'"', !self.modes.no_backslash_escapes, Kind::Str),
@@ -199,25 +272,21 @@ impl<'a> Lexer<'a> {
                 self.pos += 1;
                 Kind::Param
             }
-            _ if is_ident_byte(b) => {
-                self.pos += 1;
-                self.ident_tail();
-                Kind::Word
-            }
+            // `#`, `-`, `/`, `*` that do not start (or end) a comment.
             _ => {
                 self.pos += 1;
                 Kind::Punct(b)
             }
-        };
-        Some(Token {
-            kind,
-            start,
-            end: self.pos,
-        })
+        }
     }
 
+    #[inline]
     fn ident_tail(&mut self) {
-        while is_ident_byte(self.at(self.pos)) && self.pos < self.src.len() {
+        while self
+            .src
+            .get(self.pos)
+            .is_some_and(|&c| CLASS[c as usize] >= WORD)
+        {
             self.pos += 1;
         }
     }
@@ -326,17 +395,34 @@ fn exec_comment_len(src: &[u8], i: usize) -> Option<usize> {
     Some(bang + digits)
 }
 
+/// How many bytes of a quoted token [`scan_quoted`] looks at one by one
+/// before it hands the rest to memchr.
+const SHORT: usize = 16;
+
 /// Scans a quoted token whose content starts at `i`; returns the offset just
 /// past the closing quote, or `None` if it never closes.
 #[inline]
 pub fn scan_quoted(src: &[u8], mut i: usize, q: u8, backslash: bool) -> Option<usize> {
     loop {
         let rest = src.get(i..)?;
-        let found = if backslash {
-            memchr::memchr2(q, b'\\', rest)
-        } else {
-            memchr::memchr(q, rest)
-        }?;
+        // Most literals are short: a plain loop over their first bytes
+        // costs less than setting up memchr's vector search.
+        let head = rest.get(..SHORT).unwrap_or(rest);
+        let found = match head
+            .iter()
+            .position(|&c| c == q || (backslash && c == b'\\'))
+        {
+            Some(f) => f,
+            None => {
+                let tail = rest.get(head.len()..)?;
+                let f = if backslash {
+                    memchr::memchr2(q, b'\\', tail)
+                } else {
+                    memchr::memchr(q, tail)
+                }?;
+                head.len() + f
+            }
+        };
         let at = i + found;
         if src.get(at) == Some(&b'\\') {
             i = at + 2;
@@ -553,6 +639,177 @@ mod tests {
             ]
         );
         assert_eq!(kinds("/* z", m), vec![(Unterminated, "")]);
+    }
+
+    /// The tokenizer as it was before [`Lexer::next_token`] got its inlined
+    /// fast path: the reference the fast path must agree with.
+    fn reference_next_token(l: &mut Lexer<'_>) -> Option<Token> {
+        let trivia_ok = l.skip_trivia();
+        let start = l.pos;
+        if start >= l.src.len() {
+            if !trivia_ok {
+                return Some(Token {
+                    kind: Kind::Unterminated,
+                    start,
+                    end: start,
+                });
+            }
+            return None;
+        }
+        let b = l.at(start);
+        let kind = match b {
+            b'\'' => l.quoted(b'\'', !l.modes.no_backslash_escapes, Kind::Str),
+            b'"' if l.modes.ansi_quotes => l.quoted(b'"', false, Kind::QuotedIdent),
+            b'"' => l.quoted(b'"', !l.modes.no_backslash_escapes, Kind::Str),
+            b'`' => l.quoted(b'`', false, Kind::QuotedIdent),
+            b'0'..=b'9' => l.number(),
+            b'@' => l.variable(),
+            b'?' => {
+                l.pos += 1;
+                Kind::Param
+            }
+            _ if is_ident_byte(b) => {
+                l.pos += 1;
+                while is_ident_byte(l.at(l.pos)) && l.pos < l.src.len() {
+                    l.pos += 1;
+                }
+                Kind::Word
+            }
+            _ => {
+                l.pos += 1;
+                Kind::Punct(b)
+            }
+        };
+        Some(Token {
+            kind,
+            start,
+            end: l.pos,
+        })
+    }
+
+    /// [`scan_quoted`] as it was before its short-literal loop.
+    fn reference_scan_quoted(src: &[u8], mut i: usize, q: u8, backslash: bool) -> Option<usize> {
+        loop {
+            let rest = src.get(i..)?;
+            let found = if backslash {
+                memchr::memchr2(q, b'\\', rest)
+            } else {
+                memchr::memchr(q, rest)
+            }?;
+            let at = i + found;
+            if src.get(at) == Some(&b'\\') {
+                i = at + 2;
+                continue;
+            }
+            if src.get(at + 1) == Some(&q) {
+                i = at + 2;
+                continue;
+            }
+            return Some(at + 1);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn quoted_scan_agrees_with_the_reference(
+            bytes in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just(b'\''),
+                    proptest::strategy::Just(b'\\'),
+                    proptest::strategy::Just(b'"'),
+                    proptest::strategy::Just(b'a'),
+                    proptest::strategy::Just(b' '),
+                ],
+                0..80,
+            ),
+            start in 0usize..82,
+            backslash in proptest::bool::ANY,
+        ) {
+            for q in [b'\'', b'"', b'`'] {
+                proptest::prop_assert_eq!(
+                    scan_quoted(&bytes, start, q, backslash),
+                    reference_scan_quoted(&bytes, start, q, backslash)
+                );
+            }
+        }
+    }
+
+    fn sqlish() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        proptest::collection::vec(
+            prop_oneof![
+                Just(" "),
+                Just("\t"),
+                Just("\n"),
+                Just("\r\n"),
+                Just("\x0b"),
+                Just("\x0c"),
+                Just("INSERT"),
+                Just("x_1"),
+                Just("$a"),
+                Just("é"),
+                Just("12"),
+                Just("1.5e+3"),
+                Just("0x1F"),
+                Just("12abc"),
+                Just("'"),
+                Just("\""),
+                Just("`"),
+                Just("\\"),
+                Just("''"),
+                Just("@"),
+                Just("@@"),
+                Just("@@session.x"),
+                Just("?"),
+                Just("("),
+                Just(")"),
+                Just(","),
+                Just(";"),
+                Just("."),
+                Just("="),
+                Just("-"),
+                Just("--"),
+                Just("-- "),
+                Just("#"),
+                Just("/"),
+                Just("*"),
+                Just("/*"),
+                Just("*/"),
+                Just("/*!"),
+                Just("/*!40101"),
+                Just("/*M!"),
+                Just("/*M!100101"),
+                Just("\0"),
+                Just("\x7f"),
+            ],
+            0..40,
+        )
+        .prop_map(|v| v.concat())
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn fast_tokens_agree_with_the_reference(
+            sql in sqlish(),
+            nbe in proptest::bool::ANY,
+            ansi in proptest::bool::ANY,
+            in_exec in proptest::bool::ANY,
+        ) {
+            let modes = Modes { no_backslash_escapes: nbe, ansi_quotes: ansi };
+            let mut fast = Lexer::new(&sql, 0, modes);
+            fast.set_pos(0, in_exec);
+            let mut slow = fast.clone();
+            for _ in 0..=sql.len() + 1 {
+                let (a, b) = (fast.next_token(), reference_next_token(&mut slow));
+                proptest::prop_assert_eq!(a, b);
+                proptest::prop_assert_eq!(fast.pos(), slow.pos());
+                proptest::prop_assert_eq!(fast.in_exec(), slow.in_exec());
+                proptest::prop_assert_eq!(fast.exec_seen, slow.exec_seen);
+                if a.is_none_or(|t| t.kind == Kind::Unterminated) {
+                    break;
+                }
+            }
+        }
     }
 
     #[test]

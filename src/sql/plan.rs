@@ -243,7 +243,9 @@ pub fn plan_query_with(
 ) -> Result<Plan, SqlError> {
     let modes = ctx.modes();
     let hint = last_id_hint(sql.as_bytes());
-    // The common case: one ordinary statement.
+    // The common case: one ordinary statement. An INSERT into a rule table
+    // found here is planned from the head read here.
+    let mut found = None;
     if memchr::memchr(b';', sql.as_bytes()).is_none() {
         let mut lx = Lexer::new(sql, 0, modes);
         match lx.next_token() {
@@ -254,8 +256,9 @@ pub fn plan_query_with(
                     // Look the table up before anything else.
                     if let Ok(head) = fast::head(&mut lx, sql) {
                         let schema = head.schema.as_deref().or(ctx.schema);
-                        if rules.entry(schema, &head.table).is_none() {
-                            return Ok(Plan::Passthrough);
+                        match rules.entry(schema, &head.table) {
+                            None => return Ok(Plan::Passthrough),
+                            Some(entry) => found = Some((t.start, entry, head, lx)),
                         }
                     }
                 }
@@ -281,7 +284,16 @@ pub fn plan_query_with(
     let mut pos = 0;
     let mut in_exec = false;
     loop {
-        let out = match p.statement(pos, in_exec) {
+        // What `statement(0, false)` would do for the INSERT found above.
+        let planned = match found.take() {
+            Some((start, entry, head, lx)) => {
+                let (schema, table) = (head.schema.clone(), head.table.clone());
+                p.rule_statement(start, false, entry, schema, table, Some((head, lx)))
+                    .map(Some)
+            }
+            None => p.statement(pos, in_exec),
+        };
+        let out = match planned {
             Ok(Some(o)) => o,
             Ok(None) => break,
             Err(Stop::Need { schema, table }) => return Ok(Plan::NeedColumns { schema, table }),
@@ -320,18 +332,19 @@ pub fn plan_query_with(
 /// True if the text may contain an executable comment (`/*!`, `/*M!`), whose
 /// content is code the quick path must not skip.
 fn in_exec_anywhere(sql: &str) -> bool {
-    find(&COMMENT, sql.as_bytes()).is_some_and(|_| {
+    // `/*` anywhere (memchr costs less than a substring search here).
+    let b = sql.as_bytes();
+    let comment = memchr::memchr_iter(b'/', b).any(|i| b.get(i + 1) == Some(&b'*'));
+    comment && {
         find(&EXEC_COMMENT, sql.as_bytes()).is_some()
             || find(&MARIADB_EXEC_COMMENT, sql.as_bytes()).is_some()
-    })
+    }
 }
 
 // Substring searchers, built once: building one costs more than a search
 // of a short statement.
-static COMMENT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"/*"));
 static EXEC_COMMENT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"/*!"));
 static MARIADB_EXEC_COMMENT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"/*M!"));
-static AT_AT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"@@"));
 
 fn find(f: &Finder<'_>, hay: &[u8]) -> Option<usize> {
     f.find(hay)
@@ -348,7 +361,14 @@ fn last_id_hint(b: &[u8]) -> bool {
             return true;
         }
     }
-    for i in AT_AT.find_iter(b) {
+    // Each `@@`, as a non-overlapping substring search finds them (`@@@x`
+    // is `@@` then `@x`), with memchr, which costs less on short text.
+    let mut from = 0;
+    for i in memchr::memchr_iter(b'@', b) {
+        if i < from || b.get(i + 1) != Some(&b'@') {
+            continue;
+        }
+        from = i + 2;
         let rest = b.get(i + 2..).unwrap_or(&[]);
         let name_len = rest
             .iter()
@@ -393,7 +413,14 @@ fn routed(entry: &TableEntry) -> bool {
 /// `schema.table`, or `table` when no schema is known (for messages).
 fn display_table(schema: Option<&str>, table: &str) -> String {
     match schema {
-        Some(s) => format!("{s}.{table}"),
+        Some(s) => {
+            // Not `format!`: this runs for every planned INSERT.
+            let mut out = String::with_capacity(s.len() + 1 + table.len());
+            out.push_str(s);
+            out.push('.');
+            out.push_str(table);
+            out
+        }
         None => table.to_string(),
     }
 }
@@ -665,6 +692,21 @@ impl<'q> QueryPlanner<'q> {
                 in_exec: s.in_exec,
             });
         };
+        self.rule_statement(start, in_exec, entry, schema, table, head)
+    }
+
+    /// An INSERT/REPLACE into the rule table `entry` (named `schema.table`
+    /// in the statement), with its head as the fast path read it.
+    fn rule_statement(
+        &mut self,
+        start: usize,
+        in_exec: bool,
+        entry: &'q TableEntry,
+        schema: Option<Cow<'q, str>>,
+        table: Cow<'q, str>,
+        head: Option<(fast::Head<'q>, Lexer<'q>)>,
+    ) -> Result<Outcome, Stop> {
+        let sql = self.sql;
         if self.sql_mode_changed {
             let eff = schema.as_deref().or(self.schema());
             return Err(SqlError::Unsupported {
@@ -1219,4 +1261,71 @@ fn unescape(tok: &str, no_backslash_escapes: bool) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// `last_id_hint`'s `@@` part and `in_exec_anywhere`'s `/*` test as
+    /// they were, with substring searches: the references for the memchr
+    /// versions.
+    fn reference_at_at_hint(b: &[u8]) -> bool {
+        Finder::new(b"@@").find_iter(b).any(|i| {
+            let rest = b.get(i + 2..).unwrap_or(&[]);
+            let n = rest
+                .iter()
+                .take_while(|&&c| super::super::lexer::is_ident_byte(c) || c == b'.')
+                .count();
+            let name = rest.get(..n).unwrap_or(&[]).to_ascii_lowercase();
+            name.ends_with(b"identity") || name.ends_with(b"last_insert_id")
+        })
+    }
+
+    fn piece() -> impl Strategy<Value = &'static str> {
+        prop_oneof![
+            Just("@"),
+            Just("@@"),
+            Just("identity"),
+            Just("IDENTITY"),
+            Just("last_insert_id"),
+            Just("session."),
+            Just("."),
+            Just("x"),
+            Just(" "),
+            Just("/"),
+            Just("*"),
+            Just("/*"),
+            Just("/*!"),
+            Just("/*M!"),
+            Just("M!"),
+            Just("!"),
+            Just("é"),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn quick_scans_agree_with_substring_searches(
+            pieces in proptest::collection::vec(piece(), 0..10),
+        ) {
+            let text = pieces.concat();
+            let b = text.as_bytes();
+            // No `_` outside the names above: the `_` part is unchanged.
+            let underscore = text.contains("last_insert_id");
+            prop_assert_eq!(last_id_hint(b), underscore || reference_at_at_hint(b));
+            let reference = Finder::new(b"/*").find(b).is_some()
+                && (Finder::new(b"/*!").find(b).is_some() || Finder::new(b"/*M!").find(b).is_some());
+            prop_assert_eq!(in_exec_anywhere(&text), reference);
+        }
+    }
+
+    #[test]
+    fn three_ats_are_a_pair_then_a_user_variable() {
+        assert!(!last_id_hint(b"select @@@identity"));
+        assert!(last_id_hint(b"select @@@@identity"));
+        assert!(last_id_hint(b"select @@session.IDENTITY"));
+    }
 }

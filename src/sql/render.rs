@@ -7,21 +7,41 @@ use super::plan::{QueryRewrite, StmtInfo};
 use super::rows::RowKey;
 use super::upsert::{self, IdForm, LastRow, Report};
 
+/// "00" to "99": [`push_u64`] writes two digits per division.
+static PAIRS: &[u8; 200] = b"\
+0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
 /// Appends `v` in decimal.
 pub(crate) fn push_u64(out: &mut String, mut v: u64) {
+    // 20 digits hold u64::MAX; `i` never goes below 0 (saturating anyway).
     let mut buf = [0u8; 20];
     let mut i = buf.len();
-    loop {
-        i -= 1;
-        if let Some(b) = buf.get_mut(i) {
-            *b = b'0' + (v % 10) as u8;
+    let mut put_pair = |i: usize, pair: u64| {
+        let p = pair as usize * 2;
+        if let (Some(d), Some(p)) = (buf.get_mut(i..i + 2), PAIRS.get(p..p + 2)) {
+            d.copy_from_slice(p);
         }
-        v /= 10;
-        if v == 0 || i == 0 {
-            break;
+    };
+    while v >= 100 {
+        i = i.saturating_sub(2);
+        put_pair(i, v % 100);
+        v /= 100;
+    }
+    if v >= 10 {
+        i = i.saturating_sub(2);
+        put_pair(i, v);
+    } else {
+        i = i.saturating_sub(1);
+        if let Some(b) = buf.get_mut(i) {
+            *b = b'0' + v as u8;
         }
     }
-    out.push_str(std::str::from_utf8(buf.get(i..).unwrap_or(&[])).unwrap_or(""));
+    // ASCII digits: pushed as chars, without a UTF-8 check of the buffer.
+    out.extend(buf.get(i..).unwrap_or(&[]).iter().map(|&d| char::from(d)));
 }
 
 /// Appends `text` as a backquoted identifier.
@@ -393,7 +413,23 @@ fn push_edit(
 mod tests {
     #[test]
     fn decimal() {
-        for v in [0u64, 7, 10, 42, 1234567890, u64::MAX] {
+        for v in [
+            0u64,
+            7,
+            9,
+            10,
+            42,
+            99,
+            100,
+            101,
+            999,
+            1000,
+            1234567890,
+            1_000_123,
+            u64::MAX,
+            u64::MAX - 1,
+            10u64.pow(19),
+        ] {
             let mut s = String::new();
             super::push_u64(&mut s, v);
             assert_eq!(s, v.to_string());
