@@ -15,6 +15,7 @@
 //! column per table.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use super::spec::{GeneratorRule, TableRule};
@@ -112,6 +113,33 @@ struct Slot {
     sharded: bool,
 }
 
+/// FNV-1a over a table name. The index is looked up for every INSERT and
+/// every statement naming a table; SipHash was 10-13% of planning a
+/// statement on a table without a rule. The keys are fixed by the rule
+/// files, so a client choosing the names it looks up cannot flood a bucket.
+#[derive(Debug, Clone, Copy)]
+pub struct NameHasher(u64);
+
+impl Default for NameHasher {
+    fn default() -> Self {
+        NameHasher(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for NameHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// The validated rules of a rules directory. Built by
 /// [`RuleSet::load_dir`] or [`RuleSet::from_toml`]; immutable afterwards (a
 /// reload builds a new one).
@@ -121,7 +149,7 @@ pub struct RuleSet {
     generator_origins: Vec<Origin>,
     tables: Vec<TableRule>,
     entries: Vec<TableEntry>,
-    index: HashMap<Box<str>, Slot>,
+    index: HashMap<Box<str>, Slot, BuildHasherDefault<NameHasher>>,
     /// The shard names placements index into (the config's, in order).
     shard_names: Vec<String>,
     /// Some table has a placement.
