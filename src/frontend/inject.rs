@@ -497,8 +497,8 @@ impl Session {
             // Sent as long data: a value idgate does not see, kept as is.
             _ if is_long(i) => BoundId::Other,
             (Some(None), _) => BoundId::Null,
-            (Some(Some(v)), Some(t)) => match wire_stmt::int_value(*t, v) {
-                Some(x) if (0..=u64::MAX as i128).contains(&x) => BoundId::Int(x as u64),
+            (Some(Some(v)), Some(t)) => match sql::convert::bound(*t, v) {
+                sql::convert::Converted::Int(x) => BoundId::Int(x),
                 _ => BoundId::Other,
             },
             _ => BoundId::Other,

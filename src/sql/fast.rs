@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use super::lexer::{self, skim, Kind, Lexer, Modes, Token};
 use super::shape::{
-    int_of, same_column, AliasColumns, Body, ColumnList, Row, Shape, Value, ValueClass,
+    classify_value, same_column, AliasColumns, Body, ColumnList, Row, Shape, Value,
 };
 
 /// Why the fast path did not produce a shape.
@@ -193,22 +193,11 @@ pub fn columns(lx: &mut Lexer<'_>, sql: &str, id_col: &str) -> Result<Option<Col
     }
 }
 
-/// Classifies a value made of exactly one token.
-fn classify(sql: &str, t: &Token) -> ValueClass {
-    match t.kind {
-        Kind::Word if word_is(sql, t, "NULL") => ValueClass::Null,
-        Kind::Word if word_is(sql, t, "DEFAULT") => ValueClass::Default,
-        Kind::Number => int_of(sql.get(t.start..t.end).unwrap_or("")),
-        Kind::Str => int_of(sql.get(t.start + 1..t.end.saturating_sub(1)).unwrap_or("")),
-        Kind::Param => ValueClass::Param,
-        _ => ValueClass::Other,
-    }
-}
-
 /// Accumulates one value expression's tokens.
 #[derive(Default)]
 struct ValueAcc {
     first: Option<Token>,
+    second: Option<Token>,
     last_end: usize,
     tokens: usize,
 }
@@ -217,21 +206,18 @@ impl ValueAcc {
     fn push(&mut self, t: Token) {
         if self.first.is_none() {
             self.first = Some(t);
+        } else if self.second.is_none() {
+            self.second = Some(t);
         }
         self.last_end = t.end;
         self.tokens += 1;
     }
     fn finish(self, sql: &str) -> Option<Value> {
         let first = self.first?;
-        let class = if self.tokens == 1 {
-            classify(sql, &first)
-        } else {
-            ValueClass::Other
-        };
         Some(Value {
             start: first.start,
             end: self.last_end,
-            class,
+            class: classify_value(sql, &first, self.second.as_ref(), self.tokens),
         })
     }
 }

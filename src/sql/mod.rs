@@ -22,6 +22,8 @@
 //! - `fast.rs`: the fast path: INSERT shapes straight from tokens.
 //! - `parsed.rs`: the fallback: shapes from sqlparser's AST and spans.
 //! - `shape.rs`: `Shape`, what both parsers produce.
+//! - `convert.rs`: what MariaDB stores in an integer column for a literal or
+//!   a bound value (explicit ids are observed and routed as that).
 //! - `insert.rs`: planning one INSERT from its shape (slots, explicit ids, edits).
 //! - `lastid.rs`: `LAST_INSERT_ID()` / `@@identity` uses.
 //! - `edit.rs`: splices; `render.rs`: applying them.
@@ -36,6 +38,7 @@
 //!   shards); a token fast path and a sqlparser fallback, like INSERT's.
 //! - `error.rs`: [`SqlError`] with MySQL codes.
 
+pub mod convert;
 pub(crate) mod edit;
 pub mod error;
 pub(crate) mod fast;

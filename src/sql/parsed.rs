@@ -12,9 +12,10 @@ use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::{Parser, ParserOptions};
 use sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
 
+use super::convert;
 use super::lexer::Modes;
 use super::shape::{
-    int_of, same_column, AliasColumns, Body, ColumnList, Row, Shape, Value, ValueClass,
+    class_of, same_column, AliasColumns, Body, ColumnList, Row, Shape, Value, ValueClass,
 };
 
 /// Maps sqlparser (line, column) locations of a text to byte offsets.
@@ -179,8 +180,20 @@ impl<'a> Parsed<'a> {
             Expr::Value(v) => (
                 match &v.value {
                     SqlValue::Null => ValueClass::Null,
-                    SqlValue::Number(s, _) => int_of(s),
-                    SqlValue::SingleQuotedString(s) | SqlValue::DoubleQuotedString(s) => int_of(s),
+                    SqlValue::Number(s, _) => class_of(convert::number(s, false)),
+                    SqlValue::SingleQuotedString(s) | SqlValue::DoubleQuotedString(s) => {
+                        class_of(convert::string(s.as_bytes()))
+                    }
+                    // `0x21` is a number, `X'21'` the string of its bytes.
+                    SqlValue::HexStringLiteral(s) => {
+                        let at = self
+                            .byte(v.span.start)
+                            .and_then(|b| self.index.text.get(b.checked_sub(self.index.base)?..));
+                        match at {
+                            Some(t) if t.starts_with("0x") => class_of(convert::radix(s, 16)),
+                            _ => class_of(convert::hex_string(s)),
+                        }
+                    }
                     SqlValue::Placeholder(p) if p == "?" => ValueClass::Param,
                     _ => ValueClass::Other,
                 },
@@ -201,7 +214,8 @@ impl<'a> Parsed<'a> {
                 start: 0,
                 end: 0,
                 class: match class {
-                    ValueClass::Int(n) => ValueClass::Int(n),
+                    // A 0 would be replaced by a generated id.
+                    ValueClass::Int(n) if n > 0 => ValueClass::Int(n),
                     _ => ValueClass::Other,
                 },
             },
