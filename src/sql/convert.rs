@@ -319,7 +319,7 @@ pub fn decimal_text(text: &[u8]) -> Converted {
         _ => (false, text),
     };
     match exact(rest) {
-        Some((v, tail)) if tail.is_empty() => from_i128(if neg { -v } else { v }),
+        Some((v, [])) => from_i128(if neg { -v } else { v }),
         _ => Converted::Unknown,
     }
 }
