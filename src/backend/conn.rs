@@ -313,6 +313,16 @@ impl BackendConn {
         &mut self,
         sql: &str,
     ) -> Result<Vec<Vec<Option<String>>>, BackendError> {
+        Ok(self.query_typed_rows(sql).await?.1)
+    }
+
+    /// [`Conn::query_rows`], with each column's type (its column
+    /// definition's type byte and unsigned flag, as a bound parameter's
+    /// type is written).
+    pub async fn query_typed_rows(
+        &mut self,
+        sql: &str,
+    ) -> Result<(Vec<[u8; 2]>, Vec<Vec<Option<String>>>), BackendError> {
         let mut payload = Vec::with_capacity(sql.len() + 1);
         payload.push(consts::cmd::QUERY);
         payload.extend_from_slice(sql.as_bytes());
@@ -322,14 +332,20 @@ impl BackendConn {
             source,
         };
         let Some(first) = packets.first() else {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         };
         if first.first() == Some(&reply::OK) {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         }
         let columns = crate::protocol::wire::Cursor::new(first)
             .lenenc()
             .map_err(proto)? as usize;
+        let mut types = Vec::with_capacity(columns.min(4096));
+        for p in packets.iter().skip(1).take(columns) {
+            let def = crate::protocol::column::ColumnDef::decode(p).map_err(proto)?;
+            let unsigned = if def.is_unsigned() { 0x80 } else { 0 };
+            types.push([def.column_type, unsigned]);
+        }
         let skip = 1 + columns + usize::from(!self.deprecate_eof());
         let mut rows = Vec::new();
         for p in packets.iter().skip(skip) {
@@ -349,7 +365,7 @@ impl BackendConn {
             }
             rows.push(row);
         }
-        Ok(rows)
+        Ok((types, rows))
     }
 }
 

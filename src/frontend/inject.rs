@@ -16,6 +16,7 @@
 //! parameters for the ids; the client is told the parameter count it wrote.
 //! COM_STMT_EXECUTE: fresh ids at every execute, added to the parameter block.
 
+use super::capture::Captured;
 use super::route::InsertTargets;
 use super::session::{CmdError, Session};
 use super::stmt::PreparedStmt;
@@ -63,6 +64,12 @@ impl SqlModes {
 const ER_AUTOINC_READ_FAILED: ErrorCode = ErrorCode {
     code: 1467,
     state: "HY000",
+};
+
+/// "Incorrect integer value" (an id parameter idgate cannot convert).
+const ER_TRUNCATED_WRONG_VALUE: ErrorCode = ErrorCode {
+    code: 1366,
+    state: "22007",
 };
 
 /// Table doesn't exist (an INSERT without column list into a missing table).
@@ -235,13 +242,52 @@ impl Session {
             .iter()
             .map(|st| st.report(upserts, alone))
             .collect();
-        if routed {
+        // Ids written as expressions are read back before the reply goes
+        // out (`capture.rs`).
+        let captured: Vec<Captured<'_>> = rw
+            .statements()
+            .iter()
+            .filter(|st| !st.captures.is_empty())
+            .filter_map(|st| {
+                let rule = st.rule.as_ref()?;
+                let shards = match self.placement_at(rule.routed) {
+                    Some(p) => p.shards().to_vec(),
+                    None => vec![0],
+                };
+                Some(Captured {
+                    generator: &rule.generator,
+                    captures: &st.captures,
+                    report_last: alone
+                        && st.generated == 0
+                        && st.last_captured
+                        && rule.routed.is_none(),
+                    shards,
+                })
+            })
+            .collect();
+        let release = !captured.is_empty() && self.start_captures();
+        let result = if routed {
             let report = reports.first().copied().unwrap_or(Report::Wrap);
-            self.insert_routed(&rw, &ids, report).await?;
-            return Ok(true);
+            self.insert_routed(&rw, &ids, report).await
+        } else {
+            self.send_rewrite(0, &rw, &ids, &reports).await
+        };
+        if !captured.is_empty() {
+            if result.is_err() {
+                // The error is written by the caller, after what is held.
+                if release {
+                    if let Some(held) = self.client.take_held() {
+                        self.client
+                            .write_raw(&held)
+                            .await
+                            .map_err(CmdError::ClientGone)?;
+                    }
+                }
+                return result.map(|_| true);
+            }
+            self.finish_captures(&captured, release).await?;
         }
-        self.send_rewrite(0, &rw, &ids, &reports).await?;
-        Ok(true)
+        result.map(|_| true)
     }
 
     /// Renders `rw` with `ids` and relays it on `shard`, each statement's
@@ -493,17 +539,42 @@ impl Session {
             return self.malformed("COM_STMT_EXECUTE").await;
         };
         let is_long = |i: usize| long.get(i) == Some(&true);
-        let bound = |i: usize| match (e.values.get(i), client_types.get(i)) {
-            // Sent as long data: a value idgate does not see, kept as is.
-            _ if is_long(i) => BoundId::Other,
-            (Some(None), _) => BoundId::Null,
-            (Some(Some(v)), Some(t)) => match sql::convert::bound(*t, v) {
-                sql::convert::Converted::Int(x) => BoundId::Int(x),
-                _ => BoundId::Other,
-            },
-            _ => BoundId::Other,
+        // An id parameter whose stored value idgate cannot know (long data,
+        // a date, a string that is not a number) is refused below.
+        let (exec, unknown) = {
+            let unknown = std::cell::Cell::new(None);
+            let bound = |i: usize| match (e.values.get(i), client_types.get(i)) {
+                (Some(None), _) if !is_long(i) => BoundId::Null,
+                (Some(Some(v)), Some(t)) if !is_long(i) => match sql::convert::bound(*t, v) {
+                    sql::convert::Converted::Int(x) => BoundId::Int(x),
+                    // Never a generated id.
+                    sql::convert::Converted::Negative => BoundId::Other,
+                    sql::convert::Converted::Unknown => {
+                        unknown.set(Some(i));
+                        BoundId::Other
+                    }
+                },
+                _ => {
+                    unknown.set(Some(i));
+                    BoundId::Other
+                }
+            };
+            (
+                plan.execute(&bound, modes.no_auto_value_on_zero),
+                unknown.get(),
+            )
         };
-        let exec = plan.execute(&bound, modes.no_auto_value_on_zero);
+        if let Some(i) = unknown {
+            return Err(CmdError::Refused(
+                ER_TRUNCATED_WRONG_VALUE,
+                format!(
+                    "idgate: parameter {} is bound to the id column `{}` of table {} as a value idgate cannot convert to an integer exactly (long data, a date or time, or a string that is not a number); bind an integer, a number or NULL",
+                    i + 1,
+                    plan.rule.column,
+                    plan.rule.table
+                ),
+            ));
+        }
         // Explicit ids first, so the generated ones of this execute come out
         // above them and never equal one of them.
         self.observe(&plan.rule.generator, &exec.observed);

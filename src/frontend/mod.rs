@@ -10,6 +10,8 @@
 //! - [`replay`]: the session's `SET` statements, replayed on a reopened shard connection.
 //! - [`inject`]: filling ids: planning, allocating and splicing for COM_QUERY,
 //!   COM_STMT_PREPARE and COM_STMT_EXECUTE; what the client is told.
+//! - [`capture`]: ids written as expressions, variables or subqueries:
+//!   read back after the statement (before the client's reply) and observed.
 //! - [`upsert`]: reading the reply of an INSERT IGNORE / ON DUPLICATE KEY
 //!   UPDATE written by `sql::upsert`: the id MariaDB would report, and what
 //!   `LAST_INSERT_ID()` needs afterwards; a RETURNING result turned back
@@ -31,6 +33,7 @@
 //!   shards, broken by killing the youngest transaction's waiting statement.
 
 pub mod admin;
+pub mod capture;
 pub mod columns;
 pub mod cursor;
 pub mod deadlock;

@@ -929,7 +929,10 @@ impl Session {
             ));
         }
         if let Some(plan) = s.plan.clone() {
-            return self.execute_planned(id, payload, plan).await;
+            if plan.captures.is_empty() {
+                return self.execute_planned(id, payload, plan).await;
+            }
+            return self.execute_captured(id, payload, plan).await;
         }
         if let Some(route) = s.route.clone() {
             return self.execute_routed(id, payload, route).await;

@@ -69,6 +69,17 @@ impl PacketConn {
         self.held.get_or_insert_with(Vec::new).clear();
     }
 
+    /// Whether written packets are being held back ([`PacketConn::hold_last`]).
+    pub fn holding(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// The packet held back (framed: header and payload), to change it in
+    /// place before it goes out.
+    pub fn held_mut(&mut self) -> Option<&mut Vec<u8>> {
+        self.held.as_mut().filter(|h| !h.is_empty())
+    }
+
     /// Stops holding back; returns the packet held (framed), if any.
     pub fn take_held(&mut self) -> Option<Vec<u8>> {
         self.held.take().filter(|h| !h.is_empty())

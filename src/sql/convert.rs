@@ -351,6 +351,26 @@ pub fn bound(ty: ParamType, v: &[u8]) -> Converted {
     }
 }
 
+/// A value a server returned as text in a column of type `ty` (a session
+/// variable read back): what storing that value in an integer column gives.
+pub fn text(ty: ParamType, v: &str) -> Converted {
+    match ty[0] {
+        types::TINY | types::SHORT | types::YEAR | types::LONG | types::INT24 | types::LONGLONG => {
+            match v.parse::<i128>() {
+                Ok(x) => from_i128(x),
+                Err(_) => Converted::Unknown,
+            }
+        }
+        types::FLOAT | types::DOUBLE => match v.parse::<f64>() {
+            Ok(d) => double(d),
+            Err(_) => Converted::Unknown,
+        },
+        types::DECIMAL | types::NEWDECIMAL => decimal_text(v.as_bytes()),
+        0x0f | types::TINY_BLOB..=types::STRING => string(v.as_bytes()),
+        _ => Converted::Unknown,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::Converted::{Int, Negative, Unknown};

@@ -53,6 +53,14 @@ pub enum EditKind {
     /// `0` in place of a `DEFAULT` id under NO_AUTO_VALUE_ON_ZERO (MariaDB
     /// stores 0 there; the rule table's column may have no default).
     Zero,
+    /// `(@idgate_v<n> := ` before an id value idgate cannot convert before
+    /// sending (an expression, a variable, a subquery): the shard stores the
+    /// value exactly as without it (an assignment passes its value and type
+    /// on), and idgate reads the variable back to observe it. `n` is the
+    /// value's byte offset in the query ([`capture_var`]).
+    Capture(usize),
+    /// The `)` after a captured value.
+    CaptureEnd,
     /// A no-argument `LAST_INSERT_ID()` / `@@identity` / `@@last_insert_id`.
     LastId {
         /// Add `` AS `original text` `` (a whole select-list item).
@@ -69,4 +77,22 @@ pub struct Edit {
     pub end: usize,
     /// What is written there.
     pub kind: EditKind,
+}
+
+/// The session variable that captures the id value at byte offset `at`.
+pub fn capture_var(at: usize) -> String {
+    format!("@idgate_v{at}")
+}
+
+/// Writes the text of a capture edit.
+pub(crate) fn push_capture(out: &mut String, kind: &EditKind) {
+    match kind {
+        EditKind::Capture(at) => {
+            out.push('(');
+            out.push_str(&capture_var(*at));
+            out.push_str(" := ");
+        }
+        EditKind::CaptureEnd => out.push(')'),
+        _ => {}
+    }
 }

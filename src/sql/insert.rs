@@ -49,6 +49,12 @@ pub struct Planned {
     pub rows: Vec<RowId>,
     /// Number of slots (`slots` is only filled in prepared mode).
     pub slot_count: usize,
+    /// Id values idgate cannot convert before sending, captured in session
+    /// variables ([`EditKind::Capture`]): their byte offsets, in row order.
+    pub captures: Vec<usize>,
+    /// The last row's id is captured (its value is what an explicit-only
+    /// statement reports).
+    pub last_captured: bool,
 }
 
 /// Names for error messages.
@@ -68,11 +74,16 @@ struct Builder<'a> {
     params: &'a [usize],
     any_always: bool,
     any_client: bool,
+    /// The last id value seen is captured.
+    last_captured: bool,
+    /// An id value that cannot be captured (its position is unknown).
+    uncaptured: bool,
 }
 
 impl Builder<'_> {
     /// A new always-generated slot; returns (global slot, statically first).
     fn always(&mut self) -> (usize, bool) {
+        self.last_captured = false;
         let local = self.out.slot_count;
         self.out.slot_count += 1;
         if self.mode == Mode::Prepare {
@@ -124,6 +135,7 @@ impl Builder<'_> {
                 self.out.slot_count += 1;
                 self.out.slots.push(SlotKind::Client(n));
                 self.out.rows.push(RowId::Slot(local));
+                self.last_captured = false;
                 self.any_client = true;
                 self.out.edits.push(Edit {
                     start: v.start,
@@ -143,8 +155,27 @@ impl Builder<'_> {
         if !generated {
             if let ValueClass::Int(n) = v.class {
                 self.explicit(n);
-            } else if self.mode == Mode::Prepare {
+                return;
+            }
+            if self.mode == Mode::Prepare {
                 self.out.rows.push(RowId::Kept);
+            }
+            // Its value is known only once stored: captured and read back.
+            if v.start < v.end {
+                self.out.captures.push(v.start);
+                self.out.edits.push(Edit {
+                    start: v.start,
+                    end: v.start,
+                    kind: EditKind::Capture(v.start),
+                });
+                self.out.edits.push(Edit {
+                    start: v.end,
+                    end: v.end,
+                    kind: EditKind::CaptureEnd,
+                });
+                self.last_captured = true;
+            } else {
+                self.uncaptured = true;
             }
             return;
         }
@@ -168,6 +199,7 @@ impl Builder<'_> {
     }
 
     fn explicit(&mut self, n: u64) {
+        self.last_captured = false;
         self.out.explicit.push(n);
         if self.mode == Mode::Prepare {
             self.out.rows.push(RowId::Explicit(n));
@@ -204,6 +236,8 @@ pub fn plan(
         params,
         any_always: false,
         any_client: false,
+        last_captured: false,
+        uncaptured: false,
     };
     let missing_id = || SqlError::Syntax {
         table: names.table.to_string(),
@@ -295,6 +329,14 @@ pub fn plan(
             }
         }
     }
+    if b.uncaptured {
+        return Err(SqlError::Unsupported {
+            what: "an id written as an expression idgate cannot locate in the statement (idgate must read back the id it stores); write the id as a literal".into(),
+            table: names.table.to_string(),
+            column: names.column.to_string(),
+        });
+    }
+    b.out.last_captured = b.last_captured;
     b.out.edits.sort_by_key(|e| e.start);
     Ok(b.out)
 }

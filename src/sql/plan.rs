@@ -104,6 +104,12 @@ pub struct StmtInfo {
     /// Explicit integer ids written in it, in row order (observe them on
     /// `rule.generator` so the generator's floor rises above them).
     pub explicit: Vec<u64>,
+    /// Id values stored as written and captured in session variables
+    /// (`sql::edit::capture_var` of each byte offset), read back after the
+    /// statement to observe them: expressions, variables, subqueries.
+    pub captures: Vec<usize>,
+    /// The last row's id is one of [`StmtInfo::captures`].
+    pub last_captured: bool,
     /// It sets the last insert id itself (`LAST_INSERT_ID(expr)`,
     /// `SET @@last_insert_id = ...`): the session cannot know the new value.
     pub changes_last_insert_id: bool,
@@ -154,6 +160,8 @@ impl StmtInfo {
             first_slot: 0,
             generated: 0,
             explicit: Vec::new(),
+            captures: Vec::new(),
+            last_captured: false,
             changes_last_insert_id: false,
             rows: Vec::new(),
             shard_keys: Vec::new(),
@@ -723,6 +731,8 @@ impl<'q> QueryPlanner<'q> {
             explicit,
             rows,
             slot_count,
+            captures,
+            last_captured,
         } = rp.planned;
         let mut info = StmtInfo::plain(start..rp.end);
         info.shard_keys = rp.shard_keys;
@@ -753,6 +763,7 @@ impl<'q> QueryPlanner<'q> {
         info.generated = slot_count;
         info.explicit = explicit;
         info.edits = edits;
+        info.last_captured = last_captured;
         if self.mode == Mode::Prepare {
             self.last_planned = Some(Planned {
                 edits: Vec::new(),
@@ -760,8 +771,11 @@ impl<'q> QueryPlanner<'q> {
                 explicit: Vec::new(),
                 rows,
                 slot_count,
+                captures: captures.clone(),
+                last_captured,
             });
         }
+        info.captures = captures;
         if self.hint && self.mode == Mode::Text {
             let uses = lastid::scan(sql, start, rp.end, self.modes, false);
             info.uses_last_insert_id = uses.changes || !uses.edits.is_empty();

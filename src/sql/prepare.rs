@@ -88,6 +88,11 @@ pub struct PrepareRewrite {
     /// For a table sharded by another column than the id: each row's value
     /// of that column (a literal, or the client's parameter); else empty.
     pub shard_keys: Vec<KeyArg>,
+    /// Id values captured in session variables, read back after each
+    /// execute (see [`crate::sql::StmtInfo::captures`]).
+    pub captures: Vec<usize>,
+    /// The last row's id is captured.
+    pub last_captured: bool,
 }
 
 /// How the client bound an id-column parameter, as decoded by the caller
@@ -450,6 +455,9 @@ pub fn plan_prepare_with(
             },
             EditKind::LastId { .. } => backend_sql.push_str(sql.get(e.start..e.end).unwrap_or("")),
             EditKind::Zero => backend_sql.push('0'),
+            EditKind::Capture(_) | EditKind::CaptureEnd => {
+                super::edit::push_capture(&mut backend_sql, &e.kind)
+            }
         }
     }
     for &(at, returning) in pending {
@@ -479,6 +487,8 @@ pub fn plan_prepare_with(
         upsert: out.info.upsert,
         rows,
         shard_keys: out.info.shard_keys,
+        captures: out.info.captures,
+        last_captured: out.info.last_captured,
     }))
 }
 

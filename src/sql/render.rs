@@ -393,6 +393,7 @@ fn push_edit(
             }
         }
         EditKind::Zero => out.push('0'),
+        EditKind::Capture(_) | EditKind::CaptureEnd => super::edit::push_capture(out, &e.kind),
         EditKind::LastId { alias } => {
             let original = sql.get(e.start..e.end).unwrap_or("");
             match last {

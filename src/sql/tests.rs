@@ -155,8 +155,19 @@ fn column_omitted() {
 fn generated_values_in_the_column() {
     assert_eq!(
         rw("INSERT INTO orders (id, sku) VALUES (NULL, 'a'), (DEFAULT, 'b'), (0, 'c'), ('0', 'd'), (7, 'e'), (id + 1, 'f')"),
-        "INSERT INTO orders (id, sku) VALUES (LAST_INSERT_ID(101), 'a'), (102, 'b'), (103, 'c'), (104, 'd'), (7, 'e'), (id + 1, 'f')"
+        "INSERT INTO orders (id, sku) VALUES (LAST_INSERT_ID(101), 'a'), (102, 'b'), (103, 'c'), (104, 'd'), (7, 'e'), ((@idgate_v98 := id + 1), 'f')"
     );
+    // Literals as MariaDB stores them: 0.4 and ' 0' are 0 (generated),
+    // 33.5 is 34, 0x21 is 33; expressions and variables are captured.
+    let sql = "INSERT INTO orders (id, sku) VALUES (0.4, 'a'), (' 0', 'b'), (33.5, 'c'), (0x21, 'd'), (@v, 'e'), ((SELECT 60), 'f')";
+    let r = rewrite(sql);
+    assert_eq!(
+        rw(sql),
+        "INSERT INTO orders (id, sku) VALUES (LAST_INSERT_ID(101), 'a'), (102, 'b'), (33.5, 'c'), (0x21, 'd'), ((@idgate_v88 := @v), 'e'), ((@idgate_v99 := (SELECT 60)), 'f')"
+    );
+    assert_eq!(r.statements()[0].explicit, vec![34, 33]);
+    assert_eq!(r.statements()[0].captures, vec![88, 99]);
+    assert!(r.statements()[0].last_captured);
     let r = rewrite("INSERT INTO orders (id, sku) VALUES (5, 'a'), (NULL, 'b'), (9, 'c')");
     let s = &r.statements()[0];
     assert_eq!(s.explicit, vec![5, 9]);

@@ -1,0 +1,178 @@
+//! Ids idgate cannot know before the shard stores them: an INSERT whose id
+//! is an expression, a variable or a subquery (`VALUES (@v, ...)`, `(SELECT
+//! 60)`, `50+1`). The planner wraps each such value as `(@idgate_v<n> :=
+//! value)` (an assignment passes the value and its type through, so the
+//! shard stores exactly what it would have); after the statement, before
+//! the client gets its reply, idgate reads the variables back from the
+//! shards the statement ran on and observes every value on the generator,
+//! so no id issued later equals one of them. A `SELECT` of session
+//! variables names no table: the statement's warnings stay for `SHOW
+//! WARNINGS`.
+//!
+//! A statement whose only ids are explicit reports its last row's id in
+//! the OK packet, as MariaDB does for an AUTO_INCREMENT column: when that
+//! row's id was captured, the held OK packet gets the value read back.
+
+use super::session::{CmdError, Session};
+use crate::protocol::reply;
+use crate::sql::convert::{self, Converted};
+use crate::sql::edit::capture_var;
+
+/// What one statement left to read back.
+pub(super) struct Captured<'a> {
+    /// The generator that fills the table's id column.
+    pub generator: &'a str,
+    /// Byte offsets of the captured values (their variables).
+    pub captures: &'a [usize],
+    /// Report the last capture's value in the OK packet (an explicit-only
+    /// statement whose last row was captured, run on one shard).
+    pub report_last: bool,
+    /// The shards it may have run on (those without a connection are
+    /// skipped).
+    pub shards: Vec<usize>,
+}
+
+impl Session {
+    /// COM_STMT_EXECUTE of a prepared INSERT whose id values are captured:
+    /// the execute, then the read back before the reply goes out.
+    pub(super) async fn execute_captured(
+        &mut self,
+        id: u32,
+        payload: &[u8],
+        plan: std::sync::Arc<crate::sql::PrepareRewrite>,
+    ) -> Result<(), CmdError> {
+        let shards = match self.placement_at(plan.rule.routed) {
+            Some(p) => p.shards().to_vec(),
+            None => vec![0],
+        };
+        let c = Captured {
+            generator: &plan.rule.generator,
+            captures: &plan.captures,
+            // Explicit-only executes: the held OK gets the last row's value
+            // (a generated row would come later and reset nothing: only
+            // when every row is captured or explicit).
+            report_last: plan.last_captured
+                && plan.rule.routed.is_none()
+                && plan.row_count() == plan.captures.len(),
+            shards,
+        };
+        let release = self.start_captures();
+        let result = self.execute_planned(id, payload, plan.clone()).await;
+        if result.is_err() {
+            if release {
+                if let Some(held) = self.client.take_held() {
+                    self.client
+                        .write_raw(&held)
+                        .await
+                        .map_err(CmdError::ClientGone)?;
+                }
+            }
+            return result;
+        }
+        self.finish_captures(std::slice::from_ref(&c), release)
+            .await
+    }
+
+    /// Holds back the client's last packet (unless a caller already does:
+    /// a query of several statements); returns whether this call started
+    /// holding, for [`Session::finish_captures`].
+    pub(super) fn start_captures(&mut self) -> bool {
+        if self.client.holding() {
+            return false;
+        }
+        self.client.hold_last();
+        true
+    }
+
+    /// Reads back the captured values of each statement of `all` on its
+    /// shards, observes them, patches the held OK packet for one whose
+    /// `report_last` is set, and writes it when `release` (what
+    /// [`Session::start_captures`] returned).
+    pub(super) async fn finish_captures(
+        &mut self,
+        all: &[Captured<'_>],
+        release: bool,
+    ) -> Result<(), CmdError> {
+        let mut result = Ok(());
+        for c in all {
+            match self.read_captures(c).await {
+                Ok(Some(v)) if c.report_last => {
+                    if let Some(held) = self.client.held_mut() {
+                        patch_last_insert_id(held, v);
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        if release {
+            if let Some(held) = self.client.take_held() {
+                self.client
+                    .write_raw(&held)
+                    .await
+                    .map_err(CmdError::ClientGone)?;
+            }
+        }
+        result
+    }
+
+    /// Reads and observes; returns the last capture's value on the first
+    /// shard read.
+    async fn read_captures(&mut self, c: &Captured<'_>) -> Result<Option<u64>, CmdError> {
+        if c.captures.is_empty() {
+            return Ok(None);
+        }
+        let mut q = String::from("SELECT ");
+        for (i, &at) in c.captures.iter().enumerate() {
+            if i > 0 {
+                q.push_str(", ");
+            }
+            q.push_str(&capture_var(at));
+        }
+        let generator = self.shared.generator(c.generator);
+        let mut last = None;
+        for (n, &shard) in c.shards.iter().enumerate() {
+            if self.backends.get(shard).is_none_or(Option::is_none) {
+                continue;
+            }
+            let b = self.backend(shard).await.map_err(CmdError::Backend)?;
+            let (types, rows) = b.query_typed_rows(&q).await.map_err(CmdError::Backend)?;
+            let Some(row) = rows.first() else { continue };
+            for (i, (v, ty)) in row.iter().zip(&types).enumerate() {
+                let Some(v) = v else { continue };
+                if let Converted::Int(id) = convert::text(*ty, v) {
+                    if let Some(g) = &generator {
+                        g.observe(id);
+                    }
+                    if n == 0 && i + 1 == c.captures.len() {
+                        last = Some(id);
+                    }
+                }
+            }
+        }
+        Ok(last)
+    }
+}
+
+/// Sets the last insert id of a framed OK packet (anything else is left).
+fn patch_last_insert_id(framed: &mut Vec<u8>, id: u64) {
+    let Some(payload) = framed.get(4..) else {
+        return;
+    };
+    if payload.first() != Some(&reply::OK) {
+        return;
+    }
+    let Ok(new) = reply::with_last_insert_id(payload, id) else {
+        return;
+    };
+    let Some(&seq) = framed.get(3) else { return };
+    let len = new.len() as u32;
+    let mut out = Vec::with_capacity(new.len() + 4);
+    out.extend_from_slice(&len.to_le_bytes()[..3]);
+    out.push(seq);
+    out.extend_from_slice(&new);
+    *framed = out;
+}
