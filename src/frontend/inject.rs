@@ -507,7 +507,7 @@ impl Session {
                         &*pr.rule.column,
                     )))));
                 }
-                Ok(Some(Arc::new(pr)))
+                Ok(Some(Arc::from(pr)))
             }
             _ => Ok(None),
         }

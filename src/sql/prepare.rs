@@ -38,7 +38,7 @@ pub enum PreparePlan {
         table: String,
     },
     /// Prepare [`PrepareRewrite::backend_sql`] on the backend instead.
-    Rewrite(PrepareRewrite),
+    Rewrite(Box<PrepareRewrite>),
 }
 
 /// Where the value of one backend `?` comes from at execute time.
@@ -477,7 +477,7 @@ pub fn plan_prepare_with(
         .take()
         .map(|pl| (pl.slots, pl.rows))
         .unwrap_or_default();
-    Ok(PreparePlan::Rewrite(PrepareRewrite {
+    Ok(PreparePlan::Rewrite(Box::new(PrepareRewrite {
         backend_sql,
         client_params: client.len(),
         rule,
@@ -489,7 +489,7 @@ pub fn plan_prepare_with(
         shard_keys: out.info.shard_keys,
         captures: out.info.captures,
         last_captured: out.info.last_captured,
-    }))
+    })))
 }
 
 /// Writes a generated id bound from `src` in `form` (a `?` per use).
