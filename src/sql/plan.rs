@@ -756,6 +756,31 @@ impl<'q> QueryPlanner<'q> {
                 last_row_slot(&rp.body, &edits),
             )));
         }
+        // `ON DUPLICATE KEY UPDATE id = <value>` (other than `VALUES(id)`)
+        // changes a row's id: captured and read back like an id written as
+        // an expression (`frontend/capture.rs`).
+        let mut edits = edits;
+        let mut captures = captures;
+        if let Some((from, to)) = info
+            .upsert
+            .as_deref()
+            .and_then(|u| Some((u.odku_start?, u.odku_end?)))
+        {
+            for r in upsert::id_assignments(sql, from, to, self.modes, &rp.hit.column) {
+                captures.push(r.start);
+                edits.push(Edit {
+                    start: r.start,
+                    end: r.start,
+                    kind: super::edit::EditKind::Capture(r.start),
+                });
+                edits.push(Edit {
+                    start: r.end,
+                    end: r.end,
+                    kind: super::edit::EditKind::CaptureEnd,
+                });
+            }
+            edits.sort_by_key(|e| e.start);
+        }
         if self.mode == Mode::Prepare {
             info.uses_last_insert_id = sql.as_bytes().get(start..rp.end).is_some_and(last_id_hint);
         }

@@ -168,6 +168,11 @@ fn generated_values_in_the_column() {
     assert_eq!(r.statements()[0].explicit, vec![34, 33]);
     assert_eq!(r.statements()[0].captures, vec![88, 99]);
     assert!(r.statements()[0].last_captured);
+    // ON DUPLICATE KEY UPDATE of the id: captured, except VALUES(id).
+    assert_eq!(
+        rw("INSERT INTO orders (id, sku) VALUES (5, 'a') ON DUPLICATE KEY UPDATE id = id + 500, sku = 'b', orders.id = VALUES(id), id = IF(sku = 'x', 1, 2)"),
+        "INSERT INTO orders (id, sku) VALUES (5, 'a') ON DUPLICATE KEY UPDATE id = (@idgate_v74 := id + 500), sku = 'b', orders.id = VALUES(id), id = (@idgate_v124 := IF(sku = 'x', 1, 2))"
+    );
     let r = rewrite("INSERT INTO orders (id, sku) VALUES (5, 'a'), (NULL, 'b'), (9, 'c')");
     let s = &r.statements()[0];
     assert_eq!(s.explicit, vec![5, 9]);

@@ -119,6 +119,8 @@ pub enum LastRow {
 pub struct Upsert {
     /// `INSERT IGNORE`.
     pub ignore: bool,
+    /// Just past `ON DUPLICATE KEY UPDATE`: where its assignments start.
+    pub odku_start: Option<usize>,
     /// Just past the last `ON DUPLICATE KEY UPDATE` assignment: where idgate
     /// appends its own.
     pub odku_end: Option<usize>,
@@ -215,6 +217,7 @@ pub(crate) fn analyze(
     });
     Upsert {
         ignore,
+        odku_start,
         odku_end,
         returning: returning_at.is_some(),
         alias,
@@ -223,6 +226,91 @@ pub(crate) fn analyze(
         rows,
         last,
     }
+}
+
+/// The values assigned to the id column `column` in the update list
+/// `sql[from..to]` (`id = <value>`, `t.id = <value>`), as byte ranges,
+/// except `VALUES(id)` (the inserted value, observed as such).
+pub(crate) fn id_assignments(
+    sql: &str,
+    from: usize,
+    to: usize,
+    modes: Modes,
+    column: &str,
+) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut lx = Lexer::new(sql, from, modes);
+    // Tokens of the current assignment at depth 0: the name's last part,
+    // then whether `=` was seen and where the value starts.
+    let mut depth = 0usize;
+    let mut target: Option<super::lexer::Token> = None;
+    let mut value: Option<(usize, usize, usize)> = None; // (start, end, tokens)
+    let mut words: Vec<super::lexer::Token> = Vec::new();
+    let finish = |target: Option<super::lexer::Token>,
+                  value: Option<(usize, usize, usize)>,
+                  words: &[super::lexer::Token],
+                  out: &mut Vec<std::ops::Range<usize>>| {
+        let (Some(t), Some((a, b, n))) = (target, value) else {
+            return;
+        };
+        if !super::fast::ident(sql, &t).is_some_and(|c| super::shape::same_column(&c, column)) {
+            return;
+        }
+        // `VALUES(id)` / `VALUE(id)`: the row's own value;
+        // `LAST_INSERT_ID(id)`: the id the row has (the idiom that reports it).
+        let is_values = n == 4
+            && words.first().is_some_and(|w| {
+                w.is_word(sql, "VALUES")
+                    || w.is_word(sql, "VALUE")
+                    || w.is_word(sql, "LAST_INSERT_ID")
+            })
+            && words
+                .get(2)
+                .and_then(|w| super::fast::ident(sql, w))
+                .is_some_and(|c| super::shape::same_column(&c, column));
+        if !is_values {
+            out.push(a..b);
+        }
+    };
+    while let Some(t) = lx.next_token() {
+        if t.start >= to || t.kind == Kind::Unterminated {
+            break;
+        }
+        match t.kind {
+            Kind::Punct(b'(') => depth += 1,
+            Kind::Punct(b')') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if depth == 0 && t.is(b',') {
+            finish(target, value, &words, &mut out);
+            target = None;
+            value = None;
+            words.clear();
+            continue;
+        }
+        match value.as_mut() {
+            Some(v) => {
+                v.1 = t.end;
+                v.2 += 1;
+                words.push(t);
+            }
+            None if depth == 0 && t.is(b'=') => value = Some((usize::MAX, 0, 0)),
+            None if !t.is(b'.') => target = Some(t),
+            None => {}
+        }
+        if let Some(v) = value.as_mut() {
+            if v.0 == usize::MAX && !t.is(b'=') {
+                v.0 = t.start;
+            }
+        }
+    }
+    finish(
+        target,
+        value.filter(|v| v.0 != usize::MAX),
+        &words,
+        &mut out,
+    );
+    out
 }
 
 /// Whether `sql[from..to]` has a `LAST_INSERT_ID(expr)`.
