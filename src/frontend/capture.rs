@@ -9,6 +9,9 @@
 //! variables names no table: the statement's warnings stay for `SHOW
 //! WARNINGS`.
 //!
+//! An UPDATE that sets a rule table's id column records the highest id it
+//! stored in `@idgate_hi` (`sql::update`), read back the same way.
+//!
 //! A statement whose only ids are explicit reports its last row's id in
 //! the OK packet, as MariaDB does for an AUTO_INCREMENT column: when that
 //! row's id was captured, the held OK packet gets the value read back.
@@ -24,9 +27,11 @@ pub(super) struct Captured<'a> {
     pub generator: &'a str,
     /// Byte offsets of the captured values (their variables).
     pub captures: &'a [usize],
-    /// Report the last capture's value in the OK packet (an explicit-only
-    /// statement whose last row was captured, run on one shard).
-    pub report_last: bool,
+    /// An UPDATE of the id column: read the highest id it stored too.
+    pub highest: bool,
+    /// The capture whose value the OK packet reports (the last row's id of
+    /// an explicit-only statement, when captured).
+    pub report_last: Option<usize>,
     /// The shards it may have run on (those without a connection are
     /// skipped).
     pub shards: Vec<usize>,
@@ -48,25 +53,17 @@ impl Session {
         let c = Captured {
             generator: &plan.rule.generator,
             captures: &plan.captures,
+            highest: false,
             // Explicit-only executes: the held OK gets the last row's value
             // (a generated row would come later and reset nothing: only
             // when every row is captured or explicit).
-            report_last: plan.last_captured
-                && plan.rule.routed.is_none()
-                && plan.row_count() == plan.captures.len(),
+            report_last: plan.last_captured.filter(|_| !plan.has_slots()),
             shards,
         };
         let release = self.start_captures();
         let result = self.execute_planned(id, payload, plan.clone()).await;
         if result.is_err() {
-            if release {
-                if let Some(held) = self.client.take_held() {
-                    self.client
-                        .write_raw(&held)
-                        .await
-                        .map_err(CmdError::ClientGone)?;
-                }
-            }
+            self.release_held(release).await?;
             return result;
         }
         self.finish_captures(std::slice::from_ref(&c), release)
@@ -84,6 +81,21 @@ impl Session {
         true
     }
 
+    /// Writes what is held when `release` (a statement that failed: its
+    /// error is written by the caller, after what is held).
+    pub(super) async fn release_held(&mut self, release: bool) -> Result<(), CmdError> {
+        if !release {
+            return Ok(());
+        }
+        if let Some(held) = self.client.take_held() {
+            self.client
+                .write_raw(&held)
+                .await
+                .map_err(CmdError::ClientGone)?;
+        }
+        Ok(())
+    }
+
     /// Reads back the captured values of each statement of `all` on its
     /// shards, observes them, patches the held OK packet for one whose
     /// `report_last` is set, and writes it when `release` (what
@@ -96,7 +108,7 @@ impl Session {
         let mut result = Ok(());
         for c in all {
             match self.read_captures(c).await {
-                Ok(Some(v)) if c.report_last => {
+                Ok(Some(v)) => {
                     if let Some(held) = self.client.held_mut() {
                         patch_last_insert_id(held, v);
                     }
@@ -108,21 +120,13 @@ impl Session {
                 }
             }
         }
-        if release {
-            if let Some(held) = self.client.take_held() {
-                self.client
-                    .write_raw(&held)
-                    .await
-                    .map_err(CmdError::ClientGone)?;
-            }
-        }
+        self.release_held(release).await?;
         result
     }
 
-    /// Reads and observes; returns the last capture's value on the first
-    /// shard read.
+    /// Reads and observes; returns the value of the capture to report.
     async fn read_captures(&mut self, c: &Captured<'_>) -> Result<Option<u64>, CmdError> {
-        if c.captures.is_empty() {
+        if c.captures.is_empty() && !c.highest {
             return Ok(None);
         }
         let mut q = String::from("SELECT ");
@@ -132,14 +136,30 @@ impl Session {
             }
             q.push_str(&capture_var(at));
         }
+        if c.highest {
+            if !c.captures.is_empty() {
+                q.push_str(", ");
+            }
+            q.push_str(crate::sql::update::HIGHEST);
+        }
+        // The variables are set to NULL after the read (detached: its reply
+        // is read before the next command to the shard), so a later read
+        // sees only what its own statement stored: the last row's value
+        // comes from the shard that stored that row.
+        let mut reset = String::from("\x03SET ");
+        reset.push_str(q.get(7..).unwrap_or(""));
+        let reset = reset.replace(", ", " = NULL, ") + " = NULL";
         let generator = self.shared.generator(c.generator);
         let mut last = None;
-        for (n, &shard) in c.shards.iter().enumerate() {
+        for &shard in &c.shards {
             if self.backends.get(shard).is_none_or(Option::is_none) {
                 continue;
             }
             let b = self.backend(shard).await.map_err(CmdError::Backend)?;
             let (types, rows) = b.query_typed_rows(&q).await.map_err(CmdError::Backend)?;
+            b.send_detached(reset.as_bytes())
+                .await
+                .map_err(CmdError::Backend)?;
             let Some(row) = rows.first() else { continue };
             for (i, (v, ty)) in row.iter().zip(&types).enumerate() {
                 let Some(v) = v else { continue };
@@ -147,7 +167,10 @@ impl Session {
                     if let Some(g) = &generator {
                         g.observe(id);
                     }
-                    if n == 0 && i + 1 == c.captures.len() {
+                    if c.captures
+                        .get(i)
+                        .is_some_and(|&at| Some(at) == c.report_last)
+                    {
                         last = Some(id);
                     }
                 }

@@ -247,9 +247,9 @@ impl Session {
         let captured: Vec<Captured<'_>> = rw
             .statements()
             .iter()
-            .filter(|st| !st.captures.is_empty())
+            .filter(|st| !st.captures.is_empty() || st.update_id.is_some())
             .filter_map(|st| {
-                let rule = st.rule.as_ref()?;
+                let rule = st.rule.as_ref().or(st.update_id.as_ref())?;
                 let shards = match self.placement_at(rule.routed) {
                     Some(p) => p.shards().to_vec(),
                     None => vec![0],
@@ -257,10 +257,8 @@ impl Session {
                 Some(Captured {
                     generator: &rule.generator,
                     captures: &st.captures,
-                    report_last: alone
-                        && st.generated == 0
-                        && st.last_captured
-                        && rule.routed.is_none(),
+                    highest: st.update_id.is_some(),
+                    report_last: st.last_captured.filter(|_| alone && st.generated == 0),
                     shards,
                 })
             })
@@ -274,15 +272,7 @@ impl Session {
         };
         if !captured.is_empty() {
             if result.is_err() {
-                // The error is written by the caller, after what is held.
-                if release {
-                    if let Some(held) = self.client.take_held() {
-                        self.client
-                            .write_raw(&held)
-                            .await
-                            .map_err(CmdError::ClientGone)?;
-                    }
-                }
+                self.release_held(release).await?;
                 return result.map(|_| true);
             }
             self.finish_captures(&captured, release).await?;

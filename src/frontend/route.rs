@@ -529,6 +529,52 @@ impl Session {
         };
         match routed.analysis.kind {
             StmtKind::Select => self.select_routed(payload, routed).await?,
+            StmtKind::Update if &first == b"UPDATE\0\0" => {
+                // An UPDATE of a rule table's id column: the highest id it
+                // stores is read back and observed (`capture.rs`).
+                let found = crate::sql::update::analyze(
+                    sql,
+                    0,
+                    sql.len(),
+                    m,
+                    &rules,
+                    schema.as_deref(),
+                )
+                .map_err(CmdError::Sql)?;
+                match found {
+                    None => {
+                        self.write_routed(payload, &routed.target, routed.copies)
+                            .await?
+                    }
+                    Some(u) => {
+                        let mut text = String::with_capacity(payload.len() + 96);
+                        text.push(char::from(crate::protocol::consts::cmd::QUERY));
+                        text.push_str(sql.get(..u.append_at).unwrap_or(sql));
+                        crate::sql::update::push_capture(&mut text, u.entry.quoted_column());
+                        text.push_str(sql.get(u.append_at..).unwrap_or(""));
+                        let c = super::capture::Captured {
+                            generator: u.entry.generator(),
+                            captures: &[],
+                            highest: true,
+                            report_last: None,
+                            shards: match &routed.target {
+                                Target::One(s) => vec![*s],
+                                Target::Many(v) => v.clone(),
+                            },
+                        };
+                        let release = self.start_captures();
+                        let result = self
+                            .write_routed(text.as_bytes(), &routed.target, routed.copies)
+                            .await;
+                        if result.is_err() {
+                            self.release_held(release).await?;
+                            return result.map(|_| true);
+                        }
+                        self.finish_captures(std::slice::from_ref(&c), release)
+                            .await?;
+                    }
+                }
+            }
             StmtKind::Update | StmtKind::Delete => {
                 self.write_routed(payload, &routed.target, routed.copies)
                     .await?

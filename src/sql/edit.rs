@@ -61,6 +61,9 @@ pub enum EditKind {
     Capture(usize),
     /// The `)` after a captured value.
     CaptureEnd,
+    /// After an UPDATE's last assignment: the assignment that records the
+    /// highest id it stores (`sql::update`).
+    CaptureHighest,
     /// A no-argument `LAST_INSERT_ID()` / `@@identity` / `@@last_insert_id`.
     LastId {
         /// Add `` AS `original text` `` (a whole select-list item).

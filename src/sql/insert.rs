@@ -53,8 +53,8 @@ pub struct Planned {
     /// variables ([`EditKind::Capture`]): their byte offsets, in row order.
     pub captures: Vec<usize>,
     /// The last row's id is captured (its value is what an explicit-only
-    /// statement reports).
-    pub last_captured: bool,
+    /// statement reports): its byte offset.
+    pub last_captured: Option<usize>,
 }
 
 /// Names for error messages.
@@ -74,8 +74,8 @@ struct Builder<'a> {
     params: &'a [usize],
     any_always: bool,
     any_client: bool,
-    /// The last id value seen is captured.
-    last_captured: bool,
+    /// The last id value seen is captured (its offset).
+    last_captured: Option<usize>,
     /// An id value that cannot be captured (its position is unknown).
     uncaptured: bool,
 }
@@ -83,7 +83,7 @@ struct Builder<'a> {
 impl Builder<'_> {
     /// A new always-generated slot; returns (global slot, statically first).
     fn always(&mut self) -> (usize, bool) {
-        self.last_captured = false;
+        self.last_captured = None;
         let local = self.out.slot_count;
         self.out.slot_count += 1;
         if self.mode == Mode::Prepare {
@@ -135,7 +135,7 @@ impl Builder<'_> {
                 self.out.slot_count += 1;
                 self.out.slots.push(SlotKind::Client(n));
                 self.out.rows.push(RowId::Slot(local));
-                self.last_captured = false;
+                self.last_captured = None;
                 self.any_client = true;
                 self.out.edits.push(Edit {
                     start: v.start,
@@ -173,7 +173,7 @@ impl Builder<'_> {
                     end: v.end,
                     kind: EditKind::CaptureEnd,
                 });
-                self.last_captured = true;
+                self.last_captured = Some(v.start);
             } else {
                 self.uncaptured = true;
             }
@@ -199,7 +199,7 @@ impl Builder<'_> {
     }
 
     fn explicit(&mut self, n: u64) {
-        self.last_captured = false;
+        self.last_captured = None;
         self.out.explicit.push(n);
         if self.mode == Mode::Prepare {
             self.out.rows.push(RowId::Explicit(n));
@@ -236,7 +236,7 @@ pub fn plan(
         params,
         any_always: false,
         any_client: false,
-        last_captured: false,
+        last_captured: None,
         uncaptured: false,
     };
     let missing_id = || SqlError::Syntax {

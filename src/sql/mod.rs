@@ -30,6 +30,8 @@
 //! - `prepare.rs`: [`plan_prepare`], [`PrepareRewrite`], execute-time helpers.
 //! - `upsert.rs`: INSERT IGNORE / ON DUPLICATE KEY UPDATE written so that the
 //!   reply tells idgate which id MariaDB would report ([`Report`]).
+//! - `update.rs`: UPDATEs that set a rule table's id column (the highest
+//!   id stored is captured and read back).
 //! - `mention.rs`: cheap whole-query checks (names a table of a set? how many
 //!   statements?).
 //! - `rows.rs`: rows of an INSERT into a sharded table (text and shard key).
@@ -53,6 +55,7 @@ pub(crate) mod render;
 pub mod route;
 pub mod rows;
 pub(crate) mod shape;
+pub mod update;
 pub mod upsert;
 
 pub use error::SqlError;

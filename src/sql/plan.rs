@@ -6,16 +6,18 @@ use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::{Arc, LazyLock};
 
-use super::edit::Edit;
+use super::edit::{Edit, EditKind};
 use super::error::SqlError;
 use super::fast::{self, Refuse};
 use super::insert::{self, Mode, Names, Planned};
 use super::lastid;
 use super::lexer::{skim, Kind, Lexer, Modes, Token};
+use super::mention::mentions_table;
 use super::parsed::{self, Fail};
 use super::route::KeyArg;
 use super::rows::{self, KeyColumn, RowSpan};
 use super::shape::{same_column, Body, Shape};
+use super::update;
 use super::upsert::{self, Report, Upsert, Upserts};
 use crate::rules::{RuleSet, TableEntry};
 
@@ -108,8 +110,11 @@ pub struct StmtInfo {
     /// (`sql::edit::capture_var` of each byte offset), read back after the
     /// statement to observe them: expressions, variables, subqueries.
     pub captures: Vec<usize>,
-    /// The last row's id is one of [`StmtInfo::captures`].
-    pub last_captured: bool,
+    /// The last row's id is one of [`StmtInfo::captures`]: its offset.
+    pub last_captured: Option<usize>,
+    /// An UPDATE that sets this rule table's id column: the highest id it
+    /// stores is captured ([`update::HIGHEST`]) and read back.
+    pub update_id: Option<RuleHit>,
     /// It sets the last insert id itself (`LAST_INSERT_ID(expr)`,
     /// `SET @@last_insert_id = ...`): the session cannot know the new value.
     pub changes_last_insert_id: bool,
@@ -161,7 +166,8 @@ impl StmtInfo {
             generated: 0,
             explicit: Vec::new(),
             captures: Vec::new(),
-            last_captured: false,
+            last_captured: None,
+            update_id: None,
             changes_last_insert_id: false,
             rows: Vec::new(),
             shard_keys: Vec::new(),
@@ -259,6 +265,11 @@ pub fn plan_query_with(
         match lx.next_token() {
             None => return Ok(Plan::Passthrough),
             Some(t) => match first_kind(sql, &t, &lx) {
+                // An UPDATE may set a rule table's id column (`update.rs`).
+                First::Plain { .. }
+                    if !hint
+                        && kw(sql, &t, "UPDATE")
+                        && mentions_table(sql, modes, &|n| rules.has_table_name(n)) => {}
                 First::Plain { .. } | First::Other if !hint => return Ok(Plan::Passthrough),
                 First::Insert if !hint && !in_exec_anywhere(sql) => {
                     // Look the table up before anything else.
@@ -611,10 +622,29 @@ impl<'q> QueryPlanner<'q> {
                 let s = skim(sql, start, self.modes, in_exec);
                 self.note_session_change(&first, start, s.end);
                 let mut info = StmtInfo::plain(start..s.end);
+                if kw(sql, &first, "UPDATE") {
+                    if let Some(u) =
+                        update::analyze(sql, start, s.end, self.modes, self.rules, self.schema())?
+                    {
+                        info.update_id = Some(RuleHit {
+                            table: u.display,
+                            column: u.entry.column_arc().clone(),
+                            quoted_column: u.entry.quoted_column().clone(),
+                            generator: u.entry.generator().clone(),
+                            routed: None,
+                        });
+                        info.edits.push(Edit {
+                            start: u.append_at,
+                            end: u.append_at,
+                            kind: EditKind::CaptureHighest,
+                        });
+                    }
+                }
                 match kind {
                     First::Plain { select } if self.hint => {
                         let uses = lastid::scan(sql, start, s.end, self.modes, select);
-                        info.edits = uses.edits;
+                        info.edits.extend(uses.edits);
+                        info.edits.sort_by_key(|e| e.start);
                         info.changes_last_insert_id = uses.changes;
                     }
                     First::Prepare => self.check_prepare(start, s.end, in_exec)?,
@@ -771,12 +801,12 @@ impl<'q> QueryPlanner<'q> {
                 edits.push(Edit {
                     start: r.start,
                     end: r.start,
-                    kind: super::edit::EditKind::Capture(r.start),
+                    kind: EditKind::Capture(r.start),
                 });
                 edits.push(Edit {
                     start: r.end,
                     end: r.end,
-                    kind: super::edit::EditKind::CaptureEnd,
+                    kind: EditKind::CaptureEnd,
                 });
             }
             edits.sort_by_key(|e| e.start);

@@ -91,8 +91,8 @@ pub struct PrepareRewrite {
     /// Id values captured in session variables, read back after each
     /// execute (see [`crate::sql::StmtInfo::captures`]).
     pub captures: Vec<usize>,
-    /// The last row's id is captured.
-    pub last_captured: bool,
+    /// The last row's id is captured: its byte offset.
+    pub last_captured: Option<usize>,
 }
 
 /// How the client bound an id-column parameter, as decoded by the caller
@@ -205,6 +205,11 @@ impl PrepareRewrite {
     /// Rows per execute.
     pub fn row_count(&self) -> usize {
         self.rows.len()
+    }
+
+    /// Some row may get a generated id at an execute.
+    pub fn has_slots(&self) -> bool {
+        !self.slots.is_empty()
     }
 
     pub fn execute(
@@ -458,6 +463,8 @@ pub fn plan_prepare_with(
             EditKind::Capture(_) | EditKind::CaptureEnd => {
                 super::edit::push_capture(&mut backend_sql, &e.kind)
             }
+            // UPDATEs are not planned for prepare.
+            EditKind::CaptureHighest => {}
         }
     }
     for &(at, returning) in pending {

@@ -394,6 +394,11 @@ fn push_edit(
         }
         EditKind::Zero => out.push('0'),
         EditKind::Capture(_) | EditKind::CaptureEnd => super::edit::push_capture(out, &e.kind),
+        EditKind::CaptureHighest => {
+            if let Some(r) = &st.update_id {
+                super::update::push_capture(out, &r.quoted_column);
+            }
+        }
         EditKind::LastId { alias } => {
             let original = sql.get(e.start..e.end).unwrap_or("");
             match last {

@@ -167,7 +167,7 @@ fn generated_values_in_the_column() {
     );
     assert_eq!(r.statements()[0].explicit, vec![34, 33]);
     assert_eq!(r.statements()[0].captures, vec![88, 99]);
-    assert!(r.statements()[0].last_captured);
+    assert_eq!(r.statements()[0].last_captured, Some(99));
     // ON DUPLICATE KEY UPDATE of the id: captured, except VALUES(id).
     assert_eq!(
         rw("INSERT INTO orders (id, sku) VALUES (5, 'a') ON DUPLICATE KEY UPDATE id = id + 500, sku = 'b', orders.id = VALUES(id), id = IF(sku = 'x', 1, 2)"),
