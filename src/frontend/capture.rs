@@ -70,6 +70,46 @@ impl Session {
             .await
     }
 
+    /// COM_STMT_PREPARE of an UPDATE that sets a rule table's id column:
+    /// the payload to prepare on the shards (the client's statement with the
+    /// assignment that records the highest id appended; no parameter added)
+    /// and where each execute reads it back. `None` for any other statement.
+    pub(super) async fn prepare_highest(
+        &mut self,
+        rules: std::sync::Arc<crate::rules::RuleSet>,
+        payload: &[u8],
+    ) -> Result<Option<(Vec<u8>, std::sync::Arc<super::stmt::Highest>)>, CmdError> {
+        let Ok(sql) = std::str::from_utf8(&payload[1..]) else {
+            return Ok(None);
+        };
+        if &super::inject::first_keyword(sql.as_bytes()) != b"UPDATE\0\0" {
+            return Ok(None);
+        }
+        let modes = super::route::modes(self.sql_modes().await?);
+        let found =
+            crate::sql::update::analyze(sql, 0, sql.len(), modes, &rules, self.schema.as_deref())
+                .map_err(CmdError::Sql)?;
+        let Some(u) = found else { return Ok(None) };
+        let mut text = Vec::with_capacity(payload.len() + 96);
+        text.push(payload[0]);
+        text.extend_from_slice(sql.get(..u.append_at).unwrap_or(sql).as_bytes());
+        let mut capture = String::new();
+        crate::sql::update::push_capture(&mut capture, u.entry.quoted_column());
+        text.extend_from_slice(capture.as_bytes());
+        text.extend_from_slice(sql.get(u.append_at..).unwrap_or("").as_bytes());
+        let shards = match u.entry.placement() {
+            Some(p) => p.shards().to_vec(),
+            None => vec![0],
+        };
+        Ok(Some((
+            text,
+            std::sync::Arc::new(super::stmt::Highest {
+                generator: u.entry.generator().clone(),
+                shards,
+            }),
+        )))
+    }
+
     /// Holds back the client's last packet (unless a caller already does:
     /// a query of several statements); returns whether this call started
     /// holding, for [`Session::finish_captures`].

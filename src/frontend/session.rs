@@ -741,6 +741,21 @@ impl Session {
             Some(_) => self.plan_prepare(payload).await?,
             None => None,
         };
+        // An UPDATE of a rule table's id column: the shard prepares it with
+        // the assignment that records the highest id (`sql::update`).
+        let highest = match (&plan, &self.shared.rules) {
+            (None, Some(rules)) => self.prepare_highest(rules.clone(), payload).await?,
+            _ => None,
+        };
+        let with_capture;
+        let payload = match &highest {
+            Some((text, _)) => {
+                with_capture = text.clone();
+                &with_capture[..]
+            }
+            None => payload,
+        };
+        let highest = highest.map(|(_, h)| h);
         let client_sql = plan
             .as_ref()
             .filter(|p| p.rule.routed.is_some())
@@ -792,6 +807,7 @@ impl Session {
             client_sql,
             limit,
             merged: None,
+            highest,
         };
         let id = self.stmts.insert(stmt.clone());
         // With a plan or a LIMIT rewrite, the client is told the parameters
@@ -907,7 +923,31 @@ impl Session {
         let Ok(id) = wire_stmt::stmt_id(&payload[1..]) else {
             return self.malformed("COM_STMT_EXECUTE").await;
         };
-        let result = self.execute_stmt(id, payload).await;
+        let highest = self.stmts.get_mut(id).and_then(|s| s.highest.clone());
+        let result = match highest {
+            // An UPDATE of a rule table's id column (`capture.rs`).
+            Some(h) => {
+                let release = self.start_captures();
+                match self.execute_stmt(id, payload).await {
+                    Ok(()) => {
+                        let c = super::capture::Captured {
+                            generator: &h.generator,
+                            captures: &[],
+                            highest: true,
+                            report_last: None,
+                            shards: h.shards.clone(),
+                        };
+                        self.finish_captures(std::slice::from_ref(&c), release)
+                            .await
+                    }
+                    Err(e) => {
+                        self.release_held(release).await?;
+                        Err(e)
+                    }
+                }
+            }
+            None => self.execute_stmt(id, payload).await,
+        };
         // Long data is for one execute, as in MariaDB.
         if let Some(s) = self.stmts.get_mut(id) {
             s.clear_long_data();

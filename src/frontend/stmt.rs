@@ -10,6 +10,15 @@ use crate::sql::PrepareRewrite;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// Where a prepared UPDATE of an id column is read back.
+#[derive(Debug)]
+pub struct Highest {
+    /// The generator of the table's id column.
+    pub generator: Arc<str>,
+    /// The shards of the table.
+    pub shards: Vec<usize>,
+}
+
 /// One prepared statement of a session.
 #[derive(Debug, Clone)]
 pub struct PreparedStmt {
@@ -53,6 +62,10 @@ pub struct PreparedStmt {
     /// table: an execute whose rows go to several shards, or a tracked
     /// upsert into every copy, runs as its text (`inline.rs`).
     pub client_sql: Option<Arc<str>>,
+    /// For an UPDATE that sets a rule table's id column: whose generator
+    /// observes the highest id each execute stored, read back from which
+    /// shards (`capture.rs`).
+    pub highest: Option<Arc<Highest>>,
     /// A SELECT on a sharded table whose LIMIT has a `?` or an offset: the
     /// shards prepared it with `LIMIT ?, ?`, which idgate binds at each
     /// execute (the client's numbers on one shard; `0, offset + count` on

@@ -1206,9 +1206,9 @@ impl<'q> QueryPlanner<'q> {
                 .get(..7)
                 .is_some_and(|p| p.eq_ignore_ascii_case("PREPARE"))
         }) {
-            "SQL-level PREPARE of an INSERT"
+            "SQL-level PREPARE of an INSERT (or of an UPDATE of the id column)"
         } else {
-            "EXECUTE IMMEDIATE of an INSERT"
+            "EXECUTE IMMEDIATE of an INSERT (or of an UPDATE of the id column)"
         };
         let refuse = |table: String, column: String| {
             Stop::Err(SqlError::Unsupported {
@@ -1233,7 +1233,7 @@ impl<'q> QueryPlanner<'q> {
         };
         // Only the first statement: PREPARE takes one.
         match inner_planner.statement(0, false) {
-            Ok(Some(o)) => match o.info.rule {
+            Ok(Some(o)) => match o.info.rule.or(o.info.update_id) {
                 Some(hit) => Err(refuse(hit.table, hit.column.to_string())),
                 None => Ok(()),
             },
