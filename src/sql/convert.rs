@@ -163,6 +163,17 @@ fn exact(b: &[u8]) -> Option<(i128, &[u8])> {
 /// integer column (`my_strntoull10rnd`): leading white space, a sign,
 /// digits, a fraction and an exponent, rounded half up, trailing spaces.
 pub fn string(bytes: &[u8]) -> Converted {
+    string_with(bytes, false)
+}
+
+/// [`string`], reading only the number at its start when anything else
+/// follows (what a non-strict server stores, with a "data truncated"
+/// warning; in strict mode the statement failed and stored nothing).
+pub fn string_prefix(bytes: &[u8]) -> Converted {
+    string_with(bytes, true)
+}
+
+fn string_with(bytes: &[u8], prefix: bool) -> Converted {
     let mut s = bytes;
     while let Some((&c, rest)) = s.split_first() {
         if matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
@@ -195,7 +206,11 @@ pub fn string(bytes: &[u8]) -> Converted {
         }
     }
     if mantissa.is_empty() {
-        return Converted::Unknown;
+        return if prefix {
+            Converted::Int(0)
+        } else {
+            Converted::Unknown
+        };
     }
     let mut exp: i64 = 0;
     if matches!(s.get(i), Some(b'e' | b'E')) {
@@ -212,15 +227,16 @@ pub fn string(bytes: &[u8]) -> Converted {
             exp = (exp * 10 + i64::from(c - b'0')).min(10_000);
             j += 1;
         }
-        if j == start {
+        if j > start {
+            if eneg {
+                exp = -exp;
+            }
+            i = j;
+        } else if !prefix {
             return Converted::Unknown;
         }
-        if eneg {
-            exp = -exp;
-        }
-        i = j;
     }
-    if !s[i..].iter().all(|&c| c == b' ') {
+    if !prefix && !s[i..].iter().all(|&c| c == b' ') {
         return Converted::Unknown;
     }
     // The decimal point moves by the exponent.
@@ -352,7 +368,9 @@ pub fn bound(ty: ParamType, v: &[u8]) -> Converted {
 }
 
 /// A value a server returned as text in a column of type `ty` (a session
-/// variable read back): what storing that value in an integer column gives.
+/// variable read back after the statement stored it): what storing that
+/// value in an integer column gave (a string's leading number: the server
+/// accepted the statement, so it was not strict about the rest).
 pub fn text(ty: ParamType, v: &str) -> Converted {
     match ty[0] {
         types::TINY | types::SHORT | types::YEAR | types::LONG | types::INT24 | types::LONGLONG => {
@@ -366,7 +384,7 @@ pub fn text(ty: ParamType, v: &str) -> Converted {
             Err(_) => Converted::Unknown,
         },
         types::DECIMAL | types::NEWDECIMAL => decimal_text(v.as_bytes()),
-        0x0f | types::TINY_BLOB..=types::STRING => string(v.as_bytes()),
+        0x0f | types::TINY_BLOB..=types::STRING => string_prefix(v.as_bytes()),
         _ => Converted::Unknown,
     }
 }
@@ -435,6 +453,14 @@ mod tests {
         assert_eq!(double(2.5), Int(2));
         assert_eq!(double(-0.4), Int(0));
         assert_eq!(double(f64::NAN), Unknown);
+        assert_eq!(string_prefix(b"77abc"), Int(77));
+        assert_eq!(string_prefix(b" 7.5e1x"), Int(75));
+        assert_eq!(string_prefix(b"1e"), Int(1));
+        assert_eq!(string_prefix(b"abc"), Int(0));
+        assert_eq!(text([types::VAR_STRING, 0], "900x"), Int(900));
+        assert_eq!(text([types::DOUBLE, 0], "32.5"), Int(32));
+        assert_eq!(text([types::NEWDECIMAL, 0], "32.5"), Int(33));
+        assert_eq!(text([types::LONGLONG, 0], "-3"), Negative);
     }
 
     #[test]
