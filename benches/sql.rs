@@ -136,6 +136,32 @@ fn bench(c: &mut Criterion) {
     g.bench_function("passthrough_insert_other_table", |b| {
         b.iter(|| plan_query(black_box(other_insert), &rules, &ctx))
     });
+    // UPDATEs: of a table without rule (sysbench's), of a rule table that
+    // leaves the id alone, and of the id column (captured, `sql::update`).
+    let other_update = "UPDATE shop.customers SET name = 'b' WHERE id = 7";
+    let rule_update = "UPDATE shop.orders SET qty = qty + 1 WHERE id = 42";
+    let id_update = "UPDATE shop.orders SET id = id + 1000 WHERE id = 42";
+    assert!(matches!(
+        plan_query(other_update, &rules, &ctx),
+        Ok(Plan::Passthrough)
+    ));
+    assert!(matches!(
+        plan_query(rule_update, &rules, &ctx),
+        Ok(Plan::Passthrough)
+    ));
+    assert!(matches!(
+        plan_query(id_update, &rules, &ctx),
+        Ok(Plan::Rewrite(_))
+    ));
+    g.bench_function("passthrough_update_other_table", |b| {
+        b.iter(|| plan_query(black_box(other_update), &rules, &ctx))
+    });
+    g.bench_function("plan_update_rule_table_not_id", |b| {
+        b.iter(|| plan_query(black_box(rule_update), &rules, &ctx))
+    });
+    g.bench_function("plan_update_id", |b| {
+        b.iter(|| plan_query(black_box(id_update), &rules, &ctx))
+    });
     g.finish();
 }
 
