@@ -755,6 +755,21 @@ impl<'q> QueryPlanner<'q> {
             .into());
         }
         let rp = self.rule_insert(start, in_exec, entry, schema.as_deref(), &table, head)?;
+        // On a table sharded by another column, rows of one statement go to
+        // several shards with no unique key across them: a generated id
+        // could equal an id written as an expression of the same statement
+        // (known only once stored) and both be stored. Refused.
+        if entry.separate_shard_key().is_some()
+            && !rp.planned.captures.is_empty()
+            && rp.planned.slot_count > 0
+        {
+            return Err(SqlError::Unsupported {
+                what: "an INSERT into a table sharded by another column that mixes generated ids with ids written as expressions (send them as separate statements)".into(),
+                table: rp.hit.table.clone(),
+                column: entry.column().to_string(),
+            }
+            .into());
+        }
         let Planned {
             edits,
             slots,

@@ -879,3 +879,68 @@ fn prepared_upserts_are_tracked() {
         "INSERT INTO orders (sku, `id`) VALUES (LAST_INSERT_ID(?), ?) ON DUPLICATE KEY UPDATE qty = 1"
     );
 }
+
+#[test]
+fn captured_ids_beside_generated_ones_are_refused_when_sharded_by_another_column() {
+    let rules = RuleSet::from_toml(
+        Path::new("t.toml"),
+        "[[generator]]\nname = \"g\"\nkind = \"sequence\"\n\
+         [[table]]\nname = \"shop.items\"\ncolumn = \"id\"\ngenerator = \"g\"\nshard_key = \"order_id\"\nsharding = \"mod\"\n",
+        &["s0", "s1"],
+        &|_| Ok(()),
+    )
+    .unwrap();
+    let plan = |sql: &str| plan_query(sql, &rules, &ctx());
+    let e = plan("INSERT INTO items (id, order_id) VALUES (@v, 1), (NULL, 2)").unwrap_err();
+    assert_eq!(e.code(), 1235);
+    assert!(e.to_string().contains("shop.items"), "{e}");
+    // Alone, each is fine.
+    assert!(matches!(
+        plan("INSERT INTO items (id, order_id) VALUES (@v, 1), ((SELECT 9), 2)"),
+        Ok(Plan::Rewrite(_))
+    ));
+    assert!(matches!(
+        plan("INSERT INTO items (id, order_id) VALUES (NULL, 1), (7.5, 2)"),
+        Ok(Plan::Rewrite(_))
+    ));
+}
+
+#[test]
+fn updates_of_the_id_column_are_captured() {
+    let r = rewrite("UPDATE orders SET qty = 1, id = id + 1000 WHERE sku = 'a' LIMIT 5");
+    assert_eq!(
+        r.statements()[0].update_id.as_ref().map(|h| &*h.generator),
+        Some("orders")
+    );
+    assert_eq!(
+        rw("UPDATE orders SET qty = 1, id = id + 1000 WHERE sku = 'a' LIMIT 5"),
+        "UPDATE orders SET qty = 1, id = id + 1000, `id` = IF((@idgate_hi := GREATEST(COALESCE(@idgate_hi, 0), `id`)) < 0, `id`, `id`) WHERE sku = 'a' LIMIT 5"
+    );
+    assert_eq!(
+        rw("UPDATE LOW_PRIORITY shop.orders AS o SET o.id = 7"),
+        "UPDATE LOW_PRIORITY shop.orders AS o SET o.id = 7, `id` = IF((@idgate_hi := GREATEST(COALESCE(@idgate_hi, 0), `id`)) < 0, `id`, `id`)"
+    );
+    // Not the id column, or not a rule table: untouched.
+    assert!(matches!(
+        plan_query("UPDATE orders SET qty = 1 WHERE id = 3", &rules(), &ctx()),
+        Ok(Plan::Passthrough)
+    ));
+    assert!(matches!(
+        plan_query("UPDATE customers SET id = 1", &rules(), &ctx()),
+        Ok(Plan::Passthrough)
+    ));
+    let e = plan_query(
+        "UPDATE orders o JOIN customers c ON c.x = o.y SET o.id = 5",
+        &rules(),
+        &ctx(),
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), 1235);
+    let e = plan_query(
+        "PREPARE s FROM 'UPDATE orders SET id = 5'",
+        &rules(),
+        &ctx(),
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), 1235);
+}
