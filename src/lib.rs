@@ -16,7 +16,9 @@
 //! - [`backend`]: one client connection from idgate to a shard.
 //! - [`frontend`]: one client session: authentication, the command loop,
 //!   per-session state, relaying replies, filling ids (`inject`, and
-//!   `upsert` for the replies of INSERT IGNORE / ON DUPLICATE KEY UPDATE),
+//!   `upsert` for the replies of INSERT IGNORE / ON DUPLICATE KEY UPDATE;
+//!   `capture`: ids written as expressions and UPDATEs of the id column,
+//!   read back and observed),
 //!   routing to shards (`route`, `scatter`, `cursor`: a cursor over several
 //!   shards served from merged rows, `txn`, `xa`; `multi`: a query
 //!   of several statements run one by one; `inline`: a
@@ -26,7 +28,10 @@
 //!   cycles across shards (`watch`: the sessions in transactions;
 //!   `deadlock`: the detector task), `KILL` (`kill`), diagnostics (`diag`),
 //!   idgate's own admin statements (`admin`).
-//! - [`sql`]: classify, parse, plan and splice INSERT statements (`sql::upsert`:
+//! - [`sql`]: classify, parse, plan and splice INSERT statements
+//!   (`sql::convert`: what MariaDB stores in an integer column for a
+//!   literal or bound value; `sql::update`: UPDATEs of the id column;
+//!   `sql::upsert`:
 //!   how INSERT IGNORE / ON DUPLICATE KEY UPDATE are written so their reply
 //!   tells which id to report); what a SELECT/UPDATE/DELETE/DDL needs for
 //!   routing (`sql::route`). Pure.
