@@ -316,7 +316,7 @@ impl BackendConn {
         Ok(self.query_typed_rows(sql).await?.1)
     }
 
-    /// [`Conn::query_rows`], with each column's type (its column
+    /// [`Self::query_rows`], with each column's type (its column
     /// definition's type byte and unsigned flag, as a bound parameter's
     /// type is written).
     pub async fn query_typed_rows(
