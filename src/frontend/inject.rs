@@ -249,7 +249,7 @@ impl Session {
             .iter()
             .filter(|st| !st.captures.is_empty() || st.update_id.is_some())
             .filter_map(|st| {
-                let rule = st.rule.as_ref().or(st.update_id.as_ref())?;
+                let rule = st.rule.as_ref().or(st.update_id.as_deref())?;
                 let shards = match self.placement_at(rule.routed) {
                     Some(p) => p.shards().to_vec(),
                     None => vec![0],

@@ -38,8 +38,33 @@ pub(crate) struct IdUpdate<'r> {
 /// Words that end a `SET` list.
 const SET_END: &[&str] = &["WHERE", "ORDER", "LIMIT", "RETURNING"];
 
+/// Whether the UPDATE starting at `sql[start]` names a rule table before
+/// its `SET` (where its tables are): a cheap pre-check that lexes only the
+/// table references, so an UPDATE of other tables costs a few tokens.
+pub(crate) fn names_rule_table(sql: &str, start: usize, modes: Modes, rules: &RuleSet) -> bool {
+    let mut lx = Lexer::new(sql, start, modes);
+    let mut depth = 0usize;
+    let _ = lx.next_token(); // UPDATE
+    while let Some(t) = lx.next_token() {
+        match t.kind {
+            Kind::Punct(b'(') => depth += 1,
+            Kind::Punct(b')') => depth = depth.saturating_sub(1),
+            Kind::Punct(b';') | Kind::Unterminated => return false,
+            _ => {}
+        }
+        if depth == 0 && t.is_word(sql, "SET") {
+            return false;
+        }
+        if fast::ident(sql, &t).is_some_and(|n| rules.has_table_name(&n)) {
+            return true;
+        }
+    }
+    false
+}
+
 /// Analyzes the UPDATE in `sql[start..end]` (`start` at the `UPDATE`
-/// keyword). `Ok(None)`: it sets no rule table's id column.
+/// keyword). `Ok(None)`: it sets no rule table's id column. Streams the
+/// tokens once, without allocating.
 ///
 /// # Errors
 /// [`SqlError::Unsupported`] for a multi-table UPDATE that sets a rule
@@ -53,146 +78,121 @@ pub(crate) fn analyze<'r>(
     schema: Option<&str>,
 ) -> Result<Option<IdUpdate<'r>>, SqlError> {
     let mut lx = Lexer::new(sql, start, modes);
-    let mut tokens: Vec<Token> = Vec::new();
-    while let Some(t) = lx.next_token() {
-        if t.start >= end || t.kind == Kind::Unterminated {
-            break;
-        }
-        tokens.push(t);
-    }
-    // UPDATE [LOW_PRIORITY] [IGNORE] refs SET ...
-    let mut i = 1;
-    while tokens
-        .get(i)
-        .is_some_and(|t| t.is_word(sql, "LOW_PRIORITY") || t.is_word(sql, "IGNORE"))
-    {
-        i += 1;
-    }
+    let mut next = move || {
+        lx.next_token()
+            .filter(|t| t.start < end && t.kind != Kind::Unterminated)
+    };
+    let _ = next(); // UPDATE
+                    // The table references, up to `SET`: the first three name tokens (for
+                    // `[schema .] table`), whether there are several tables, and the rule
+                    // tables named (a few).
+    let mut head: [Option<Token>; 3] = [None; 3];
+    let mut n = 0usize;
+    let mut multi = false;
+    let mut named: [Option<&'r TableEntry>; 4] = [None; 4];
     let mut depth = 0usize;
-    let Some(set_at) = tokens.iter().enumerate().skip(i).find_map(|(k, t)| {
-        match t.kind {
+    let mut t = next();
+    while t.is_some_and(|t| t.is_word(sql, "LOW_PRIORITY") || t.is_word(sql, "IGNORE")) {
+        t = next();
+    }
+    loop {
+        let Some(tok) = t else { return Ok(None) };
+        match tok.kind {
             Kind::Punct(b'(') => depth += 1,
             Kind::Punct(b')') => depth = depth.saturating_sub(1),
             _ => {}
         }
-        (depth == 0 && t.is_word(sql, "SET")).then_some(k)
-    }) else {
-        return Ok(None);
-    };
-    let refs = tokens.get(i..set_at).unwrap_or(&[]);
-    let multi = refs
-        .iter()
-        .any(|t| t.is(b',') || t.is_word(sql, "JOIN") || t.is_word(sql, "STRAIGHT_JOIN"));
-    // The SET list: assignments up to a word that ends it, at depth 0.
-    let mut depth = 0usize;
-    let mut list_end = tokens.len();
-    for (k, t) in tokens.iter().enumerate().skip(set_at + 1) {
-        match t.kind {
-            Kind::Punct(b'(') => depth += 1,
-            Kind::Punct(b')') => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-        if depth == 0 && SET_END.iter().any(|w| t.is_word(sql, w)) {
-            list_end = k;
+        if depth == 0 && tok.is_word(sql, "SET") {
             break;
         }
+        multi |= tok.is(b',') || tok.is_word(sql, "JOIN") || tok.is_word(sql, "STRAIGHT_JOIN");
+        if let Some(slot) = head.get_mut(n) {
+            *slot = Some(tok);
+        }
+        n += 1;
+        if let Some(name) = fast::ident(sql, &tok).filter(|n| rules.has_table_name(n)) {
+            let entry = rules
+                .entry(schema, &name)
+                .or_else(|| rules.entries().iter().find(|e| e.table() == name));
+            if let (Some(e), Some(free)) = (entry, named.iter_mut().find(|x| x.is_none())) {
+                *free = Some(e);
+            }
+        }
+        t = next();
     }
-    let list = tokens.get(set_at + 1..list_end).unwrap_or(&[]);
-    let Some(last) = list.last() else {
+    if named.iter().all(Option::is_none) {
         return Ok(None);
+    }
+    // The table of a single-table UPDATE: `[schema .] table [[AS] alias]`.
+    let single = if multi {
+        None
+    } else {
+        let name = |t: Option<Token>| t.and_then(|t| fast::ident(sql, &t));
+        let (s, table) = match head {
+            [Some(s), Some(dot), t] if dot.is(b'.') => (name(Some(s)), name(t)),
+            [t, ..] => (None, name(t)),
+        };
+        let eff = s.or(schema.map(std::borrow::Cow::Borrowed));
+        match table {
+            Some(table) => rules.entry(eff.as_deref(), &table).map(|e| (e, eff, table)),
+            None => None,
+        }
     };
-    // Targets: the name before each depth-0 `=` that starts an assignment.
-    let mut targets: Vec<(Option<String>, String)> = Vec::new();
+    // The SET list: the name before each depth-0 `=` that starts an
+    // assignment, up to a word that ends the list.
     let mut depth = 0usize;
     let mut expect_target = true;
-    let mut k = 0;
-    while let Some(t) = list.get(k) {
-        match t.kind {
+    let mut target: Option<Token> = None;
+    let mut last_end = None;
+    let mut assigns_id = false;
+    while let Some(tok) = next() {
+        match tok.kind {
             Kind::Punct(b'(') => depth += 1,
             Kind::Punct(b')') => depth = depth.saturating_sub(1),
             _ => {}
         }
-        if depth == 0 && t.is(b',') {
-            expect_target = true;
-        } else if expect_target && depth == 0 {
-            // name [. name [. name]] =
-            let mut parts = vec![fast::ident(sql, t).map(|c| c.into_owned())];
-            let mut j = k + 1;
-            while list.get(j).is_some_and(|d| d.is(b'.')) {
-                parts.push(
-                    list.get(j + 1)
-                        .and_then(|n| fast::ident(sql, n))
-                        .map(|c| c.into_owned()),
-                );
-                j += 2;
+        if depth == 0 {
+            if SET_END.iter().any(|w| tok.is_word(sql, w)) {
+                break;
             }
-            if let Some(Some(col)) = parts.last() {
-                let qualifier = parts
-                    .len()
-                    .checked_sub(2)
-                    .and_then(|q| parts.get(q).cloned().flatten());
-                targets.push((qualifier, col.clone()));
-            }
-            expect_target = false;
-            k = j;
-            continue;
-        }
-        k += 1;
-    }
-    if multi {
-        // Every rule table named in the references whose id column is
-        // assigned (by a qualified or a bare name) refuses the statement.
-        for t in refs {
-            let Some(name) = fast::ident(sql, t) else {
-                continue;
-            };
-            if !rules.has_table_name(&name) {
-                continue;
-            }
-            let Some(entry) = rules
-                .entry(schema, &name)
-                .or_else(|| rules.entries().iter().find(|e| e.table() == name))
-            else {
-                continue;
-            };
-            if targets.iter().any(|(_, c)| same_column(c, entry.column())) {
-                return Err(SqlError::Unsupported {
-                    what: "a multi-table UPDATE that sets the id column (idgate cannot read back the ids it stores; update the table alone)".into(),
-                    table: name.into_owned(),
-                    column: entry.column().to_string(),
-                });
+            if tok.is(b',') {
+                expect_target = true;
+                target = None;
+            } else if expect_target && tok.is(b'=') {
+                expect_target = false;
+                let col = target.and_then(|t| fast::ident(sql, &t));
+                let hits =
+                    |e: &TableEntry| col.as_deref().is_some_and(|c| same_column(c, e.column()));
+                match &single {
+                    Some((e, _, _)) => assigns_id |= hits(e),
+                    None if multi => {
+                        if let Some(e) = named.iter().flatten().find(|e| hits(e)) {
+                            return Err(SqlError::Unsupported {
+                                what: "a multi-table UPDATE that sets the id column (idgate cannot read back the ids it stores; update the table alone)".into(),
+                                table: e.table().to_string(),
+                                column: e.column().to_string(),
+                            });
+                        }
+                    }
+                    None => {}
+                }
+            } else if expect_target && !tok.is(b'.') {
+                target = Some(tok);
             }
         }
-        return Ok(None);
+        last_end = Some(tok.end);
     }
-    // [schema .] table [[AS] alias]
-    let name_of = |t: Option<&Token>| t.and_then(|t| fast::ident(sql, t));
-    let (table_schema, table) = match (refs.first(), refs.get(1)) {
-        (Some(s), Some(dot)) if dot.is(b'.') => (name_of(Some(s)), name_of(refs.get(2))),
-        (first, _) => (None, name_of(first)),
-    };
-    let Some(table) = table else {
-        return Ok(None);
-    };
-    if !rules.has_table_name(&table) {
-        return Ok(None);
+    match (single, assigns_id, last_end) {
+        (Some((entry, eff, table)), true, Some(append_at)) => Ok(Some(IdUpdate {
+            entry,
+            display: match eff {
+                Some(s) => format!("{s}.{table}"),
+                None => table.into_owned(),
+            },
+            append_at,
+        })),
+        _ => Ok(None),
     }
-    let eff_schema = table_schema.as_deref().or(schema);
-    let Some(entry) = rules.entry(eff_schema, &table) else {
-        return Ok(None);
-    };
-    if !targets.iter().any(|(_, c)| same_column(c, entry.column())) {
-        return Ok(None);
-    }
-    let display = match eff_schema {
-        Some(s) => format!("{s}.{table}"),
-        None => table.into_owned(),
-    };
-    Ok(Some(IdUpdate {
-        entry,
-        display,
-        append_at: last.end,
-    }))
 }
 
 /// Writes the appended assignment for the id column `quoted` (backquoted).
