@@ -401,7 +401,7 @@ async fn outage_serves_cache_then_fails_clearly_then_recovers() {
         }
     };
     assert_eq!(served, cached);
-    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(started.elapsed() < Duration::from_secs(10));
     assert!(
         err.to_string()
             .starts_with("generator orders: store unavailable, no cached ids left"),

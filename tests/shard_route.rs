@@ -702,7 +702,14 @@ async fn snowflake_ids_spread_over_the_shards_at_low_and_high_rates() {
             .await
             .unwrap();
     }
-    for (w, total) in [("low", 200.0), ("high", 1000.0)] {
+    // The spread itself is a deterministic unit test with an injected clock
+    // (`idgen::snowflake` tests: every shard within 5% over 30,000 ids, at
+    // one id per tick up to full ticks). Here only a gross failure (every
+    // row on one shard, as before the sequence start was hashed) is
+    // checked, with bounds a fair coin misses with probability < 1e-7:
+    // 200 rows, 60..140 per shard (5.7 standard deviations); 1,000 rows,
+    // 400..600 (6.3).
+    for (w, total, bound) in [("low", 200.0, 0.4), ("high", 1000.0, 0.2)] {
         let mut counts = Vec::new();
         for shard in 0..2 {
             let mut d = direct(&tb, shard, &schema).await;
@@ -717,7 +724,7 @@ async fn snowflake_ids_spread_over_the_shards_at_low_and_high_rates() {
         for n in &counts {
             let off = (n - total / 2.0).abs() / (total / 2.0);
             assert!(
-                off < 0.2,
+                off <= bound,
                 "{w} rate: {counts:?} rows per shard, {:.0}% off",
                 off * 100.0
             );
