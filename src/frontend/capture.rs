@@ -160,6 +160,13 @@ impl Session {
                 }
             }
         }
+        if result.is_err() && release {
+            // The ids could not be read back: the statement's reply is
+            // replaced by the error the caller writes (one reply per
+            // command), rather than reported as a success.
+            let _ = self.client.take_held();
+            return result;
+        }
         self.release_held(release).await?;
         result
     }
