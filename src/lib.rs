@@ -43,6 +43,7 @@
 //! - [`http`]: the admin HTTP listener (`/metrics`, `/healthz`).
 
 pub mod backend;
+pub mod collation;
 pub mod config;
 pub mod frontend;
 pub mod http;
