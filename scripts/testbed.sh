@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The test bed: two MariaDB shards and one etcd on 127.0.0.1, each with its own
-# port and data directory, for idgate's tests, demo and benchmarks.
+# The test bed: three MariaDB shards and one etcd on 127.0.0.1, each with its
+# own port and data directory, for idgate's tests, demo and benchmarks. Most
+# tests use s0 and s1; s2 is for placement over three shards.
 #
 #   scripts/testbed.sh up       install what is missing (apt-get), start, wait until ready
 #   scripts/testbed.sh down     stop what `up` started (by pid file, never by name)
@@ -8,13 +9,14 @@
 #   scripts/testbed.sh env      print the environment the tests read
 #
 # Ports (override with the same variables): IDGATE_TB_S0_PORT=33061,
-# IDGATE_TB_S1_PORT=33062, IDGATE_TB_ETCD_PORT=23790 (peer port +10).
+# IDGATE_TB_S1_PORT=33062, IDGATE_TB_S2_PORT=33063, IDGATE_TB_ETCD_PORT=23790
+# (peer port +10).
 # State lives in $IDGATE_TESTBED_DIR (default: <repo>/testbed).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 dir=${IDGATE_TESTBED_DIR:-$repo/testbed}
-s_ports=("${IDGATE_TB_S0_PORT:-33061}" "${IDGATE_TB_S1_PORT:-33062}")
+s_ports=("${IDGATE_TB_S0_PORT:-33061}" "${IDGATE_TB_S1_PORT:-33062}" "${IDGATE_TB_S2_PORT:-33063}")
 etcd_port=${IDGATE_TB_ETCD_PORT:-23790}
 etcd_peer_port=$((etcd_port + 10))
 user=idgate
@@ -115,6 +117,7 @@ stop_pidfile() { # stop_pidfile NAME FILE
 cmd_env() {
   echo "export IDGATE_TEST_S0=127.0.0.1:${s_ports[0]}"
   echo "export IDGATE_TEST_S1=127.0.0.1:${s_ports[1]}"
+  echo "export IDGATE_TEST_S2=127.0.0.1:${s_ports[2]}"
   echo "export IDGATE_TEST_ETCD=http://127.0.0.1:$etcd_port"
   echo "export IDGATE_TEST_USER=$user"
   echo "export IDGATE_TEST_PASSWORD=$password"
@@ -126,16 +129,18 @@ case "${1:-}" in
     mkdir -p "$dir"
     mariadb_up 0
     mariadb_up 1
+    mariadb_up 2
     etcd_up
-    log "ready: shards 127.0.0.1:${s_ports[0]}, 127.0.0.1:${s_ports[1]} (user $user/$password), etcd 127.0.0.1:$etcd_port"
+    log "ready: shards 127.0.0.1:${s_ports[0]}, 127.0.0.1:${s_ports[1]}, 127.0.0.1:${s_ports[2]} (user $user/$password), etcd 127.0.0.1:$etcd_port"
     ;;
   down)
     stop_pidfile etcd "$dir/etcd/etcd.pid"
+    stop_pidfile s2 "$dir/s2/mysqld.pid"
     stop_pidfile s1 "$dir/s1/mysqld.pid"
     stop_pidfile s0 "$dir/s0/mysqld.pid"
     ;;
   status)
-    for n in s0 s1; do alive "$dir/$n/mysqld.pid" && echo "$n: running" || echo "$n: stopped"; done
+    for n in s0 s1 s2; do alive "$dir/$n/mysqld.pid" && echo "$n: running" || echo "$n: stopped"; done
     alive "$dir/etcd/etcd.pid" && echo "etcd: running" || echo "etcd: stopped"
     ;;
   env) cmd_env ;;

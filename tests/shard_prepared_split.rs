@@ -369,7 +369,7 @@ async fn driver_batches_over_shards() {
         ]
     );
 
-    // Hash of a string key: each row where CRC32(code) % 2 says.
+    // Hash of a string key: each row where CRC32(WEIGHT_STRING(RTRIM(code))) % 2 says.
     c.exec_drop(
         "INSERT INTO acct (code, name) VALUES (?, ?), (?, ?), (?, ?), (?, ?)",
         ("a", "n", "b", "n", "c", "n", "d", "n"),
@@ -388,7 +388,7 @@ async fn driver_batches_over_shards() {
             .unwrap();
         let wrong: u32 = d
             .exec_first(
-                "SELECT COUNT(*) FROM acct WHERE CRC32(code) % 2 <> ?",
+                "SELECT COUNT(*) FROM acct WHERE CRC32(WEIGHT_STRING(RTRIM(code))) % 2 <> ?",
                 (shard,),
             )
             .await

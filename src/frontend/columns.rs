@@ -1,5 +1,6 @@
-//! The column order of rule tables, for `INSERT INTO t VALUES (...)`
-//! without a column list.
+//! The columns of rule tables: their order, for `INSERT INTO t VALUES
+//! (...)` without a column list, and their types and collations, for
+//! placing rows by a string shard key (`shardkey.rs`).
 //!
 //! Filled from information_schema on first use and shared by all sessions.
 //! Entries expire after [`TTL`], and DDL passing through idgate clears the
@@ -14,8 +15,18 @@ use std::time::{Duration, Instant};
 /// How long a table's column order is trusted.
 pub const TTL: Duration = Duration::from_secs(10);
 
-/// A table's columns in order, and when they were read.
-type Entry = (Arc<[String]>, Instant);
+/// The type of one column, from information_schema.COLUMNS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnType {
+    /// `DATA_TYPE`, lower case (`bigint`, `varchar`, `varbinary`...).
+    pub data_type: String,
+    /// `COLLATION_NAME` (`None` for numbers, dates and binary strings).
+    pub collation: Option<String>,
+}
+
+/// A table's columns in order, their types (same order; empty when only
+/// the names were read), and when they were read.
+type Entry = (Arc<[String]>, Arc<[ColumnType]>, Instant);
 
 /// `(schema, table)` -> columns in order.
 #[derive(Debug, Default)]
@@ -27,19 +38,41 @@ impl ColumnCache {
     /// The columns of `schema.table`, if known and fresh.
     pub fn get(&self, schema: &str, table: &str) -> Option<Arc<[String]>> {
         let map = self.map.read();
-        let (cols, at) = map.get(&(schema.to_string(), table.to_string()))?;
+        let (cols, _, at) = map.get(&(schema.to_string(), table.to_string()))?;
         (at.elapsed() < TTL).then(|| cols.clone())
     }
 
-    /// Records the columns of `schema.table`.
-    pub fn put(&self, schema: &str, table: &str, columns: Vec<String>) {
+    /// The type of column `column` (compared case-insensitively) of
+    /// `schema.table`, if known and fresh: `Some(None)` when the table is
+    /// known and has no such column.
+    pub fn column_type(
+        &self,
+        schema: &str,
+        table: &str,
+        column: &str,
+    ) -> Option<Option<ColumnType>> {
+        let map = self.map.read();
+        let (cols, types, at) = map.get(&(schema.to_string(), table.to_string()))?;
+        if at.elapsed() >= TTL || types.len() != cols.len() {
+            return None;
+        }
+        Some(
+            cols.iter()
+                .position(|c| c.eq_ignore_ascii_case(column))
+                .and_then(|i| types.get(i).cloned()),
+        )
+    }
+
+    /// Records the columns of `schema.table` and their types (`types` in
+    /// the same order as `columns`).
+    pub fn put(&self, schema: &str, table: &str, columns: Vec<String>, types: Vec<ColumnType>) {
         let mut map = self.map.write();
         if map.len() > 10_000 {
             map.clear();
         }
         map.insert(
             (schema.to_string(), table.to_string()),
-            (columns.into(), Instant::now()),
+            (columns.into(), types.into(), Instant::now()),
         );
     }
 

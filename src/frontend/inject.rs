@@ -17,6 +17,7 @@
 //! COM_STMT_EXECUTE: fresh ids at every execute, added to the parameter block.
 
 use super::capture::Captured;
+use super::columns::ColumnType;
 use super::route::InsertTargets;
 use super::session::{CmdError, Session};
 use super::stmt::PreparedStmt;
@@ -139,26 +140,38 @@ impl Session {
         ))
     }
 
-    /// Reads the column order of `schema.table` into the shared cache.
-    async fn fetch_columns(&mut self, schema: &str, table: &str) -> Result<(), CmdError> {
+    /// Reads the columns of `schema.table` (order, types, collations) into
+    /// the shared cache.
+    pub(super) async fn fetch_columns(
+        &mut self,
+        schema: &str,
+        table: &str,
+    ) -> Result<(), CmdError> {
         let q = format!(
-            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '{}' AND TABLE_NAME = '{}' ORDER BY ORDINAL_POSITION",
+            "SELECT COLUMN_NAME, LOWER(DATA_TYPE), COLLATION_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '{}' AND TABLE_NAME = '{}' ORDER BY ORDINAL_POSITION",
             quote_string(schema),
             quote_string(table)
         );
         let b = self.backend(0).await.map_err(CmdError::Backend)?;
         let rows = b.query_rows(&q).await.map_err(CmdError::Backend)?;
-        let cols: Vec<String> = rows
-            .into_iter()
-            .filter_map(|r| r.into_iter().next().flatten())
-            .collect();
+        let mut cols = Vec::with_capacity(rows.len());
+        let mut types = Vec::with_capacity(rows.len());
+        for r in rows {
+            let mut r = r.into_iter();
+            let Some(Some(name)) = r.next() else { continue };
+            cols.push(name);
+            types.push(ColumnType {
+                data_type: r.next().flatten().unwrap_or_default(),
+                collation: r.next().flatten(),
+            });
+        }
         if cols.is_empty() {
             return Err(CmdError::Refused(
                 ER_NO_SUCH_TABLE,
                 format!("Table '{schema}.{table}' doesn't exist"),
             ));
         }
-        self.shared.columns.put(schema, table, cols);
+        self.shared.columns.put(schema, table, cols, types);
         Ok(())
     }
 
@@ -585,7 +598,16 @@ impl Session {
                 // as text too: the text path tracks each copy's reply.
                 let tracked =
                     exec.demand > 0 && matches!(plan.report, Report::Track | Report::Returning);
-                let targets = match self.prepared_insert_shards(&plan, &keys, &param)? {
+                let rules = self.shared.rules.clone();
+                let entry = rules
+                    .as_deref()
+                    .zip(plan.rule.routed)
+                    .and_then(|(r, i)| r.entries().get(i));
+                let key_ctx = match entry {
+                    Some(entry) => self.insert_key_ctx(&plan.rule.table, entry).await?,
+                    None => (None, crate::collation::Charset::Utf8mb4),
+                };
+                let targets = match self.prepared_insert_shards(&plan, &keys, &param, key_ctx)? {
                     InsertTargets::Shards(t) if !(tracked && t.len() > 1) => t,
                     _ => {
                         let values: Vec<(ParamType, Option<&[u8]>)> = client_types
@@ -1033,6 +1055,14 @@ pub fn may_change_schema(sql: &[u8]) -> bool {
 /// Whether `sql` mentions `sql_mode` (then the session's modes are read again).
 pub fn mentions_sql_mode(sql: &[u8]) -> bool {
     contains_ignore_case(sql, b"sql_mode")
+}
+
+/// Whether `sql` may change the session's `character_set_client` (`SET
+/// NAMES`, `SET CHARACTER SET`, `SET character_set_client`, `SET CHARSET`).
+pub fn mentions_charset(sql: &[u8]) -> bool {
+    contains_ignore_case(sql, b"names")
+        || contains_ignore_case(sql, b"charset")
+        || contains_ignore_case(sql, b"character")
 }
 
 fn not_utf8(rule: Option<(&str, &str)>) -> SqlError {

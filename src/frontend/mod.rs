@@ -48,6 +48,7 @@ pub mod replay;
 pub mod route;
 pub mod scatter;
 pub mod session;
+pub mod shardkey;
 pub mod shared;
 pub mod stmt;
 pub mod txn;

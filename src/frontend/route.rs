@@ -18,8 +18,10 @@
 
 use super::inject::{self, first_keyword, SqlModes};
 use super::session::{CmdError, Session};
+use super::shardkey::{self, KeyCtx, KeyType, Purpose};
 use super::stmt::LimitRewrite;
 use super::upsert::{After, Returned, Tracked};
+use crate::collation::Charset;
 use crate::protocol::codes::ErrorCode;
 use crate::protocol::consts::{cap, cmd};
 use crate::protocol::reply::{self, OkPacket};
@@ -101,6 +103,7 @@ fn shards_of(
     placement: &Placement,
     key: &KeyBound,
     params: &dyn Fn(usize) -> Option<KeyValue>,
+    (ty, charset): (Option<KeyType>, Charset),
 ) -> Result<Vec<usize>, CmdError> {
     if placement.is_broadcast() {
         return Ok(placement.shards().to_vec());
@@ -117,6 +120,18 @@ fn shards_of(
                 Some(v) => v,
                 None => return Ok(placement.shards().to_vec()),
             },
+        };
+        let value = match shardkey::canonical(&value, placement, ty, charset, Purpose::Lookup) {
+            Ok(Some(v)) => v,
+            // Rows on several shards may match (a number for a string key).
+            Ok(None) => return Ok(placement.shards().to_vec()),
+            Err(e) => {
+                return Err(refuse(format!(
+                    "table {}: shard key `{}`: {e}",
+                    entry.rule().name,
+                    entry.shard_key().unwrap_or_default()
+                )))
+            }
         };
         match placement.shard_of(&value) {
             Ok(s) => out.push(s),
@@ -150,6 +165,7 @@ pub(super) fn decide(
     schema: Option<&str>,
     analysis: Analysis,
     params: &dyn Fn(usize) -> Option<KeyValue>,
+    keys: &KeyCtx,
 ) -> Result<Option<Routed>, CmdError> {
     // (rule name, shards, in a subquery) per sharded or broadcast table.
     let mut sharded: Vec<(&str, Vec<usize>, bool)> = Vec::new();
@@ -181,7 +197,8 @@ pub(super) fn decide(
             Some((e, p)) => {
                 copies = false;
                 let key = if is_ddl { &KeyBound::Unbound } else { &t.key };
-                let on = shards_of(e, p, key, params)?;
+                let ty = keys.types.get(i).copied().flatten();
+                let on = shards_of(e, p, key, params, (ty, keys.charset))?;
                 sharded.push((&e.rule().name, on, t.in_subquery));
             }
             None => {
@@ -524,7 +541,8 @@ impl Session {
                 None => Ok(false),
             };
         }
-        let Some(routed) = decide(&rules, schema.as_deref(), a, &|_| None)? else {
+        let keys = self.key_ctx(&rules, schema.as_deref(), &a).await?;
+        let Some(routed) = decide(&rules, schema.as_deref(), a, &|_| None, &keys)? else {
             return Ok(false);
         };
         match routed.analysis.kind {
@@ -714,6 +732,7 @@ impl Session {
         let Some(placement) = entry.placement() else {
             return Ok(());
         };
+        let (ty, charset) = self.insert_key_ctx(&hit.table, entry).await?;
         // Which rows go where.
         let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         if placement.is_broadcast() {
@@ -748,14 +767,20 @@ impl Session {
                         hit.column
                     )));
                 };
-                let shard = placement.shard_of(&key).map_err(|e| {
+                let row_error = |e: String| {
                     refuse(format!(
                         "INSERT into sharded table {}: row {}: shard key column `{}`: {e}",
                         hit.table,
                         i + 1,
                         entry.shard_key().unwrap_or_default()
                     ))
-                })?;
+                };
+                let key = shardkey::canonical(&key, placement, ty, charset, Purpose::Store)
+                    .map_err(row_error)?
+                    .unwrap_or(key);
+                let shard = placement
+                    .shard_of(&key)
+                    .map_err(|e| row_error(e.to_string()))?;
                 groups.entry(shard).or_default().push(i);
             }
         }
@@ -1061,7 +1086,13 @@ impl Session {
         }
         // Where the table is (its first shard); errors that depend on the
         // values bound are reported at execute.
-        let first = match decide(&rules, schema.as_deref(), a.clone(), &|_| None) {
+        let first = match decide(
+            &rules,
+            schema.as_deref(),
+            a.clone(),
+            &|_| None,
+            &KeyCtx::default(),
+        ) {
             Ok(Some(r)) => r.target.shards()[0],
             _ => 0,
         };
@@ -1208,6 +1239,7 @@ impl Session {
         plan: &crate::sql::PrepareRewrite,
         ids: &[u64],
         params: &dyn Fn(usize) -> Option<KeyValue>,
+        (ty, charset): (Option<KeyType>, Charset),
     ) -> Result<InsertTargets, CmdError> {
         let table = &plan.rule.table;
         let Some(placement) = self.placement_at(plan.rule.routed) else {
@@ -1243,14 +1275,20 @@ impl Session {
         };
         let mut shard = None;
         for k in &keys {
-            let s = placement.shard_of(k).map_err(|e| {
+            let key_error = |e: String| {
                 refuse(format!(
                     "INSERT into sharded table {table}: shard key column `{}`: {e}",
                     self.entry_at(plan.rule.routed)
                         .and_then(TableEntry::shard_key)
                         .unwrap_or_default()
                 ))
-            })?;
+            };
+            let k = shardkey::canonical(k, placement, ty, charset, Purpose::Store)
+                .map_err(key_error)?
+                .unwrap_or_else(|| k.clone());
+            let s = placement
+                .shard_of(&k)
+                .map_err(|e| key_error(e.to_string()))?;
             if shard.is_some_and(|x| x != s) {
                 return Ok(InsertTargets::Split);
             }
@@ -1327,9 +1365,14 @@ impl Session {
             })
             .collect();
         let schema = self.schema.clone();
-        let Some(routed) = decide(&rules, schema.as_deref(), (*route).clone(), &|i| {
-            values.get(i).cloned().flatten()
-        })?
+        let keys = self.key_ctx(&rules, schema.as_deref(), &route).await?;
+        let Some(routed) = decide(
+            &rules,
+            schema.as_deref(),
+            (*route).clone(),
+            &|i| values.get(i).cloned().flatten(),
+            &keys,
+        )?
         else {
             let out = match limits {
                 Some((lr, count, offset)) => {

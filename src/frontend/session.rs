@@ -92,6 +92,9 @@ pub struct Session {
     /// `sql_mode` flags on the default shard connection (`None`: read them
     /// before the next statement is planned).
     pub(super) sql_modes: Option<SqlModes>,
+    /// `character_set_client`, when known (`shardkey.rs`); forgotten like
+    /// `sql_modes`, and after a statement that mentions a character set.
+    pub(super) client_cs: Option<crate::collation::Charset>,
     /// `SET` statements to replay on a reopened shard connection.
     pub(super) state: SessionState,
     /// The client's `BEGIN` of the open explicit transaction (started again
@@ -167,6 +170,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
         buf: Vec::new(),
         next_seq: 0,
         sql_modes: None,
+        client_cs: None,
         state: SessionState::default(),
         txn_begin: None,
         txn_write: None,
@@ -479,6 +483,7 @@ impl Session {
             }
             if shard == 0 {
                 self.sql_modes = None;
+                self.client_cs = None;
             }
             {
                 // Every new connection gets the session's state, whether it
@@ -671,6 +676,9 @@ impl Session {
             handled = self.query_with_rules(payload).await?;
             if inject::mentions_sql_mode(sql) {
                 self.sql_modes = None;
+            }
+            if self.client_cs.is_some() && inject::mentions_charset(sql) {
+                self.client_cs = None;
             }
             if matches!(
                 &inject::first_keyword(sql)[..],

@@ -42,6 +42,7 @@ struct LocatedTable {
     generator: Spanned<String>,
     shard_key: Option<Spanned<String>>,
     sharding: Option<Spanned<String>>,
+    hash: Option<Spanned<String>>,
     shards: Option<Spanned<Vec<Spanned<String>>>>,
     ranges: Option<Spanned<Vec<Spanned<LocatedRange>>>>,
 }
@@ -147,6 +148,7 @@ impl Loader {
                     name: at(&loc.name),
                     shard_key: loc.shard_key.as_ref().map(at),
                     sharding: loc.sharding.as_ref().map(at),
+                    hash: loc.hash.as_ref().map(at),
                     shards: loc.shards.as_ref().map(|s| {
                         (
                             lines.line(s.span().start),

@@ -16,6 +16,7 @@ pub(super) struct ShardingLines {
     pub name: usize,
     pub shard_key: Option<usize>,
     pub sharding: Option<usize>,
+    pub hash: Option<usize>,
     /// `shards`: the key's line and each name's line.
     pub shards: Option<(usize, Vec<usize>)>,
     /// `ranges`: the key's line and each entry's lines.
@@ -82,6 +83,24 @@ pub(super) fn placement(
                 "sharding = \"range\" needs ranges = [ { to = ..., shard = \"...\" }, ..., { from = ..., shard = \"...\" } ]".into(),
             ));
         }
+    }
+
+    let by_bytes = match t.hash.as_deref() {
+        None | Some("collation") => false,
+        Some("bytes") => true,
+        Some(other) => {
+            found.push((
+                line_or_name(l.hash),
+                format!("hash `{other}` is not one of collation, bytes"),
+            ));
+            false
+        }
+    };
+    if t.hash.is_some() && kind != Some("hash") {
+        found.push((
+            line_or_name(l.hash),
+            "hash = \"...\" is for sharding = \"hash\" only".into(),
+        ));
     }
 
     let index_of = |name: &str| names.iter().position(|n| n == name);
@@ -160,6 +179,7 @@ pub(super) fn placement(
     let built = match (broadcast, kind) {
         (true, _) => Placement::broadcast(list.unwrap_or_else(every)),
         (false, Some("mod")) => Placement::modulo(list.unwrap_or_else(every)),
+        (false, Some("hash")) if by_bytes => Placement::hash_bytes(list.unwrap_or_else(every)),
         (false, Some("hash")) => Placement::hash(list.unwrap_or_else(every)),
         (false, Some("range")) => match &range {
             Some((first, rest)) => Placement::range(*first, rest),

@@ -126,6 +126,12 @@ pub struct TableRule {
     /// How `shard_key` maps to a shard (`mod`, `hash`, `range`); required
     /// with `shard_key`, refused without it.
     pub sharding: Option<String>,
+    /// `sharding = "hash"` only: what is hashed. `"collation"` (the
+    /// default): the key as the column's collation compares it, so keys
+    /// MariaDB finds equal (`'Bob'`, `'bob '`) are on one shard; `"bytes"`:
+    /// the key's bytes as written (idgate before collation-aware placement;
+    /// for tables already placed that way).
+    pub hash: Option<String>,
     /// Small reference table: every write goes to every shard of `shards`,
     /// reads to the first of them. No `shard_key`/`sharding`/`ranges`.
     pub broadcast: Option<bool>,

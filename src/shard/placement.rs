@@ -190,6 +190,9 @@ pub struct Placement {
     rule: Rule,
     /// Every shard with rows of the table, ascending, no duplicates.
     shards: Box<[usize]>,
+    /// `hash = "bytes"`: string keys are hashed as written, not folded by
+    /// the column's collation (see [`Placement::hashes_bytes`]).
+    by_bytes: bool,
 }
 
 fn check_list(list: &[usize]) -> Result<(), InvalidPlacement> {
@@ -222,6 +225,7 @@ impl Placement {
         Ok(Placement {
             rule: Rule::Mod(list.into_boxed_slice()),
             shards,
+            by_bytes: false,
         })
     }
 
@@ -235,7 +239,27 @@ impl Placement {
         Ok(Placement {
             rule: Rule::Hash(list.into_boxed_slice()),
             shards,
+            by_bytes: false,
         })
+    }
+
+    /// `sharding = "hash"` with `hash = "bytes"` over `list`: string keys
+    /// are hashed as the bytes written, whatever the column's collation.
+    ///
+    /// # Errors
+    /// As [`Placement::modulo`].
+    pub fn hash_bytes(list: Vec<usize>) -> Result<Placement, InvalidPlacement> {
+        let mut p = Placement::hash(list)?;
+        p.by_bytes = true;
+        Ok(p)
+    }
+
+    /// Whether string keys are placed by their bytes as written (`hash =
+    /// "bytes"`) rather than by the column's collation. The collation fold
+    /// is the caller's (`frontend::shardkey`): [`Placement::shard_of`]
+    /// hashes the value it is given.
+    pub fn hashes_bytes(&self) -> bool {
+        self.by_bytes
     }
 
     /// `broadcast = true` over `list`; `list[0]` serves reads.
@@ -248,6 +272,7 @@ impl Placement {
         Ok(Placement {
             rule: Rule::Broadcast(list.into_boxed_slice()),
             shards,
+            by_bytes: false,
         })
     }
 
@@ -272,6 +297,7 @@ impl Placement {
         Ok(Placement {
             rule: Rule::Range { starts, targets },
             shards,
+            by_bytes: false,
         })
     }
 

@@ -12,8 +12,10 @@ use std::time::Duration;
 /// Addresses and credentials of the running test bed.
 #[derive(Debug, Clone)]
 pub struct Testbed {
-    /// MariaDB shards, `host:port`, shard 0 first.
+    /// MariaDB shards, `host:port`, shard 0 first (the two most tests use).
     pub shards: Vec<String>,
+    /// A third shard, for placement over three shards.
+    pub third: String,
     /// etcd client endpoint, `http://host:port`.
     pub etcd: String,
     /// Account with all privileges on every shard.
@@ -41,6 +43,7 @@ pub fn testbed() -> Option<Testbed> {
             env_or("IDGATE_TEST_S0", "127.0.0.1:33061"),
             env_or("IDGATE_TEST_S1", "127.0.0.1:33062"),
         ],
+        third: env_or("IDGATE_TEST_S2", "127.0.0.1:33063"),
         etcd: env_or("IDGATE_TEST_ETCD", "http://127.0.0.1:23790"),
         user: env_or("IDGATE_TEST_USER", "idgate"),
         password: env_or("IDGATE_TEST_PASSWORD", "idgate"),
@@ -50,7 +53,7 @@ pub fn testbed() -> Option<Testbed> {
         .shards
         .iter()
         .map(String::as_str)
-        .chain(std::iter::once(etcd_addr.as_str()))
+        .chain([tb.third.as_str(), etcd_addr.as_str()])
         .filter(|a| !reachable(a))
         .collect();
     if missing.is_empty() {
