@@ -381,3 +381,160 @@ async fn a_collation_idgate_cannot_fold_is_refused_by_name() {
     p.stop().await;
     on_shards(&tb, 2, &format!("DROP DATABASE `{schema}`")).await;
 }
+
+/// Words where collations disagree with bytes (issue 21's measurements).
+const WORDS: &[&str] = &[
+    "apple", "Apple", "APPLE ", "éclair", "eclair", "Eclair", "a", "A", "Ä", "Å", "á", "o", "Ö",
+    "ö", "ø", "ss", "ß", "SS", "s", "strasse", "Straße", "b", "B ", "", " ", "z", "Z", "þ", "ae",
+    "æ", "1", "10", "9", "_", "-", "'", "naïve", "naive", "ﬁ", "fi",
+];
+
+/// The same rows through idgate (sharded by id over two shards) and in one
+/// unsharded table: every page of the ordered rows, ascending and
+/// descending, and MIN/MAX, equal in the text and binary protocols.
+async fn scattered_order(tb: &Testbed, charset: &str, coll: &str, seed: u64) {
+    let schema = support::unique("collord");
+    let reference = format!("{schema}_ref");
+    proxy::create_schema(tb, &schema).await;
+    let table = format!(
+        "(id BIGINT UNSIGNED PRIMARY KEY, note VARCHAR(64) COLLATE {coll} NULL) DEFAULT CHARSET {charset} COLLATE {coll}"
+    );
+    on_shards(tb, 2, &format!("CREATE TABLE `{schema}`.t {table}")).await;
+    proxy::admin(
+        tb,
+        0,
+        &[
+            &format!("CREATE DATABASE `{reference}`"),
+            &format!("CREATE TABLE `{reference}`.t {table}"),
+        ],
+    )
+    .await;
+    let rules = format!(
+        "[[generator]]\nname = \"seq\"\nkind = \"sequence\"\n\n\
+         [[table]]\nname = \"{schema}.t\"\ncolumn = \"id\"\ngenerator = \"seq\"\nshard_key = \"id\"\nsharding = \"mod\"\nshards = [\"s0\", \"s1\"]\n"
+    );
+    let p = Proxy::start_config_rules(config(tb, &format!("/{schema}")), &rules).await;
+    let mut via = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    let mut direct = Conn::new(proxy::direct_opts(tb, 0, Some(&reference)))
+        .await
+        .unwrap();
+    let mut rng = Rng(seed);
+    let mut rows = Vec::new();
+    for id in 1..=300u64 {
+        let note = match rng.below(WORDS.len() + 2) {
+            // A latin1 column stores only latin1 characters (strict mode).
+            n if n < WORDS.len() && (charset != "latin1" || WORDS[n].chars().all(|c| c <= 'ÿ')) => {
+                lit(WORDS[n])
+            }
+            _ => "NULL".to_string(),
+        };
+        rows.push(format!("({id}, {note})"));
+    }
+    let insert = format!("INSERT INTO t (id, note) VALUES {}", rows.join(", "));
+    for c in [&mut via, &mut direct] {
+        c.query_drop("SET NAMES utf8mb4").await.unwrap();
+        c.query_drop(&insert).await.unwrap();
+    }
+    // Both shards hold rows.
+    for s in 0..2 {
+        let mut c = Conn::new(shard_opts(tb, s, &schema)).await.unwrap();
+        let n: u64 = c
+            .query_first("SELECT COUNT(*) FROM t")
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 100, "shard s{s}: {n} rows");
+        let _ = c.disconnect().await;
+    }
+    type Row = (u64, Option<String>);
+    let mut queries = vec![
+        "SELECT id, note FROM t ORDER BY note, id LIMIT 80".to_string(),
+        "SELECT id, note FROM t ORDER BY note DESC, id DESC LIMIT 80".to_string(),
+        "SELECT id, note FROM t ORDER BY note, id".to_string(),
+        "SELECT id, note FROM t ORDER BY note DESC, id".to_string(),
+        "SELECT id, note FROM t ORDER BY 2, 1 DESC LIMIT 50".to_string(),
+        "SELECT id, note AS n FROM t ORDER BY n, id LIMIT 30".to_string(),
+    ];
+    // Pages that cross runs of equal keys.
+    for offset in (0..300).step_by(23) {
+        queries.push(format!(
+            "SELECT id, note FROM t ORDER BY note, id LIMIT 17 OFFSET {offset}"
+        ));
+    }
+    for q in &queries {
+        let want: Vec<Row> = direct.query(q.as_str()).await.unwrap();
+        let got: Vec<Row> = via.query(q.as_str()).await.unwrap();
+        assert_eq!(got, want, "{coll}, text: {q}");
+        let got: Vec<Row> = via.exec(q.as_str(), ()).await.unwrap();
+        assert_eq!(got, want, "{coll}, binary: {q}");
+    }
+    // MIN and MAX: a value the collation finds equal to MariaDB's.
+    for f in ["MIN", "MAX"] {
+        let q = format!("SELECT {f}(note) FROM t");
+        for binary in [false, true] {
+            let got: Option<String> = if binary {
+                via.exec_first(q.as_str(), ()).await.unwrap().flatten()
+            } else {
+                via.query_first(q.as_str()).await.unwrap().flatten()
+            };
+            let got = got.expect("a value");
+            let same: Option<i64> = direct
+                .query_first(format!("SELECT {f}(note) = {} FROM t", lit(&got)))
+                .await
+                .unwrap();
+            assert_eq!(same, Some(1), "{coll}: {f}(note) through idgate is {got:?}");
+        }
+    }
+    let _ = via.disconnect().await;
+    let _ = direct.disconnect().await;
+    proxy::teardown(tb, p, &schema).await;
+    proxy::admin(tb, 0, &[&format!("DROP DATABASE `{reference}`")]).await;
+}
+
+#[tokio::test]
+async fn scattered_order_by_follows_the_collation() {
+    let Some(tb) = support::testbed() else { return };
+    for (i, (charset, coll)) in COLLATIONS.iter().enumerate() {
+        scattered_order(&tb, charset, coll, 0xc011 + i as u64).await;
+    }
+}
+
+#[tokio::test]
+async fn an_order_idgate_cannot_reproduce_is_refused() {
+    let Some(tb) = support::testbed() else { return };
+    let schema = support::unique("collexpr");
+    proxy::create_schema(&tb, &schema).await;
+    on_shards(
+        &tb,
+        2,
+        &format!("CREATE TABLE `{schema}`.t (id BIGINT UNSIGNED PRIMARY KEY, note VARCHAR(20) COLLATE utf8mb4_unicode_ci, sp VARCHAR(20) COLLATE utf8mb4_spanish_ci)"),
+    )
+    .await;
+    let rules = format!(
+        "[[generator]]\nname = \"seq\"\nkind = \"sequence\"\n\n\
+         [[table]]\nname = \"{schema}.t\"\ncolumn = \"id\"\ngenerator = \"seq\"\nshard_key = \"id\"\nsharding = \"mod\"\nshards = [\"s0\", \"s1\"]\n"
+    );
+    let p = Proxy::start_config_rules(config(&tb, &format!("/{schema}")), &rules).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    c.query_drop("INSERT INTO t (id, note, sp) VALUES (1, 'a', 'a'), (2, 'b', 'b')")
+        .await
+        .unwrap();
+    for q in [
+        // An expression: its collation is not a column's.
+        "SELECT id, CONCAT(note, 'x') AS k FROM t ORDER BY k LIMIT 5",
+        // A collation idgate does not reproduce.
+        "SELECT id, sp FROM t ORDER BY sp LIMIT 5",
+        "SELECT MIN(sp) FROM t",
+    ] {
+        let e = c.query_drop(q).await.unwrap_err().to_string();
+        assert!(e.contains("collation"), "{q}: {e}");
+    }
+    // Numbers and plain columns still merge.
+    let ids: Vec<u64> = c
+        .query("SELECT id FROM t ORDER BY id DESC LIMIT 5")
+        .await
+        .unwrap();
+    assert_eq!(ids, [2, 1]);
+    let _ = c.disconnect().await;
+    proxy::teardown(&tb, p, &schema).await;
+}

@@ -296,6 +296,7 @@ impl Case {
             limit: self.limit,
             offset: self.offset,
             aggregates: self.aggregates.clone(),
+            ..MergeSpec::default()
         }
     }
 
@@ -503,6 +504,30 @@ fn compare(merged: &Decoded, full: &Decoded, check: &Check, protocol: Protocol, 
     }
 }
 
+/// Each result column's collation, by the table column it comes from.
+fn collations(
+    reply: &[Vec<u8>],
+    deprecate_eof: bool,
+) -> Vec<Option<&'static idgate::collation::Collation>> {
+    let split = idgate::shard::reply::split(reply, deprecate_eof).expect("a result set");
+    (1..=split.columns.len())
+        .map(|i| {
+            let (_, _, column) = ColumnDef::origin(&split.head[i]).expect("column definition");
+            // MIN(s) / MAX(sb): the column the aggregate reads.
+            let name = split.columns[i - 1].name;
+            let read = match name.iter().position(|&b| b == b'(') {
+                Some(p) if column.is_empty() => name[p + 1..].strip_suffix(b")").unwrap_or(b""),
+                _ => column,
+            };
+            match read {
+                b"s" => idgate::collation::by_name("utf8mb4_general_ci"),
+                b"sb" => idgate::collation::by_name("utf8mb4_bin"),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn merged_results_equal_the_full_copys() {
     let Some(tb) = support::testbed() else { return };
@@ -521,7 +546,10 @@ async fn merged_results_equal_the_full_copys() {
                     execute(&mut s0, &shard_sql, protocol).await,
                     execute(&mut s1, &shard_sql, protocol).await,
                 ];
-                let merged = merge(&replies, &c.spec(), protocol, deprecate_eof)
+                // The collations idgate learns from information_schema.
+                let mut spec = c.spec();
+                spec.collations = collations(&replies[0], deprecate_eof);
+                let merged = merge(&replies, &spec, protocol, deprecate_eof)
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
                 let full = execute(&mut s0, &full_sql, protocol).await;
                 let merged = decode(&merged, protocol, deprecate_eof, &what);

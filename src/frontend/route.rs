@@ -174,6 +174,8 @@ pub(super) fn decide(
     let mut broadcast_only: Option<Vec<usize>> = None;
     // Index in `analysis.tables` of the first table on the default shard.
     let mut default_table = None;
+    // Index of the first sharded table (whose MIN/MAX columns the merge reads).
+    let mut first_sharded = None;
     let is_write = matches!(analysis.kind, StmtKind::Update | StmtKind::Delete);
     let is_ddl = analysis.kind == StmtKind::Ddl;
     for (i, t) in analysis.tables.iter().enumerate() {
@@ -196,6 +198,7 @@ pub(super) fn decide(
             }
             Some((e, p)) => {
                 copies = false;
+                first_sharded.get_or_insert(i);
                 let key = if is_ddl { &KeyBound::Unbound } else { &t.key };
                 let ty = keys.types.get(i).copied().flatten();
                 let on = shards_of(e, p, key, params, (ty, keys.charset))?;
@@ -255,6 +258,13 @@ pub(super) fn decide(
             "an UPDATE may not change the shard key of table {} (the row would have to move to another shard: delete and insert it instead)",
             sharded[0].0
         )));
+    }
+    let mut analysis = analysis;
+    if let (Some(i), Ok(spec)) = (first_sharded, analysis.scatter.as_mut()) {
+        if !spec.agg_columns.is_empty() {
+            let t = &analysis.tables[i];
+            spec.table = Some((t.schema.clone(), t.table.clone()));
+        }
     }
     Ok(Some(Routed {
         target,

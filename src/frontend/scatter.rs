@@ -13,11 +13,13 @@
 
 use super::session::{CmdError, Session};
 use crate::backend::relay::{relay_reply, Action};
+use crate::collation::{self, Collation};
+use crate::protocol::column::ColumnDef;
 use crate::protocol::packet::frame;
 use crate::protocol::reply;
 use crate::protocol::response::{Expect, Kind, Tracker};
 use crate::protocol::wire::Cursor;
-use crate::shard::merge::{self, MergeSpec, Protocol};
+use crate::shard::merge::{self, Agg, MergeSpec, Protocol};
 
 /// Where a relayed result set is.
 #[derive(Debug, Clone, Copy)]
@@ -298,12 +300,107 @@ impl Session {
         if let Some(e) = error {
             return Err(e);
         }
+        let with = self
+            .with_collations(spec, replies.first(), deprecate_eof)
+            .await?;
+        let spec = with.as_ref().unwrap_or(spec);
         merge::merge(&replies, spec, protocol, deprecate_eof).map_err(|e| {
             CmdError::Refused(
                 super::route::ER_NOT_ROUTABLE,
                 format!("idgate: cannot merge the shards' results: {e}"),
             )
         })
+    }
+}
+
+impl Session {
+    /// `spec` with the collation of each string column the merge compares
+    /// (ORDER BY keys, MIN/MAX), learnt from information_schema for the
+    /// table column each result column comes from (its definition names
+    /// it; for `MIN(col)`/`MAX(col)`, the column the analysis found in the
+    /// statement's table). `None`: nothing to add. A column whose table
+    /// cannot be read keeps no collation: the merge then refuses to order it.
+    async fn with_collations(
+        &mut self,
+        spec: &MergeSpec,
+        first: Option<&Vec<Vec<u8>>>,
+        deprecate_eof: bool,
+    ) -> Result<Option<MergeSpec>, CmdError> {
+        let compares = !spec.order_by.is_empty()
+            || spec
+                .aggregates
+                .as_ref()
+                .is_some_and(|a| a.iter().any(|a| matches!(a, Agg::Min | Agg::Max)));
+        let Some(first) = first.filter(|_| compares && self.shared.rules.is_some()) else {
+            return Ok(None);
+        };
+        let Ok(reply) = crate::shard::reply::split(first, deprecate_eof) else {
+            return Ok(None);
+        };
+        let mut collations = Vec::with_capacity(reply.columns.len());
+        for (i, def) in reply.columns.iter().enumerate() {
+            // Only strings of a known character set need a collation.
+            if !merge::needs_collation(def) {
+                collations.push(None);
+                continue;
+            }
+            let (schema, table, column) = match reply.head.get(i + 1).map(|p| ColumnDef::origin(p))
+            {
+                Some(Ok((s, t, c))) if !t.is_empty() && !c.is_empty() => (
+                    String::from_utf8_lossy(s).into_owned(),
+                    String::from_utf8_lossy(t).into_owned(),
+                    String::from_utf8_lossy(c).into_owned(),
+                ),
+                _ => match (spec.agg_columns.get(i).cloned().flatten(), &spec.table) {
+                    (Some(c), Some((s, t))) => (
+                        s.clone()
+                            .or_else(|| self.schema.clone())
+                            .unwrap_or_default(),
+                        t.clone(),
+                        c,
+                    ),
+                    _ => {
+                        collations.push(None);
+                        continue;
+                    }
+                },
+            };
+            collations.push(self.column_collation(&schema, &table, &column).await?);
+        }
+        let mut spec = spec.clone();
+        spec.collations = collations;
+        Ok(Some(spec))
+    }
+
+    /// The collation of `schema.table.column` if idgate reproduces it.
+    async fn column_collation(
+        &mut self,
+        schema: &str,
+        table: &str,
+        column: &str,
+    ) -> Result<Option<&'static Collation>, CmdError> {
+        if schema.is_empty() {
+            return Ok(None);
+        }
+        let known = match self.shared.columns.column_type(schema, table, column) {
+            Some(t) => t,
+            None => {
+                match self.fetch_columns(schema, table).await {
+                    Ok(()) => {}
+                    Err(CmdError::Refused(..)) => return Ok(None),
+                    Err(e) => return Err(e),
+                }
+                self.shared
+                    .columns
+                    .column_type(schema, table, column)
+                    .flatten()
+            }
+        };
+        Ok(known.and_then(|t| {
+            t.collation
+                .as_deref()
+                .map_or(Some(collation::binary()), collation::by_name)
+        }))
     }
 }
 

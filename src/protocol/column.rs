@@ -44,6 +44,9 @@ pub struct ColumnDef<'a> {
     pub decimals: u8,
 }
 
+/// `(schema, table, column)` a result column comes from ([`ColumnDef::origin`]).
+pub type Origin<'a> = (&'a [u8], &'a [u8], &'a [u8]);
+
 impl<'a> ColumnDef<'a> {
     /// Decodes a column definition, with or without MariaDB's extended type
     /// information (present when the connection negotiated
@@ -76,6 +79,20 @@ impl<'a> ColumnDef<'a> {
         };
         c.take(2)?;
         Ok(def)
+    }
+
+    /// Where a column comes from: `(schema, table, column)` as the
+    /// definition names them (the table and column before any alias; both
+    /// empty for an expression).
+    pub fn origin(payload: &[u8]) -> Result<Origin<'_>, Malformed> {
+        let mut c = Cursor::new(payload);
+        c.lenenc_bytes()?;
+        let schema = c.lenenc_bytes()?;
+        c.lenenc_bytes()?;
+        let table = c.lenenc_bytes()?;
+        c.lenenc_bytes()?;
+        let column = c.lenenc_bytes()?;
+        Ok((schema, table, column))
     }
 
     /// Encodes the definition with catalog `def`, empty schema and table

@@ -116,7 +116,7 @@ fn sum<'x, 'a: 'x>(
             }
             total.map(|t| encode_float(t, column_type == types::FLOAT, protocol))
         }
-        Kind::DateTime | Kind::Time | Kind::Bytes { .. } | Kind::Text => {
+        Kind::DateTime | Kind::Time | Kind::Bytes { .. } | Kind::Text { .. } | Kind::Unknown => {
             return Err(CombineError::Unsupported(
                 "COUNT or SUM over a column that is not a number",
             ))
@@ -278,7 +278,7 @@ mod tests {
             ),
             Err(CombineError::Overflow)
         );
-        let text = Kind::Text;
+        let text = ci_kind();
         let inputs = text_inputs(text, &[Some("a")]);
         assert!(matches!(
             combine(Agg::Sum, text, 0xfd, Protocol::Text, &inputs),
@@ -286,9 +286,16 @@ mod tests {
         ));
     }
 
+    fn ci_kind() -> Kind {
+        Kind::Text {
+            coll: crate::collation::by_name("utf8mb4_general_ci").unwrap(),
+            cs: crate::collation::Charset::Utf8mb4,
+        }
+    }
+
     #[test]
     fn min_max_pick_a_shards_bytes_and_first_wins_ties() {
-        let ci = Kind::Text;
+        let ci = ci_kind();
         let cells = [None, Some("b"), Some("A"), Some("a"), Some("B"), None];
         assert_eq!(
             text_result(Agg::Min, ci, 0xfd, &cells).as_deref(),

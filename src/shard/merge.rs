@@ -35,6 +35,7 @@ use std::collections::BinaryHeap;
 use super::aggregate::{self, CombineError};
 use super::reply::{self, ShardReply, SplitError};
 use super::value::{self, Kind, Value};
+use crate::collation::Collation;
 use crate::protocol::codes::{self, ErrorCode};
 use crate::protocol::column::ColumnDef;
 use crate::protocol::consts::status;
@@ -90,6 +91,18 @@ pub struct MergeSpec {
     /// `Some`: aggregates without GROUP BY, one entry per select-list column;
     /// every shard returns one row and the client gets one row.
     pub aggregates: Option<Vec<Agg>>,
+    /// With `aggregates`: the column a `MIN`/`MAX` reads, per select-list
+    /// column (`None`: not an aggregate of a plain column), to learn its
+    /// collation.
+    pub agg_columns: Vec<Option<String>>,
+    /// The table the statement reads (schema as written, table), to learn
+    /// the collations of `agg_columns` (set by the router).
+    pub table: Option<(Option<String>, String)>,
+    /// The collation each result column is ordered by, when it is a string
+    /// column whose collation the caller knows (index: result column).
+    /// String keys of unknown collation are refused (`binary` and `_bin`
+    /// columns excepted).
+    pub collations: Vec<Option<&'static Collation>>,
 }
 
 impl MergeSpec {
@@ -101,6 +114,15 @@ impl MergeSpec {
             && self.offset == 0
             && self.aggregates.is_none()
     }
+}
+
+/// Whether column `def` holds strings whose order depends on a collation
+/// (the caller puts it in [`MergeSpec::collations`]).
+pub fn needs_collation(def: &ColumnDef<'_>) -> bool {
+    matches!(
+        Kind::of(def, None),
+        Kind::Unknown | Kind::Bytes { pad_space: true }
+    )
 }
 
 /// Which protocol the rows are in: the binary one answers COM_STMT_EXECUTE.
@@ -229,6 +251,7 @@ pub fn merge(
         defs: &first.columns,
         types: first.columns.iter().map(|c| c.column_type).collect(),
         protocol,
+        collations: &spec.collations,
     };
     let offset = usize::try_from(spec.offset).unwrap_or(usize::MAX);
     let limit = spec
@@ -314,9 +337,19 @@ struct Columns<'c, 'a> {
     /// Type codes, for splitting binary rows.
     types: Vec<u8>,
     protocol: Protocol,
+    /// The collations the caller knows, per column.
+    collations: &'c [Option<&'static Collation>],
 }
 
 impl Columns<'_, '_> {
+    /// How column `i`'s values compare.
+    fn kind(&self, i: usize) -> Kind {
+        match self.defs.get(i) {
+            Some(def) => Kind::of(def, self.collations.get(i).copied().flatten()),
+            None => Kind::Unknown,
+        }
+    }
+
     fn label(&self, i: usize) -> String {
         label(i, self.defs.get(i).map_or(&b""[..], |d| d.name))
     }
@@ -411,7 +444,8 @@ fn sort_key(key: &OrderKey, columns: &Columns<'_, '_>) -> Result<SortKey, MergeE
         columns: defs.len(),
     })?;
     let label = columns.label(column);
-    if let Some(what) = value::unorderable(def) {
+    let kind = columns.kind(column);
+    if let Some(what) = value::unorderable(def, kind) {
         return Err(MergeError::Unorderable {
             column: label,
             what,
@@ -419,7 +453,7 @@ fn sort_key(key: &OrderKey, columns: &Columns<'_, '_>) -> Result<SortKey, MergeE
     }
     Ok(SortKey {
         column,
-        kind: Kind::of(def),
+        kind,
         desc: key.desc,
         label,
     })
@@ -571,7 +605,13 @@ fn aggregate_row(
         .collect::<Result<Vec<_>, _>>()?;
     let mut out_cells: Vec<Option<Cow<'_, [u8]>>> = Vec::with_capacity(aggs.len());
     for (column, (&agg, def)) in aggs.iter().zip(columns.defs).enumerate() {
-        let kind = Kind::of(def);
+        let kind = columns.kind(column);
+        if let (Agg::Min | Agg::Max, Some(what)) = (agg, value::unorderable(def, kind)) {
+            return Err(MergeError::Unorderable {
+                column: columns.label(column),
+                what,
+            });
+        }
         let cells = rows.iter().map(|r| r.get(column).copied().flatten());
         if agg == Agg::First {
             out_cells.push(cells.clone().next().flatten().map(Cow::Borrowed));
@@ -785,7 +825,12 @@ mod tests {
         deprecate_eof: bool,
     ) -> Result<Vec<Vec<u8>>, MergeError> {
         let replies: Vec<_> = shards.iter().map(|s| encode(s, p, deprecate_eof)).collect();
-        merge(&replies, spec, p, deprecate_eof)
+        // String columns here are utf8mb4_general_ci unless a test says.
+        let mut spec = spec.clone();
+        if spec.collations.is_empty() {
+            spec.collations = vec![crate::collation::by_name("utf8mb4_general_ci"); 16];
+        }
+        merge(&replies, &spec, p, deprecate_eof)
     }
 
     /// The merged rows, checked against `expected` (as text) in every

@@ -2,20 +2,20 @@
 //! binary form by the column's type ([`Kind`]), and ordered as MariaDB
 //! orders them ([`compare`]).
 //!
-//! Strings: the `binary` charset compares bytes; a `_bin` collation (the
-//! column's BINARY flag) compares bytes with trailing spaces ignored (PAD
-//! SPACE); any other collation compares case-insensitively, each character
-//! folded to its single-character uppercase, with trailing spaces ignored.
-//! That is MariaDB's `*_general_ci` for unaccented text. Known differences:
-//! `_ci` collations also fold accents (`é` = `E`), UCA collations order
-//! punctuation differently, and `_nopad_` collations count trailing spaces.
-//! Rows whose order differs only by such values can come out in another order
-//! than one server would give; which rows pass LIMIT can differ the same way.
+//! Strings compare as their column's collation does (`crate::collation`,
+//! the same code that places string shard keys): the caller says which
+//! collation each column has ([`Kind::of`]); the values arrive in the
+//! character set the column definition names (the session's
+//! `character_set_results`). The `binary` character set compares bytes; a
+//! column whose collation is not known is `_bin` (the BINARY flag: bytes,
+//! PAD SPACE) or cannot be ordered ([`Kind::Unknown`]): idgate refuses
+//! rather than answer in another order than MariaDB.
 
 use std::cmp::Ordering;
 
 use super::decimal::Decimal;
 use super::merge::Protocol;
+use crate::collation::{self, Charset, Collation};
 use crate::protocol::column::{flags, ColumnDef, BINARY_CHARSET};
 use crate::protocol::stmt::{int_value, types};
 
@@ -34,8 +34,13 @@ pub enum Kind {
     Time,
     /// Bytes; `pad_space`: trailing spaces do not count (`_bin` collations).
     Bytes { pad_space: bool },
-    /// Case-insensitive text, trailing spaces not counted.
-    Text,
+    /// Text in collation `coll`, sent in character set `cs`.
+    Text {
+        coll: &'static Collation,
+        cs: Charset,
+    },
+    /// Text whose collation idgate does not know or reproduce: not orderable.
+    Unknown,
 }
 
 /// A decoded value. Values of one column are always of one variant.
@@ -52,12 +57,17 @@ pub enum Value<'a> {
         bytes: &'a [u8],
         pad_space: bool,
     },
-    Text(&'a [u8]),
+    Text {
+        bytes: &'a [u8],
+        coll: &'static Collation,
+        cs: Charset,
+    },
 }
 
 impl Kind {
-    /// The kind of a column's values.
-    pub fn of(def: &ColumnDef<'_>) -> Kind {
+    /// The kind of a column's values; `coll`: the collation MariaDB orders
+    /// the column by, when known (strings only).
+    pub fn of(def: &ColumnDef<'_>, coll: Option<&'static Collation>) -> Kind {
         use types::*;
         match def.column_type {
             TINY | SHORT | LONG | INT24 | LONGLONG | YEAR => Kind::Int {
@@ -69,8 +79,14 @@ impl Kind {
             DATE | DATETIME | TIMESTAMP => Kind::DateTime,
             TIME => Kind::Time,
             _ if def.charset == BINARY_CHARSET => Kind::Bytes { pad_space: false },
-            _ if def.flags & flags::BINARY != 0 => Kind::Bytes { pad_space: true },
-            _ => Kind::Text,
+            _ => match (coll, collation::by_id(def.charset)) {
+                (Some(coll), Some(sent)) => Kind::Text {
+                    coll,
+                    cs: sent.charset,
+                },
+                _ if def.flags & flags::BINARY != 0 => Kind::Bytes { pad_space: true },
+                _ => Kind::Unknown,
+            },
         }
     }
 
@@ -106,19 +122,31 @@ impl Kind {
                 bytes: cell,
                 pad_space,
             },
-            (Kind::Text, _) => Value::Text(cell),
+            (Kind::Text { coll, cs }, _) => Value::Text {
+                bytes: cell,
+                coll,
+                cs,
+            },
+            (Kind::Unknown, _) => return Err(UNKNOWN_COLLATION),
         })
     }
 }
 
-/// Why ORDER BY cannot use a column, if it cannot: MariaDB sorts ENUM and
-/// SET columns by their internal number, which the values sent do not carry.
-pub fn unorderable(def: &ColumnDef<'_>) -> Option<&'static str> {
+/// Why a string column of unknown collation cannot be ordered.
+const UNKNOWN_COLLATION: &str = "its collation is not one idgate knows for this column (an expression, or a collation idgate does not reproduce), so idgate cannot order it as MariaDB does; order by a plain column of the table";
+
+/// Why ORDER BY (or MIN/MAX) cannot use a column of `kind`, if it cannot:
+/// MariaDB sorts ENUM and SET columns by their internal number, which the
+/// values sent do not carry; a string of unknown collation.
+pub fn unorderable(def: &ColumnDef<'_>, kind: Kind) -> Option<&'static str> {
     let enum_or_set = def.flags & (flags::ENUM | flags::SET) != 0
         || matches!(def.column_type, types::ENUM | types::SET);
-    enum_or_set.then_some(
-        "ENUM and SET columns sort by their member number, which the shards' rows do not carry",
-    )
+    if enum_or_set {
+        return Some(
+            "ENUM and SET columns sort by their member number, which the shards' rows do not carry",
+        );
+    }
+    (kind == Kind::Unknown).then_some(UNKNOWN_COLLATION)
 }
 
 /// Orders two values of one column as MariaDB does (ascending).
@@ -139,9 +167,18 @@ pub fn compare(a: &Value<'_>, b: &Value<'_>) -> Ordering {
             Value::Bytes { bytes: y, .. },
         ) => x.cmp(y),
         (Value::Bytes { bytes: x, .. }, Value::Bytes { bytes: y, .. }) => {
-            cmp_padded(x.iter().copied(), y.iter().copied(), b' ')
+            collation::cmp_padded(x.iter().copied(), y.iter().copied(), b' ')
         }
-        (Value::Text(x), Value::Text(y)) => cmp_padded(folded(x), folded(y), ' '),
+        (
+            Value::Text {
+                bytes: x,
+                coll,
+                cs: xcs,
+            },
+            Value::Text {
+                bytes: y, cs: ycs, ..
+            },
+        ) => coll.compare(x, *xcs, y, *ycs),
         // Different kinds never meet in one column; any fixed order will do.
         _ => rank(a).cmp(&rank(b)),
     }
@@ -163,57 +200,8 @@ fn rank(v: &Value<'_>) -> u8 {
         Value::DateTime(_) => 3,
         Value::Time(_) => 4,
         Value::Bytes { .. } => 5,
-        Value::Text(_) => 6,
+        Value::Text { .. } => 6,
     }
-}
-
-/// Compares two sequences as if the shorter were padded with `space`.
-fn cmp_padded<T: Ord + Copy>(
-    mut a: impl Iterator<Item = T>,
-    mut b: impl Iterator<Item = T>,
-    space: T,
-) -> Ordering {
-    loop {
-        match (a.next(), b.next()) {
-            (Some(x), Some(y)) => match x.cmp(&y) {
-                Ordering::Equal => {}
-                o => return o,
-            },
-            (None, None) => return Ordering::Equal,
-            (Some(x), None) => {
-                return std::iter::once(x)
-                    .chain(a)
-                    .map(|c| c.cmp(&space))
-                    .find(|o| o.is_ne())
-                    .unwrap_or(Ordering::Equal)
-            }
-            (None, Some(y)) => {
-                return std::iter::once(y)
-                    .chain(b)
-                    .map(|c| space.cmp(&c))
-                    .find(|o| o.is_ne())
-                    .unwrap_or(Ordering::Equal)
-            }
-        }
-    }
-}
-
-/// The characters of `s` folded for case-insensitive comparison. Bytes that
-/// are not UTF-8 count as Latin-1 characters.
-fn folded(s: &[u8]) -> impl Iterator<Item = char> + '_ {
-    s.utf8_chunks()
-        .flat_map(|c| {
-            c.valid()
-                .chars()
-                .chain(c.invalid().iter().map(|&b| char::from(b)))
-        })
-        .map(|c| {
-            let mut up = c.to_uppercase();
-            match (up.next(), up.next()) {
-                (Some(u), None) => u,
-                _ => c,
-            }
-        })
 }
 
 /// The digits of `s` as a number; `None` when empty, not all digits, or too long.
@@ -350,7 +338,7 @@ mod tests {
     }
 
     fn text_kind() -> Kind {
-        Kind::of(&def(0xfd, 45, 0))
+        Kind::of(&def(0xfd, 45, 0), collation::by_name("utf8mb4_general_ci"))
     }
 
     fn cmp(kind: Kind, protocol: Protocol, a: &[u8], b: &[u8]) -> Ordering {
@@ -378,36 +366,42 @@ mod tests {
     #[test]
     fn kinds_follow_type_charset_and_flags() {
         assert_eq!(
-            Kind::of(&def(types::LONGLONG, 63, flags::UNSIGNED)),
+            Kind::of(&def(types::LONGLONG, 63, flags::UNSIGNED), None),
             Kind::Int {
                 ty: types::LONGLONG,
                 unsigned: true
             }
         );
-        assert_eq!(Kind::of(&def(types::NEWDECIMAL, 63, 0)), Kind::Decimal);
-        assert_eq!(Kind::of(&def(types::TIME, 63, 0)), Kind::Time);
         assert_eq!(
-            Kind::of(&def(0xfc, 63, flags::BINARY)),
+            Kind::of(&def(types::NEWDECIMAL, 63, 0), None),
+            Kind::Decimal
+        );
+        assert_eq!(Kind::of(&def(types::TIME, 63, 0), None), Kind::Time);
+        assert_eq!(
+            Kind::of(&def(0xfc, 63, flags::BINARY), None),
             Kind::Bytes { pad_space: false }
         );
         assert_eq!(
-            Kind::of(&def(0xfd, 33, flags::BINARY)),
+            Kind::of(&def(0xfd, 33, flags::BINARY), None),
             Kind::Bytes { pad_space: true }
         );
-        assert_eq!(text_kind(), Kind::Text);
-        assert!(unorderable(&def(0xfe, 33, flags::ENUM)).is_some());
-        assert!(unorderable(&def(0xfe, 33, 0)).is_none());
+        assert!(
+            matches!(text_kind(), Kind::Text { coll, cs: Charset::Utf8mb4 } if coll.name == "utf8mb4_general_ci")
+        );
+        assert!(unorderable(&def(0xfe, 33, flags::ENUM), text_kind()).is_some());
+        assert!(unorderable(&def(0xfe, 33, 0), text_kind()).is_none());
+        assert!(unorderable(&def(0xfe, 33, 0), Kind::Unknown).is_some());
     }
 
     #[test]
     fn integers_signed_and_unsigned_in_both_protocols() {
-        let signed = Kind::of(&def(types::LONGLONG, 63, 0));
+        let signed = Kind::of(&def(types::LONGLONG, 63, 0), None);
         ascending(
             signed,
             Protocol::Text,
             &[b"-9223372036854775808", b"-1", b"0", b"7"],
         );
-        let unsigned = Kind::of(&def(types::LONGLONG, 63, flags::UNSIGNED));
+        let unsigned = Kind::of(&def(types::LONGLONG, 63, flags::UNSIGNED), None);
         ascending(
             unsigned,
             Protocol::Binary,
@@ -417,7 +411,7 @@ mod tests {
                 &u64::MAX.to_le_bytes(),
             ],
         );
-        let tiny = Kind::of(&def(types::TINY, 63, 0));
+        let tiny = Kind::of(&def(types::TINY, 63, 0), None);
         ascending(tiny, Protocol::Binary, &[&[0x80], &[0xff], &[0], &[0x7f]]);
         assert!(signed.decode(b"1.5", Protocol::Text).is_err());
         assert!(signed.decode(b"", Protocol::Text).is_err());
@@ -426,14 +420,14 @@ mod tests {
 
     #[test]
     fn floats_decimals_and_temporals() {
-        let dbl = Kind::of(&def(types::DOUBLE, 63, 0));
+        let dbl = Kind::of(&def(types::DOUBLE, 63, 0), None);
         ascending(
             dbl,
             Protocol::Text,
             &[b"-1e300", b"-2.5", b"0", b"1e-7", b"3", b"1.5e300"],
         );
         assert_eq!(cmp(dbl, Protocol::Text, b"-0", b"0"), Ordering::Equal);
-        let flt = Kind::of(&def(types::FLOAT, 63, 0));
+        let flt = Kind::of(&def(types::FLOAT, 63, 0), None);
         ascending(
             flt,
             Protocol::Binary,
@@ -442,14 +436,14 @@ mod tests {
         assert!(dbl.decode(&[0; 5], Protocol::Binary).is_err());
         assert!(dbl.decode(b"abc", Protocol::Text).is_err());
 
-        let dec = Kind::of(&def(types::NEWDECIMAL, 63, 0));
+        let dec = Kind::of(&def(types::NEWDECIMAL, 63, 0), None);
         ascending(
             dec,
             Protocol::Binary,
             &[b"-10.5", b"-0.001", b"0.000", b"0.1", b"2"],
         );
 
-        let dt = Kind::of(&def(types::DATETIME, 63, 0));
+        let dt = Kind::of(&def(types::DATETIME, 63, 0), None);
         ascending(
             dt,
             Protocol::Text,
@@ -483,7 +477,7 @@ mod tests {
         }
         assert!(dt.decode(&[1, 2, 3], Protocol::Binary).is_err());
 
-        let time = Kind::of(&def(types::TIME, 63, 0));
+        let time = Kind::of(&def(types::TIME, 63, 0), None);
         ascending(
             time,
             Protocol::Text,
@@ -553,8 +547,24 @@ mod tests {
             cmp(ci, Protocol::Text, "ÀB".as_bytes(), "àb".as_bytes()),
             Ordering::Equal
         );
-        // Not UTF-8: Latin-1 bytes, folded too.
-        assert_eq!(cmp(ci, Protocol::Text, &[0xe0], &[0xc0]), Ordering::Equal);
+        // general_ci folds accents too.
+        assert_eq!(
+            cmp(
+                ci,
+                Protocol::Text,
+                "Éclair".as_bytes(),
+                "eclair ".as_bytes()
+            ),
+            Ordering::Equal
+        );
+        // A column of unknown collation does not decode.
+        assert!(Kind::of(&def(0xfd, 45, 0), None)
+            .decode(b"a", Protocol::Text)
+            .is_err());
+        assert_eq!(
+            Kind::of(&def(0xfd, 45, flags::BINARY), None),
+            Kind::Bytes { pad_space: true }
+        );
     }
 
     #[test]
@@ -580,7 +590,8 @@ mod tests {
             Just(Kind::DateTime),
             Just(Kind::Time),
             Just(Kind::Bytes { pad_space: true }),
-            Just(Kind::Text),
+            Just(text_kind()),
+            Just(Kind::Unknown),
         ]
     }
 

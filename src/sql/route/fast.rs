@@ -445,6 +445,10 @@ impl<'a> P<'a> {
             self.conjunction(&mut block, &["ORDER", "LIMIT", "FOR", "LOCK"])?;
         }
         let mut spec = scatter::aggregates(&items).map(|aggregates| MergeSpec {
+            agg_columns: match aggregates {
+                Some(_) => scatter::agg_columns(&items),
+                None => Vec::new(),
+            },
             aggregates,
             ..MergeSpec::default()
         });
@@ -575,16 +579,18 @@ impl<'a> P<'a> {
         let kind = match (agg, open) {
             (Some(a), Some(o)) if o.is(b'(') && o.start == t.end => {
                 self.i += 2;
+                let mut column = None;
                 if !(a == Agg::Count && self.eat(b'*')) {
                     let parts = self.colref(false)?;
                     if parts.len() > 3 {
                         return None;
                     }
+                    column = parts.last().map(|c| c.clone().into_owned());
                 }
                 if !self.eat(b')') {
                     return None;
                 }
-                ItemKind::Agg(a)
+                ItemKind::Agg(a, column)
             }
             _ => {
                 let mut parts = self.colref(true)?;

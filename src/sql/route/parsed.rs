@@ -11,11 +11,11 @@ use std::ops::ControlFlow;
 
 use sqlparser::ast::{
     visit_relations, AlterTableOperation, AssignmentTarget, BinaryOperator, CreateTableLikeKind,
-    Distinct, DuplicateTreatment, Expr, Function, FunctionArguments, GroupByExpr, Ident,
-    LimitClause, ObjectName, ObjectNamePart, ObjectType, OffsetRows, OrderBy, OrderByKind,
-    OrderBySort, Query, RenameTableNameKind, Select, SelectItem, SelectItemQualifiedWildcardKind,
-    SetExpr, Statement, TableFactor, TableObject, TableWithJoins, UnaryOperator, Value, Visit,
-    Visitor,
+    Distinct, DuplicateTreatment, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments,
+    GroupByExpr, Ident, LimitClause, ObjectName, ObjectNamePart, ObjectType, OffsetRows, OrderBy,
+    OrderByKind, OrderBySort, Query, RenameTableNameKind, Select, SelectItem,
+    SelectItemQualifiedWildcardKind, SetExpr, Statement, TableFactor, TableObject, TableWithJoins,
+    UnaryOperator, Value, Visit, Visitor,
 };
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::{Parser, ParserOptions};
@@ -246,7 +246,16 @@ fn aggregate(f: &Function, name: &str) -> Result<Agg, String> {
 fn item(e: &Expr, alias: Option<&Ident>) -> Result<Item, String> {
     let kind = match e {
         Expr::Function(f) if f.over.is_none() && aggregate_name(f).is_some() => {
-            ItemKind::Agg(aggregate(f, aggregate_name(f).unwrap_or_default())?)
+            let column = match &f.args {
+                FunctionArguments::List(l) if l.args.len() == 1 => match l.args.first() {
+                    Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(a))) => {
+                        column_parts(a).and_then(|mut p| p.pop())
+                    }
+                    _ => None,
+                },
+                _ => None,
+            };
+            ItemKind::Agg(aggregate(f, aggregate_name(f).unwrap_or_default())?, column)
         }
         _ => {
             let fs = funcs(e);
@@ -834,8 +843,13 @@ impl<'a> Walker<'a> {
                 _ => return Err("this select list".into()),
             });
         }
+        let aggregates = scatter::aggregates(&items)?;
         let mut spec = MergeSpec {
-            aggregates: scatter::aggregates(&items)?,
+            agg_columns: match aggregates {
+                Some(_) => scatter::agg_columns(&items),
+                None => Vec::new(),
+            },
+            aggregates,
             ..MergeSpec::default()
         };
         if let Some(o) = order_by {

@@ -14,8 +14,9 @@ pub(super) enum ItemKind {
     Star(Vec<String>),
     /// A column reference: qualifier parts, then the column.
     Column(Vec<String>, String),
-    /// `COUNT/SUM/MIN/MAX(...)`.
-    Agg(Agg),
+    /// `COUNT/SUM/MIN/MAX(...)`, and the column it reads when that is a
+    /// plain column (its name).
+    Agg(Agg, Option<String>),
     /// A constant (literals, `?`, operators over them).
     Const,
     /// Any other expression, as sqlparser prints it.
@@ -67,13 +68,13 @@ fn qual_compatible(a: &[String], b: &[String]) -> bool {
 /// # Errors
 /// The reason, when an item is neither an aggregate nor a constant.
 pub(super) fn aggregates(items: &[Item]) -> Result<Option<Vec<Agg>>, String> {
-    if !items.iter().any(|i| matches!(i.kind, ItemKind::Agg(_))) {
+    if !items.iter().any(|i| matches!(i.kind, ItemKind::Agg(..))) {
         return Ok(None);
     }
     items
         .iter()
         .map(|i| match &i.kind {
-            ItemKind::Agg(a) => Ok(*a),
+            ItemKind::Agg(a, _) => Ok(*a),
             ItemKind::Const => Ok(Agg::First),
             ItemKind::Star(q) => Err(format!(
                 "{} next to an aggregate without GROUP BY",
@@ -90,6 +91,23 @@ pub(super) fn aggregates(items: &[Item]) -> Result<Option<Vec<Agg>>, String> {
         })
         .collect::<Result<Vec<_>, _>>()
         .map(Some)
+}
+
+/// The column each MIN/MAX item reads (to learn its collation); empty
+/// when none reads a plain column.
+pub(super) fn agg_columns(items: &[Item]) -> Vec<Option<String>> {
+    let cols: Vec<Option<String>> = items
+        .iter()
+        .map(|i| match &i.kind {
+            ItemKind::Agg(Agg::Min | Agg::Max, c) => c.clone(),
+            _ => None,
+        })
+        .collect();
+    if cols.iter().all(Option::is_none) {
+        Vec::new()
+    } else {
+        cols
+    }
 }
 
 /// The result column item `i` is: its position if no `*` comes before it,

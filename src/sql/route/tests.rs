@@ -711,6 +711,16 @@ fn merge_specs() {
                 Agg::First,
                 Agg::First
             ]),
+            // The columns MIN and MAX read, for their collation.
+            agg_columns: vec![
+                None,
+                None,
+                Some("y".into()),
+                Some("z".into()),
+                None,
+                None,
+                None
+            ],
             ..MergeSpec::default()
         }
     );
