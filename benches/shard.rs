@@ -10,6 +10,8 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use idgate::collation::Charset;
+use idgate::frontend::shardkey::{canonical, KeyType, Purpose};
 use idgate::rules::RuleSet;
 use idgate::shard::placement::{KeyValue, Placement};
 
@@ -122,6 +124,34 @@ fn bench(c: &mut Criterion) {
         placement(&set, "by_range64"),
         &ints,
     );
+    g.finish();
+
+    // String keys of a hash table placed by their column's collation: the
+    // collation key, then the hash (what an INSERT or keyed SELECT pays).
+    let by_hash = placement(&set, "by_hash");
+    let mixed: Vec<KeyValue> = (0..KEYS)
+        .map(|i| KeyValue::Str(format!("User-{i:010}@Exämple").into_bytes()))
+        .collect();
+    let mut g = c.benchmark_group("collation key + shard_of, hash");
+    for (name, keys) in [("20-byte ASCII key", &strs), ("20-byte mixed-case key with ä", &mixed)] {
+        for coll in ["utf8mb4_general_ci", "utf8mb4_unicode_ci", "utf8mb4_bin"] {
+            let ty = KeyType::Text(idgate::collation::by_name(coll).expect("known"));
+            let mut i = 0;
+            g.bench_function(format!("{name}, {coll}"), |b| {
+                b.iter(|| {
+                    i = (i + 1) % KEYS;
+                    let k = canonical(
+                        black_box(&keys[i]),
+                        by_hash,
+                        Some(ty),
+                        Charset::Utf8mb4,
+                        Purpose::Lookup,
+                    );
+                    black_box(k.ok().flatten().map(|k| by_hash.shard_of(&k)))
+                })
+            });
+        }
+    }
     g.finish();
 
     // A whole routing decision: the rule lookup by (schema, table) and then
