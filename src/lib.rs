@@ -6,8 +6,12 @@
 //! Dependencies point one way: (`server`, `http`) -> `frontend` -> (`sql`, `idgen`,
 //! `backend`) -> `shard` -> `protocol`; `rules` -> `shard` (a rule builds its
 //! table's `shard::placement`); `sql` uses `shard`'s value types (`KeyValue`,
-//! `MergeSpec`); `config` is a leaf.
+//! `MergeSpec`); `config` and `collation` are leaves.
 //!
+//! - [`collation`]: how MariaDB compares strings (weights of the
+//!   collations idgate reproduces, read from the server into
+//!   `collation/data/`), for placing rows by a string key and merging
+//!   scattered ORDER BY/MIN/MAX alike. A leaf.
 //! - [`config`]: `idgate.toml` (listen addresses, users, backend account, shards,
 //!   allocator store, rules directory), validated on load.
 //! - [`rules`]: `rules/*.toml`: generators and table column rules.
@@ -19,7 +23,8 @@
 //!   `upsert` for the replies of INSERT IGNORE / ON DUPLICATE KEY UPDATE;
 //!   `capture`: ids written as expressions and UPDATEs of the id column,
 //!   read back and observed),
-//!   routing to shards (`route`, `scatter`, `cursor`: a cursor over several
+//!   routing to shards (`route`, `shardkey`: shard keys made canonical
+//!   by their column's type and collation, `scatter`, `cursor`: a cursor over several
 //!   shards served from merged rows, `txn`, `xa`; `multi`: a query
 //!   of several statements run one by one; `inline`: a
 //!   prepared execute written as its text, for one that must be split by

@@ -574,3 +574,35 @@ fn the_shard_key_may_be_another_column_than_the_id() {
         "{lines:?}"
     );
 }
+
+#[test]
+fn the_hash_key_is_checked_with_its_line() {
+    let a = r#"[[generator]]
+name = "orders"
+kind = "sequence"
+
+[[table]]
+name = "shop.a"
+column = "id"
+generator = "orders"
+shard_key = "code"
+sharding = "hash"
+hash = "crc64"
+
+[[table]]
+name = "shop.b"
+column = "id"
+generator = "orders"
+shard_key = "id"
+sharding = "mod"
+hash = "bytes"
+"#;
+    let (_d, lines) = load_err(&[("a.toml", a)]);
+    assert_eq!(
+        lines,
+        [
+            "a.toml:11: table `shop.a`: hash `crc64` is not one of collation, bytes",
+            "a.toml:19: table `shop.b`: hash = \"...\" is for sharding = \"hash\" only",
+        ]
+    );
+}

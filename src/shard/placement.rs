@@ -19,7 +19,11 @@
 //!   canonical text: an integer in decimal (a `-` sign when negative, no `+`,
 //!   no leading zeros), a string as its bytes. So on a shard,
 //!   `SELECT id FROM t WHERE CRC32(key) % n <> k` lists rows that are not on
-//!   the shard at position `k` of the list. Works for any key type.
+//!   the shard at position `k` of the list. Works for any key type. Unless
+//!   the rule says `hash = "bytes"` ([`Placement::hashes_bytes`]), the
+//!   caller first makes the key canonical for its column
+//!   (`frontend::shardkey`: a string becomes its collation key, so keys
+//!   the column finds equal hash alike); this module hashes what it is given.
 //! - `range`: the key must be an integer `k`; `ranges` are contiguous,
 //!   ordered intervals `[from, to)` covering every integer (the first has no
 //!   `from`, the last no `to`); the row is on the shard of the interval that
