@@ -59,9 +59,18 @@ struct Case {
     /// Keys `k` of the rows whose id is generated.
     gen_keys: Vec<i64>,
     /// Where idgate is documented to differ from MariaDB (README,
-    /// "Semantics"): statement `.0`'s reply through idgate is `.1`
-    /// (labelled) instead of MariaDB's.
-    documented: Option<(usize, &'static str)>,
+    /// "Semantics"): what idgate shows instead.
+    documented: Vec<Doc>,
+}
+
+/// A documented difference: what idgate shows, labelled, where MariaDB
+/// shows something else.
+#[derive(Clone)]
+enum Doc {
+    /// Statement `.0`'s reply.
+    Reply(usize, &'static str),
+    /// The stored rows.
+    Rows(&'static [(i64, &'static str)]),
 }
 
 fn text(sql: &str) -> Step {
@@ -99,7 +108,7 @@ fn around(name: &str, stmt: Step) -> Case {
         name: name.to_string(),
         steps: vec![gen(1), stmt, gen(3)],
         gen_keys,
-        documented: None,
+        documented: Vec::new(),
     }
 }
 
@@ -159,21 +168,21 @@ fn cases() -> Vec<Case> {
             gen(3),
         ],
         gen_keys: vec![1, 3],
-        documented: None,
+        documented: Vec::new(),
     });
     // TRUE is 1: no generated row before it.
     v.push(Case {
         name: "TRUE".into(),
         steps: vec![text("INSERT INTO tbl VALUES (TRUE, 2)"), gen(3)],
         gen_keys: vec![3],
-        documented: None,
+        documented: Vec::new(),
     });
     // REPLACE over the generated row (same unique k): deleted and inserted.
     v.push(Case {
         name: "REPLACE over a row".into(),
         steps: vec![gen(1), text("REPLACE INTO tbl VALUES (85, 1)"), gen(3)],
         gen_keys: vec![3],
-        documented: None,
+        documented: Vec::new(),
     });
     // ON DUPLICATE KEY UPDATE id = 300: the found row (k = 1) gets id 300.
     for (name, stmt) in [
@@ -203,8 +212,14 @@ fn cases() -> Vec<Case> {
         // duplicate is on another unique key)"): MariaDB reports 300, the
         // updated row's id; idgate reports 5, the id the row proposed. The
         // stored ids and LAST_INSERT_ID() are the same.
-        let documented = (name == "upsert, id explicit")
-            .then_some((1, "OK affected 2, last_insert_id lit:5, warnings 0"));
+        let documented = if name == "upsert, id explicit" {
+            vec![Doc::Reply(
+                1,
+                "OK affected 2, last_insert_id lit:5, warnings 0",
+            )]
+        } else {
+            Vec::new()
+        };
         v.push(Case {
             name: name.into(),
             steps: vec![gen(1), stmt, gen(3)],
@@ -237,7 +252,7 @@ fn cases() -> Vec<Case> {
             name: name.into(),
             steps: vec![gen(1), text("INSERT INTO tbl VALUES (24, 2)"), stmt, gen(3)],
             gen_keys: vec![1, 3],
-            documented: None,
+            documented: Vec::new(),
         });
     }
 
@@ -353,7 +368,7 @@ struct Outcome {
     /// `SELECT LAST_INSERT_ID()` right after.
     last_insert_id: u64,
     /// The largest id stored before the statement (0: none).
-    max_before: u64,
+    max_before: i128,
 }
 
 /// The single value of a one-row, one-column text result (`None`: NULL).
@@ -374,7 +389,10 @@ async fn query_value(c: &mut RawClient, sql: &str) -> Option<String> {
     Some(String::from_utf8(row[1..1 + n].to_vec()).unwrap())
 }
 
-async fn query_u64(c: &mut RawClient, sql: &str) -> u64 {
+async fn query_int<T: std::str::FromStr>(c: &mut RawClient, sql: &str) -> T
+where
+    T::Err: std::fmt::Debug,
+{
     query_value(c, sql)
         .await
         .unwrap_or_else(|| panic!("{sql}: NULL"))
@@ -461,22 +479,22 @@ async fn run_step(c: &mut RawClient, sql: &Sql, table: &str) -> Reply {
 #[derive(Debug)]
 struct Run {
     outcomes: Vec<Outcome>,
-    rows: Vec<(i64, u64)>,
+    rows: Vec<(i64, i128)>,
 }
 
 async fn run_case(c: &mut RawClient, case: &Case, table: &str) -> Run {
     let mut outcomes = Vec::new();
     for step in &case.steps {
-        let max_before = query_u64(c, &format!("SELECT COALESCE(MAX(id), 0) FROM {table}")).await;
+        let max_before = query_int(c, &format!("SELECT COALESCE(MAX(id), 0) FROM {table}")).await;
         let reply = run_step(c, &step.sql, table).await;
-        let last_insert_id = query_u64(c, "SELECT LAST_INSERT_ID()").await;
+        let last_insert_id = query_int(c, "SELECT LAST_INSERT_ID()").await;
         outcomes.push(Outcome {
             reply,
             last_insert_id,
             max_before,
         });
     }
-    let n = query_u64(c, &format!("SELECT COUNT(*) FROM {table}")).await;
+    let n = query_int(c, &format!("SELECT COUNT(*) FROM {table}")).await;
     let mut rows = Vec::new();
     for i in 0..n {
         let kv = query_value(
@@ -500,10 +518,10 @@ struct Labelled {
 }
 
 fn label_run(case: &Case, run: &Run) -> Labelled {
-    let mut names: HashMap<u64, String> = HashMap::new();
+    let mut names: HashMap<i128, String> = HashMap::new();
     for (i, (step, o)) in case.steps.iter().zip(&run.outcomes).enumerate() {
         if let (true, Reply::Ok { last_insert_id, .. }) = (step.generates, &o.reply) {
-            names.insert(*last_insert_id, format!("gen:statement {i}"));
+            names.insert(*last_insert_id as i128, format!("gen:statement {i}"));
         }
     }
     for (k, id) in &run.rows {
@@ -511,7 +529,7 @@ fn label_run(case: &Case, run: &Run) -> Labelled {
             names.entry(*id).or_insert_with(|| format!("gen:row {k}"));
         }
     }
-    let label = |id: u64| {
+    let label = |id: i128| {
         names
             .get(&id)
             .cloned()
@@ -529,11 +547,11 @@ fn label_run(case: &Case, run: &Run) -> Labelled {
                         warnings,
                     } => format!(
                         "OK affected {affected_rows}, last_insert_id {}, warnings {warnings}",
-                        label(*last_insert_id)
+                        label(*last_insert_id as i128)
                     ),
                     Reply::Err(code, _) => format!("ERR {code}"),
                 };
-                (reply, label(o.last_insert_id))
+                (reply, label(o.last_insert_id as i128))
             })
             .collect(),
         rows: run.rows.iter().map(|(k, id)| (*k, label(*id))).collect(),
@@ -541,15 +559,16 @@ fn label_run(case: &Case, run: &Run) -> Labelled {
 }
 
 /// Every generated id is above every id stored before its statement; no
-/// statement failed.
-fn check_run(case: &Case, run: &Run, side: &str) {
+/// statement failed (unless `allow_errors`).
+fn check_run(case: &Case, run: &Run, side: &str, allow_errors: bool) {
     for (i, (step, o)) in case.steps.iter().zip(&run.outcomes).enumerate() {
         match &o.reply {
+            Reply::Err(..) if allow_errors => {}
             Reply::Err(code, msg) => {
                 panic!("{}, {side}: statement {i} failed: {code} {msg}", case.name)
             }
             Reply::Ok { last_insert_id, .. } if step.generates => assert!(
-                *last_insert_id > o.max_before,
+                *last_insert_id as i128 > o.max_before,
                 "{}, {side}: statement {i} generated {last_insert_id}, but {} was stored before",
                 case.name,
                 o.max_before
@@ -573,8 +592,15 @@ fn rules(schema: &str, n: usize) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_form_and_bound_type_reports_and_stores_what_mariadb_does() {
     let Some(tb) = support::testbed() else { return };
-    let cases = cases();
-    let schema = support::unique("xdiff");
+    run_cases(&tb, &cases(), "xdiff", false).await;
+}
+
+/// Runs every case on its own table pair (directly and through idgate,
+/// each in a fresh session) and compares; `allow_errors`: a statement may
+/// fail (on both sides alike), else any error fails the test.
+async fn run_cases(tb: &support::Testbed, cases: &[Case], tag: &str, allow_errors: bool) {
+    let tb = tb.clone();
+    let schema = support::unique(tag);
     let reference = format!("{schema}_ai");
     let mut ddl = vec![
         format!("CREATE DATABASE `{schema}`"),
@@ -593,7 +619,7 @@ async fn every_form_and_bound_type_reports_and_stores_what_mariadb_does() {
     let p = Proxy::start_rules(
         &tb,
         &rules(&schema, cases.len()),
-        &format!("/xdiff-{schema}"),
+        &format!("/{tag}-{schema}"),
     )
     .await;
 
@@ -615,20 +641,30 @@ async fn every_form_and_bound_type_reports_and_stores_what_mariadb_does() {
         .expect_ok();
         let want = run_case(&mut direct, case, &table).await;
         let got = run_case(&mut through, case, &table).await;
-        check_run(case, &want, "directly");
-        check_run(case, &got, "through idgate");
+        check_run(case, &want, "directly", allow_errors);
+        check_run(case, &got, "through idgate", allow_errors);
         let (w, mut g) = (label_run(case, &want), label_run(case, &got));
         eprintln!(
             "{}:\n  directly:       {w:?}\n  through idgate: {g:?}",
             case.name
         );
-        if let Some((i, documented)) = case.documented {
-            assert_eq!(
-                g.steps[i].0, documented,
-                "{}: idgate as documented",
-                case.name
-            );
-            g.steps[i].0 = w.steps[i].0.clone();
+        for d in &case.documented {
+            match d {
+                Doc::Reply(i, documented) => {
+                    assert_eq!(
+                        g.steps[*i].0, *documented,
+                        "{}: idgate as documented",
+                        case.name
+                    );
+                    g.steps[*i].0 = w.steps[*i].0.clone();
+                }
+                Doc::Rows(rows) => {
+                    let rows: Vec<(i64, String)> =
+                        rows.iter().map(|(k, l)| (*k, l.to_string())).collect();
+                    assert_eq!(g.rows, rows, "{}: idgate as documented", case.name);
+                    g.rows = w.rows.clone();
+                }
+            }
         }
         if w != g {
             failures.push(format!(
@@ -687,7 +723,7 @@ async fn an_expression_that_yields_null_is_refused() {
         name: "NULL expressions".into(),
         steps: [vec![gen(1)], stmts.to_vec(), vec![gen(5)]].concat(),
         gen_keys: vec![1, 2, 3, 4, 5],
-        documented: None,
+        documented: Vec::new(),
     };
     let mut direct = RawClient::connect(
         tb.shards[0].parse().unwrap(),
@@ -707,7 +743,7 @@ async fn an_expression_that_yields_null_is_refused() {
     for i in 1..=stmts.len() {
         // MariaDB: a generated id.
         assert!(
-            matches!(want.outcomes[i].reply, Reply::Ok { affected_rows: 1, last_insert_id, .. } if last_insert_id > want.outcomes[i].max_before),
+            matches!(want.outcomes[i].reply, Reply::Ok { affected_rows: 1, last_insert_id, .. } if last_insert_id as i128 > want.outcomes[i].max_before),
             "directly, statement {i}: {:?}",
             want.outcomes[i]
         );
@@ -724,11 +760,274 @@ async fn an_expression_that_yields_null_is_refused() {
     assert_eq!(got.rows.iter().map(|r| r.0).collect::<Vec<_>>(), [1, 5]);
     let last = got.outcomes.last().unwrap();
     assert!(
-        matches!(last.reply, Reply::Ok { last_insert_id, .. } if last_insert_id > last.max_before)
+        matches!(last.reply, Reply::Ok { last_insert_id, .. } if last_insert_id as i128 > last.max_before)
     );
     drop((direct, through));
     p.stop().await;
     for db in [&schema, &reference] {
         proxy::admin(&tb, 0, &[&format!("DROP DATABASE IF EXISTS `{db}`")]).await;
     }
+}
+
+/// Rarer forms, sql_modes and values out of range; a statement may fail,
+/// as long as it fails alike on both sides.
+fn edge_cases() -> Vec<Case> {
+    let mut v = Vec::new();
+    let non_strict = || text("SET SESSION sql_mode = ''");
+    for (name, stmt) in [
+        (
+            "hex string X'3737'",
+            text("INSERT INTO tbl VALUES (X'3737', 2)"),
+        ),
+        (
+            "CAST AS DECIMAL",
+            text("INSERT INTO tbl VALUES (CAST(33.5 AS DECIMAL(5,1)), 2)"),
+        ),
+        (
+            "string expression",
+            text("INSERT INTO tbl VALUES (CONCAT('3', '5.5'), 2)"),
+        ),
+        (
+            "huge literal",
+            text("INSERT INTO tbl VALUES (18446744073709551615, 2)"),
+        ),
+        (
+            "bound VAR_STRING '33.5'",
+            exec(BIND, vec![str_param(types::VAR_STRING, "33.5")]),
+        ),
+        (
+            "bound VAR_STRING '1e3'",
+            exec(BIND, vec![str_param(types::VAR_STRING, "1e3")]),
+        ),
+        (
+            "bound VAR_STRING ' 12 '",
+            exec(BIND, vec![str_param(types::VAR_STRING, " 12 ")]),
+        ),
+        (
+            "bound expression ? * 2, DOUBLE",
+            exec(
+                "INSERT INTO tbl (id, k) VALUES (? * 2, 2)",
+                vec![int_param(types::DOUBLE, 0, &10.25f64.to_le_bytes())],
+            ),
+        ),
+    ] {
+        v.push(around(name, stmt));
+    }
+    for (name, stmt) in [
+        ("DEFAULT", text("INSERT INTO tbl VALUES (DEFAULT, 2)")),
+        (
+            "bound DOUBLE -0.4",
+            exec(
+                BIND,
+                vec![int_param(types::DOUBLE, 0, &(-0.4f64).to_le_bytes())],
+            ),
+        ),
+        (
+            "bound NEWDECIMAL '0.49'",
+            exec(BIND, vec![str_param(types::NEWDECIMAL, "0.49")]),
+        ),
+    ] {
+        v.push(around(name, generating(stmt)));
+    }
+    let case = |name: &str, steps: Vec<Step>, gen_keys: Vec<i64>| Case {
+        name: name.into(),
+        steps,
+        gen_keys,
+        documented: Vec::new(),
+    };
+    v.push(case(
+        "non-strict '77abc'",
+        vec![
+            non_strict(),
+            gen(1),
+            text("INSERT INTO tbl VALUES ('77abc', 2)"),
+            gen(3),
+        ],
+        vec![1, 3],
+    ));
+    v.push(case(
+        "non-strict bound '78abc'",
+        vec![
+            non_strict(),
+            gen(1),
+            exec(BIND, vec![str_param(types::VAR_STRING, "78abc")]),
+            gen(3),
+        ],
+        vec![1, 3],
+    ));
+    v.push(case(
+        "NO_AUTO_VALUE_ON_ZERO 0",
+        vec![
+            text("SET SESSION sql_mode = CONCAT(@@sql_mode, ',NO_AUTO_VALUE_ON_ZERO')"),
+            gen(1),
+            text("INSERT INTO tbl VALUES (0, 2)"),
+            gen(3),
+        ],
+        vec![1, 3],
+    ));
+    v.push(case(
+        "upsert id = VALUES(id)",
+        vec![
+            gen(1),
+            text("INSERT INTO tbl (id, k) VALUES (400, 1) ON DUPLICATE KEY UPDATE id = VALUES(id)"),
+            gen(3),
+        ],
+        vec![3],
+    ));
+    v.push(case(
+        "upsert id = LAST_INSERT_ID(id)",
+        vec![
+            gen(1),
+            text("INSERT INTO tbl (k) VALUES (1) ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)"),
+            gen(3),
+        ],
+        vec![1, 3],
+    ));
+    v.push(case(
+        "multi-row upsert",
+        vec![
+            gen(1),
+            text(
+                "INSERT INTO tbl (id, k) VALUES (40, 2), (41, 1) ON DUPLICATE KEY UPDATE id = 500",
+            ),
+            gen(3),
+        ],
+        vec![3],
+    ));
+    v.push(case(
+        "INSERT IGNORE duplicate",
+        vec![
+            gen(1),
+            text("INSERT INTO tbl VALUES (30, 2)"),
+            text("INSERT IGNORE INTO tbl VALUES (30, 4)"),
+            gen(3),
+        ],
+        vec![1, 3],
+    ));
+    v.push(case(
+        "REPLACE generated over a row",
+        vec![
+            gen(1),
+            generating(text("REPLACE INTO tbl (k) VALUES (1)")),
+            gen(3),
+        ],
+        vec![1, 3],
+    ));
+    v.push(case(
+        "UPDATE every row",
+        vec![gen(1), gen(2), text("UPDATE tbl SET id = k + 1000"), gen(3)],
+        vec![3],
+    ));
+    v.push(case(
+        "UPDATE ORDER BY LIMIT",
+        vec![
+            gen(1),
+            gen(2),
+            text("UPDATE tbl SET id = 500 ORDER BY k DESC LIMIT 1"),
+            gen(3),
+        ],
+        vec![1, 3],
+    ));
+    v.push(case(
+        "UPDATE to a variable",
+        vec![
+            gen(1),
+            text("SET @v = 600"),
+            text("UPDATE tbl SET id = @v"),
+            gen(3),
+        ],
+        vec![3],
+    ));
+    // Out of range for BIGINT: MariaDB refuses the row with 1264 ("Out of
+    // range value"); idgate refuses such a bound id itself with 1366, as
+    // documented (README, "Semantics", bound parameters: "one idgate
+    // cannot convert exactly ... is refused with error 1366"). Nothing is
+    // stored either way.
+    for (name, p) in [
+        (
+            "bound LONGLONG unsigned 2^63 + 1",
+            int_param(types::LONGLONG, UNSIGNED, &((1u64 << 63) + 1).to_le_bytes()),
+        ),
+        (
+            "bound DOUBLE 1e300",
+            int_param(types::DOUBLE, 0, &1e300f64.to_le_bytes()),
+        ),
+    ] {
+        let mut c = around(name, exec(BIND, vec![p]));
+        c.documented = vec![Doc::Reply(1, "ERR 1366")];
+        v.push(c);
+    }
+    for c in &mut v {
+        c.documented = match c.name.as_str() {
+            // Documented (README, "Semantics", bound parameters: "a string
+            // that is not a number is refused with error 1366"): MariaDB in
+            // non-strict mode stores 78 with a warning; idgate refuses the
+            // execute and stores nothing.
+            "non-strict bound '78abc'" => vec![
+                Doc::Reply(2, "ERR 1366"),
+                Doc::Rows(&[(1, "gen:statement 1"), (3, "gen:statement 3")]),
+            ],
+            // Documented (README, "Semantics", INSERT IGNORE / ON DUPLICATE
+            // KEY UPDATE: "A statement with only explicit ids reports the
+            // last of them"): MariaDB reports 500, the last row's id as
+            // updated; idgate reports 41, the id that row proposed.
+            "multi-row upsert" => vec![Doc::Reply(
+                1,
+                "OK affected 3, last_insert_id lit:41, warnings 0",
+            )],
+            _ => std::mem::take(&mut c.documented),
+        };
+    }
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rarer_forms_and_modes_report_and_store_what_mariadb_does() {
+    let Some(tb) = support::testbed() else { return };
+    run_cases(&tb, &edge_cases(), "xedge", true).await;
+}
+
+/// A negative explicit id: MariaDB's OK packet reports it (as the unsigned
+/// 64-bit two's complement, 18446744073709551611 for -5), as it reports
+/// any explicit id of an explicit-only statement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "reason: bug: idgate reports last_insert_id 0 for an explicit-only INSERT of a negative id (MariaDB: the id); a negative value is converted to Converted::Negative without its value, and the reported explicit id is a u64 through sql::shape/plan/prepare/render and frontend::inject/route"]
+async fn negative_explicit_ids_are_reported_as_mariadb_reports_them() {
+    let Some(tb) = support::testbed() else { return };
+    let cases = vec![
+        around("negative literal", text("INSERT INTO tbl VALUES (-5, 2)")),
+        around(
+            "bound TINY -3",
+            exec(BIND, vec![int_param(types::TINY, 0, &[0xfd])]),
+        ),
+        // An exact decimal rounds half away from zero: -1.
+        around(
+            "bound NEWDECIMAL '-0.5'",
+            exec(BIND, vec![str_param(types::NEWDECIMAL, "-0.5")]),
+        ),
+    ];
+    run_cases(&tb, &cases, "xneg", false).await;
+}
+
+/// Non-strict mode (MariaDB's `sql_mode = ''`), a multi-row INSERT whose id
+/// is an expression that yields NULL: MariaDB's AUTO_INCREMENT generates
+/// an id for that row. Through idgate the row gets its id from
+/// `(@idgate_v<n> := @nothing)`, NULL, which the non-strict shard stores as
+/// 0 with warning 1048 (a second such row would fail with 1062).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "reason: bug: in non-strict mode, INSERT INTO t VALUES (@nothing, 2), (70, 4) stores id 0 for the first row through idgate (warning 1048, last_insert_id 70, LAST_INSERT_ID() unchanged); MariaDB with AUTO_INCREMENT generates an id for it and reports that id. The README documents only the strict-mode refusal"]
+async fn non_strict_null_expression_in_a_multi_row_insert() {
+    let Some(tb) = support::testbed() else { return };
+    let case = Case {
+        name: "non-strict NULL expression, multi-row".into(),
+        steps: vec![
+            text("SET SESSION sql_mode = ''"),
+            gen(1),
+            generating(text("INSERT INTO tbl VALUES (@nothing, 2), (70, 4)")),
+            gen(3),
+        ],
+        gen_keys: vec![1, 2, 3],
+        documented: Vec::new(),
+    };
+    run_cases(&tb, &[case], "xnull", false).await;
 }
