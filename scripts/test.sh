@@ -16,6 +16,23 @@ eval "$("$repo/scripts/testbed.sh" env)"
 extra=()
 if [ "${1:-}" = "--" ]; then shift; extra=("$@"); fi
 
+# Node's mysql2 (tests/clients_node.rs): node itself, then the locked
+# dependencies of tests/clients/node, before any test runs.
+node_pkgs=()
+command -v node >/dev/null 2>&1 || node_pkgs=(nodejs npm)
+[ ${#node_pkgs[@]} -gt 0 ] || command -v npm >/dev/null 2>&1 || node_pkgs=(npm)
+if [ ${#node_pkgs[@]} -gt 0 ]; then
+  echo "== installing ${node_pkgs[*]}"
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${node_pkgs[@]}"
+fi
+if [ ! -d "$repo/tests/clients/node/node_modules" ]; then
+  echo "== npm ci (tests/clients/node)"
+  npm ci --prefix "$repo/tests/clients/node" --no-audit --no-fund
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
