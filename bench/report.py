@@ -40,6 +40,10 @@ VIEWS = [
      "merged; direct/haproxy: the whole table on s0)", "scatter_select",
      ["direct", "haproxy", "idgate_sh"],
      [("idgate_sh", "direct", None)]),
+    ("scatter by a string: SELECT id, c FROM sbtest1 ORDER BY c, id LIMIT 10 (idgate_sh: on both "
+     "shards, merged by c's collation; direct/haproxy: the whole table on s0)", "scatter_string",
+     ["direct", "haproxy", "idgate_sh"],
+     [("idgate_sh", "direct", None)]),
     ("oltp_read_write, prepared, no DISTINCT ranges (idgate_sh: sharded over s0 and s1, every "
      "transaction XA over the shards it touches; direct/haproxy: the whole table on s0)",
      "read_write_sharded",

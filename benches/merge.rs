@@ -95,7 +95,6 @@ fn bench(c: &mut Criterion) {
         g.bench_function(name, |b| {
             b.iter(|| {
                 let out = merge(black_box(&replies), &spec, Protocol::Text, false).unwrap();
-                assert_eq!(out.len() as u64, 4 + rows);
                 black_box(out)
             })
         });

@@ -133,7 +133,10 @@ fn bench(c: &mut Criterion) {
         .map(|i| KeyValue::Str(format!("User-{i:010}@Exämple").into_bytes()))
         .collect();
     let mut g = c.benchmark_group("collation key + shard_of, hash");
-    for (name, keys) in [("20-byte ASCII key", &strs), ("20-byte mixed-case key with ä", &mixed)] {
+    for (name, keys) in [
+        ("20-byte ASCII key", &strs),
+        ("20-byte mixed-case key with ä", &mixed),
+    ] {
         for coll in ["utf8mb4_general_ci", "utf8mb4_unicode_ci", "utf8mb4_bin"] {
             let ty = KeyType::Text(idgate::collation::by_name(coll).expect("known"));
             let mut i = 0;

@@ -17,7 +17,8 @@
 #   --threads N        sysbench threads (default 16)
 #   --table-size N     rows in sbtest.sbtest1 (default 10000)
 #   --workloads "..."  subset of: point_select read_write_ps insert
-#                      point_select_sharded scatter_select (default: these),
+#                      point_select_sharded scatter_select scatter_string
+#                      (default: these),
 #                      read_write_sharded (only when named: see below)
 #   --idle-conns N     sessions opened by the idle step (default 1000)
 #   --no-idle          skip the idle-session step
@@ -51,6 +52,8 @@
 #   scatter_select  bench/scatter.lua: `SELECT id, k FROM sbtest1 ORDER BY k, id
 #                   LIMIT 10`, on every shard and merged through idgate_sh,
 #                   against the same query on the whole table (direct, HAProxy).
+#   scatter_string  bench/scatter_string.lua: the same ordered by the string
+#                   column c (`ORDER BY c, id LIMIT 10`), merged by c's collation.
 #
 # Results: target/bench/results-<stamp>.tsv (raw: one row per run) and
 # target/bench/results-<stamp>.txt (the report); bench/report.py FILE.tsv
@@ -71,7 +74,7 @@ duration=10
 warmup=2
 threads=16
 table_size=10000
-workloads="point_select read_write_ps insert point_select_sharded scatter_select"
+workloads="point_select read_write_ps insert point_select_sharded scatter_select scatter_string"
 idle_conns=1000
 do_idle=1
 do_idgate=1
@@ -342,7 +345,7 @@ start_idgate() {
   local port port_sh; port=$(free_port); port_sh=$(free_port)
   write_idgate_config "$port" "$port_sh"
   launch_idgate idgate "$tmp/idgate.toml" "$port"
-  if [[ " $workloads " == *"_sharded "* || " $workloads " == *" scatter_select "* ]]; then
+  if [[ " $workloads " == *"_sharded "* || " $workloads " == *" scatter_"* ]]; then
     launch_idgate idgate_sh "$tmp/idgate_sh.toml" "$port_sh"
     if ((idgate_sh_ok)); then prepare_sharded; fi
   fi
@@ -411,6 +414,7 @@ workload_args() {
     insert) printf '%s\n' oltp_insert --db-ps-mode=disable --auto-inc=on ;;
     point_select_sharded) printf '%s\n' oltp_point_select --db-ps-mode=disable ;;
     scatter_select) printf '%s\n' "$repo/bench/scatter.lua" --db-ps-mode=disable ;;
+    scatter_string) printf '%s\n' "$repo/bench/scatter_string.lua" --db-ps-mode=disable ;;
     read_write_sharded) printf '%s\n' oltp_read_write --db-ps-mode=auto --distinct_ranges=0 ;;
     *) die "unknown workload $1" ;;
   esac
@@ -420,7 +424,7 @@ workload_targets() {
   local t=(direct haproxy)
   ((do_control)) && t+=(haproxy2)
   case "$1" in
-    point_select_sharded | scatter_select | read_write_sharded)
+    point_select_sharded | scatter_select | scatter_string | read_write_sharded)
       ((idgate_sh_ok)) && t+=(idgate_sh)
       echo "${t[@]}"
       return 0

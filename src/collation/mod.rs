@@ -218,6 +218,11 @@ fn chars(s: &[u8], cs: Charset) -> impl Iterator<Item = u32> + '_ {
     let mut i = 0;
     std::iter::from_fn(move || {
         let b = *s.get(i)?;
+        if b < 0x80 {
+            // ASCII is itself in every character set here.
+            i += 1;
+            return Some(u32::from(b));
+        }
         if !cs.is_utf8() {
             i += 1;
             return Some(match cs {
@@ -346,11 +351,7 @@ impl Collation {
     /// The weight units of `s`, given in `cs` (`Binary`: already in the
     /// collation's character set).
     fn units<'s>(&'s self, s: &'s [u8], cs: Charset) -> impl Iterator<Item = u16> + 's {
-        let cs = match (self.weigh, cs) {
-            (Weigh::Bytes, _) => Charset::Binary,
-            (_, Charset::Binary) => self.charset,
-            (_, cs) => cs,
-        };
+        let cs = self.input(cs);
         let narrow = self.charset == Utf8mb3;
         chars(s, cs)
             // A column in utf8mb3 stores `?` for what it cannot hold.
@@ -392,7 +393,43 @@ impl Collation {
     /// Orders `a` (in `a_cs`) and `b` (in `b_cs`) as MariaDB does in this
     /// collation. Allocates nothing.
     pub fn compare(&self, a: &[u8], a_cs: Charset, b: &[u8], b_cs: Charset) -> Ordering {
-        let (x, y) = (self.units(a, a_cs), self.units(b, b_cs));
+        let (a_cs, b_cs) = (self.input(a_cs), self.input(b_cs));
+        let narrow = self.charset == Utf8mb3;
+        let stored = move |cp: u32| if narrow && cp > 0xffff { QUESTION } else { cp };
+        match self.weigh {
+            // One weight per character, from one table: no per-character
+            // weight buffer (the merge compares every row's key this way).
+            Weigh::General => {
+                let t = tables::general_table();
+                let w = move |cp: u32| {
+                    t.get(stored(cp) as usize)
+                        .copied()
+                        .unwrap_or(tables::REPLACEMENT)
+                };
+                self.ordered(chars(a, a_cs).map(w), chars(b, b_cs).map(w))
+            }
+            // The bytes themselves: UTF-8 byte order is code point order.
+            Weigh::Bin if self.charset.is_utf8() && a_cs.is_utf8() && b_cs.is_utf8() && !narrow => {
+                self.ordered(
+                    a.iter().map(|&x| u16::from(x)),
+                    b.iter().map(|&x| u16::from(x)),
+                )
+            }
+            _ => self.ordered(self.units(a, a_cs), self.units(b, b_cs)),
+        }
+    }
+
+    /// The character set bytes given in `cs` are decoded in.
+    fn input(&self, cs: Charset) -> Charset {
+        match (self.weigh, cs) {
+            (Weigh::Bytes, _) => Charset::Binary,
+            (_, Charset::Binary) => self.charset,
+            (_, cs) => cs,
+        }
+    }
+
+    /// Compares weight sequences, padded with spaces where the collation pads.
+    fn ordered(&self, x: impl Iterator<Item = u16>, y: impl Iterator<Item = u16>) -> Ordering {
         if self.pad {
             cmp_padded(x, y, self.space())
         } else {

@@ -14,10 +14,10 @@ pub(super) const UNICODE_SPACE: u16 = 0x0209;
 
 /// The weight every character beyond U+FFFF has in `general_ci` and
 /// `unicode_ci`.
-const REPLACEMENT: u16 = 0xfffd;
+pub(super) const REPLACEMENT: u16 = 0xfffd;
 
-/// `utf8mb4_general_ci`: the weight of each BMP character.
-fn general_table() -> &'static [u16] {
+/// `utf8mb4_general_ci`: the weight of each BMP character (index: code point).
+pub(super) fn general_table() -> &'static [u16] {
     static T: OnceLock<Box<[u16]>> = OnceLock::new();
     T.get_or_init(|| {
         let mut t: Box<[u16]> = (0..=0xffffu16).collect();
