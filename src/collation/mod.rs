@@ -363,6 +363,34 @@ impl Collation {
     /// `WEIGHT_STRING()` returns for a VARCHAR of this collation (for a
     /// `_bin` collation: the bytes in the collation's character set).
     pub fn weights(&self, s: &[u8], cs: Charset, out: &mut Vec<u8>) {
+        let cs = self.input(cs);
+        let narrow = self.charset == Utf8mb3;
+        match self.weigh {
+            Weigh::Bytes => return out.extend_from_slice(s),
+            Weigh::Bin if self.charset.is_utf8() && cs.is_utf8() && !narrow => {
+                // Valid UTF-8 is its own weight string; anything else is
+                // decoded below (invalid bytes count as `?`).
+                if std::str::from_utf8(s).is_ok() {
+                    return out.extend_from_slice(s);
+                }
+            }
+            Weigh::General => {
+                let t = tables::general_table();
+                out.reserve(2 * s.len());
+                for cp in chars(s, cs) {
+                    let cp = if narrow && cp > 0xffff { QUESTION } else { cp };
+                    let w = t.get(cp as usize).copied().unwrap_or(tables::REPLACEMENT);
+                    out.extend_from_slice(&w.to_be_bytes());
+                }
+                return;
+            }
+            Weigh::Unicode => {
+                out.reserve(2 * s.len());
+                let cps = chars(s, cs).map(|cp| if narrow && cp > 0xffff { QUESTION } else { cp });
+                return tables::unicode_weights(cps, out);
+            }
+            _ => {}
+        }
         let two = self.unit_bytes() == 2;
         for w in self.units(s, cs) {
             if two {

@@ -90,10 +90,34 @@ fn unicode_table() -> &'static Unicode {
 
 /// The `unicode_ci` weights of character `cp`.
 pub(super) fn unicode(cp: u32) -> Units {
+    unicode_in(unicode_table(), cp)
+}
+
+/// Appends the `unicode_ci` weights of the characters of `cps`, big-endian.
+pub(super) fn unicode_weights(cps: impl Iterator<Item = u32>, out: &mut Vec<u8>) {
+    let t = unicode_table();
+    for cp in cps {
+        match t.index.get(cp as usize) {
+            Some(&e) if e & IMPLICIT == 0 => {
+                let start = (e >> 4) as usize;
+                let n = (e & 0xf) as usize;
+                for w in t.weights.get(start..start + n).unwrap_or(&[]) {
+                    out.extend_from_slice(&w.to_be_bytes());
+                }
+            }
+            _ => {
+                for w in unicode_in(t, cp) {
+                    out.extend_from_slice(&w.to_be_bytes());
+                }
+            }
+        }
+    }
+}
+
+fn unicode_in(t: &Unicode, cp: u32) -> Units {
     if cp > 0xffff {
         return Units::one(REPLACEMENT);
     }
-    let t = unicode_table();
     let Some(&e) = t.index.get(cp as usize) else {
         return Units::one(REPLACEMENT);
     };
