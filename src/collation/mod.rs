@@ -367,12 +367,15 @@ impl Collation {
         let narrow = self.charset == Utf8mb3;
         match self.weigh {
             Weigh::Bytes => return out.extend_from_slice(s),
-            Weigh::Bin if self.charset.is_utf8() && cs.is_utf8() && !narrow => {
-                // Valid UTF-8 is its own weight string; anything else is
-                // decoded below (invalid bytes count as `?`).
-                if std::str::from_utf8(s).is_ok() {
-                    return out.extend_from_slice(s);
-                }
+            // Valid UTF-8 is its own weight string; anything else is decoded
+            // below (invalid bytes count as `?`).
+            Weigh::Bin
+                if self.charset.is_utf8()
+                    && cs.is_utf8()
+                    && !narrow
+                    && std::str::from_utf8(s).is_ok() =>
+            {
+                return out.extend_from_slice(s);
             }
             Weigh::General => {
                 let t = tables::general_table();
