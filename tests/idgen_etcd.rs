@@ -783,7 +783,7 @@ async fn observed_id_reaches_other_processes() {
     let (first_a, first_b) = (out[0], out[1]);
     // An id inside b's segment, above everything a reserved.
     let explicit = first_b.max(first_a) + 500;
-    ga.observe(explicit);
+    ga.observe(explicit).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     while gb.stats().next_id <= explicit {
         assert!(Instant::now() < deadline, "b never heard of {explicit}");

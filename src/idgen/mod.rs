@@ -45,7 +45,7 @@ pub use params::{parse_rfc3339_ms, validate};
 pub use store::etcd::{EtcdOptions, EtcdStore};
 pub use store::file::FileStore;
 pub use store::memory::{Fault, MemoryStore};
-pub use store::Store;
+pub use store::{Members, Store};
 
 use crate::config::{AllocatorConfig, StoreKind};
 use crate::rules::spec::GeneratorRule;
@@ -165,7 +165,9 @@ impl Allocator {
                 clock.clone(),
                 options.timeout,
             );
-            map.insert(rule.name.clone(), Arc::new(g));
+            let g = Arc::new(g);
+            g.bind();
+            map.insert(rule.name.clone(), g);
         }
         let mut prepared: Vec<Arc<Generator>> = Vec::new();
         for g in map.values() {
