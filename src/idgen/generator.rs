@@ -328,7 +328,7 @@ impl Generator {
     }
 
     /// One round of background work; `Err` means "back off".
-    async fn background_round(&self) -> Result<(), String> {
+    pub(crate) async fn background_round(&self) -> Result<(), String> {
         match &self.imp {
             Imp::Sequence(s) => s.background_round().await.map_err(|e| e.to_string()),
             Imp::Snowflake(s) => s.background_round().await.map_err(|e| e.to_string()),

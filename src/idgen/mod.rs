@@ -25,6 +25,8 @@
 
 mod clock;
 mod error;
+#[cfg(test)]
+mod explicit_tests;
 mod generator;
 mod params;
 mod sequence;

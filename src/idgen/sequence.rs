@@ -636,7 +636,7 @@ impl Sequence {
             // Dropped already (the lost-hook); make sure, then join again.
             self.drop_cache();
         }
-        self.publish_low().await?;
+        self.publish_low(0).await?;
         if !lost && !self.needs_refill() && !self.floor_dirty() {
             return Ok(());
         }
@@ -675,7 +675,7 @@ impl Sequence {
             }
         }
         drop(view);
-        self.publish_low().await?;
+        self.publish_low(0).await?;
         Ok(())
     }
 
@@ -763,7 +763,7 @@ impl Sequence {
     /// here, then acknowledged in the member record.
     pub(crate) async fn observe_published(&self, id: u64) {
         self.skip_past(id, true);
-        if let Err(e) = self.publish_low().await {
+        if let Err(e) = self.publish_low(id).await {
             tracing::debug!(error = %e, generator = %self.name, "acknowledging a floor failed; retrying");
         }
     }
@@ -780,9 +780,10 @@ impl Sequence {
     }
 
     /// Writes this process's `low` into its member record when it moved to
-    /// a new segment or past a floor since the last write (about once per
-    /// segment: reservations are what move it).
-    async fn publish_low(&self) -> Result<(), StoreError> {
+    /// a new segment since the last write (about once per segment:
+    /// reservations are what move it), or when the one written is at or
+    /// below `floor` (a published floor: the write is the acknowledgement).
+    async fn publish_low(&self, floor: u64) -> Result<(), StoreError> {
         let (lease, low) = {
             let s = self.slow.lock();
             let Some(lease) = s.member.clone().filter(|m| m.state.is_valid()) else {
@@ -790,7 +791,7 @@ impl Sequence {
             };
             let low = self.low(&s);
             let moved = s.seg_base > s.low_published
-                || (s.floor >= s.low_published && s.floor > 0)
+                || (floor > 0 && s.low_published <= floor)
                 || s.low_published == 0;
             if low <= s.low_published || !moved {
                 return Ok(());
