@@ -1,0 +1,376 @@
+//! Explicit ids across two idgate processes (issue 12): two proxies, each
+//! with its own allocator (its own etcd client and member record) on one
+//! etcd prefix, and one sequence with small segments, so explicit ids land
+//! inside the segment the *other* process holds. Random sequences of
+//! generated inserts and explicit writes in every form (literal, expression,
+//! string, `UPDATE ... SET id`, `ON DUPLICATE KEY UPDATE id = ...`),
+//! alternating between the processes at random, on an unsharded table and
+//! on one sharded by another column:
+//!
+//! - a generated insert never fails (no 1062), and its id was never used
+//!   before (explicit or generated, in either table);
+//! - every explicit write succeeds (the id was confirmed before the reply);
+//! - no id is on both shards of the sharded table.
+//!
+//! Explicit values are picked unused (an application writing an id twice
+//! is its own duplicate), relative to what the other process would issue
+//! next, to what this one would, above both high-water marks, or anywhere
+//! below.
+
+mod support;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::Conn;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use support::proxy::{self, Proxy};
+
+const RULES: &str = "[[generator]]\nname = \"ids\"\nkind = \"sequence\"\nbatch = 20\nmin_batch = 20\nmax_batch = 20\n";
+
+/// Where an explicit value is taken from.
+#[derive(Debug, Clone, Copy)]
+enum Pick {
+    /// The other process's next id plus this (inside its cache).
+    Other(u64),
+    /// This process's next id plus this.
+    Own(u64),
+    /// Above both processes' high-water marks by this.
+    Above(u64),
+    /// This fraction (per mille) of the highest id used so far.
+    Below(u64),
+}
+
+/// How an explicit id is written.
+#[derive(Debug, Clone, Copy)]
+enum Form {
+    /// `VALUES (x, ...)`.
+    Literal,
+    /// `VALUES (x-1+1, ...)`: read back after the statement.
+    Expr,
+    /// `VALUES (' x', ...)`.
+    Str,
+    /// `UPDATE ... SET id = x` of an existing row.
+    Update,
+    /// `INSERT ... (NULL, <existing unique key>) ON DUPLICATE KEY UPDATE id = x`.
+    Upsert,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    /// A generated insert through proxy `p`, into the sharded table or not.
+    Generated { p: usize, sharded: bool, key: u64 },
+    /// An explicit id through proxy `p`.
+    Explicit {
+        p: usize,
+        sharded: bool,
+        pick: Pick,
+        form: Form,
+        key: u64,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let pick = prop_oneof![
+        4 => (0u64..30).prop_map(Pick::Other),
+        1 => (0u64..30).prop_map(Pick::Own),
+        1 => (0u64..40).prop_map(Pick::Above),
+        1 => (0u64..1000).prop_map(Pick::Below),
+    ];
+    let form = prop_oneof![
+        Just(Form::Literal),
+        Just(Form::Expr),
+        Just(Form::Str),
+        Just(Form::Update),
+        Just(Form::Upsert),
+    ];
+    prop_oneof![
+        3 => (0usize..2, any::<bool>(), 0u64..1000)
+            .prop_map(|(p, sharded, key)| Op::Generated { p, sharded, key }),
+        2 => (0usize..2, any::<bool>(), pick, form, 0u64..1000).prop_map(
+            |(p, sharded, pick, form, key)| Op::Explicit { p, sharded, pick, form, key }
+        ),
+    ]
+}
+
+/// The two proxies, a connection to each, and what was written so far.
+struct World {
+    tb: support::Testbed,
+    schema: String,
+    proxies: Vec<Proxy>,
+    conns: Vec<Conn>,
+    /// Every id used so far, in either table.
+    used: HashSet<u64>,
+    /// Rows of `t`: (k, id).
+    rows_t: Vec<(u64, u64)>,
+    /// Rows of `s`: (u, ck, id).
+    rows_s: Vec<(u64, u64, u64)>,
+    /// Next unique key value (`t.k`, `s.u`).
+    next_key: u64,
+}
+
+impl World {
+    async fn setup(tb: support::Testbed) -> World {
+        let schema = support::unique("xprop");
+        for shard in 0..2 {
+            proxy::admin(
+                &tb,
+                shard,
+                &[
+                    &format!("CREATE DATABASE `{schema}`"),
+                    &format!(
+                        "CREATE TABLE `{schema}`.t (id BIGINT PRIMARY KEY, k BIGINT NOT NULL UNIQUE)"
+                    ),
+                    &format!(
+                        "CREATE TABLE `{schema}`.s (id BIGINT PRIMARY KEY, ck BIGINT NOT NULL, u BIGINT NOT NULL UNIQUE)"
+                    ),
+                ],
+            )
+            .await;
+        }
+        let rules = format!(
+            "{RULES}[[table]]\nname = \"{schema}.t\"\ncolumn = \"id\"\ngenerator = \"ids\"\n\n\
+             [[table]]\nname = \"{schema}.s\"\ncolumn = \"id\"\ngenerator = \"ids\"\nshard_key = \"ck\"\nsharding = \"mod\"\n"
+        );
+        let prefix = format!("/xprop-{schema}");
+        let a = Proxy::start_rules(&tb, &rules, &prefix).await;
+        let b = Proxy::start_rules(&tb, &rules, &prefix).await;
+        // Two independent allocators: two generators, two etcd clients, two
+        // member records in etcd.
+        assert!(!Arc::ptr_eq(&a.generator("ids"), &b.generator("ids")));
+        let mut etcd = etcd_client::Client::connect([tb.etcd.as_str()], None)
+            .await
+            .expect("etcd");
+        let members = etcd
+            .get(
+                format!("{prefix}/seq/ids/member/"),
+                Some(
+                    etcd_client::GetOptions::new()
+                        .with_prefix()
+                        .with_keys_only(),
+                ),
+            )
+            .await
+            .expect("etcd get");
+        assert_eq!(members.kvs().len(), 2, "one member record per allocator");
+        let mut conns = Vec::new();
+        for p in [&a, &b] {
+            conns.push(Conn::new(p.opts(Some(&schema))).await.expect("connect"));
+        }
+        World {
+            tb,
+            schema,
+            proxies: vec![a, b],
+            conns,
+            used: HashSet::new(),
+            rows_t: Vec::new(),
+            rows_s: Vec::new(),
+            next_key: 1,
+        }
+    }
+
+    fn key(&mut self) -> u64 {
+        self.next_key += 1;
+        self.next_key
+    }
+
+    /// An unused explicit value as `pick` says.
+    fn value(&self, p: usize, pick: Pick) -> u64 {
+        let stats = |i: usize| self.proxies[i].generator("ids").stats();
+        let max_used = self.used.iter().copied().max().unwrap_or(1);
+        let mut x = match pick {
+            Pick::Other(d) => stats(1 - p).next_id + d,
+            Pick::Own(d) => stats(p).next_id + d,
+            Pick::Above(d) => stats(0).high_water.max(stats(1).high_water) + d,
+            Pick::Below(permille) => (max_used * permille / 1000).max(1),
+        };
+        while self.used.contains(&x) {
+            x += 1;
+        }
+        x
+    }
+
+    async fn apply(&mut self, op: Op) -> Result<(), String> {
+        match op {
+            Op::Generated { p, sharded, key } => {
+                let u = self.key();
+                let sql = if sharded {
+                    format!("INSERT INTO s (ck, u) VALUES ({key}, {u})")
+                } else {
+                    format!("INSERT INTO t (k) VALUES ({u})")
+                };
+                let c = &mut self.conns[p];
+                c.query_drop(&sql)
+                    .await
+                    .map_err(|e| format!("generated insert through {p}: {sql}: {e}"))?;
+                let id = c
+                    .last_insert_id()
+                    .ok_or_else(|| format!("{sql}: no last insert id"))?;
+                if !self.used.insert(id) {
+                    return Err(format!("{sql} through {p}: id {id} was used before"));
+                }
+                if sharded {
+                    self.rows_s.push((u, key, id));
+                } else {
+                    self.rows_t.push((u, id));
+                }
+            }
+            Op::Explicit {
+                p,
+                sharded,
+                pick,
+                form,
+                key,
+            } => {
+                let x = self.value(p, pick);
+                let existing_t =
+                    (!self.rows_t.is_empty()).then(|| (key as usize) % self.rows_t.len().max(1));
+                let existing_s =
+                    (!self.rows_s.is_empty()).then(|| (key as usize) % self.rows_s.len().max(1));
+                let u = self.key();
+                let sql = match (form, sharded, existing_t, existing_s) {
+                    (Form::Update, false, Some(i), _) => {
+                        format!("UPDATE t SET id = {x} WHERE k = {}", self.rows_t[i].0)
+                    }
+                    (Form::Upsert, false, Some(i), _) => format!(
+                        "INSERT INTO t (id, k) VALUES (NULL, {}) ON DUPLICATE KEY UPDATE id = {x}",
+                        self.rows_t[i].0
+                    ),
+                    (Form::Update, true, _, Some(i)) => {
+                        let (u, ck, _) = self.rows_s[i];
+                        format!("UPDATE s SET id = {x} WHERE ck = {ck} AND u = {u}")
+                    }
+                    (Form::Upsert, true, _, Some(i)) => {
+                        let (u, ck, _) = self.rows_s[i];
+                        format!(
+                            "INSERT INTO s (id, ck, u) VALUES (NULL, {ck}, {u}) ON DUPLICATE KEY UPDATE id = {x}"
+                        )
+                    }
+                    (form, sharded, _, _) => {
+                        let v = match form {
+                            Form::Expr => format!("{}+1", x - 1),
+                            Form::Str => format!("' {x}'"),
+                            _ => x.to_string(),
+                        };
+                        if sharded {
+                            format!("INSERT INTO s (id, ck, u) VALUES ({v}, {key}, {u})")
+                        } else {
+                            format!("INSERT INTO t (id, k) VALUES ({v}, {u})")
+                        }
+                    }
+                };
+                self.conns[p]
+                    .query_drop(&sql)
+                    .await
+                    .map_err(|e| format!("explicit write through {p}: {sql}: {e}"))?;
+                self.used.insert(x);
+                let updating = matches!(form, Form::Update | Form::Upsert);
+                match (updating, sharded, existing_t, existing_s) {
+                    (true, false, Some(i), _) => self.rows_t[i].1 = x,
+                    (true, true, _, Some(i)) => self.rows_s[i].2 = x,
+                    (_, true, _, _) => self.rows_s.push((u, key, x)),
+                    (_, false, _, _) => self.rows_t.push((u, x)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The sharded table's ids on each shard, read directly: disjoint, and
+    /// together what was written.
+    async fn check_shards(&self) -> Result<(), String> {
+        let mut per_shard = Vec::new();
+        for shard in 0..2 {
+            let mut c = Conn::new(proxy::direct_opts(&self.tb, shard, Some(&self.schema)))
+                .await
+                .map_err(|e| e.to_string())?;
+            let ids: Vec<u64> = c
+                .query("SELECT id FROM s")
+                .await
+                .map_err(|e| e.to_string())?;
+            let _ = c.disconnect().await;
+            per_shard.push(ids.into_iter().collect::<HashSet<u64>>());
+        }
+        let both: Vec<&u64> = per_shard[0].intersection(&per_shard[1]).collect();
+        if !both.is_empty() {
+            return Err(format!("ids on both shards: {both:?}"));
+        }
+        let stored: HashSet<u64> = per_shard[0].union(&per_shard[1]).copied().collect();
+        let model: HashSet<u64> = self.rows_s.iter().map(|r| r.2).collect();
+        if stored != model {
+            return Err(format!(
+                "sharded table holds {} ids, {} written",
+                stored.len(),
+                model.len()
+            ));
+        }
+        Ok(())
+    }
+
+    async fn run(&mut self, ops: &[Op]) -> Result<(), String> {
+        for &op in ops {
+            self.apply(op).await?;
+        }
+        self.check_shards().await
+    }
+
+    async fn teardown(self) {
+        for c in self.conns {
+            let _ = c.disconnect().await;
+        }
+        for p in self.proxies {
+            p.stop().await;
+        }
+        for shard in 0..2 {
+            proxy::admin(
+                &self.tb,
+                shard,
+                &[&format!("DROP DATABASE IF EXISTS `{}`", self.schema)],
+            )
+            .await;
+        }
+    }
+}
+
+/// The property, over one pair of proxies kept for every case (ids and rows
+/// accumulate: later cases start where earlier ones left the segments).
+#[test]
+fn explicit_ids_never_collide_across_two_processes() {
+    let Some(tb) = support::testbed() else { return };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let world = std::sync::Mutex::new(Some(rt.block_on(World::setup(tb))));
+    let mut runner = TestRunner::new(Config {
+        cases: 24,
+        max_shrink_iters: 32,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let result = runner.run(&prop::collection::vec(op(), 1..30), |ops| {
+        let mut guard = world.lock().unwrap_or_else(|e| e.into_inner());
+        let w = guard.as_mut().expect("world");
+        rt.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_secs(60), w.run(&ops))
+                .await
+                .unwrap_or_else(|_| Err("a case did not finish within 60 s".into()))
+        })
+        .map_err(TestCaseError::fail)
+    });
+    if let Some(w) = world.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        eprintln!(
+            "{} ids used, {} rows in t, {} in s",
+            w.used.len(),
+            w.rows_t.len(),
+            w.rows_s.len()
+        );
+        rt.block_on(w.teardown());
+    }
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
