@@ -45,6 +45,7 @@ fn etcd_config(endpoint: &str, prefix: &str) -> AllocatorConfig {
         etcd_endpoints: vec![endpoint.to_string()],
         etcd_prefix: prefix.to_string(),
         file_path: PathBuf::from("unused"),
+        ..AllocatorConfig::default()
     }
 }
 

@@ -117,7 +117,10 @@ impl Allocator {
                 EtcdStore::connect(
                     &cfg.etcd_endpoints,
                     &cfg.etcd_prefix,
-                    EtcdOptions::default(),
+                    EtcdOptions {
+                        lease_ttl: Duration::from_secs(cfg.lease_ttl_secs),
+                        ..EtcdOptions::default()
+                    },
                 )
                 .await
                 .map_err(IdgenError::Open)?,
