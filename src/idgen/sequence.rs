@@ -13,6 +13,47 @@
 //! below the watermark (double buffering); requests wait for the store only
 //! when both are used up. The batch adapts so that one segment lasts about
 //! `segment_seconds` at the measured rate.
+//!
+//! # Explicit ids across processes
+//!
+//! The promise: once `observe(x)` returned `Ok` (before the client that
+//! wrote `x` gets its reply), no idgate process on the store issues `x`.
+//!
+//! - Every process is a *member* of the store (`Store::join`: in etcd a
+//!   key `seq/<name>/member/<lease>` attached to a lease with a TTL, kept
+//!   alive), holding its `low`: the lowest id it may still issue (its
+//!   cursor, or above its floor). It joins before it reserves anything and
+//!   rewrites `low` about once per segment (background).
+//! - `observe(x)` is free (one short lock, no store call) when `x` is in a
+//!   range this process reserved (the compare-and-swap that reserved it
+//!   moved the high-water mark over it: nobody else ever holds it), or
+//!   below both the high-water mark `H` and every other member's `low` in
+//!   one consistent read (`Store::members`, one etcd txn): a segment
+//!   reserved after that read starts at or above `H`; the members in it
+//!   never issue below their `low`; a member that joins later holds only
+//!   later segments. Any read, however old, is safe (values only grow).
+//! - Otherwise, synchronously (bounded by the allocator's timeout): a fresh
+//!   read; if `x >= H`, a segment is reserved above `x` (one
+//!   compare-and-swap; the explicit ids just above it are then this
+//!   process's own); else `x` may be in another member's cache: the floor
+//!   key is raised to `x`, and `observe` waits until every live member
+//!   except this one has a `low` above `x`. Each member follows the floor
+//!   (etcd watch), skips every id at or below it, then rewrites its `low`:
+//!   that is its acknowledgement. A member that joins after the floor was
+//!   raised holds only segments above `x`.
+//! - Failure rules. A member that does not acknowledge in time (cut off
+//!   from etcd, stuck) makes `observe` fail: the statement is refused
+//!   (error 1467; for ids read back after the statement, the row is stored
+//!   but the client gets the error), never a risk of a duplicate. A member
+//!   that cannot renew its lease (TTL, `allocator.lease_ttl_secs`) drops
+//!   its whole cache a margin before the lease expires in etcd
+//!   (`drop_cache`: the current segment is used up, waiting ones and
+//!   reservations in flight are abandoned) and joins again with fresh
+//!   segments once etcd answers; so once its record is gone, the others
+//!   may go on without it. A process that crashes mid-way leaves at most a
+//!   raised floor (a gap). With etcd down, the free cases above go on and
+//!   the others fail. The state file has one process: no members, and `H`
+//!   is this process's own reservations.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -26,6 +26,23 @@
 //!   (after our lease expired) makes our next extension fail: we then stop;
 //!   and since the taker starts above the ceiling we had persisted, the ids we
 //!   issued meanwhile cannot collide with its own.
+//! - Explicit ids (`observe(x)`): this process issues nothing at or below
+//!   `x` afterwards (its position moves above `x`, whatever node `x`
+//!   names). Across processes only the holder of `x`'s node, now or later,
+//!   could issue `x`:
+//!   - our own node: free while `x`'s tick is below our persisted ceiling
+//!     (a later holder starts above it); else the ceiling is extended past
+//!     it before `observe` returns;
+//!   - another node `n`: every extension of a ceiling to `c` first moves
+//!     the holder's position to the start of tick `c - lead`, so `x` is
+//!     free when its tick is below `c - lead` for a ceiling of `n` read
+//!     once (cached); else the floor key `snow/<name>/floor/<n>` is raised
+//!     to `x` and `observe` waits until `n` is not held or its holder has
+//!     acknowledged (`snow/<name>/ack/<n>` at or above `x`: it follows
+//!     that floor and applies it in its background round). A holder reads
+//!     the floor right after leasing the node. Bounded by the allocator's
+//!     timeout; a holder that does not acknowledge makes `observe` fail,
+//!     as for sequences.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
