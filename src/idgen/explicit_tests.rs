@@ -289,3 +289,48 @@ async fn file_store_explicit_id_survives_a_restart() {
     assert!(next(&b, "o", 1).await[0] > 50_000);
     b.shutdown().await;
 }
+
+/// Whatever a client writes, `observe` does not panic: ids beyond the
+/// layout, at the top of u64, with every node bit set (also layouts without
+/// node or sequence bits). Such ids exhaust the generator (nothing at or
+/// below them is issued any more), as an explicit id at `max` exhausts an
+/// AUTO_INCREMENT column.
+#[tokio::test]
+async fn absurd_explicit_ids_do_not_panic() {
+    let mut no_node = GeneratorRule::new("n0", GeneratorKind::Snowflake);
+    no_node.node_bits = Some(0);
+    no_node.timestamp_bits = Some(41);
+    no_node.sequence_bits = Some(22);
+    let mut no_seq = GeneratorRule::new("s0", GeneratorKind::Snowflake);
+    no_seq.sequence_bits = Some(0);
+    for id in [u64::MAX, i64::MAX as u64, 1 << 63, (1 << 63) - 1, 1, 2] {
+        let store = MemoryStore::new();
+        let clock = Arc::new(FakeClock::new(T0));
+        let mut rules = vec![seq(), snow(), no_seq.clone()];
+        if super::validate(&no_node).is_ok() {
+            rules.push(no_node.clone());
+        }
+        let store_dyn: Arc<dyn Store> = store.clone();
+        let a = Allocator::with_options(
+            store_dyn,
+            clock.clone(),
+            &rules,
+            AllocatorOptions {
+                timeout: Duration::from_millis(200),
+            },
+        )
+        .await
+        .expect("open");
+        for name in a.names() {
+            let g = a.generator(&name).unwrap();
+            let mut out = Vec::new();
+            let _ = g.next(1, &mut out).await;
+            let _ = g.observe(id).await;
+            out.clear();
+            if g.next(1, &mut out).await.is_ok() {
+                assert!(out[0] > id, "{name}: {} after {id}", out[0]);
+            }
+        }
+        a.shutdown().await;
+    }
+}

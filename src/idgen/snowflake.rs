@@ -705,6 +705,12 @@ impl Snowflake {
         let l = self.l;
         let x_node = id & l.node_mask;
         let x_tick = id >> l.ns;
+        if x_tick > l.ts_max {
+            // Beyond the timestamp field (not an id of this layout): past
+            // the last tick, where nothing is issued. Fits: the layout is
+            // at most 63 bits.
+            return (l.ts_max + 1) << l.sb;
+        }
         if node_part > x_node {
             x_tick << l.sb
         } else if node_part == x_node {
