@@ -374,3 +374,79 @@ fn explicit_ids_never_collide_across_two_processes() {
         panic!("{e}");
     }
 }
+
+/// What the client gets when another idgate process holding the id's
+/// segment does not acknowledge (a member record in etcd that never
+/// follows the floor: a process cut off from etcd before its lease ran
+/// out): error 1467 naming the generator and the id, and nothing written.
+/// Once that record is gone (its lease expired or revoked), the same
+/// statement succeeds, and the process holding the segment never issues it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unacknowledged_explicit_id_is_refused_and_nothing_written() {
+    let Some(tb) = support::testbed() else { return };
+    let schema = support::unique("xsilent");
+    proxy::admin(
+        &tb,
+        0,
+        &[
+            &format!("CREATE DATABASE `{schema}`"),
+            &format!("CREATE TABLE `{schema}`.t (id BIGINT PRIMARY KEY, k BIGINT NOT NULL)"),
+        ],
+    )
+    .await;
+    let rules =
+        format!("{RULES}[[table]]\nname = \"{schema}.t\"\ncolumn = \"id\"\ngenerator = \"ids\"\n");
+    let prefix = format!("/xsilent-{schema}");
+    let a = Proxy::start_rules(&tb, &rules, &prefix).await;
+    let b = Proxy::start_rules(&tb, &rules, &prefix).await;
+    let mut ca = Conn::new(a.opts(Some(&schema))).await.unwrap();
+    let mut cb = Conn::new(b.opts(Some(&schema))).await.unwrap();
+    cb.query_drop("INSERT INTO t (k) VALUES (1)").await.unwrap();
+    let x = cb.last_insert_id().unwrap() + 5; // inside b's segment
+                                              // A silent member.
+    let mut etcd = etcd_client::Client::connect([tb.etcd.as_str()], None)
+        .await
+        .unwrap();
+    let lease = etcd.lease_grant(60, None).await.unwrap().id();
+    etcd.put(
+        format!("{prefix}/seq/ids/member/{lease:x}"),
+        "0",
+        Some(etcd_client::PutOptions::new().with_lease(lease)),
+    )
+    .await
+    .unwrap();
+    let insert = format!("INSERT INTO t (id, k) VALUES ({x}, 2)");
+    let started = std::time::Instant::now();
+    let err = ca.query_drop(&insert).await.expect_err("refused");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "hung"
+    );
+    let msg = err.to_string();
+    assert!(msg.contains("1467"), "{msg}");
+    assert!(
+        msg.contains(&format!(
+            "generator ids: explicit id {x} could not be confirmed"
+        )),
+        "{msg}"
+    );
+    let n: Option<u64> = ca
+        .query_first(format!("SELECT COUNT(*) FROM t WHERE id = {x}"))
+        .await
+        .unwrap();
+    assert_eq!(n, Some(0), "nothing written");
+    // The record goes away: confirmed, and b skips it.
+    etcd.lease_revoke(lease).await.unwrap();
+    ca.query_drop(&insert).await.expect("confirmed now");
+    for k in 3..30 {
+        cb.query_drop(format!("INSERT INTO t (k) VALUES ({k})"))
+            .await
+            .expect("generated insert");
+        assert!(cb.last_insert_id().unwrap() > x);
+    }
+    let _ = ca.disconnect().await;
+    let _ = cb.disconnect().await;
+    a.stop().await;
+    b.stop().await;
+    proxy::admin(&tb, 0, &[&format!("DROP DATABASE IF EXISTS `{schema}`")]).await;
+}
