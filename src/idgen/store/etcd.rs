@@ -371,8 +371,8 @@ impl Store for EtcdStore {
                             .and_then(|h| std::str::from_utf8(h).ok())
                             .and_then(|h| i64::from_str_radix(h, 16).ok());
                         let Some(handle) = handle else { continue };
-                        out.members
-                            .push((handle, parse_counter(&full, kv.value())?));
+                        let key = String::from_utf8_lossy(kv.key());
+                        out.members.push((handle, parse_counter(&key, kv.value())?));
                     }
                 }
             }
