@@ -125,6 +125,10 @@ struct Slow {
     member: Option<NodeLease>,
     /// The `low` last written to the member record.
     low_published: u64,
+    /// Highest floor other processes published (seen through the watch):
+    /// the member record must be above it (the acknowledgement; retried by
+    /// the background task until written).
+    floor_seen: u64,
     /// Bumped when the cache is dropped (member record lost): a
     /// reservation that started before is not installed.
     epoch: u64,
@@ -264,6 +268,7 @@ impl Sequence {
                 members: false,
                 member: None,
                 low_published: 0,
+                floor_seen: 0,
                 epoch: 0,
             }),
             p,
@@ -295,6 +300,10 @@ impl Sequence {
         match self.reserve_block(&mut view, count, min_base, false).await {
             Ok((b, e)) => {
                 self.install(b, e, epoch);
+                drop(view);
+                // Other processes can tell at once what this one may issue
+                // (best effort: the background task writes it otherwise).
+                let _ = self.publish_low(0).await;
                 Ok(())
             }
             Err(ReserveError::Exhausted) => Err(self.exhausted_error()),
@@ -803,6 +812,10 @@ impl Sequence {
     /// A floor another process published (already in the store): skipped
     /// here, then acknowledged in the member record.
     pub(crate) async fn observe_published(&self, id: u64) {
+        {
+            let mut s = self.slow.lock();
+            s.floor_seen = s.floor_seen.max(id);
+        }
         self.skip_past(id, true);
         if let Err(e) = self.publish_low(id).await {
             tracing::debug!(error = %e, generator = %self.name, "acknowledging a floor failed; retrying");
@@ -831,6 +844,7 @@ impl Sequence {
                 return Ok(());
             };
             let low = self.low(&s);
+            let floor = floor.max(s.floor_seen);
             let moved = s.seg_base > s.low_published
                 || (floor > 0 && s.low_published <= floor)
                 || s.low_published == 0;
