@@ -572,6 +572,10 @@ impl Snowflake {
         self.hot
             .state
             .store(self.l.compose(pos, node_part), Ordering::SeqCst);
+        // An explicit id observed while this ran (`skip_past` raised
+        // `floor_tick` before moving the old state, which the store above
+        // may have overwritten): still skipped.
+        self.raise_position(self.floor_tick.load(Ordering::SeqCst), node_part);
         self.publish(ceiling.value, &lease);
         slow.ceiling = Some(ceiling);
         slow.lease = Some(lease);
@@ -726,7 +730,7 @@ impl Snowflake {
     fn skip_past(&self, id: u64) {
         let l = self.l;
         self.floor_tick
-            .fetch_max((id >> l.ns).saturating_add(1), Ordering::AcqRel);
+            .fetch_max((id >> l.ns).min(l.ts_max) + 1, Ordering::SeqCst);
         let mut s = self.hot.state.load(Ordering::Acquire);
         loop {
             let node_part = s & l.node_mask;
