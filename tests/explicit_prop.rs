@@ -30,6 +30,16 @@ use support::proxy::{self, Proxy};
 
 const RULES: &str = "[[generator]]\nname = \"ids\"\nkind = \"sequence\"\nbatch = 20\nmin_batch = 20\nmax_batch = 20\n";
 
+/// A snowflake generator too (each process leases its own node id).
+const SNOW_RULES: &str = "[[generator]]\nname = \"ev\"\nkind = \"snowflake\"\n";
+
+/// The tables: `t` (unsharded, sequence), `s` (sharded by `ck`, sequence),
+/// `e` (unsharded, snowflake).
+const TABLES: [&str; 3] = ["t", "s", "e"];
+
+/// The generator of each table.
+const GENERATORS: [&str; 3] = ["ids", "ids", "ev"];
+
 /// Where an explicit value is taken from.
 #[derive(Debug, Clone, Copy)]
 enum Pick {
@@ -60,12 +70,12 @@ enum Form {
 
 #[derive(Debug, Clone, Copy)]
 enum Op {
-    /// A generated insert through proxy `p`, into the sharded table or not.
-    Generated { p: usize, sharded: bool, key: u64 },
+    /// A generated insert through proxy `p` into `TABLES[table]`.
+    Generated { p: usize, table: usize, key: u64 },
     /// An explicit id through proxy `p`.
     Explicit {
         p: usize,
-        sharded: bool,
+        table: usize,
         pick: Pick,
         form: Form,
         key: u64,
@@ -87,10 +97,10 @@ fn op() -> impl Strategy<Value = Op> {
         Just(Form::Upsert),
     ];
     prop_oneof![
-        3 => (0usize..2, any::<bool>(), 0u64..1000)
-            .prop_map(|(p, sharded, key)| Op::Generated { p, sharded, key }),
-        2 => (0usize..2, any::<bool>(), pick, form, 0u64..1000).prop_map(
-            |(p, sharded, pick, form, key)| Op::Explicit { p, sharded, pick, form, key }
+        3 => (0usize..2, 0usize..3, 0u64..1000)
+            .prop_map(|(p, table, key)| Op::Generated { p, table, key }),
+        2 => (0usize..2, 0usize..3, pick, form, 0u64..1000).prop_map(
+            |(p, table, pick, form, key)| Op::Explicit { p, table, pick, form, key }
         ),
     ]
 }
@@ -107,6 +117,8 @@ struct World {
     rows_t: Vec<(u64, u64)>,
     /// Rows of `s`: (u, ck, id).
     rows_s: Vec<(u64, u64, u64)>,
+    /// Rows of `e`: (k, id).
+    rows_e: Vec<(u64, u64)>,
     /// Next unique key value (`t.k`, `s.u`).
     next_key: u64,
 }
@@ -126,13 +138,17 @@ impl World {
                     &format!(
                         "CREATE TABLE `{schema}`.s (id BIGINT PRIMARY KEY, ck BIGINT NOT NULL, u BIGINT NOT NULL UNIQUE)"
                     ),
+                    &format!(
+                        "CREATE TABLE `{schema}`.e (id BIGINT PRIMARY KEY, k BIGINT NOT NULL UNIQUE)"
+                    ),
                 ],
             )
             .await;
         }
         let rules = format!(
-            "{RULES}[[table]]\nname = \"{schema}.t\"\ncolumn = \"id\"\ngenerator = \"ids\"\n\n\
-             [[table]]\nname = \"{schema}.s\"\ncolumn = \"id\"\ngenerator = \"ids\"\nshard_key = \"ck\"\nsharding = \"mod\"\n"
+            "{RULES}{SNOW_RULES}[[table]]\nname = \"{schema}.t\"\ncolumn = \"id\"\ngenerator = \"ids\"\n\n\
+             [[table]]\nname = \"{schema}.s\"\ncolumn = \"id\"\ngenerator = \"ids\"\nshard_key = \"ck\"\nsharding = \"mod\"\n\n\
+             [[table]]\nname = \"{schema}.e\"\ncolumn = \"id\"\ngenerator = \"ev\"\n"
         );
         let prefix = format!("/xprop-{schema}");
         let a = Proxy::start_rules(&tb, &rules, &prefix).await;
@@ -167,6 +183,7 @@ impl World {
             used: HashSet::new(),
             rows_t: Vec::new(),
             rows_s: Vec::new(),
+            rows_e: Vec::new(),
             next_key: 1,
         }
     }
@@ -176,15 +193,25 @@ impl World {
         self.next_key
     }
 
-    /// An unused explicit value as `pick` says.
-    fn value(&self, p: usize, pick: Pick) -> u64 {
-        let stats = |i: usize| self.proxies[i].generator("ids").stats();
-        let max_used = self.used.iter().copied().max().unwrap_or(1);
+    /// An unused explicit value for `TABLES[table]` as `pick` says.
+    fn value(&self, p: usize, table: usize, pick: Pick) -> u64 {
+        let generator = GENERATORS[table];
+        let snow = generator == "ev";
+        let stats = |i: usize| self.proxies[i].generator(generator).stats();
+        let max_used = self
+            .used
+            .iter()
+            .copied()
+            .filter(|&id| (id >= 1 << 40) == snow)
+            .max()
+            .unwrap_or(1);
         let mut x = match pick {
             Pick::Other(d) => stats(1 - p).next_id + d,
             Pick::Own(d) => stats(p).next_id + d,
+            // Snowflake: d ticks ahead of both (its high-water mark is a tick).
+            Pick::Above(d) if snow => stats(0).next_id.max(stats(1).next_id) + (d << 22),
             Pick::Above(d) => stats(0).high_water.max(stats(1).high_water) + d,
-            Pick::Below(permille) => (max_used * permille / 1000).max(1),
+            Pick::Below(permille) => (max_used / 1000 * permille).max(1),
         };
         while self.used.contains(&x) {
             x += 1;
@@ -194,12 +221,11 @@ impl World {
 
     async fn apply(&mut self, op: Op) -> Result<(), String> {
         match op {
-            Op::Generated { p, sharded, key } => {
+            Op::Generated { p, table, key } => {
                 let u = self.key();
-                let sql = if sharded {
-                    format!("INSERT INTO s (ck, u) VALUES ({key}, {u})")
-                } else {
-                    format!("INSERT INTO t (k) VALUES ({u})")
+                let sql = match table {
+                    1 => format!("INSERT INTO s (ck, u) VALUES ({key}, {u})"),
+                    t => format!("INSERT INTO {} (k) VALUES ({u})", TABLES[t]),
                 };
                 let c = &mut self.conns[p];
                 c.query_drop(&sql)
@@ -211,54 +237,70 @@ impl World {
                 if !self.used.insert(id) {
                     return Err(format!("{sql} through {p}: id {id} was used before"));
                 }
-                if sharded {
-                    self.rows_s.push((u, key, id));
-                } else {
-                    self.rows_t.push((u, id));
+                match table {
+                    0 => self.rows_t.push((u, id)),
+                    1 => self.rows_s.push((u, key, id)),
+                    _ => self.rows_e.push((u, id)),
                 }
             }
             Op::Explicit {
                 p,
-                sharded,
+                table,
                 pick,
                 form,
                 key,
             } => {
-                let x = self.value(p, pick);
-                let existing_t =
-                    (!self.rows_t.is_empty()).then(|| (key as usize) % self.rows_t.len().max(1));
-                let existing_s =
-                    (!self.rows_s.is_empty()).then(|| (key as usize) % self.rows_s.len().max(1));
+                let x = self.value(p, table, pick);
+                let name = TABLES[table];
                 let u = self.key();
-                let sql = match (form, sharded, existing_t, existing_s) {
-                    (Form::Update, false, Some(i), _) => {
-                        format!("UPDATE t SET id = {x} WHERE k = {}", self.rows_t[i].0)
+                let literal = || {
+                    let v = match form {
+                        Form::Expr => format!("{}+1", x - 1),
+                        Form::Str => format!("' {x}'"),
+                        _ => x.to_string(),
+                    };
+                    if table == 1 {
+                        format!("INSERT INTO s (id, ck, u) VALUES ({v}, {key}, {u})")
+                    } else {
+                        format!("INSERT INTO {name} (id, k) VALUES ({v}, {u})")
                     }
-                    (Form::Upsert, false, Some(i), _) => format!(
-                        "INSERT INTO t (id, k) VALUES (NULL, {}) ON DUPLICATE KEY UPDATE id = {x}",
-                        self.rows_t[i].0
-                    ),
-                    (Form::Update, true, _, Some(i)) => {
-                        let (u, ck, _) = self.rows_s[i];
-                        format!("UPDATE s SET id = {x} WHERE ck = {ck} AND u = {u}")
+                };
+                // An existing row to update, if the form needs one: its
+                // index, and the statement.
+                let (row, sql) = if table == 1 {
+                    let i = (key as usize) % self.rows_s.len().max(1);
+                    match (form, self.rows_s.get(i)) {
+                        (Form::Update, Some(&(u, ck, _))) => (
+                            Some(i),
+                            format!("UPDATE s SET id = {x} WHERE ck = {ck} AND u = {u}"),
+                        ),
+                        (Form::Upsert, Some(&(u, ck, _))) => (
+                            Some(i),
+                            format!(
+                                "INSERT INTO s (id, ck, u) VALUES (NULL, {ck}, {u}) ON DUPLICATE KEY UPDATE id = {x}"
+                            ),
+                        ),
+                        _ => (None, literal()),
                     }
-                    (Form::Upsert, true, _, Some(i)) => {
-                        let (u, ck, _) = self.rows_s[i];
-                        format!(
-                            "INSERT INTO s (id, ck, u) VALUES (NULL, {ck}, {u}) ON DUPLICATE KEY UPDATE id = {x}"
-                        )
-                    }
-                    (form, sharded, _, _) => {
-                        let v = match form {
-                            Form::Expr => format!("{}+1", x - 1),
-                            Form::Str => format!("' {x}'"),
-                            _ => x.to_string(),
-                        };
-                        if sharded {
-                            format!("INSERT INTO s (id, ck, u) VALUES ({v}, {key}, {u})")
-                        } else {
-                            format!("INSERT INTO t (id, k) VALUES ({v}, {u})")
-                        }
+                } else {
+                    let rows = if table == 2 {
+                        &self.rows_e
+                    } else {
+                        &self.rows_t
+                    };
+                    let i = (key as usize) % rows.len().max(1);
+                    match (form, rows.get(i)) {
+                        (Form::Update, Some(&(k, _))) => (
+                            Some(i),
+                            format!("UPDATE {name} SET id = {x} WHERE k = {k}"),
+                        ),
+                        (Form::Upsert, Some(&(k, _))) => (
+                            Some(i),
+                            format!(
+                                "INSERT INTO {name} (id, k) VALUES (NULL, {k}) ON DUPLICATE KEY UPDATE id = {x}"
+                            ),
+                        ),
+                        _ => (None, literal()),
                     }
                 };
                 self.conns[p]
@@ -266,12 +308,13 @@ impl World {
                     .await
                     .map_err(|e| format!("explicit write through {p}: {sql}: {e}"))?;
                 self.used.insert(x);
-                let updating = matches!(form, Form::Update | Form::Upsert);
-                match (updating, sharded, existing_t, existing_s) {
-                    (true, false, Some(i), _) => self.rows_t[i].1 = x,
-                    (true, true, _, Some(i)) => self.rows_s[i].2 = x,
-                    (_, true, _, _) => self.rows_s.push((u, key, x)),
-                    (_, false, _, _) => self.rows_t.push((u, x)),
+                match (table, row) {
+                    (1, Some(i)) => self.rows_s[i].2 = x,
+                    (1, None) => self.rows_s.push((u, key, x)),
+                    (2, Some(i)) => self.rows_e[i].1 = x,
+                    (2, None) => self.rows_e.push((u, x)),
+                    (_, Some(i)) => self.rows_t[i].1 = x,
+                    (_, None) => self.rows_t.push((u, x)),
                 }
             }
         }
@@ -363,10 +406,11 @@ fn explicit_ids_never_collide_across_two_processes() {
     });
     if let Some(w) = world.lock().unwrap_or_else(|e| e.into_inner()).take() {
         eprintln!(
-            "{} ids used, {} rows in t, {} in s",
+            "{} ids used, {} rows in t, {} in s, {} in e",
             w.used.len(),
             w.rows_t.len(),
-            w.rows_s.len()
+            w.rows_s.len(),
+            w.rows_e.len()
         );
         rt.block_on(w.teardown());
     }
