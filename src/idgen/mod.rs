@@ -20,6 +20,12 @@
 //! - `error.rs`: [`IdgenError`], [`StoreError`].
 //! - `store/mod.rs`: the [`Store`] trait; `store/etcd.rs`, `store/file.rs`,
 //!   `store/memory.rs`: its implementations.
+//! - `explicit_tests.rs`: explicit ids across processes (unit tests).
+//!
+//! Explicit ids (`Generator::observe`): once observed, no process on the
+//! store issues them; free when no other process can hold the id, else
+//! confirmed with the other processes before the client's reply (see the
+//! module docs of `sequence.rs` and `snowflake.rs`).
 
 #![warn(missing_docs)]
 

@@ -2,8 +2,10 @@
 //! implementations: etcd (shared by several idgate processes), a local state
 //! file (the embedded default) and memory (tests, with injected faults).
 //!
-//! The store holds counters (u64 values with a version for compare-and-swap)
-//! and snowflake node-id leases. Keys are relative (`seq/orders/hwm`); a store
+//! The store holds counters (u64 values with a version for compare-and-swap),
+//! snowflake node-id leases, and the member records of the processes
+//! issuing a sequence (a value attached to a lease: what each process may
+//! still issue, for explicit ids; see `sequence.rs`). Keys are relative (`seq/orders/hwm`); a store
 //! adds its own prefix.
 
 pub mod etcd;
