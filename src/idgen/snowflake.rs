@@ -486,6 +486,16 @@ impl Snowflake {
         // and one published later is followed.
         slow.floor_rx = self.store.follow(&self.floor_key(node));
         slow.floor_acked = 0;
+        if let Some(rx) = slow.floor_rx.clone() {
+            // A floor published for the node wakes the background task,
+            // which applies and acknowledges it at once (the observer
+            // waits for that). Ends with the lease.
+            tokio::spawn(wake_on_floor(
+                rx,
+                self.wake.clone(),
+                Arc::downgrade(&lease.state),
+            ));
+        }
         match self.store.load(&self.floor_key(node)).await {
             Ok(Some(f)) if f.value > 0 => {
                 self.skip_past(f.value);
@@ -975,6 +985,30 @@ impl Snowflake {
             store_errors: self.counters.store_errors.load(Ordering::Relaxed),
             store_writes: self.counters.store_writes.load(Ordering::Relaxed),
             last_error: info.last_error.clone().or_else(|| info.no_node.clone()),
+        }
+    }
+}
+
+/// Wakes the background task whenever the followed floor rises, until the
+/// lease is lost or dropped (holds it only weakly: a crashed holder's lease
+/// must be seen as orphaned).
+async fn wake_on_floor(
+    mut rx: tokio::sync::watch::Receiver<u64>,
+    wake: Arc<Notify>,
+    lease: std::sync::Weak<super::store::LeaseState>,
+) {
+    loop {
+        tokio::select! {
+            changed = rx.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                wake.notify_one();
+            }
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        if !lease.upgrade().is_some_and(|l| l.is_valid()) {
+            return;
         }
     }
 }
