@@ -151,8 +151,14 @@ impl World {
              [[table]]\nname = \"{schema}.e\"\ncolumn = \"id\"\ngenerator = \"ev\"\n"
         );
         let prefix = format!("/xprop-{schema}");
-        let a = Proxy::start_rules(&tb, &rules, &prefix).await;
-        let b = Proxy::start_rules(&tb, &rules, &prefix).await;
+        // One clock that does not move, for both: a snowflake's next ids
+        // are then exactly predictable (its position counts up, carrying
+        // into later ticks), so explicit ids can be aimed at them.
+        let clock: Arc<dyn idgate::idgen::Clock> = Arc::new(idgate::idgen::FakeClock::new(
+            idgate::idgen::parse_rfc3339_ms("2026-06-01T00:00:00Z").expect("date"),
+        ));
+        let a = Proxy::start_rules_clock(&tb, &rules, &prefix, clock.clone()).await;
+        let b = Proxy::start_rules_clock(&tb, &rules, &prefix, clock).await;
         // Two independent allocators: two generators, two etcd clients, two
         // member records in etcd.
         assert!(!Arc::ptr_eq(&a.generator("ids"), &b.generator("ids")));
@@ -206,6 +212,8 @@ impl World {
             .max()
             .unwrap_or(1);
         let mut x = match pick {
+            // Snowflake too: with the clock standing still, `next_id + d`
+            // is the id the process issues `d` ids later (within a tick).
             Pick::Other(d) => stats(1 - p).next_id + d,
             Pick::Own(d) => stats(p).next_id + d,
             // Snowflake: d ticks ahead of both (its high-water mark is a tick).
