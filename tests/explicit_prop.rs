@@ -121,6 +121,9 @@ struct World {
     rows_e: Vec<(u64, u64)>,
     /// Next unique key value (`t.k`, `s.u`).
     next_key: u64,
+    /// Every statement sent, with its proxy and the id it wrote (for
+    /// failure messages).
+    log: Vec<String>,
 }
 
 impl World {
@@ -191,6 +194,7 @@ impl World {
             rows_s: Vec::new(),
             rows_e: Vec::new(),
             next_key: 1,
+            log: Vec::new(),
         }
     }
 
@@ -236,12 +240,16 @@ impl World {
                     t => format!("INSERT INTO {} (k) VALUES ({u})", TABLES[t]),
                 };
                 let c = &mut self.conns[p];
-                c.query_drop(&sql)
-                    .await
-                    .map_err(|e| format!("generated insert through {p}: {sql}: {e}"))?;
+                if let Err(e) = c.query_drop(&sql).await {
+                    let history: Vec<&String> = self.log.iter().rev().take(12).collect();
+                    return Err(format!(
+                        "generated insert through {p}: {sql}: {e}; latest first: {history:#?}"
+                    ));
+                }
                 let id = c
                     .last_insert_id()
                     .ok_or_else(|| format!("{sql}: no last insert id"))?;
+                self.log.push(format!("{p}: {sql} -> {id}"));
                 if !self.used.insert(id) {
                     return Err(format!("{sql} through {p}: id {id} was used before"));
                 }
@@ -316,6 +324,7 @@ impl World {
                     .await
                     .map_err(|e| format!("explicit write through {p}: {sql}: {e}"))?;
                 self.used.insert(x);
+                self.log.push(format!("{p}: {sql} ({pick:?})"));
                 match (table, row) {
                     (1, Some(i)) => self.rows_s[i].2 = x,
                     (1, None) => self.rows_s.push((u, key, x)),
