@@ -122,6 +122,19 @@ fn benches(c: &mut Criterion) {
             black_box(&out);
         })
     });
+    // An explicit id no other process can hold (in a range this process
+    // reserved / of its own node, below its ceiling): the whole cost of
+    // `observe`, no store call.
+    out.clear();
+    next(&rt, &seq, 1, &mut out);
+    next(&rt, &snow, 1, &mut out);
+    let (seq_id, snow_id) = (out[0], out[1]);
+    g.bench_function("sequence_observe_free", |b| {
+        b.iter(|| black_box(seq.observe_local(black_box(seq_id))))
+    });
+    g.bench_function("snowflake_observe_free", |b| {
+        b.iter(|| black_box(snow.observe_local(black_box(snow_id))))
+    });
     g.finish();
 
     let mut g = c.benchmark_group("one_thread_100_ids_per_call");

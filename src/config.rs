@@ -108,6 +108,12 @@ pub struct AllocatorConfig {
     /// State file for `store = "file"` (relative to the config file).
     #[serde(default = "default_file_path")]
     pub file_path: PathBuf,
+    /// TTL of the etcd leases of snowflake node ids and of each process's
+    /// member record: how long a process cut off from etcd keeps issuing
+    /// from its cache (a little less), and how long explicit ids inside
+    /// the cache of a process that crashed cannot be confirmed.
+    #[serde(default = "default_lease_ttl_secs")]
+    pub lease_ttl_secs: u64,
 }
 
 impl Default for AllocatorConfig {
@@ -117,6 +123,7 @@ impl Default for AllocatorConfig {
             etcd_endpoints: Vec::new(),
             etcd_prefix: default_etcd_prefix(),
             file_path: default_file_path(),
+            lease_ttl_secs: default_lease_ttl_secs(),
         }
     }
 }
@@ -134,6 +141,9 @@ pub enum StoreKind {
 
 fn default_etcd_prefix() -> String {
     "/idgate".to_string()
+}
+fn default_lease_ttl_secs() -> u64 {
+    10
 }
 fn default_file_path() -> PathBuf {
     "idgate-state".into()
@@ -276,6 +286,13 @@ impl Config {
                 }
             }
         }
+        let ttl = cfg.allocator.lease_ttl_secs;
+        if !(3..=3600).contains(&ttl) {
+            return Err(invalid(
+                "allocator.lease_ttl_secs",
+                format!("{ttl}: must be between 3 and 3600"),
+            ));
+        }
         if cfg.allocator.store == StoreKind::Etcd && cfg.allocator.etcd_endpoints.is_empty() {
             return Err(invalid(
                 "allocator.etcd_endpoints",
@@ -342,6 +359,14 @@ address = "127.0.0.1:3306"
         .unwrap_err()
         .to_string();
         assert!(e.contains("allocator.etcd_endpoints"), "{e}");
+        for (ttl, ok) in [("2", false), ("3", true), ("3600", true), ("3601", false)] {
+            let text = format!("{GOOD}\n[allocator]\nlease_ttl_secs = {ttl}\n");
+            let r = Config::parse(&text, "t.toml");
+            assert_eq!(r.is_ok(), ok, "{ttl}");
+            if let Err(e) = r {
+                assert!(e.to_string().contains("allocator.lease_ttl_secs"), "{e}");
+            }
+        }
         for bad in ["5", "100", "60001"] {
             let text = GOOD.replace(
                 "listen = \"127.0.0.1:6033\"",

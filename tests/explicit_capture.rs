@@ -183,3 +183,41 @@ async fn updates_and_upserts_of_the_id_are_read_back() {
     p.stop().await;
     drop_schema(&tb, &schema).await;
 }
+
+/// Ids above 2^53 (snowflake-sized) are read back exactly: an UPDATE of the
+/// id, an expression and an upsert each leave the generator's floor at the
+/// very id stored, not at a DOUBLE's neighbour of it (the variable of an
+/// UPDATE reset to NULL made GREATEST compare as DOUBLE before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_above_2_pow_53_are_read_back_exactly() {
+    let Some(tb) = support::testbed() else { return };
+    let (schema, p) = setup(&tb, "big").await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    c.query_drop("INSERT INTO t (k) VALUES (1)").await.unwrap();
+    // Not representable as a DOUBLE (odd, above 2^54).
+    let x: u64 = 54_720_574_496_182_273;
+    c.query_drop(format!("UPDATE t SET id = {x} WHERE k = 1"))
+        .await
+        .unwrap();
+    // A second UPDATE in the same session (the variable was reset to NULL).
+    c.query_drop(format!("UPDATE t SET id = {} WHERE k = 1", x + 2))
+        .await
+        .unwrap();
+    assert_eq!(floor(&p), x + 2);
+    c.query_drop(format!("INSERT INTO t VALUES ({}+1, 2)", x + 3))
+        .await
+        .unwrap();
+    assert_eq!(floor(&p), x + 4);
+    c.query_drop(format!(
+        "INSERT INTO t VALUES (NULL, 2) ON DUPLICATE KEY UPDATE id = {}",
+        x + 7
+    ))
+    .await
+    .unwrap();
+    assert_eq!(floor(&p), x + 7);
+    c.query_drop("INSERT INTO t (k) VALUES (3)").await.unwrap();
+    assert!(c.last_insert_id().unwrap() > x + 7);
+    let _ = c.disconnect().await;
+    p.stop().await;
+    drop_schema(&tb, &schema).await;
+}

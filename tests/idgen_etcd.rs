@@ -45,6 +45,7 @@ fn etcd_config(endpoint: &str, prefix: &str) -> AllocatorConfig {
         etcd_endpoints: vec![endpoint.to_string()],
         etcd_prefix: prefix.to_string(),
         file_path: PathBuf::from("unused"),
+        ..AllocatorConfig::default()
     }
 }
 
@@ -783,7 +784,7 @@ async fn observed_id_reaches_other_processes() {
     let (first_a, first_b) = (out[0], out[1]);
     // An id inside b's segment, above everything a reserved.
     let explicit = first_b.max(first_a) + 500;
-    ga.observe(explicit);
+    ga.observe(explicit).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     while gb.stats().next_id <= explicit {
         assert!(Instant::now() < deadline, "b never heard of {explicit}");
@@ -871,4 +872,72 @@ async fn latency_at_100k_ids_per_second() {
         );
     }
     a.shutdown().await;
+}
+
+/// A process whose member record's lease is gone in etcd (revoked here; a
+/// partition lets it expire) stops issuing from its cache and drops it as
+/// soon as its keep-alive learns it; another process then confirms an id
+/// of that cache without waiting for it, and the first never issues it:
+/// it joins again and serves from a fresh reservation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_member_lease_drops_the_cache() {
+    let Some(tb) = support::testbed() else { return };
+    let prefix = format!("/idgate-test/{}", support::unique("member"));
+    let options = EtcdOptions {
+        timeout: Duration::from_secs(2),
+        lease_ttl: Duration::from_secs(3),
+    };
+    let open = || async {
+        Allocator::with_store(
+            etcd_store(&tb.etcd, &prefix, options.clone()).await,
+            Arc::new(SystemClock::new()),
+            &rules(),
+        )
+        .await
+        .expect("open")
+    };
+    let (a, b) = (open().await, open().await);
+    let (ga, gb) = (
+        a.generator("orders").unwrap(),
+        b.generator("orders").unwrap(),
+    );
+    let mut out = Vec::new();
+    ga.next(1, &mut out).await.unwrap();
+    gb.next(1, &mut out).await.unwrap();
+    let x = out[1] + 100; // in b's segment
+    assert!(gb.stats().cached_remaining > 100);
+    // Revoke b's member lease (the member key names it, in hex).
+    let mut c = etcd_client::Client::connect([tb.etcd.as_str()], None)
+        .await
+        .unwrap();
+    let members = c
+        .get(
+            format!("{prefix}/seq/orders/member/"),
+            Some(etcd_client::GetOptions::new().with_prefix()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(members.kvs().len(), 2);
+    let leases: Vec<i64> = members.kvs().iter().map(|kv| kv.lease()).collect();
+    // Which record is b's is not visible from here: both are revoked, and
+    // both processes join again.
+    for l in leases {
+        c.lease_revoke(l).await.unwrap();
+    }
+    // Both learn it within a keep-alive round (TTL/3) and drop their
+    // caches; the background task joins again and reserves a fresh segment
+    // (above everything reserved before, so above x).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while gb.stats().next_id <= x {
+        assert!(Instant::now() < deadline, "b's cache not dropped");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Nobody holds x any more: confirmed without waiting for anyone.
+    ga.observe(x).await.expect("confirmed");
+    out.clear();
+    gb.next(50, &mut out).await.expect("b joins again");
+    assert!(out.iter().all(|&id| id > x), "{out:?}");
+    a.shutdown().await;
+    b.shutdown().await;
+    cleanup(&tb.etcd, &prefix).await;
 }

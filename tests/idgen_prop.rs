@@ -209,7 +209,7 @@ impl World {
                 };
                 let Some(g) = a.generator("s") else { return };
                 let x = self.seq_last[p].unwrap_or(self.p.start) + delta;
-                g.observe(x);
+                let _ = g.observe(x).await;
                 self.seq_floor[p] = self.seq_floor[p].max(x);
             }
             Op::SetFloor { p, snow, delta } => {
@@ -452,7 +452,7 @@ async fn observe_raises_the_floor_everywhere() {
     let g = a.generator("o").unwrap();
     let mut out = Vec::new();
     g.next(1, &mut out).await.unwrap();
-    g.observe(1_000_000);
+    g.observe(1_000_000).await.unwrap();
     g.next(1, &mut out).await.unwrap();
     assert_eq!(out[1], 1_000_001);
     // Background raise of the store's floor.
@@ -577,7 +577,7 @@ async fn observed_id_propagates_to_other_processes() {
     ga.next(1, &mut out).await.unwrap();
     gb.next(1, &mut out).await.unwrap();
     assert_eq!(out, [1, 1001]);
-    ga.observe(1500);
+    ga.observe(1500).await.unwrap();
     for _ in 0..200 {
         if gb.stats().next_id > 1500 {
             break;

@@ -198,6 +198,7 @@ impl Session {
         let reset = reset.replace(", ", " = NULL, ") + " = NULL";
         let generator = self.shared.generator(c.generator);
         let mut last = None;
+        let mut failed = None;
         for &shard in &c.shards {
             if self.backends.get(shard).is_none_or(Option::is_none) {
                 continue;
@@ -212,7 +213,16 @@ impl Session {
                 let Some(v) = v else { continue };
                 if let Converted::Int(id) = convert::text(*ty, v) {
                     if let Some(g) = &generator {
-                        g.observe(id);
+                        // Stored already: when it cannot be made sure that
+                        // no other process issues it, the client gets the
+                        // error instead of the statement's OK.
+                        // Every shard is still read (and reset) first.
+                        if let Err(e) = g.observe(id).await {
+                            failed.get_or_insert(CmdError::Refused(
+                                super::inject::ER_AUTOINC_READ_FAILED,
+                                e.to_string(),
+                            ));
+                        }
                     }
                     if c.captures
                         .get(i)
@@ -222,6 +232,9 @@ impl Session {
                     }
                 }
             }
+        }
+        if let Some(e) = failed {
+            return Err(e);
         }
         Ok(last)
     }

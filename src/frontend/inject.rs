@@ -62,7 +62,7 @@ impl SqlModes {
 /// MySQL error for an allocator failure (store down, exhausted): "Failed to
 /// read auto-increment value", the error a client gets when AUTO_INCREMENT
 /// cannot produce a value.
-const ER_AUTOINC_READ_FAILED: ErrorCode = ErrorCode {
+pub(super) const ER_AUTOINC_READ_FAILED: ErrorCode = ErrorCode {
     code: 1467,
     state: "HY000",
 };
@@ -233,7 +233,7 @@ impl Session {
         let mut ids = Vec::with_capacity(rw.total_ids());
         for st in rw.statements() {
             let Some(rule) = &st.rule else { continue };
-            self.observe(&rule.generator, &st.explicit);
+            self.observe(&rule.generator, &st.explicit).await?;
             if st.generated > 0 {
                 self.take_ids(&rule.generator, st.generated, &mut ids)
                     .await?;
@@ -470,16 +470,22 @@ impl Session {
             .map_err(|e| CmdError::Refused(ER_AUTOINC_READ_FAILED, e.to_string()))
     }
 
-    /// Tells `generator` about explicit ids, so it never issues them.
-    fn observe(&self, generator: &str, explicit: &[u64]) {
+    /// Tells `generator` about explicit ids, so that no idgate process
+    /// issues them. Before the statement is sent: when one cannot be made
+    /// sure (another process did not acknowledge it, the store is down),
+    /// the statement is refused and nothing is written.
+    async fn observe(&self, generator: &str, explicit: &[u64]) -> Result<(), CmdError> {
         if explicit.is_empty() {
-            return;
+            return Ok(());
         }
         if let Some(g) = self.shared.generator(generator) {
             for &id in explicit {
-                g.observe(id);
+                g.observe(id)
+                    .await
+                    .map_err(|e| CmdError::Refused(ER_AUTOINC_READ_FAILED, e.to_string()))?;
             }
         }
+        Ok(())
     }
 
     /// Plans a COM_STMT_PREPARE: `Some` when the shard must prepare a
@@ -580,7 +586,7 @@ impl Session {
         }
         // Explicit ids first, so the generated ones of this execute come out
         // above them and never equal one of them.
-        self.observe(&plan.rule.generator, &exec.observed);
+        self.observe(&plan.rule.generator, &exec.observed).await?;
         let mut ids = Vec::with_capacity(exec.demand);
         self.take_ids(&plan.rule.generator, exec.demand, &mut ids)
             .await?;

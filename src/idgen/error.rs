@@ -121,6 +121,19 @@ pub enum IdgenError {
     /// The store could not be opened at all.
     #[error("allocator store: {0}")]
     Open(StoreError),
+    /// An explicit id may lie in ids another live idgate process holds in
+    /// its cache, and that process could not be made to skip it in time
+    /// (it did not acknowledge, or the store is unreachable): the id is not
+    /// known to be safe, so the statement that wrote it is refused.
+    #[error("generator {generator}: explicit id {id} could not be confirmed as never issued by another idgate process ({detail})")]
+    Unconfirmed {
+        /// The generator involved.
+        generator: String,
+        /// The explicit id.
+        id: u64,
+        /// What was missing (a process that did not acknowledge, a store error).
+        detail: String,
+    },
     /// `shutdown` was called.
     #[error("generator {0}: the allocator is shut down")]
     Shutdown(String),

@@ -168,24 +168,39 @@ impl Generator {
         }
     }
 
-    /// An explicit id seen in an INSERT. Never blocks.
+    /// An explicit id seen in a statement, before its client gets the
+    /// reply. After this returns `Ok`, no idgate process on the same store
+    /// issues `id` (and this process issues nothing at or below it).
     ///
-    /// Sequence: ids at or below `id` are never issued by this process
-    /// afterwards (its cursor skips past `id`, like AUTO_INCREMENT), and when
-    /// `id` is beyond everything this process reserved, it is published in
-    /// the background: the store's high-water mark is raised above it (every
-    /// later reservation starts above it) and other processes following the
-    /// store (etcd watch) skip it in their caches too. An explicit id that
-    /// another process issues from its cache before the news arrives, or one
-    /// below this process's cursor but inside another's segment, can still
-    /// collide: segments are per process.
+    /// Costs one short lock and nothing else when no other process can
+    /// hold `id` (below what every process may still issue, in a range this
+    /// process reserved); otherwise waits for the store, bounded by the
+    /// allocator's timeout (module doc of `sequence.rs` / `snowflake.rs`,
+    /// "Explicit ids across processes").
     ///
-    /// Snowflake: ignored. An explicit id cannot collide with ours unless it
-    /// forges our node id and a future timestamp, and raising our timestamp
-    /// to a forged or foreign value would push every later id into the future.
-    pub fn observe(&self, id: u64) {
-        if let Imp::Sequence(s) = &self.imp {
-            s.observe(id);
+    /// Errors: [`IdgenError::Unconfirmed`] when that could not be made
+    /// sure (store down, another process that did not acknowledge): the
+    /// statement must not be reported as a success.
+    #[inline]
+    pub async fn observe(&self, id: u64) -> Result<(), IdgenError> {
+        if self.observe_local(id) {
+            return Ok(());
+        }
+        // Boxed: rare, and its state machine is large.
+        match &self.imp {
+            Imp::Sequence(s) => Box::pin(s.confirm(id)).await,
+            Imp::Snowflake(s) => Box::pin(s.confirm(id)).await,
+        }
+    }
+
+    /// The synchronous part of [`Generator::observe`]: skips `id` in this
+    /// process; `true` when no other process can issue it either (else
+    /// `observe` must run to confirm it).
+    #[inline]
+    pub fn observe_local(&self, id: u64) -> bool {
+        match &self.imp {
+            Imp::Sequence(s) => s.observe(id),
+            Imp::Snowflake(s) => s.observe(id),
         }
     }
 
@@ -275,10 +290,28 @@ impl Generator {
         }
     }
 
+    /// Lets the generator reach itself from store callbacks (a lost member
+    /// record drops the cache at once). Called once it is shared.
+    pub(crate) fn bind(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        if let Imp::Sequence(s) = &self.imp {
+            let _ = s.on_lost.set(Arc::new(move || {
+                if let Some(g) = weak.upgrade() {
+                    if let Imp::Sequence(s) = &g.imp {
+                        s.drop_cache();
+                    }
+                }
+            }));
+        }
+    }
+
     /// Stops background work and gives node ids back.
     pub(crate) async fn stop(&self) {
         match &self.imp {
-            Imp::Sequence(s) => s.stopped.store(true, Ordering::Relaxed),
+            Imp::Sequence(s) => {
+                s.stopped.store(true, Ordering::Relaxed);
+                s.leave().await;
+            }
             Imp::Snowflake(s) => {
                 s.stopped.store(true, Ordering::Relaxed);
                 s.release().await;
@@ -295,7 +328,7 @@ impl Generator {
     }
 
     /// One round of background work; `Err` means "back off".
-    async fn background_round(&self) -> Result<(), String> {
+    pub(crate) async fn background_round(&self) -> Result<(), String> {
         match &self.imp {
             Imp::Sequence(s) => s.background_round().await.map_err(|e| e.to_string()),
             Imp::Snowflake(s) => s.background_round().await.map_err(|e| e.to_string()),
@@ -331,7 +364,7 @@ pub(crate) async fn run_follow(gen: Weak<Generator>, mut rx: tokio::sync::watch:
             Ok(Ok(())) => {
                 let v = *rx.borrow_and_update();
                 if let (Imp::Sequence(s), true) = (&g.imp, v > 0) {
-                    s.observe_published(v);
+                    s.observe_published(v).await;
                 }
             }
             Ok(Err(_)) => return,

@@ -20,11 +20,19 @@
 //! - `error.rs`: [`IdgenError`], [`StoreError`].
 //! - `store/mod.rs`: the [`Store`] trait; `store/etcd.rs`, `store/file.rs`,
 //!   `store/memory.rs`: its implementations.
+//! - `explicit_tests.rs`: explicit ids across processes (unit tests).
+//!
+//! Explicit ids (`Generator::observe`): once observed, no process on the
+//! store issues them; free when no other process can hold the id, else
+//! confirmed with the other processes before the client's reply (see the
+//! module docs of `sequence.rs` and `snowflake.rs`).
 
 #![warn(missing_docs)]
 
 mod clock;
 mod error;
+#[cfg(test)]
+mod explicit_tests;
 mod generator;
 mod params;
 mod sequence;
@@ -45,7 +53,7 @@ pub use params::{parse_rfc3339_ms, validate};
 pub use store::etcd::{EtcdOptions, EtcdStore};
 pub use store::file::FileStore;
 pub use store::memory::{Fault, MemoryStore};
-pub use store::Store;
+pub use store::{Members, Store};
 
 use crate::config::{AllocatorConfig, StoreKind};
 use crate::rules::spec::GeneratorRule;
@@ -115,7 +123,10 @@ impl Allocator {
                 EtcdStore::connect(
                     &cfg.etcd_endpoints,
                     &cfg.etcd_prefix,
-                    EtcdOptions::default(),
+                    EtcdOptions {
+                        lease_ttl: Duration::from_secs(cfg.lease_ttl_secs),
+                        ..EtcdOptions::default()
+                    },
                 )
                 .await
                 .map_err(IdgenError::Open)?,
@@ -165,7 +176,9 @@ impl Allocator {
                 clock.clone(),
                 options.timeout,
             );
-            map.insert(rule.name.clone(), Arc::new(g));
+            let g = Arc::new(g);
+            g.bind();
+            map.insert(rule.name.clone(), g);
         }
         let mut prepared: Vec<Arc<Generator>> = Vec::new();
         for g in map.values() {

@@ -13,6 +13,47 @@
 //! below the watermark (double buffering); requests wait for the store only
 //! when both are used up. The batch adapts so that one segment lasts about
 //! `segment_seconds` at the measured rate.
+//!
+//! # Explicit ids across processes
+//!
+//! The promise: once `observe(x)` returned `Ok` (before the client that
+//! wrote `x` gets its reply), no idgate process on the store issues `x`.
+//!
+//! - Every process is a *member* of the store (`Store::join`: in etcd a
+//!   key `seq/<name>/member/<lease>` attached to a lease with a TTL, kept
+//!   alive), holding its `low`: the lowest id it may still issue (its
+//!   cursor, or above its floor). It joins before it reserves anything and
+//!   rewrites `low` about once per segment (background).
+//! - `observe(x)` is free (one short lock, no store call) when `x` is in a
+//!   range this process reserved (the compare-and-swap that reserved it
+//!   moved the high-water mark over it: nobody else ever holds it), or
+//!   below both the high-water mark `H` and every other member's `low` in
+//!   one consistent read (`Store::members`, one etcd txn): a segment
+//!   reserved after that read starts at or above `H`; the members in it
+//!   never issue below their `low`; a member that joins later holds only
+//!   later segments. Any read, however old, is safe (values only grow).
+//! - Otherwise, synchronously (bounded by the allocator's timeout): a fresh
+//!   read; if `x >= H`, a segment is reserved above `x` (one
+//!   compare-and-swap; the explicit ids just above it are then this
+//!   process's own); else `x` may be in another member's cache: the floor
+//!   key is raised to `x`, and `observe` waits until every live member
+//!   except this one has a `low` above `x`. Each member follows the floor
+//!   (etcd watch), skips every id at or below it, then rewrites its `low`:
+//!   that is its acknowledgement. A member that joins after the floor was
+//!   raised holds only segments above `x`.
+//! - Failure rules. A member that does not acknowledge in time (cut off
+//!   from etcd, stuck) makes `observe` fail: the statement is refused
+//!   (error 1467; for ids read back after the statement, the row is stored
+//!   but the client gets the error), never a risk of a duplicate. A member
+//!   that cannot renew its lease (TTL, `allocator.lease_ttl_secs`) drops
+//!   its whole cache a margin before the lease expires in etcd
+//!   (`drop_cache`: the current segment is used up, waiting ones and
+//!   reservations in flight are abandoned) and joins again with fresh
+//!   segments once etcd answers; so once its record is gone, the others
+//!   may go on without it. A process that crashes mid-way leaves at most a
+//!   raised floor (a gap). With etcd down, the free cases above go on and
+//!   the others fail. The state file has one process: no members, and `H`
+//!   is this process's own reservations.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -25,7 +66,7 @@ use tokio::sync::Notify;
 use super::clock::Clock;
 use super::error::{IdgenError, StoreError};
 use super::params::SequenceParams;
-use super::store::{Store, Versioned};
+use super::store::{NodeLease, Store, Versioned};
 
 /// The atomics of the fast path, on their own cache line(s).
 #[repr(align(128))]
@@ -68,7 +109,33 @@ struct Slow {
     sample: (u64, u64),
     /// The store's error at the last failed call, for stats.
     last_error: Option<String>,
+    /// Ranges this process reserved (segments, the gaps below them, blocks
+    /// for loaders), merged, oldest first, at most `OWNED_MAX`: no other
+    /// process ever issues an id inside them.
+    owned: VecDeque<(u64, u64)>,
+    /// From the last consistent read of the store (`Store::members`): the
+    /// high-water mark, and the lowest `low` of the other live members.
+    /// Every id below both is safe from other processes (module doc).
+    snap_hwm: u64,
+    /// See `snap_hwm` (`u64::MAX`: no other member).
+    snap_others_low: u64,
+    /// Whether the store has members (etcd, memory); false: one process.
+    members: bool,
+    /// This process's member record, while it holds one.
+    member: Option<NodeLease>,
+    /// The `low` last written to the member record.
+    low_published: u64,
+    /// Highest floor other processes published (seen through the watch):
+    /// the member record must be above it (the acknowledgement; retried by
+    /// the background task until written).
+    floor_seen: u64,
+    /// Bumped when the cache is dropped (member record lost): a
+    /// reservation that started before is not installed.
+    epoch: u64,
 }
+
+/// Most owned ranges remembered (older ones are forgotten: only a cost).
+const OWNED_MAX: usize = 64;
 
 /// What a reservation can fail with.
 enum ReserveError {
@@ -123,6 +190,11 @@ pub(crate) struct Sequence {
     pub(crate) stopped: AtomicBool,
     /// Stats counters.
     counters: Counters,
+    /// Store scope of the member records: `seq/<name>`.
+    scope: String,
+    /// Run when the member record is lost (drops the cache); set by the
+    /// allocator once the generator is shared.
+    pub(crate) on_lost: std::sync::OnceLock<Arc<dyn Fn() + Send + Sync>>,
 }
 
 /// Read-only view of a sequence for stats (see `GeneratorStats` for the meaning).
@@ -190,6 +262,14 @@ impl Sequence {
                 rate: 0.0,
                 sample: (now, 0),
                 last_error: None,
+                owned: VecDeque::new(),
+                snap_hwm: 0,
+                snap_others_low: 0,
+                members: false,
+                member: None,
+                low_published: 0,
+                floor_seen: 0,
+                epoch: 0,
             }),
             p,
             store_view: tokio::sync::Mutex::new(None),
@@ -197,6 +277,8 @@ impl Sequence {
             exhausted: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
             counters: Counters::default(),
+            scope: format!("seq/{name}"),
+            on_lost: std::sync::OnceLock::new(),
         }
     }
 
@@ -207,10 +289,21 @@ impl Sequence {
     /// Reserves the first segment.
     pub(crate) async fn prepare(&self) -> Result<(), IdgenError> {
         let mut view = self.store_view.lock().await;
+        self.ensure_member(true)
+            .await
+            .map_err(|source| IdgenError::Store {
+                generator: self.name.clone(),
+                source,
+            })?;
+        let epoch = self.slow.lock().epoch;
         let (count, min_base) = self.plan(self.p.batch);
         match self.reserve_block(&mut view, count, min_base, false).await {
             Ok((b, e)) => {
-                self.install(b, e);
+                self.install(b, e, epoch);
+                drop(view);
+                // Other processes can tell at once what this one may issue
+                // (best effort: the background task writes it otherwise).
+                let _ = self.publish_low(0).await;
                 Ok(())
             }
             Err(ReserveError::Exhausted) => Err(self.exhausted_error()),
@@ -372,9 +465,14 @@ impl Sequence {
     }
 
     /// Adds a freshly reserved segment. Skips ids at or below the floor.
-    fn install(&self, b: u64, e: u64) {
+    /// Not when the cache was dropped since `epoch` (the reservation was
+    /// made under a member record that is gone).
+    fn install(&self, b: u64, e: u64, epoch: u64) {
         let mut s = self.slow.lock();
         s.reserved_end = s.reserved_end.max(e);
+        if s.epoch != epoch || (s.members && s.member.is_none()) {
+            return;
+        }
         let b = match self.align(s.floor.saturating_add(1)) {
             Some(f) if s.floor > 0 => b.max(f),
             None => e,
@@ -461,6 +559,13 @@ impl Sequence {
                         version,
                     });
                     self.counters.store_writes.fetch_add(1, Ordering::Relaxed);
+                    // `[stored, end)` went from nobody's to ours in one
+                    // compare-and-swap: nobody else ever issues an id in it.
+                    let mut s = self.slow.lock();
+                    add_owned(&mut s.owned, stored, end);
+                    if !s.members {
+                        s.snap_hwm = s.snap_hwm.max(end);
+                    }
                     return Ok((base, end));
                 }
                 Ok(None) => continue, // another process moved it: reload
@@ -529,6 +634,12 @@ impl Sequence {
             if self.exhausted.load(Ordering::Relaxed) {
                 return Err(self.exhausted_error());
             }
+            match tokio::time::timeout_at(deadline, self.ensure_member(false)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(self.unavailable(e)),
+                Err(_) => return Err(self.unavailable(StoreError::Timeout(self.timeout))),
+            }
+            let epoch = self.slow.lock().epoch;
             let (count, min_base) = self.plan(n);
             let reserved = tokio::time::timeout_at(
                 deadline,
@@ -536,7 +647,7 @@ impl Sequence {
             )
             .await;
             match reserved {
-                Ok(Ok((b, e))) => self.install(b, e),
+                Ok(Ok((b, e))) => self.install(b, e, epoch),
                 Ok(Err(ReserveError::Exhausted)) => return Err(self.exhausted_error()),
                 Ok(Err(ReserveError::Store(e))) => return Err(self.unavailable(e)),
                 Err(_) => {
@@ -567,13 +678,27 @@ impl Sequence {
     /// One round of background work: refill and/or persist the floor.
     /// Returns `Err` when the store failed (the caller backs off).
     pub(crate) async fn background_round(&self) -> Result<(), StoreError> {
-        if !self.needs_refill() && !self.floor_dirty() {
+        let lost = {
+            let s = self.slow.lock();
+            s.members && !s.member.as_ref().is_some_and(|m| m.state.is_valid())
+        };
+        if lost {
+            // Dropped already (the lost-hook); make sure, then join again.
+            self.drop_cache();
+        }
+        self.publish_low(0).await?;
+        if !lost && !self.needs_refill() && !self.floor_dirty() {
             return Ok(());
         }
         let Ok(mut view) = tokio::time::timeout(self.timeout, self.store_view.lock()).await else {
             return Ok(()); // a foreground reservation is running; look again later
         };
+        match tokio::time::timeout(self.timeout, self.ensure_member(false)).await {
+            Ok(r) => r?,
+            Err(_) => return Err(StoreError::Timeout(self.timeout)),
+        }
         if self.needs_refill() {
+            let epoch = self.slow.lock().epoch;
             let (count, min_base) = self.plan(0);
             match tokio::time::timeout(
                 self.timeout,
@@ -581,7 +706,7 @@ impl Sequence {
             )
             .await
             {
-                Ok(Ok((b, e))) => self.install(b, e),
+                Ok(Ok((b, e))) => self.install(b, e, epoch),
                 Ok(Err(ReserveError::Exhausted)) => {
                     self.exhausted.store(true, Ordering::Relaxed);
                 }
@@ -599,6 +724,8 @@ impl Sequence {
                 Err(_) => return Err(StoreError::Timeout(self.timeout)),
             }
         }
+        drop(view);
+        self.publish_low(0).await?;
         Ok(())
     }
 
@@ -674,14 +801,266 @@ impl Sequence {
         self.slow.lock().last_error = Some(e.to_string());
     }
 
-    /// See [`crate::idgen::Generator::observe`].
-    pub(crate) fn observe(&self, id: u64) {
+    /// See [`crate::idgen::Generator::observe`]: skips `id` here, and
+    /// returns whether no other process can issue it either (else the
+    /// caller runs [`Sequence::confirm`]).
+    pub(crate) fn observe(&self, id: u64) -> bool {
         self.skip_past(id, false);
+        self.slow.lock().safe(id)
     }
 
-    /// A floor another process published (already in the store).
-    pub(crate) fn observe_published(&self, id: u64) {
+    /// A floor another process published (already in the store): skipped
+    /// here, then acknowledged in the member record.
+    pub(crate) async fn observe_published(&self, id: u64) {
+        {
+            let mut s = self.slow.lock();
+            s.floor_seen = s.floor_seen.max(id);
+        }
         self.skip_past(id, true);
+        if let Err(e) = self.publish_low(id).await {
+            tracing::debug!(error = %e, generator = %self.name, "acknowledging a floor failed; retrying");
+        }
+    }
+
+    /// The lowest id this process may still issue: the cursor, or above
+    /// the floor (later reservations start above it).
+    fn low(&self, s: &Slow) -> u64 {
+        let cur = self.hot.cur.load(Ordering::Acquire);
+        let above_floor = match s.floor {
+            0 => 0,
+            f => self.align(f.saturating_add(1)).unwrap_or(u64::MAX),
+        };
+        cur.max(above_floor)
+    }
+
+    /// Writes this process's `low` into its member record when it moved to
+    /// a new segment since the last write (about once per segment:
+    /// reservations are what move it), or when the one written is at or
+    /// below `floor` (a published floor: the write is the acknowledgement).
+    async fn publish_low(&self, floor: u64) -> Result<(), StoreError> {
+        let (lease, low) = {
+            let s = self.slow.lock();
+            let Some(lease) = s.member.clone().filter(|m| m.state.is_valid()) else {
+                return Ok(());
+            };
+            let low = self.low(&s);
+            let floor = floor.max(s.floor_seen);
+            let moved = s.seg_base > s.low_published
+                || (floor > 0 && s.low_published <= floor)
+                || s.low_published == 0;
+            if low <= s.low_published || !moved {
+                return Ok(());
+            }
+            (lease, low)
+        };
+        match tokio::time::timeout(
+            self.timeout,
+            self.store.set_member(&self.scope, &lease, low),
+        )
+        .await
+        {
+            Ok(Ok(())) => {
+                self.counters.store_writes.fetch_add(1, Ordering::Relaxed);
+                let mut s = self.slow.lock();
+                if s.member.as_ref().is_some_and(|m| m.handle == lease.handle) {
+                    s.low_published = s.low_published.max(low);
+                }
+                Ok(())
+            }
+            Ok(Err(e)) => {
+                self.note_error(&e);
+                Err(e)
+            }
+            Err(_) => Err(StoreError::Timeout(self.timeout)),
+        }
+    }
+
+    /// Joins the store's members when the store has them and this process
+    /// holds no valid member record (`first`: at prepare, finds out whether
+    /// it has). Caller holds `store_view`.
+    async fn ensure_member(&self, first: bool) -> Result<(), StoreError> {
+        {
+            let s = self.slow.lock();
+            if !first && (!s.members || s.member.as_ref().is_some_and(|m| m.state.is_valid())) {
+                return Ok(());
+            }
+        }
+        let Some(lease) = self.store.join(&self.scope).await? else {
+            return Ok(());
+        };
+        {
+            let mut s = self.slow.lock();
+            s.members = true;
+            s.member = Some(lease.clone());
+            s.low_published = 0;
+        }
+        if let Some(hook) = self.on_lost.get() {
+            let hook = hook.clone();
+            lease.state.on_lost(Box::new(move || hook()));
+        }
+        Ok(())
+    }
+
+    /// The member record is lost (or the generator stops): other processes
+    /// no longer wait for this one, so nothing cached may be issued any
+    /// more. The current segment is used up, waiting ones are dropped
+    /// (gaps), and reservations in flight are not installed.
+    pub(crate) fn drop_cache(&self) {
+        let mut s = self.slow.lock();
+        let end = self.hot.end.load(Ordering::Acquire);
+        self.hot.cur.fetch_max(end, Ordering::AcqRel);
+        s.pending.clear();
+        s.epoch += 1;
+        if s.member.as_ref().is_some_and(|m| !m.state.is_valid()) {
+            s.member = None;
+        }
+        self.hot.refill_mark.store(u64::MAX, Ordering::Release);
+        drop(s);
+        self.wake.notify_one();
+    }
+
+    /// Leaves the members (clean shutdown), after dropping the cache.
+    pub(crate) async fn leave(&self) {
+        let lease = self.slow.lock().member.take();
+        self.drop_cache();
+        if let Some(lease) = lease {
+            let _ = tokio::time::timeout(self.timeout, self.store.leave(&self.scope, &lease)).await;
+        }
+    }
+
+    /// One consistent read of the high-water mark and the members; keeps it
+    /// if it is newer than the one held.
+    async fn snapshot(&self) -> Result<(), StoreError> {
+        let m = self.store.members(&self.scope, &self.key).await?;
+        let mut s = self.slow.lock();
+        let me = s.member.as_ref().map(|l| l.handle);
+        let hwm = m.key.unwrap_or(0);
+        let others = m
+            .members
+            .iter()
+            .filter(|(h, _)| Some(*h) != me)
+            .map(|(_, low)| *low)
+            .min()
+            .unwrap_or(u64::MAX);
+        if hwm >= s.snap_hwm {
+            s.snap_hwm = hwm;
+            s.snap_others_low = others;
+        }
+        Ok(())
+    }
+
+    /// The slow path of an explicit id `id` that another process may hold
+    /// in its cache (module doc, "Explicit ids across processes"). Bounded
+    /// by the allocator's timeout.
+    pub(crate) async fn confirm(&self, id: u64) -> Result<(), IdgenError> {
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let unconfirmed = |detail: String| IdgenError::Unconfirmed {
+            generator: self.name.clone(),
+            id,
+            detail,
+        };
+        let bounded = |e: Result<Result<(), StoreError>, tokio::time::error::Elapsed>| match e {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(unconfirmed(format!("store: {e}"))),
+            Err(_) => Err(unconfirmed(format!(
+                "store: timed out after {:?}",
+                self.timeout
+            ))),
+        };
+        bounded(tokio::time::timeout_at(deadline, self.snapshot()).await)?;
+        if self.slow.lock().safe(id) {
+            return Ok(());
+        }
+        if id >= self.slow.lock().snap_hwm {
+            // Above every reservation: reserve a segment above it (one
+            // compare-and-swap). The range up to it becomes ours.
+            let reserve = async {
+                let mut view = self.store_view.lock().await;
+                self.ensure_member(false)
+                    .await
+                    .map_err(ReserveError::Store)?;
+                let epoch = self.slow.lock().epoch;
+                let (count, min_base) = self.plan(0);
+                let min_base = min_base.max(self.align(id.saturating_add(1)).unwrap_or(u64::MAX));
+                let (b, e) = self
+                    .reserve_block(&mut view, count, min_base, false)
+                    .await?;
+                self.install(b, e, epoch);
+                Ok(())
+            };
+            match tokio::time::timeout_at(deadline, reserve).await {
+                Ok(Ok(())) => {}
+                Ok(Err(ReserveError::Exhausted)) => {
+                    // Nothing can be reserved above it: nobody issues it.
+                    self.exhausted.store(true, Ordering::Relaxed);
+                    return Ok(());
+                }
+                Ok(Err(ReserveError::Store(e))) => return Err(unconfirmed(format!("store: {e}"))),
+                Err(_) => {
+                    return Err(unconfirmed(format!(
+                        "store: timed out after {:?}",
+                        self.timeout
+                    )))
+                }
+            }
+            if self.slow.lock().safe(id) {
+                return Ok(());
+            }
+        }
+        // Inside what others may hold: publish the floor, then wait until
+        // every live member that may hold it has moved past it.
+        let raise = async {
+            let mut floor_view = None;
+            self.raise_key(&self.floor_key, &mut floor_view, id).await
+        };
+        bounded(tokio::time::timeout_at(deadline, raise).await)?;
+        self.wait_acks(id, deadline).await
+    }
+
+    /// Waits until no live member but this one has a `low` at or below
+    /// `id` (each raises it after skipping the published floor).
+    async fn wait_acks(&self, id: u64, deadline: tokio::time::Instant) -> Result<(), IdgenError> {
+        let unconfirmed = |detail: String| IdgenError::Unconfirmed {
+            generator: self.name.clone(),
+            id,
+            detail,
+        };
+        loop {
+            let read =
+                tokio::time::timeout_at(deadline, self.store.members(&self.scope, &self.key));
+            let m = match read.await {
+                Ok(Ok(m)) => m,
+                Ok(Err(e)) => {
+                    self.note_error(&e);
+                    return Err(unconfirmed(format!("store: {e}")));
+                }
+                Err(_) => {
+                    return Err(unconfirmed(format!(
+                        "timed out after {:?} waiting for the store",
+                        self.timeout
+                    )))
+                }
+            };
+            let me = self.slow.lock().member.as_ref().map(|l| l.handle);
+            let behind: Vec<i64> = m
+                .members
+                .iter()
+                .filter(|(h, low)| Some(*h) != me && *low <= id)
+                .map(|(h, _)| *h)
+                .collect();
+            if behind.is_empty() {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() + Duration::from_millis(5) >= deadline {
+                return Err(unconfirmed(format!(
+                    "{} other idgate process(es) did not acknowledge within {:?} (member {:x})",
+                    behind.len(),
+                    self.timeout,
+                    behind[0]
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     fn skip_past(&self, id: u64, published: bool) {
@@ -708,25 +1087,26 @@ impl Sequence {
             }
         }
         self.set_mark(&s);
-        if !published && id >= s.reserved_end {
-            s.floor_to_publish = id;
-            self.wake.notify_one();
-        } else if self.hot.cur.load(Ordering::Acquire) >= end {
+        if self.hot.cur.load(Ordering::Acquire) >= end {
             self.wake.notify_one();
         }
     }
 
     /// See [`crate::idgen::Generator::set_floor`].
     pub(crate) async fn set_floor(&self, value: u64) -> Result<(), IdgenError> {
-        self.observe(value);
+        self.skip_past(value, false);
         let mut view = tokio::time::timeout(self.timeout, self.store_view.lock())
             .await
             .map_err(|_| self.store_error(StoreError::Timeout(self.timeout)))?;
         match tokio::time::timeout(self.timeout, self.persist_floor(&mut view, value)).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(self.store_error(e)),
-            Err(_) => Err(self.store_error(StoreError::Timeout(self.timeout))),
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(self.store_error(e)),
+            Err(_) => return Err(self.store_error(StoreError::Timeout(self.timeout))),
         }
+        drop(view);
+        // Every other live process has skipped it before this returns.
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        self.wait_acks(value, deadline).await
     }
 
     fn store_error(&self, source: StoreError) -> IdgenError {
@@ -798,6 +1178,34 @@ impl Sequence {
             store_writes: self.counters.store_writes.load(Ordering::Relaxed),
             last_error: s.last_error.clone(),
         }
+    }
+}
+
+impl Slow {
+    /// Whether no other process can issue `id` (module doc): it is in a
+    /// range this process reserved, or below both the high-water mark and
+    /// every other member's `low` of one consistent read.
+    fn safe(&self, id: u64) -> bool {
+        (id < self.snap_hwm && id < self.snap_others_low)
+            || self.owned.iter().any(|&(b, e)| b <= id && id < e)
+    }
+}
+
+/// Adds `[b, e)` to the owned ranges (merging with the last one when they
+/// touch; forgetting the oldest beyond `OWNED_MAX`).
+fn add_owned(owned: &mut VecDeque<(u64, u64)>, b: u64, e: u64) {
+    if b >= e {
+        return;
+    }
+    if let Some(last) = owned.back_mut() {
+        if last.1 == b {
+            last.1 = e;
+            return;
+        }
+    }
+    owned.push_back((b, e));
+    if owned.len() > OWNED_MAX {
+        owned.pop_front();
     }
 }
 

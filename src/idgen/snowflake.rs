@@ -26,6 +26,23 @@
 //!   (after our lease expired) makes our next extension fail: we then stop;
 //!   and since the taker starts above the ceiling we had persisted, the ids we
 //!   issued meanwhile cannot collide with its own.
+//! - Explicit ids (`observe(x)`): this process issues nothing at or below
+//!   `x` afterwards (its position moves above `x`, whatever node `x`
+//!   names). Across processes only the holder of `x`'s node, now or later,
+//!   could issue `x`:
+//!   - our own node: free while `x`'s tick is below our persisted ceiling
+//!     (a later holder starts above it); else the ceiling is extended past
+//!     it before `observe` returns;
+//!   - another node `n`: every extension of a ceiling to `c` first moves
+//!     the holder's position to the start of tick `c - lead`, so `x` is
+//!     free when its tick is below `c - lead` for a ceiling of `n` read
+//!     once (cached); else the floor key `snow/<name>/floor/<n>` is raised
+//!     to `x` and `observe` waits until `n` is not held or its holder has
+//!     acknowledged (`snow/<name>/ack/<n>` at or above `x`: it follows
+//!     that floor and applies it in its background round). A holder reads
+//!     the floor right after leasing the node. Bounded by the allocator's
+//!     timeout; a holder that does not acknowledge makes `observe` fail,
+//!     as for sequences.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -124,6 +141,11 @@ struct Slow {
     lease: Option<NodeLease>,
     /// The ceiling this process last persisted for its node, and its version.
     ceiling: Option<Versioned>,
+    /// The floor published for the leased node (`snow/<name>/floor/<n>`),
+    /// followed (None: the store has no other process to publish it).
+    floor_rx: Option<tokio::sync::watch::Receiver<u64>>,
+    /// The highest floor of the leased node applied and acknowledged.
+    floor_acked: u64,
 }
 
 /// Stats visible without taking the async lock.
@@ -137,6 +159,9 @@ struct Info {
     last_error: Option<String>,
     /// Why there is no lease, if there is none.
     no_node: Option<String>,
+    /// Highest ceiling read for other nodes: node -> tick. Every id their
+    /// holders issue later has a tick at or above `ceiling - lead`.
+    ceilings: std::collections::HashMap<u64, u64>,
 }
 
 /// Counters for the stats view.
@@ -456,6 +481,36 @@ impl Snowflake {
             wake.notify_one();
         }));
         let node = lease.node;
+        // A floor published for this node (an explicit id another process
+        // saw): read after leasing, so one published before is seen here
+        // and one published later is followed.
+        slow.floor_rx = self.store.follow(&self.floor_key(node));
+        slow.floor_acked = 0;
+        if let Some(rx) = slow.floor_rx.clone() {
+            // A floor published for the node wakes the background task,
+            // which applies and acknowledges it at once (the observer
+            // waits for that). Ends with the lease.
+            tokio::spawn(wake_on_floor(
+                rx,
+                self.wake.clone(),
+                Arc::downgrade(&lease.state),
+            ));
+        }
+        match self.store.load(&self.floor_key(node)).await {
+            Ok(Some(f)) if f.value > 0 => {
+                self.skip_past(f.value);
+                if let Err(e) = self.raise(&self.ack_key(node), f.value).await {
+                    let _ = self.store.release_node(&self.scope, &lease).await;
+                    return Err(self.unavailable(e));
+                }
+                slow.floor_acked = f.value;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let _ = self.store.release_node(&self.scope, &lease).await;
+                return Err(self.unavailable(e));
+            }
+        }
         let key = self.ceiling_key(node);
         let mut done = None;
         for _ in 0..16 {
@@ -527,6 +582,10 @@ impl Snowflake {
         self.hot
             .state
             .store(self.l.compose(pos, node_part), Ordering::SeqCst);
+        // An explicit id observed while this ran (`skip_past` raised
+        // `floor_tick` before moving the old state, which the store above
+        // may have overwritten): still skipped.
+        self.raise_position(self.floor_tick.load(Ordering::SeqCst), node_part);
         self.publish(ceiling.value, &lease);
         slow.ceiling = Some(ceiling);
         slow.lease = Some(lease);
@@ -575,6 +634,9 @@ impl Snowflake {
             return Ok(()); // still enough room
         }
         let target = base.saturating_add(self.p.lead_ticks).min(l.ts_max);
+        // Before the new ceiling is visible: nothing below `target - lead`
+        // is issued after it (other processes rely on that, see `observe`).
+        self.raise_position(target.saturating_sub(self.p.lead_ticks), node << l.sb);
         let expected = slow.ceiling.map(|v| v.version);
         match self
             .store
@@ -602,6 +664,26 @@ impl Snowflake {
         }
     }
 
+    /// Raises the position to at least the start of `tick` (node unchanged).
+    fn raise_position(&self, tick: u64, node_part: u64) {
+        let l = self.l;
+        let mut s = self.hot.state.load(Ordering::Acquire);
+        loop {
+            if s & l.node_mask != node_part || l.counter(s) >= l.tick_start(tick) {
+                return;
+            }
+            let want = l.compose(l.tick_start(tick), node_part);
+            match self
+                .hot
+                .state
+                .compare_exchange(s, want, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(x) => s = x,
+            }
+        }
+    }
+
     /// One round of background work: re-lease after a loss, extend the ceiling
     /// when the clock or the position comes near it.
     pub(crate) async fn background_round(&self) -> Result<(), IdgenError> {
@@ -613,6 +695,9 @@ impl Snowflake {
             if !valid {
                 self.acquire(&mut slow).await
             } else {
+                if let Err(e) = self.apply_floor(&mut slow).await {
+                    return Err(self.unavailable(e));
+                }
                 self.extend(&mut slow, 1).await
             }
         };
@@ -626,6 +711,215 @@ impl Snowflake {
     pub(crate) fn period(&self) -> Duration {
         let lead_ms = self.p.lead_ticks.saturating_mul(self.p.unit_ms);
         Duration::from_millis((lead_ms / 4).clamp(20, 1000))
+    }
+
+    /// The smallest position whose id with node field `node_part` is above
+    /// `id` (may be past the last tick: then nothing is issued any more).
+    fn position_above(&self, id: u64, node_part: u64) -> u64 {
+        let l = self.l;
+        let x_node = id & l.node_mask;
+        let x_tick = id >> l.ns;
+        if x_tick > l.ts_max {
+            // Beyond the timestamp field (not an id of this layout): past
+            // the last tick, where nothing is issued. Fits: the layout is
+            // at most 63 bits.
+            return (l.ts_max + 1) << l.sb;
+        }
+        if node_part > x_node {
+            x_tick << l.sb
+        } else if node_part == x_node {
+            l.counter(id) + 1
+        } else {
+            (x_tick + 1) << l.sb
+        }
+    }
+
+    /// Moves this process's position so that every id it issues later is
+    /// above `id` (compare-and-swap on the composed state, so a node switch
+    /// in between is never mixed with the old node's position).
+    fn skip_past(&self, id: u64) {
+        let l = self.l;
+        self.floor_tick
+            .fetch_max((id >> l.ns).min(l.ts_max) + 1, Ordering::SeqCst);
+        let mut s = self.hot.state.load(Ordering::Acquire);
+        loop {
+            let node_part = s & l.node_mask;
+            let pos = self.position_above(id, node_part);
+            if l.counter(s) >= pos {
+                return;
+            }
+            let want = l.compose(pos, node_part);
+            match self
+                .hot
+                .state
+                .compare_exchange(s, want, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(x) => s = x,
+            }
+        }
+    }
+
+    /// See [`crate::idgen::Generator::observe`]: skips `id` here; `true`
+    /// when no other process can issue it either.
+    ///
+    /// An id carries its node: only the holder of that node (now or later)
+    /// could issue it. Our own node while the lease is valid: safe when its
+    /// tick is below the persisted ceiling (a later holder starts above
+    /// it). Another node: safe when its tick is below that node's ceiling
+    /// minus the lead, as last read (its holder never goes below that).
+    pub(crate) fn observe(&self, id: u64) -> bool {
+        self.skip_past(id);
+        let l = self.l;
+        let x_tick = id >> l.ns;
+        let x_node = (id & l.node_mask) >> l.sb;
+        let limit = self.hot.limit.load(Ordering::Acquire);
+        let own = self.hot.state.load(Ordering::Acquire) & l.node_mask;
+        if limit > 0 && own >> l.sb == x_node {
+            return x_tick < limit;
+        }
+        let info = self.info.lock();
+        info.ceilings
+            .get(&x_node)
+            .is_some_and(|&c| x_tick.saturating_add(self.p.lead_ticks) < c)
+    }
+
+    fn floor_key(&self, node: u64) -> String {
+        format!("{}/floor/{node}", self.scope)
+    }
+
+    fn ack_key(&self, node: u64) -> String {
+        format!("{}/ack/{node}", self.scope)
+    }
+
+    /// Compare-and-swap loop raising `key` to at least `target`.
+    async fn raise(&self, key: &str, target: u64) -> Result<(), StoreError> {
+        for _ in 0..64 {
+            let current = self.store.load(key).await?;
+            if current.is_some_and(|v| v.value >= target) {
+                return Ok(());
+            }
+            if self
+                .store
+                .compare_and_set(key, current.map(|v| v.version), target)
+                .await?
+                .is_some()
+            {
+                self.counters.store_writes.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
+        }
+        Err(StoreError::Unavailable(
+            "compare-and-swap kept failing (64 conflicts in a row)".into(),
+        ))
+    }
+
+    /// The slow path of an explicit id that another process (the holder of
+    /// its node) may issue, or whose tick is beyond our own ceiling.
+    /// Bounded by the allocator's timeout.
+    pub(crate) async fn confirm(&self, id: u64) -> Result<(), IdgenError> {
+        let l = self.l;
+        let x_tick = id >> l.ns;
+        let x_node = (id & l.node_mask) >> l.sb;
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let unconfirmed = |detail: String| IdgenError::Unconfirmed {
+            generator: self.name.clone(),
+            id,
+            detail,
+        };
+        let timed_out = || unconfirmed(format!("timed out after {:?}", self.timeout));
+        // Our own node: persist a ceiling above it (a later holder of the
+        // node starts above the ceiling).
+        {
+            let mut slow = tokio::time::timeout_at(deadline, self.slow.lock())
+                .await
+                .map_err(|_| timed_out())?;
+            let own = slow
+                .lease
+                .as_ref()
+                .filter(|lease| lease.state.is_valid())
+                .map(|lease| lease.node);
+            if own == Some(x_node) {
+                if x_tick >= l.ts_max {
+                    return Ok(()); // nothing is issued at or past the last tick
+                }
+                self.skip_past(id);
+                return match tokio::time::timeout_at(deadline, self.extend(&mut slow, 1)).await {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(IdgenError::Exhausted { .. })) => Ok(()),
+                    Ok(Err(e)) => Err(unconfirmed(e.to_string())),
+                    Err(_) => Err(timed_out()),
+                };
+            }
+        }
+        let store_err = |e: StoreError| unconfirmed(format!("store: {e}"));
+        // Another node: its holder may still issue it. Its ceiling first.
+        let ceiling = tokio::time::timeout_at(deadline, self.store.load(&self.ceiling_key(x_node)))
+            .await
+            .map_err(|_| timed_out())?
+            .map_err(store_err)?
+            .map(|v| v.value)
+            .unwrap_or(0);
+        {
+            let mut info = self.info.lock();
+            let c = info.ceilings.entry(x_node).or_insert(0);
+            *c = (*c).max(ceiling);
+        }
+        if x_tick.saturating_add(self.p.lead_ticks) < ceiling {
+            return Ok(());
+        }
+        // Publish a floor for that node; its holder skips it and acknowledges,
+        // a later holder reads it when it leases the node.
+        tokio::time::timeout_at(deadline, self.raise(&self.floor_key(x_node), id))
+            .await
+            .map_err(|_| timed_out())?
+            .map_err(store_err)?;
+        loop {
+            let check = async {
+                if !self.store.node_held(&self.scope, x_node).await? {
+                    return Ok::<bool, StoreError>(true);
+                }
+                let ack = self.store.load(&self.ack_key(x_node)).await?;
+                Ok(ack.is_some_and(|v| v.value >= id))
+            };
+            match tokio::time::timeout_at(deadline, check).await {
+                Ok(Ok(true)) => return Ok(()),
+                Ok(Ok(false)) => {}
+                Ok(Err(e)) => return Err(store_err(e)),
+                Err(_) => return Err(timed_out()),
+            }
+            if tokio::time::Instant::now() + Duration::from_millis(5) >= deadline {
+                return Err(unconfirmed(format!(
+                    "the idgate process holding node id {x_node} did not acknowledge within {:?}",
+                    self.timeout
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Applies the floor published for our node (if it rose) and
+    /// acknowledges it. Caller holds the slow lock.
+    async fn apply_floor(&self, slow: &mut Slow) -> Result<(), StoreError> {
+        let Some(node) = slow
+            .lease
+            .as_ref()
+            .filter(|lease| lease.state.is_valid())
+            .map(|lease| lease.node)
+        else {
+            return Ok(());
+        };
+        let Some(rx) = slow.floor_rx.as_mut() else {
+            return Ok(());
+        };
+        let floor = *rx.borrow_and_update();
+        if floor <= slow.floor_acked {
+            return Ok(());
+        }
+        self.skip_past(floor);
+        self.raise(&self.ack_key(node), floor).await?;
+        slow.floor_acked = floor;
+        Ok(())
     }
 
     /// See [`crate::idgen::Generator::set_floor`]: ids of this node after it
@@ -691,6 +985,30 @@ impl Snowflake {
             store_errors: self.counters.store_errors.load(Ordering::Relaxed),
             store_writes: self.counters.store_writes.load(Ordering::Relaxed),
             last_error: info.last_error.clone().or_else(|| info.no_node.clone()),
+        }
+    }
+}
+
+/// Wakes the background task whenever the followed floor rises, until the
+/// lease is lost or dropped (holds it only weakly: a crashed holder's lease
+/// must be seen as orphaned).
+async fn wake_on_floor(
+    mut rx: tokio::sync::watch::Receiver<u64>,
+    wake: Arc<Notify>,
+    lease: std::sync::Weak<super::store::LeaseState>,
+) {
+    loop {
+        tokio::select! {
+            changed = rx.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                wake.notify_one();
+            }
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        if !lease.upgrade().is_some_and(|l| l.is_valid()) {
+            return;
         }
     }
 }

@@ -914,11 +914,11 @@ fn updates_of_the_id_column_are_captured() {
     );
     assert_eq!(
         rw("UPDATE orders SET qty = 1, id = id + 1000 WHERE sku = 'a' LIMIT 5"),
-        "UPDATE orders SET qty = 1, id = id + 1000, `id` = IF((@idgate_hi := GREATEST(COALESCE(@idgate_hi, 0), `id`)) < 0, `id`, `id`) WHERE sku = 'a' LIMIT 5"
+        "UPDATE orders SET qty = 1, id = id + 1000, `id` = IF((@idgate_hi := GREATEST(COALESCE(CAST(@idgate_hi AS DECIMAL(20,0)), 0), `id`)) < 0, `id`, `id`) WHERE sku = 'a' LIMIT 5"
     );
     assert_eq!(
         rw("UPDATE LOW_PRIORITY shop.orders AS o SET o.id = 7"),
-        "UPDATE LOW_PRIORITY shop.orders AS o SET o.id = 7, `id` = IF((@idgate_hi := GREATEST(COALESCE(@idgate_hi, 0), `id`)) < 0, `id`, `id`)"
+        "UPDATE LOW_PRIORITY shop.orders AS o SET o.id = 7, `id` = IF((@idgate_hi := GREATEST(COALESCE(CAST(@idgate_hi AS DECIMAL(20,0)), 0), `id`)) < 0, `id`, `id`)"
     );
     // Not the id column, or not a rule table: untouched.
     assert!(matches!(

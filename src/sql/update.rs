@@ -6,11 +6,13 @@
 //! after such an UPDATE.
 //!
 //! The assignment, appended after the last one of the `SET` list:
-//! `` , `id` = IF((@idgate_hi := GREATEST(COALESCE(@idgate_hi, 0), `id`)) < 0, `id`, `id`) ``.
+//! `` , `id` = IF((@idgate_hi := GREATEST(COALESCE(CAST(@idgate_hi AS DECIMAL(20,0)), 0), `id`)) < 0, `id`, `id`) ``.
 //! A single-table UPDATE assigns left to right and a later assignment sees
 //! the value an earlier one stored, so it reads each row's new id exactly
 //! and writes it back unchanged (affected rows and warnings are the
-//! statement's own). The variable may hold a higher value of an earlier
+//! statement's own). The variable is read as DECIMAL(20,0), exact for
+//! every 64-bit id (after a reset to NULL it would otherwise compare as a
+//! DOUBLE and round ids above 2^53). The variable may hold a higher value of an earlier
 //! statement: that one was observed already, so reading it again is
 //! harmless. A multi-table UPDATE has no such order: one that sets a rule
 //! table's id column is refused.
@@ -201,9 +203,12 @@ pub(crate) fn push_capture(out: &mut String, quoted: &str) {
     out.push_str(quoted);
     out.push_str(" = IF((");
     out.push_str(HIGHEST);
-    out.push_str(" := GREATEST(COALESCE(");
+    // The variable is read through DECIMAL(20,0): reset to NULL (a string
+    // NULL) it would make GREATEST compare as DOUBLE, which rounds ids
+    // above 2^53 (the value read back would not be the id stored).
+    out.push_str(" := GREATEST(COALESCE(CAST(");
     out.push_str(HIGHEST);
-    out.push_str(", 0), ");
+    out.push_str(" AS DECIMAL(20,0)), 0), ");
     out.push_str(quoted);
     out.push_str(")) < 0, ");
     out.push_str(quoted);

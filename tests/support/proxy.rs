@@ -137,6 +137,30 @@ impl Proxy {
         Self::start_allocator(cfg, rules, allocator).await
     }
 
+    /// Like [`Proxy::start_rules`] (its own allocator in the test bed's
+    /// etcd under `etcd_prefix`) with the allocator reading `clock`.
+    pub async fn start_rules_clock(
+        tb: &Testbed,
+        rules: &str,
+        etcd_prefix: &str,
+        clock: Arc<dyn idgate::idgen::Clock>,
+    ) -> Proxy {
+        let cfg = Config::parse(&config_text_etcd(tb, etcd_prefix), "test")
+            .expect("test config is valid");
+        let rules = test_rules(&cfg, rules);
+        let store = idgate::idgen::EtcdStore::connect(
+            &cfg.allocator.etcd_endpoints,
+            &cfg.allocator.etcd_prefix,
+            idgate::idgen::EtcdOptions::default(),
+        )
+        .await
+        .expect("etcd client");
+        let allocator = Allocator::with_store(Arc::new(store), clock, rules.generators())
+            .await
+            .unwrap_or_else(|e| panic!("allocator opens: {e}"));
+        Self::start_allocator(cfg, rules, allocator).await
+    }
+
     async fn start_allocator(cfg: Config, rules: RuleSet, allocator: Allocator) -> Proxy {
         let shared = Arc::new(Shared::with_rules(
             cfg,

@@ -19,7 +19,9 @@ use etcd_client::{
 };
 use tokio::time::Instant;
 
-use super::{parse_counter, LeaseState, NodeLease, Store, StoreError, StoreFuture, Versioned};
+use super::{
+    parse_counter, LeaseState, Members, NodeLease, Store, StoreError, StoreFuture, Versioned,
+};
 
 /// Tunables of the etcd store.
 #[derive(Debug, Clone)]
@@ -270,6 +272,111 @@ impl Store for EtcdStore {
             self.bounded(self.client.clone().lease_revoke(lease.handle))
                 .await
                 .map(|_| ())
+        })
+    }
+
+    fn join<'a>(&'a self, scope: &'a str) -> StoreFuture<'a, Option<NodeLease>> {
+        Box::pin(async move {
+            let ttl_s = i64::try_from(self.options.lease_ttl.as_secs().max(2)).unwrap_or(10);
+            let granted_at = Instant::now();
+            let grant = self
+                .bounded(self.client.clone().lease_grant(ttl_s, None))
+                .await?;
+            let lease = grant.id();
+            let key = self.key(&format!("{scope}/member/{lease:x}"));
+            let put = self
+                .bounded(self.client.clone().put(
+                    key.as_str(),
+                    "0",
+                    Some(PutOptions::new().with_lease(lease)),
+                ))
+                .await;
+            if let Err(e) = put {
+                let _ = self.bounded(self.client.clone().lease_revoke(lease)).await;
+                return Err(e);
+            }
+            let state = LeaseState::new_valid();
+            let ttl = Duration::from_secs(u64::try_from(grant.ttl().max(1)).unwrap_or(2));
+            tokio::spawn(keep_alive(
+                self.client.clone(),
+                lease,
+                ttl,
+                granted_at + ttl,
+                self.options.timeout,
+                Arc::downgrade(&state),
+            ));
+            Ok(Some(NodeLease {
+                node: 0,
+                handle: lease,
+                state,
+            }))
+        })
+    }
+
+    fn set_member<'a>(
+        &'a self,
+        scope: &'a str,
+        lease: &'a NodeLease,
+        value: u64,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let key = self.key(&format!("{scope}/member/{:x}", lease.handle));
+            // Only while the record exists: a put would otherwise bring an
+            // expired member back.
+            let txn = Txn::new()
+                .when([Compare::version(key.as_str(), CompareOp::Greater, 0)])
+                .and_then([TxnOp::put(
+                    key.as_str(),
+                    value.to_string(),
+                    Some(PutOptions::new().with_lease(lease.handle)),
+                )]);
+            let resp = self.bounded(self.client.clone().txn(txn)).await?;
+            if resp.succeeded() {
+                Ok(())
+            } else {
+                Err(StoreError::Unavailable("etcd: member record gone".into()))
+            }
+        })
+    }
+
+    fn leave<'a>(&'a self, _scope: &'a str, lease: &'a NodeLease) -> StoreFuture<'a, ()> {
+        self.release_node(_scope, lease)
+    }
+
+    fn members<'a>(&'a self, scope: &'a str, key: &'a str) -> StoreFuture<'a, Members> {
+        Box::pin(async move {
+            let full = self.key(key);
+            let member_prefix = self.key(&format!("{scope}/member/"));
+            // One txn: both reads at one revision.
+            let txn = Txn::new().and_then([
+                TxnOp::get(full.as_str(), None),
+                TxnOp::get(
+                    member_prefix.as_str(),
+                    Some(GetOptions::new().with_prefix()),
+                ),
+            ]);
+            let resp = self.bounded(self.client.clone().txn(txn)).await?;
+            let mut out = Members::default();
+            for (i, op) in resp.op_responses().into_iter().enumerate() {
+                let etcd_client::TxnOpResponse::Get(get) = op else {
+                    continue;
+                };
+                for kv in get.kvs() {
+                    if i == 0 {
+                        out.key = Some(parse_counter(&full, kv.value())?);
+                    } else {
+                        let handle = kv
+                            .key()
+                            .strip_prefix(member_prefix.as_bytes())
+                            .and_then(|h| std::str::from_utf8(h).ok())
+                            .and_then(|h| i64::from_str_radix(h, 16).ok());
+                        let Some(handle) = handle else { continue };
+                        let key = String::from_utf8_lossy(kv.key());
+                        out.members.push((handle, parse_counter(&key, kv.value())?));
+                    }
+                }
+            }
+            Ok(out)
         })
     }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::{LeaseState, NodeLease, Store, StoreError, StoreFuture, Versioned};
+use super::{LeaseState, Members, NodeLease, Store, StoreError, StoreFuture, Versioned};
 
 /// A fault the memory store injects into every call until cleared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -39,6 +39,8 @@ struct Inner {
     nodes: HashMap<(String, u64), Arc<LeaseState>>,
     /// Last lease handle handed out.
     handles: i64,
+    /// Member records by (scope, handle): value and lease state.
+    members: HashMap<(String, i64), (u64, Arc<LeaseState>)>,
     /// Followed counters.
     followers: HashMap<String, tokio::sync::watch::Sender<u64>>,
 }
@@ -107,7 +109,9 @@ impl MemoryStore {
         let mut inner = self.inner.lock();
         let before = inner.nodes.len();
         inner.nodes.retain(|_, st| Arc::strong_count(st) > 1);
-        before - inner.nodes.len()
+        let members = inner.members.len();
+        inner.members.retain(|_, (_, st)| Arc::strong_count(st) > 1);
+        before - inner.nodes.len() + members - inner.members.len()
     }
 
     /// Revokes the lease on `node` of `scope` (the holder loses it).
@@ -117,6 +121,45 @@ impl MemoryStore {
             st.mark_lost();
         }
         removed.is_some()
+    }
+
+    /// Expires the member record `handle` of `scope` (as etcd does when a
+    /// partitioned holder's lease runs out): the holder is told it lost it.
+    pub fn expire_member(&self, scope: &str, handle: i64) -> bool {
+        let removed = self
+            .inner
+            .lock()
+            .members
+            .remove(&(scope.to_string(), handle));
+        if let Some((_, st)) = &removed {
+            st.mark_lost();
+        }
+        removed.is_some()
+    }
+
+    /// Removes the member record `handle` of `scope` without telling its
+    /// holder (a lease expired in the store while the holder is cut off and
+    /// has not noticed yet).
+    pub fn drop_member_silently(&self, scope: &str, handle: i64) -> bool {
+        self.inner
+            .lock()
+            .members
+            .remove(&(scope.to_string(), handle))
+            .is_some()
+    }
+
+    /// The live member records of `scope`: (handle, value), by handle.
+    pub fn member_records(&self, scope: &str) -> Vec<(i64, u64)> {
+        let mut v: Vec<(i64, u64)> = self
+            .inner
+            .lock()
+            .members
+            .iter()
+            .filter(|((s, _), _)| s == scope)
+            .map(|((_, h), (v, _))| (*h, *v))
+            .collect();
+        v.sort_unstable();
+        v
     }
 
     /// Node ids of `scope` currently leased.
@@ -244,6 +287,78 @@ impl Store for MemoryStore {
             }
             lease.state.mark_lost();
             Ok(())
+        })
+    }
+
+    fn join<'a>(&'a self, scope: &'a str) -> StoreFuture<'a, Option<NodeLease>> {
+        Box::pin(async move {
+            let lose = self.enter().await?;
+            let mut inner = self.inner.lock();
+            inner.handles += 1;
+            let handle = inner.handles;
+            let state = LeaseState::new_valid();
+            inner
+                .members
+                .insert((scope.to_string(), handle), (0, state.clone()));
+            if lose {
+                return Err(StoreError::Injected);
+            }
+            Ok(Some(NodeLease {
+                node: 0,
+                handle,
+                state,
+            }))
+        })
+    }
+
+    fn set_member<'a>(
+        &'a self,
+        scope: &'a str,
+        lease: &'a NodeLease,
+        value: u64,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let lose = self.enter().await?;
+            let mut inner = self.inner.lock();
+            inner.revision += 1;
+            match inner.members.get_mut(&(scope.to_string(), lease.handle)) {
+                Some((v, st)) if Arc::ptr_eq(st, &lease.state) => *v = value,
+                _ => return Err(StoreError::Unavailable("member record gone".into())),
+            }
+            if lose {
+                return Err(StoreError::Injected);
+            }
+            Ok(())
+        })
+    }
+
+    fn leave<'a>(&'a self, scope: &'a str, lease: &'a NodeLease) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            self.enter().await?;
+            self.inner
+                .lock()
+                .members
+                .remove(&(scope.to_string(), lease.handle));
+            lease.state.mark_lost();
+            Ok(())
+        })
+    }
+
+    fn members<'a>(&'a self, scope: &'a str, key: &'a str) -> StoreFuture<'a, Members> {
+        Box::pin(async move {
+            self.enter().await?;
+            let inner = self.inner.lock();
+            let mut members: Vec<(i64, u64)> = inner
+                .members
+                .iter()
+                .filter(|((s, _), (_, st))| s == scope && st.is_valid())
+                .map(|((_, h), (v, _))| (*h, *v))
+                .collect();
+            members.sort_unstable();
+            Ok(Members {
+                key: inner.values.get(key).map(|v| v.value),
+                members,
+            })
         })
     }
 

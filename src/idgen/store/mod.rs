@@ -2,8 +2,10 @@
 //! implementations: etcd (shared by several idgate processes), a local state
 //! file (the embedded default) and memory (tests, with injected faults).
 //!
-//! The store holds counters (u64 values with a version for compare-and-swap)
-//! and snowflake node-id leases. Keys are relative (`seq/orders/hwm`); a store
+//! The store holds counters (u64 values with a version for compare-and-swap),
+//! snowflake node-id leases, and the member records of the processes
+//! issuing a sequence (a value attached to a lease: what each process may
+//! still issue, for explicit ids; see `sequence.rs`). Keys are relative (`seq/orders/hwm`); a store
 //! adds its own prefix.
 
 pub mod etcd;
@@ -119,6 +121,16 @@ pub struct NodeLease {
     pub state: Arc<LeaseState>,
 }
 
+/// The processes that issue ids of one generator, and one counter, read at
+/// one revision (see [`Store::members`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Members {
+    /// The counter asked for (`None`: absent).
+    pub key: Option<u64>,
+    /// Every live member: its handle and the value it last set.
+    pub members: Vec<(i64, u64)>,
+}
+
 /// A persistent store for generator state.
 ///
 /// Every call must return within a bounded time (the implementation's own
@@ -160,6 +172,47 @@ pub trait Store: Send + Sync + 'static {
     fn follow(&self, key: &str) -> Option<tokio::sync::watch::Receiver<u64>> {
         let _ = key;
         None
+    }
+
+    /// Joins the processes issuing ids under `scope`: a member record that
+    /// lives as long as the returned lease (etcd: a key attached to a lease
+    /// with a TTL, kept alive), holding a value (0 at first; see
+    /// [`Store::set_member`]). `None`: the store serves one process only
+    /// (the state file), so there is nobody to coordinate with.
+    fn join<'a>(&'a self, scope: &'a str) -> StoreFuture<'a, Option<NodeLease>> {
+        let _ = scope;
+        Box::pin(async { Ok(None) })
+    }
+
+    /// Sets the value of this process's member record. Fails when the
+    /// record is gone (lease lost).
+    fn set_member<'a>(
+        &'a self,
+        scope: &'a str,
+        lease: &'a NodeLease,
+        value: u64,
+    ) -> StoreFuture<'a, ()> {
+        let _ = (scope, lease, value);
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Removes this process's member record (clean shutdown).
+    fn leave<'a>(&'a self, scope: &'a str, lease: &'a NodeLease) -> StoreFuture<'a, ()> {
+        let _ = scope;
+        lease.state.mark_lost();
+        Box::pin(async { Ok(()) })
+    }
+
+    /// The live members of `scope` and the counter `key`, read at one
+    /// revision (a consistent snapshot).
+    fn members<'a>(&'a self, scope: &'a str, key: &'a str) -> StoreFuture<'a, Members> {
+        let _ = scope;
+        Box::pin(async move {
+            Ok(Members {
+                key: self.load(key).await?.map(|v| v.value),
+                members: Vec::new(),
+            })
+        })
     }
 
     /// A short description for logs and stats (`etcd http://...`, `file /path`).
