@@ -1054,6 +1054,13 @@ async fn a_commit_that_cannot_be_recorded_is_rolled_back_on_every_shard() {
         .await
         .unwrap();
     let mine = p.shared.xa_log.get().unwrap().prefix().to_string();
+    // Explicit ids above every reservation are confirmed in the store; an id
+    // above 71, observed first, leaves 70 and 71 in this process's own
+    // range, so the fault below hits the commit record, not the ids.
+    c.query_drop("INSERT INTO t (id, w, n) VALUES (100, 'z', 0)")
+        .await
+        .unwrap();
+    c.query_drop("DELETE FROM t WHERE id = 100").await.unwrap();
     store.set_fault(Fault::Fail);
     let err = c
         .query_drop("INSERT INTO t (id, w, n) VALUES (70, 'a', 1), (71, 'b', 2)")

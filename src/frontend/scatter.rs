@@ -344,6 +344,16 @@ impl Session {
                 collations.push(None);
                 continue;
             }
+            // `expr COLLATE name`: that collation, if idgate reproduces it.
+            // MariaDB sorts an expression in latin1's `_bin` collations
+            // without padding ('' before ' '), unlike a column: refused.
+            if let Some(Some(name)) = spec.item_collations.get(i) {
+                collations.push(
+                    collation::by_name(name)
+                        .filter(|c| !(c.is_binary() && c.charset == collation::Charset::Latin1)),
+                );
+                continue;
+            }
             let (schema, table, column) = match reply.head.get(i + 1).map(|p| ColumnDef::origin(p))
             {
                 Some(Ok((s, t, c))) if !t.is_empty() && !c.is_empty() => (

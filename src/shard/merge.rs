@@ -95,6 +95,9 @@ pub struct MergeSpec {
     /// column (`None`: not an aggregate of a plain column), to learn its
     /// collation.
     pub agg_columns: Vec<Option<String>>,
+    /// The collation each select-list item names with `COLLATE` (by
+    /// position; empty when none does): it orders that column.
+    pub item_collations: Vec<Option<String>>,
     /// The table the statement reads (schema as written, table), to learn
     /// the collations of `agg_columns` (set by the router).
     pub table: Option<(Option<String>, String)>,

@@ -845,6 +845,7 @@ impl<'a> Walker<'a> {
         }
         let aggregates = scatter::aggregates(&items)?;
         let mut spec = MergeSpec {
+            item_collations: scatter::item_collations(&items),
             agg_columns: match aggregates {
                 Some(_) => scatter::agg_columns(&items),
                 None => Vec::new(),

@@ -110,6 +110,31 @@ pub(super) fn agg_columns(items: &[Item]) -> Vec<Option<String>> {
     }
 }
 
+/// The collation each select-list item names last (`expr COLLATE name`),
+/// for ordering it; empty when none does or a `*` makes positions unknown.
+pub(super) fn item_collations(items: &[Item]) -> Vec<Option<String>> {
+    if items.iter().any(|i| matches!(i.kind, ItemKind::Star(_))) {
+        return Vec::new();
+    }
+    let named: Vec<Option<String>> = items
+        .iter()
+        .map(|i| {
+            let words: Vec<&str> = i.text.as_deref()?.split_ascii_whitespace().collect();
+            match words[..] {
+                [.., c, name] if c.eq_ignore_ascii_case("COLLATE") => {
+                    Some(name.trim_matches(['`', '\'', '"']).to_string())
+                }
+                _ => None,
+            }
+        })
+        .collect();
+    if named.iter().all(Option::is_none) {
+        Vec::new()
+    } else {
+        named
+    }
+}
+
 /// The result column item `i` is: its position if no `*` comes before it,
 /// else its name.
 fn column_of(items: &[Item], i: usize) -> Option<ColumnRef> {

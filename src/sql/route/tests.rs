@@ -1247,3 +1247,21 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn collate_clauses_name_the_ordering_collation() {
+    let s = spec("SELECT id, note COLLATE utf8mb4_unicode_ci AS n FROM t ORDER BY n LIMIT 5");
+    assert_eq!(
+        s.item_collations,
+        [None, Some("utf8mb4_unicode_ci".to_string())]
+    );
+    assert!(spec("SELECT id, note FROM t ORDER BY note LIMIT 5")
+        .item_collations
+        .is_empty());
+    // With a `*`, positions are not known: no COLLATE is used (refused later).
+    assert!(
+        spec("SELECT *, note COLLATE utf8mb4_bin AS n FROM t ORDER BY n LIMIT 5")
+            .item_collations
+            .is_empty()
+    );
+}
