@@ -439,8 +439,16 @@ impl Collation {
                 };
                 self.ordered(chars(a, a_cs).map(w), chars(b, b_cs).map(w))
             }
-            // The bytes themselves: UTF-8 byte order is code point order.
-            Weigh::Bin if self.charset.is_utf8() && a_cs.is_utf8() && b_cs.is_utf8() && !narrow => {
+            // The bytes themselves: UTF-8 byte order is code point order
+            // (invalid bytes are decoded below, as `?`).
+            Weigh::Bin
+                if self.charset.is_utf8()
+                    && a_cs.is_utf8()
+                    && b_cs.is_utf8()
+                    && !narrow
+                    && std::str::from_utf8(a).is_ok()
+                    && std::str::from_utf8(b).is_ok() =>
+            {
                 self.ordered(
                     a.iter().map(|&x| u16::from(x)),
                     b.iter().map(|&x| u16::from(x)),
