@@ -68,6 +68,26 @@ fn unavailable(e: etcd_client::Error) -> StoreError {
 }
 
 impl EtcdStore {
+    /// A lease granted at `granted_at` with `ttl_s` seconds, kept alive in
+    /// the background for as long as the returned handle's state is held.
+    fn kept_alive(&self, node: u64, lease: i64, ttl_s: i64, granted_at: Instant) -> NodeLease {
+        let state = LeaseState::new_valid();
+        let ttl = Duration::from_secs(u64::try_from(ttl_s.max(1)).unwrap_or(2));
+        tokio::spawn(keep_alive(
+            self.client.clone(),
+            lease,
+            ttl,
+            granted_at + ttl,
+            self.options.timeout,
+            Arc::downgrade(&state),
+        ));
+        NodeLease {
+            node,
+            handle: lease,
+            state,
+        }
+    }
+
     /// Connects to etcd. The connection is made lazily by the client, so this
     /// succeeds even when etcd is down; calls then fail within the timeout.
     pub async fn connect(
@@ -247,21 +267,7 @@ impl Store for EtcdStore {
                     });
                 }
             };
-            let state = LeaseState::new_valid();
-            let ttl = Duration::from_secs(u64::try_from(grant.ttl().max(1)).unwrap_or(2));
-            tokio::spawn(keep_alive(
-                self.client.clone(),
-                lease,
-                ttl,
-                granted_at + ttl,
-                self.options.timeout,
-                Arc::downgrade(&state),
-            ));
-            Ok(NodeLease {
-                node,
-                handle: lease,
-                state,
-            })
+            Ok(self.kept_alive(node, lease, grant.ttl(), granted_at))
         })
     }
 
@@ -295,21 +301,7 @@ impl Store for EtcdStore {
                 let _ = self.bounded(self.client.clone().lease_revoke(lease)).await;
                 return Err(e);
             }
-            let state = LeaseState::new_valid();
-            let ttl = Duration::from_secs(u64::try_from(grant.ttl().max(1)).unwrap_or(2));
-            tokio::spawn(keep_alive(
-                self.client.clone(),
-                lease,
-                ttl,
-                granted_at + ttl,
-                self.options.timeout,
-                Arc::downgrade(&state),
-            ));
-            Ok(Some(NodeLease {
-                node: 0,
-                handle: lease,
-                state,
-            }))
+            Ok(Some(self.kept_alive(0, lease, grant.ttl(), granted_at)))
         })
     }
 
