@@ -258,7 +258,7 @@ impl Session {
         a: &Analysis,
     ) -> Result<KeyCtx, CmdError> {
         let mut ctx = KeyCtx::default();
-        for t in &a.tables {
+        for (i, t) in a.tables.iter().enumerate() {
             let s = t.schema.as_deref().or(schema);
             let ty = match (rules.entry(s, &t.table), &t.key) {
                 (Some(e), KeyBound::Values(v))
@@ -268,7 +268,11 @@ impl Session {
                 }
                 _ => None,
             };
-            ctx.types.push(ty);
+            // Only statements on hash tables allocate.
+            if ty.is_some() {
+                ctx.types.resize(i + 1, None);
+                ctx.types[i] = ty;
+            }
         }
         if ctx
             .types
@@ -287,6 +291,9 @@ impl Session {
         table: &str,
         entry: &TableEntry,
     ) -> Result<(Option<KeyType>, Charset), CmdError> {
+        if !entry.placement().is_some_and(needs_type) {
+            return Ok((None, Charset::Utf8mb4));
+        }
         let schema = table.split_once('.').map(|(s, _)| s.to_string());
         let ty = self.key_type(schema.as_deref(), entry).await?;
         let cs = match ty {

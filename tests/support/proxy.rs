@@ -148,16 +148,26 @@ impl Proxy {
         let cfg = Config::parse(&config_text_etcd(tb, etcd_prefix), "test")
             .expect("test config is valid");
         let rules = test_rules(&cfg, rules);
+        // Bounds far above production's (2 s per etcd call, 3 s per
+        // confirmation): a property test must not fail because a loaded
+        // machine made one etcd round slow.
         let store = idgate::idgen::EtcdStore::connect(
             &cfg.allocator.etcd_endpoints,
             &cfg.allocator.etcd_prefix,
-            idgate::idgen::EtcdOptions::default(),
+            idgate::idgen::EtcdOptions {
+                timeout: Duration::from_secs(20),
+                lease_ttl: Duration::from_secs(60),
+            },
         )
         .await
         .expect("etcd client");
-        let allocator = Allocator::with_store(Arc::new(store), clock, rules.generators())
-            .await
-            .unwrap_or_else(|e| panic!("allocator opens: {e}"));
+        let options = idgate::idgen::AllocatorOptions {
+            timeout: Duration::from_secs(30),
+        };
+        let allocator =
+            Allocator::with_options(Arc::new(store), clock, rules.generators(), options)
+                .await
+                .unwrap_or_else(|e| panic!("allocator opens: {e}"));
         Self::start_allocator(cfg, rules, allocator).await
     }
 
