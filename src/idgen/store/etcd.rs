@@ -68,6 +68,17 @@ fn unavailable(e: etcd_client::Error) -> StoreError {
 }
 
 impl EtcdStore {
+    /// A new lease of `lease_ttl`: its id, the TTL etcd granted (seconds)
+    /// and when it was asked for.
+    async fn grant_lease(&self) -> Result<(i64, i64, Instant), StoreError> {
+        let ttl_s = i64::try_from(self.options.lease_ttl.as_secs().max(2)).unwrap_or(10);
+        let granted_at = Instant::now();
+        let grant = self
+            .bounded(self.client.clone().lease_grant(ttl_s, None))
+            .await?;
+        Ok((grant.id(), grant.ttl(), granted_at))
+    }
+
     /// A lease granted at `granted_at` with `ttl_s` seconds, kept alive in
     /// the background for as long as the returned handle's state is held.
     fn kept_alive(&self, node: u64, lease: i64, ttl_s: i64, granted_at: Instant) -> NodeLease {
@@ -250,12 +261,7 @@ impl Store for EtcdStore {
 
     fn acquire_node<'a>(&'a self, scope: &'a str, count: u64) -> StoreFuture<'a, NodeLease> {
         Box::pin(async move {
-            let ttl_s = i64::try_from(self.options.lease_ttl.as_secs().max(2)).unwrap_or(10);
-            let granted_at = Instant::now();
-            let grant = self
-                .bounded(self.client.clone().lease_grant(ttl_s, None))
-                .await?;
-            let lease = grant.id();
+            let (lease, ttl, granted_at) = self.grant_lease().await?;
             let found = self.try_nodes(scope, count, lease).await;
             let node = match found {
                 Ok(Some(n)) => n,
@@ -267,7 +273,7 @@ impl Store for EtcdStore {
                     });
                 }
             };
-            Ok(self.kept_alive(node, lease, grant.ttl(), granted_at))
+            Ok(self.kept_alive(node, lease, ttl, granted_at))
         })
     }
 
@@ -283,12 +289,7 @@ impl Store for EtcdStore {
 
     fn join<'a>(&'a self, scope: &'a str) -> StoreFuture<'a, Option<NodeLease>> {
         Box::pin(async move {
-            let ttl_s = i64::try_from(self.options.lease_ttl.as_secs().max(2)).unwrap_or(10);
-            let granted_at = Instant::now();
-            let grant = self
-                .bounded(self.client.clone().lease_grant(ttl_s, None))
-                .await?;
-            let lease = grant.id();
+            let (lease, ttl, granted_at) = self.grant_lease().await?;
             let key = self.key(&format!("{scope}/member/{lease:x}"));
             let put = self
                 .bounded(self.client.clone().put(
@@ -301,7 +302,7 @@ impl Store for EtcdStore {
                 let _ = self.bounded(self.client.clone().lease_revoke(lease)).await;
                 return Err(e);
             }
-            Ok(Some(self.kept_alive(0, lease, grant.ttl(), granted_at)))
+            Ok(Some(self.kept_alive(0, lease, ttl, granted_at)))
         })
     }
 
