@@ -134,7 +134,10 @@ async fn common_cases_touch_no_store() {
 /// from the store, lease not yet expired): the explicit id fails within the
 /// timeout, naming the generator and the id; once its record expires, the
 /// id is confirmed, and the process holding the id never issues it.
-#[tokio::test]
+// Paused tokio time: the 200 ms timeout runs out only when nothing else
+// can progress, so a loaded machine cannot make the acknowledging process
+// late (it is all in memory).
+#[tokio::test(start_paused = true)]
 async fn a_process_that_does_not_acknowledge_fails_the_explicit_id() {
     let store = MemoryStore::new();
     let clock = Arc::new(FakeClock::new(T0));
@@ -236,7 +239,8 @@ async fn snowflake_explicit_ids_own_and_other_nodes() {
 /// A process cut off from the store that holds the node of an explicit
 /// id: the id fails within the timeout; a node nobody holds is confirmed
 /// by publishing its floor, which the next holder applies.
-#[tokio::test]
+// Paused tokio time, as above.
+#[tokio::test(start_paused = true)]
 async fn snowflake_unheld_node_takes_the_floor_with_it() {
     let store = MemoryStore::new();
     let clock = Arc::new(FakeClock::new(T0));
@@ -270,10 +274,12 @@ async fn file_store_explicit_id_survives_a_restart() {
     let clock = Arc::new(FakeClock::new(T0));
     let open_file = || async {
         // The previous store's lock goes with its last reference (its
-        // background tasks end on their own): retried, bounded.
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        // background tasks end on their own): retried, bounded. The store's
+        // timeout is far above any fsync a loaded CI machine takes (a 3 s
+        // one once ran out there).
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
         let store = loop {
-            match FileStore::open(&path, Duration::from_secs(3)) {
+            match FileStore::open(&path, Duration::from_secs(120)) {
                 Ok(s) => break s,
                 Err(e) => assert!(std::time::Instant::now() < deadline, "{e}"),
             }
