@@ -989,10 +989,10 @@ async fn rarer_forms_and_modes_report_and_store_what_mariadb_does() {
 
 /// A negative explicit id: MariaDB's OK packet reports it (as the unsigned
 /// 64-bit two's complement, 18446744073709551611 for -5), as it reports
-/// any explicit id of an explicit-only statement; idgate reports 0. (The
-/// stored ids, LAST_INSERT_ID() and later generated ids agree.)
+/// any explicit id of an explicit-only statement, and so does idgate:
+/// literal, captured and bound (a negative id is never a generated one, so
+/// nothing is observed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "reason: bug: idgate reports last_insert_id 0 for an explicit-only INSERT of a negative id, literal, captured ((SELECT -6)) or bound (MariaDB: the id as u64, 18446744073709551611 for -5): Converted::Negative carries no value, and the reported explicit id is a u64 through sql::shape/plan/prepare/render, frontend::inject (explicit_only_ok, BoundId) and frontend::capture (read_captures keeps only Converted::Int)"]
 async fn negative_explicit_ids_are_reported_as_mariadb_reports_them() {
     let Some(tb) = support::testbed() else { return };
     let cases = vec![

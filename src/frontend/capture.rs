@@ -211,7 +211,16 @@ impl Session {
             let Some(row) = rows.first() else { continue };
             for (i, (v, ty)) in row.iter().zip(&types).enumerate() {
                 let Some(v) = v else { continue };
-                if let Converted::Int(id) = convert::text(*ty, v) {
+                let is_last = c
+                    .captures
+                    .get(i)
+                    .is_some_and(|&at| Some(at) == c.report_last);
+                let converted = convert::text(*ty, v);
+                if let (Converted::Negative(n), true) = (converted, is_last) {
+                    // Never a generated id; reported as MariaDB does.
+                    last = Some(n as u64);
+                }
+                if let Converted::Int(id) = converted {
                     if let Some(g) = &generator {
                         // Stored already: when it cannot be made sure that
                         // no other process issues it, the client gets the
@@ -224,10 +233,7 @@ impl Session {
                             ));
                         }
                     }
-                    if c.captures
-                        .get(i)
-                        .is_some_and(|&at| Some(at) == c.report_last)
-                    {
+                    if is_last {
                         last = Some(id);
                     }
                 }

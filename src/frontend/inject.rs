@@ -557,7 +557,7 @@ impl Session {
                 (Some(Some(v)), Some(t)) if !is_long(i) => match sql::convert::bound(*t, v) {
                     sql::convert::Converted::Int(x) => BoundId::Int(x),
                     // Never a generated id.
-                    sql::convert::Converted::Negative => BoundId::Other,
+                    sql::convert::Converted::Negative(v) => BoundId::Negative(v),
                     sql::convert::Converted::Unknown => {
                         unknown.set(Some(i));
                         BoundId::Other

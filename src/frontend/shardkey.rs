@@ -152,7 +152,7 @@ fn integer(b: &[u8]) -> Option<i128> {
     });
     strict.or(match convert::string(b) {
         Converted::Int(u) => Some(i128::from(u)),
-        Converted::Negative | Converted::Unknown => None,
+        Converted::Negative(_) | Converted::Unknown => None,
     })
 }
 

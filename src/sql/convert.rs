@@ -31,8 +31,11 @@ use crate::protocol::stmt::{int_value, types, ParamType};
 pub enum Converted {
     /// This non-negative integer, exactly.
     Int(u64),
-    /// A negative integer: stored, never equal to a generated id.
-    Negative,
+    /// A negative integer: stored, never equal to a generated id; reported
+    /// (as MariaDB reports it: the OK packet's last insert id is this value
+    /// as an unsigned 64-bit number) when it is a statement's last explicit
+    /// id.
+    Negative(i64),
     /// Cannot be known before the server converts it (not a number, data
     /// truncated, out of range, an unknown character set).
     Unknown,
@@ -82,7 +85,7 @@ pub fn ascii_introducer(word: &str) -> bool {
 
 fn from_i128(v: i128) -> Converted {
     if v < 0 {
-        Converted::Negative
+        i64::try_from(v).map_or(Converted::Unknown, Converted::Negative)
     } else if v > i64::MAX as i128 {
         Converted::Unknown
     } else {
@@ -117,7 +120,11 @@ pub fn double(d: f64) -> Converted {
         return Converted::Int(0);
     }
     if r < 0.0 {
-        return Converted::Negative;
+        // -2^63 is the lowest double an i64 holds.
+        if r < -9_223_372_036_854_775_808.0 {
+            return Converted::Unknown;
+        }
+        return Converted::Negative(r as i64);
     }
     // 2^63 is the first double above i64::MAX.
     if r >= 9_223_372_036_854_775_808.0 {
@@ -408,7 +415,7 @@ mod tests {
         assert_eq!(number("33.5e0", false), Int(34));
         assert_eq!(number("1e1", false), Int(10));
         assert_eq!(number("0e0", false), Int(0));
-        assert_eq!(number("5", true), Negative);
+        assert_eq!(number("5", true), Negative(-5));
         assert_eq!(number("9223372036854775807.5", false), Unknown);
         assert_eq!(number("9223372036854775807", false), Int(i64::MAX as u64));
         assert_eq!(string(b" 40"), Int(40));
@@ -431,7 +438,7 @@ mod tests {
         assert_eq!(string(b"63abc"), Unknown);
         assert_eq!(string(b"0x44"), Unknown);
         assert_eq!(string(b""), Unknown);
-        assert_eq!(string(b"-5"), Negative);
+        assert_eq!(string(b"-5"), Negative(-5));
         assert_eq!(string(b"1e-1"), Int(0));
         assert_eq!(string(b"15e-1"), Int(2));
         assert_eq!(word("0x21"), Int(33));
@@ -448,7 +455,7 @@ mod tests {
         assert_eq!(prefixed("_utf16", "64"), Unknown);
         assert_eq!(decimal_text(b"33.50"), Int(34));
         assert_eq!(decimal_text(b"-0.40"), Int(0));
-        assert_eq!(decimal_text(b"-3"), Negative);
+        assert_eq!(decimal_text(b"-3"), Negative(-3));
         assert_eq!(double(0.4), Int(0));
         assert_eq!(double(2.5), Int(2));
         assert_eq!(double(-0.4), Int(0));
@@ -460,7 +467,7 @@ mod tests {
         assert_eq!(text([types::VAR_STRING, 0], "900x"), Int(900));
         assert_eq!(text([types::DOUBLE, 0], "32.5"), Int(32));
         assert_eq!(text([types::NEWDECIMAL, 0], "32.5"), Int(33));
-        assert_eq!(text([types::LONGLONG, 0], "-3"), Negative);
+        assert_eq!(text([types::LONGLONG, 0], "-3"), Negative(-3));
     }
 
     #[test]
@@ -468,7 +475,7 @@ mod tests {
         let d = |x: f64| bound([types::DOUBLE, 0], &x.to_le_bytes());
         assert_eq!(d(1000.0), Int(1000));
         assert_eq!(d(32.5), Int(32));
-        assert_eq!(d(-1.0), Negative);
+        assert_eq!(d(-1.0), Negative(-1));
         let f = |x: f32| bound([types::FLOAT, 0], &x.to_le_bytes());
         assert_eq!(f(33.5), Int(34));
         assert_eq!(bound([types::NEWDECIMAL, 0], b"41.50"), Int(42));
@@ -481,7 +488,7 @@ mod tests {
             ),
             Unknown
         );
-        assert_eq!(bound([types::TINY, 0], &[0xff]), Negative);
+        assert_eq!(bound([types::TINY, 0], &[0xff]), Negative(-1));
         assert_eq!(bound([types::DOUBLE, 0], &[1, 2]), Unknown);
         assert_eq!(bound([types::DATE, 0], &[0xe8, 7, 1, 2]), Unknown);
     }

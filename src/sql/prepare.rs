@@ -103,7 +103,10 @@ pub enum BoundId {
     Null,
     /// A non-negative integer value.
     Int(u64),
-    /// Anything else (negative, non-integer): kept as is, not observed.
+    /// A negative integer: kept, not observed (never a generated id), and
+    /// reported as MariaDB reports it when it is the last row's id.
+    Negative(i64),
+    /// Anything else: kept as is, not observed.
     Other,
 }
 
@@ -132,9 +135,11 @@ pub enum BackendParam {
 }
 
 impl Execution {
-    /// The last explicit id of this execute, if any.
+    /// The last explicit id of this execute, if any: the last row's when
+    /// it is explicit (a negative one as an unsigned 64-bit number, as
+    /// MariaDB reports it), else the last observed one.
     pub fn last_explicit(&self) -> Option<u64> {
-        self.observed.last().copied()
+        self.last_row.or_else(|| self.observed.last().copied())
     }
 
     /// The first generated slot, if any.
@@ -232,6 +237,10 @@ impl PrepareRewrite {
                             BoundId::Int(v) => {
                                 observed.push(v);
                                 last_row = Some(v);
+                                false
+                            }
+                            BoundId::Negative(v) => {
+                                last_row = Some(v as u64);
                                 false
                             }
                             BoundId::Other => false,

@@ -110,7 +110,7 @@ pub fn class_of(c: Converted) -> ValueClass {
     match c {
         Converted::Int(v) => ValueClass::Int(v),
         // Negative: kept, never a generated id; unknown: the server converts.
-        Converted::Negative | Converted::Unknown => ValueClass::Other,
+        Converted::Negative(_) | Converted::Unknown => ValueClass::Other,
     }
 }
 
