@@ -21,8 +21,23 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 
 use super::decimal::{self, Decimal};
-use super::merge::{Agg, Protocol};
-use super::value::{compare, Kind, Value};
+use super::value::{compare, Kind, Protocol, Value};
+
+/// How one select-list column combines across shards when the query has
+/// aggregates and no GROUP BY (each shard returns one row).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agg {
+    /// `COUNT(...)`: summed.
+    Count,
+    /// `SUM(...)`: summed (exactly, for integers and decimals); NULLs skipped.
+    Sum,
+    /// `MIN(...)`.
+    Min,
+    /// `MAX(...)`.
+    Max,
+    /// Not an aggregate (a constant): the first shard's value.
+    First,
+}
 use crate::protocol::stmt::types;
 
 /// One shard's value of the column, decoded and as sent; `None` for NULL.

@@ -32,7 +32,9 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
+pub use super::aggregate::Agg;
 use super::aggregate::{self, CombineError};
+pub use super::value::Protocol;
 use super::reply::{self, ShardReply, SplitError};
 use super::value::{self, Kind, Value};
 use crate::collation::Collation;
@@ -60,22 +62,6 @@ pub struct OrderKey {
     pub column: ColumnRef,
     /// `DESC`.
     pub desc: bool,
-}
-
-/// How one select-list column combines across shards when the query has
-/// aggregates and no GROUP BY (each shard returns one row).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Agg {
-    /// `COUNT(...)`: summed.
-    Count,
-    /// `SUM(...)`: summed (exactly, for integers and decimals); NULLs skipped.
-    Sum,
-    /// `MIN(...)`.
-    Min,
-    /// `MAX(...)`.
-    Max,
-    /// Not an aggregate (a constant): the first shard's value.
-    First,
 }
 
 /// What a scattered SELECT needs from the merge.
@@ -126,15 +112,6 @@ pub fn needs_collation(def: &ColumnDef<'_>) -> bool {
         Kind::of(def, None),
         Kind::Unknown | Kind::Bytes { pad_space: true }
     )
-}
-
-/// Which protocol the rows are in: the binary one answers COM_STMT_EXECUTE.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
-    /// COM_QUERY: values as length-encoded strings.
-    Text,
-    /// COM_STMT_EXECUTE: a NULL bitmap and values in their types' binary form.
-    Binary,
 }
 
 /// Why shards' replies could not be merged. Shards are numbered from 0 in

@@ -14,7 +14,15 @@
 use std::cmp::Ordering;
 
 use super::decimal::Decimal;
-use super::merge::Protocol;
+
+/// Which protocol the rows are in: the binary one answers COM_STMT_EXECUTE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// COM_QUERY: values as length-encoded strings.
+    Text,
+    /// COM_STMT_EXECUTE: a NULL bitmap and values in their types' binary form.
+    Binary,
+}
 use crate::collation::{self, Charset, Collation};
 use crate::protocol::column::{flags, ColumnDef, BINARY_CHARSET};
 use crate::protocol::stmt::{int_value, types};
