@@ -114,3 +114,23 @@ impl SqlError {
         }
     }
 }
+
+/// Why planning stopped early.
+#[doc(hidden)]
+pub enum Stop {
+    /// [`super::Plan::NeedColumns`].
+    Need {
+        /// Schema.
+        schema: String,
+        /// Table.
+        table: String,
+    },
+    /// Refused.
+    Err(SqlError),
+}
+
+impl From<SqlError> for Stop {
+    fn from(e: SqlError) -> Stop {
+        Stop::Err(e)
+    }
+}

@@ -576,8 +576,8 @@ pub fn shape_after_head(
     modes: Modes,
     head: &Head<'_>,
     id_col: &str,
-    no_list_index: &mut dyn FnMut() -> Result<Option<usize>, super::plan::Stop>,
-) -> Result<Result<(Shape, End), Refuse>, super::plan::Stop> {
+    no_list_index: &mut dyn FnMut() -> Result<Option<usize>, super::error::Stop>,
+) -> Result<Result<(Shape, End), Refuse>, super::error::Stop> {
     let columns = match columns(lx, sql, id_col) {
         Ok(c) => c,
         Err(r) => return Ok(Err(r)),

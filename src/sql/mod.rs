@@ -41,6 +41,7 @@
 //! - `error.rs`: [`SqlError`] with MySQL codes.
 
 pub mod convert;
+pub(crate) mod digits;
 pub(crate) mod edit;
 pub mod error;
 pub(crate) mod fast;

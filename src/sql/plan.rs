@@ -217,25 +217,8 @@ pub enum Engine {
     SqlParserOnly,
 }
 
-/// Why planning stopped early.
-#[doc(hidden)]
-pub enum Stop {
-    /// [`Plan::NeedColumns`].
-    Need {
-        /// Schema.
-        schema: String,
-        /// Table.
-        table: String,
-    },
-    /// Refused.
-    Err(SqlError),
-}
+pub use super::error::Stop;
 
-impl From<SqlError> for Stop {
-    fn from(e: SqlError) -> Stop {
-        Stop::Err(e)
-    }
-}
 
 /// Plans a COM_QUERY text.
 ///

@@ -454,7 +454,7 @@ pub fn restore_command(failed: Option<u64>) -> Vec<u8> {
             q.push_str("IF(");
             q.push_str(SAVER);
             q.push_str(" = ");
-            super::render::push_u64(&mut q, first);
+            super::digits::push_u64(&mut q, first);
             q.push_str(", ");
             q.push_str(SAVED);
             q.push_str(", LAST_INSERT_ID())");

@@ -4,7 +4,7 @@
 
 use crate::shard::merge::{Agg, ColumnRef, MergeSpec, OrderKey};
 
-use super::super::render::push_u64;
+use super::super::digits::push_u64;
 use super::super::shape::same_column;
 
 /// What a select-list item is.
