@@ -33,7 +33,10 @@
 //!   cycles across shards (`watch`: the sessions in transactions;
 //!   `deadlock`: the detector task), `KILL` (`kill`), diagnostics (`diag`),
 //!   idgate's own admin statements (`admin`).
-//! - [`sql`]: classify, parse, plan and splice INSERT statements
+//! - [`sql`]: `sql::statement`: one classification per statement (its
+//!   kind: admin, KILL, diagnostics, BEGIN/COMMIT, savepoint, other; its
+//!   first keyword; the keyword helpers, once), which the session's command
+//!   loop matches on once; parse, plan and splice INSERT statements
 //!   (`sql::convert`: what MariaDB stores in an integer column for a
 //!   literal or bound value; `sql::update`: UPDATEs of the id column;
 //!   `sql::upsert`:

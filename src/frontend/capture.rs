@@ -82,7 +82,7 @@ impl Session {
         let Ok(sql) = std::str::from_utf8(&payload[1..]) else {
             return Ok(None);
         };
-        if &super::inject::first_keyword(sql.as_bytes()) != b"UPDATE\0\0" {
+        if &crate::sql::statement::first_keyword(sql.as_bytes()) != b"UPDATE\0\0" {
             return Ok(None);
         }
         let modes = super::route::modes(self.sql_modes().await?);

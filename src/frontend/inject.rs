@@ -893,18 +893,6 @@ fn tracked_of<'a>(u: Option<&sql::Upsert>, ids: &'a [u64]) -> Tracked<'a> {
     }
 }
 
-/// Case-insensitive substring search (`needle` in lower case), SIMD-scanning
-/// for its first byte.
-pub(super) fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
-    let Some(&first) = needle.first() else {
-        return true;
-    };
-    memchr::memchr2_iter(first, first.to_ascii_uppercase(), hay).any(|i| {
-        hay.get(i..i + needle.len())
-            .is_some_and(|w| w.eq_ignore_ascii_case(needle))
-    })
-}
-
 /// Which rows of a statement written with plain ids went in.
 enum Inserted {
     /// None (the shard's own report stands: 0, or what `LAST_INSERT_ID(expr)` set).
@@ -1010,67 +998,6 @@ fn quote_string(s: &str) -> String {
     s.replace('\\', "\\\\").replace('\'', "''")
 }
 
-/// Where the first word of a statement starts, after whitespace and comments.
-pub fn keyword_start(sql: &[u8]) -> usize {
-    let mut i = 0;
-    loop {
-        while i < sql.len() && sql[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        if sql[i..].starts_with(b"/*") && !sql[i..].starts_with(b"/*!") {
-            match sql[i + 2..].windows(2).position(|w| w == b"*/") {
-                Some(p) => i += p + 4,
-                None => return sql.len(),
-            }
-        } else if sql[i..].starts_with(b"#") || sql[i..].starts_with(b"-- ") {
-            match sql[i..].iter().position(|&b| b == b'\n') {
-                Some(p) => i += p + 1,
-                None => return sql.len(),
-            }
-        } else {
-            return i;
-        }
-    }
-}
-
-/// The first keyword of a statement, upper-cased, skipping whitespace and comments.
-pub fn first_keyword(sql: &[u8]) -> [u8; 8] {
-    let i = keyword_start(sql);
-    let mut out = [0u8; 8];
-    for (o, b) in out
-        .iter_mut()
-        .zip(sql[i..].iter().take_while(|b| b.is_ascii_alphabetic()))
-    {
-        *o = b.to_ascii_uppercase();
-    }
-    out
-}
-
-/// Whether a multi-statement query may contain a `USE` (then the session
-/// reads its schema back from the shard afterwards). Conservative: the word
-/// `use` anywhere, in a query with a `;`.
-pub fn may_change_schema(sql: &[u8]) -> bool {
-    memchr::memchr(b';', sql).is_some()
-        && sql.windows(4).enumerate().any(|(i, w)| {
-            w[..3].eq_ignore_ascii_case(b"use")
-                && (w[3].is_ascii_whitespace() || w[3] == b'`')
-                && (i == 0 || !(sql[i - 1].is_ascii_alphanumeric() || sql[i - 1] == b'_'))
-        })
-}
-
-/// Whether `sql` mentions `sql_mode` (then the session's modes are read again).
-pub fn mentions_sql_mode(sql: &[u8]) -> bool {
-    contains_ignore_case(sql, b"sql_mode")
-}
-
-/// Whether `sql` may change the session's `character_set_client` (`SET
-/// NAMES`, `SET CHARACTER SET`, `SET character_set_client`, `SET CHARSET`).
-pub fn mentions_charset(sql: &[u8]) -> bool {
-    contains_ignore_case(sql, b"names")
-        || contains_ignore_case(sql, b"charset")
-        || contains_ignore_case(sql, b"character")
-}
-
 fn not_utf8(rule: Option<(&str, &str)>) -> SqlError {
     let (table, column) = rule.unwrap_or_default();
     SqlError::Unsupported {
@@ -1089,19 +1016,5 @@ mod tests {
         let m = SqlModes::parse("STRICT_TRANS_TABLES,NO_AUTO_VALUE_ON_ZERO,ANSI_QUOTES");
         assert!(m.no_auto_value_on_zero && m.ansi_quotes && !m.no_backslash_escapes);
         assert_eq!(SqlModes::parse(""), SqlModes::default());
-    }
-
-    #[test]
-    fn first_keywords() {
-        assert_eq!(&first_keyword(b"  /* x */ alter table t")[..5], b"ALTER");
-        assert_eq!(&first_keyword(b"-- c\nDROP TABLE t")[..4], b"DROP");
-        assert_eq!(first_keyword(b"/* unterminated"), [0; 8]);
-        assert_eq!(&first_keyword(b"/*!40101 SET x */")[..1], b"\0");
-        assert!(mentions_sql_mode(b"/*!40101 SET SQL_MODE='' */"));
-        assert!(may_change_schema(
-            b"SELECT 1; use `db`; INSERT INTO t VALUES (1)"
-        ));
-        assert!(!may_change_schema(b"USE db"));
-        assert!(!may_change_schema(b"SELECT user FROM users; SELECT 1"));
     }
 }

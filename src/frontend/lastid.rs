@@ -8,8 +8,8 @@
 //! (`SELECT LAST_INSERT_ID()` on the home shard, `DO LAST_INSERT_ID(v)` on
 //! the target), so `LAST_INSERT_ID()` tells the truth wherever it runs.
 
-use super::inject::{contains_ignore_case, first_keyword};
 use super::session::{CmdError, Session};
+use crate::sql::statement::keyword::{contains_ignore_case, first_keyword};
 
 /// Shard bits in the "holds the current value" mask; shards beyond it are
 /// always synchronised before a read.

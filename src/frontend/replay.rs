@@ -9,7 +9,7 @@
 //! than [`MAX_RECORDED`] statements) makes a reopen fail instead, so the
 //! client never continues silently with different session settings.
 
-use super::inject::first_keyword;
+use crate::sql::statement::first_keyword;
 
 /// Most `SET` statements kept for replay.
 pub const MAX_RECORDED: usize = 64;

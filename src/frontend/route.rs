@@ -16,7 +16,7 @@
 //! Statements that name no sharded or broadcast table go to the default
 //! shard, as without sharding.
 
-use super::inject::{self, first_keyword, SqlModes};
+use super::inject::{self, SqlModes};
 use super::session::{CmdError, Session};
 use super::shardkey::{self, KeyCtx, KeyType, Purpose};
 use super::stmt::LimitRewrite;
@@ -31,6 +31,7 @@ use crate::rules::{RuleSet, TableEntry};
 use crate::shard::placement::{KeyValue, Placement};
 use crate::sql::lexer::Modes;
 use crate::sql::route::{self as analysis, Analysis, KeyArg, KeyBound, LimitArg, StmtKind};
+use crate::sql::statement::{first_keyword, keyword_start};
 use crate::sql::{QueryRewrite, Report, RowKey};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -278,7 +279,7 @@ fn is_database_ddl(first: &[u8; 8], sql: &[u8]) -> bool {
     if !matches!(first, b"CREATE\0\0" | b"ALTER\0\0\0" | b"DROP\0\0\0\0") {
         return false;
     }
-    let Ok(text) = std::str::from_utf8(&sql[super::inject::keyword_start(sql)..]) else {
+    let Ok(text) = std::str::from_utf8(&sql[keyword_start(sql)..]) else {
         return false;
     };
     let mut words = text.split_ascii_whitespace().skip(1);

@@ -5,13 +5,11 @@
 //! schema, character set and capabilities) and kept for the session. Replies
 //! are relayed byte for byte.
 
-use super::admin;
 use super::inject::{self, SqlModes};
 use super::login::{self, Login, LoginError};
 use super::replay::SessionState;
 use super::shared::Shared;
 use super::stmt::{PreparedStmt, Statements};
-use super::txn::{self, TxnStmt};
 use crate::backend::relay::{relay_reply, Action, Hook, RelayError};
 use crate::backend::{BackendConn, BackendError, ConnectParams};
 use crate::protocol::codes::{self, ErrorCode};
@@ -22,6 +20,7 @@ use crate::protocol::reply::{self, OkPacket};
 use crate::protocol::response::{Expect, Kind, Tracker};
 use crate::protocol::stmt as wire_stmt;
 use crate::protocol::wire::Cursor;
+use crate::sql::statement::{self, keyword, TxnStmt};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
@@ -332,7 +331,7 @@ impl Session {
             cmd::CHANGE_USER => return self.change_user(payload).await,
             cmd::PROCESS_KILL if payload.len() >= 5 => {
                 let id = u32::from_le_bytes([payload[1], payload[2], payload[3], payload[4]]);
-                self.kill(super::kill::Kill {
+                self.kill(statement::Kill {
                     query: false,
                     id: u64::from(id),
                 })
@@ -643,65 +642,53 @@ impl Session {
 
     pub(super) async fn query(&mut self, payload: &[u8]) -> Result<(), CmdError> {
         let sql = &payload[1..];
-        if let Some(cmd) = admin::parse(sql) {
-            return self.admin(cmd).await;
-        }
-        if let Some(k) = super::kill::parse(sql) {
-            return match k {
-                Ok(k) => self.kill(k).await,
-                Err(what) => Err(CmdError::Refused(
+        let stmt = statement::classify(sql);
+        let routing = self.shared.routing;
+        match stmt.kind {
+            statement::Kind::Admin(cmd) => return self.admin(cmd).await,
+            statement::Kind::Kill(Ok(k)) => return self.kill(k).await,
+            statement::Kind::Kill(Err(what)) => {
+                return Err(CmdError::Refused(
                     codes::ER_NOT_SUPPORTED_YET,
                     format!("idgate: {what} is not supported; use KILL [CONNECTION | QUERY] <connection id>"),
-                )),
-            };
+                ))
+            }
+            statement::Kind::Diag(d) if routing => return self.diagnostics(payload, d).await,
+            statement::Kind::Begin if routing => return self.begin(payload).await,
+            statement::Kind::End if routing => return self.end(payload).await,
+            statement::Kind::Savepoint(op, name) if routing => return self.savepoint(payload, op, name).await,
+            _ => {}
         }
-        if self.shared.routing {
-            if let Some(d) = super::diag::classify(sql) {
-                return self.diagnostics(payload, d).await;
-            }
-            match txn::classify(sql) {
-                TxnStmt::Begin => return self.begin(payload).await,
-                TxnStmt::End => return self.end(payload).await,
-                TxnStmt::Other => {}
-            }
-            if let Some((op, name)) = txn::savepoint_stmt(sql) {
-                return self.savepoint(payload, op, name).await;
-            }
-            if self.query_routed(payload).await? {
-                return Ok(());
-            }
+        if routing && self.query_routed(payload).await? {
+            return Ok(());
         }
         let mut handled = false;
         if self.shared.rules.is_some() {
             handled = self.query_with_rules(payload).await?;
-            if inject::mentions_sql_mode(sql) {
+            if keyword::mentions_sql_mode(sql) {
                 self.sql_modes = None;
             }
-            if self.client_cs.is_some() && inject::mentions_charset(sql) {
+            if self.client_cs.is_some() && keyword::mentions_charset(sql) {
                 self.client_cs = None;
             }
-            if matches!(
-                &inject::first_keyword(sql)[..],
-                b"ALTER\0\0\0" | b"CREATE\0\0" | b"DROP\0\0\0\0" | b"RENAME\0\0"
-            ) {
+            if stmt.is_ddl() {
                 self.shared.columns.clear();
             }
         }
         if !handled {
-            if self.shared.routing {
-                if txn::may_write(&inject::first_keyword(sql)) {
+            if routing {
+                if stmt.may_write() {
                     self.check_write(&[0])?;
                 }
                 self.sync_last_id(0, sql).await?;
             }
             let outcome = self.forward(0, payload, Expect::Results).await?;
-            if self.shared.routing {
+            if routing {
                 self.note_last_id_change(0, sql);
             }
             if !outcome.error && outcome.oks == 1 {
-                let db = use_statement(sql);
-                let set = &inject::first_keyword(sql)[..4] == b"SET\0";
-                if self.shared.routing && (db.is_some() || set) {
+                let db = keyword::use_statement(sql);
+                if routing && (db.is_some() || stmt.is_set()) {
                     self.propagate(0, payload, Expect::Results).await;
                 }
                 if let Some(db) = db {
@@ -710,7 +697,7 @@ impl Session {
                 self.state.record(payload);
             }
         }
-        if inject::may_change_schema(sql) {
+        if keyword::may_change_schema(sql) {
             self.refresh_schema().await?;
         }
         Ok(())
@@ -738,7 +725,7 @@ impl Session {
     }
 
     async fn prepare(&mut self, payload: &[u8]) -> Result<(), CmdError> {
-        if super::kill::parse(&payload[1..]).is_some() {
+        if statement::kill::parse(&payload[1..]).is_some() {
             // Prepared, the id would reach a shard as a thread id.
             return Err(CmdError::Refused(
                 codes::ER_NOT_SUPPORTED_YET,
@@ -806,7 +793,7 @@ impl Session {
             types: None,
             plan: plan.clone(),
             route,
-            txn: (self.shared.routing && txn::classify(&payload[1..]) != TxnStmt::Other)
+            txn: (self.shared.routing && statement::txn::classify(&payload[1..]) != TxnStmt::Other)
                 .then(|| [&[cmd::QUERY][..], &payload[1..]].concat()),
             exec_shard: prepare_on,
             long_data: Vec::new(),
@@ -987,7 +974,7 @@ impl Session {
         }
         if let Some(q) = s.txn.clone() {
             // A prepared BEGIN/COMMIT/ROLLBACK: the same as its text.
-            return match txn::classify(&q[1..]) {
+            return match statement::txn::classify(&q[1..]) {
                 TxnStmt::Begin => self.begin(&q).await,
                 _ => self.end(&q).await,
             };
@@ -1416,34 +1403,5 @@ fn closed_by_peer(b: &BackendConn) -> bool {
     match b.conn.stream().try_read(&mut probe) {
         Ok(_) => true,
         Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
-    }
-}
-
-/// The schema named by a `USE db` statement, if that is what `sql` is.
-fn use_statement(sql: &[u8]) -> Option<String> {
-    let s = std::str::from_utf8(sql).ok()?.trim_start();
-    let rest = s.get(..3).filter(|k| k.eq_ignore_ascii_case("use"))?;
-    let _ = rest;
-    let name = s[3..].trim().trim_end_matches(';').trim();
-    if name.is_empty() || !s[3..].starts_with(|c: char| c.is_whitespace() || c == '`') {
-        return None;
-    }
-    let name = match name.strip_prefix('`').and_then(|n| n.strip_suffix('`')) {
-        Some(quoted) => quoted.replace("``", "`"),
-        None => name.to_string(),
-    };
-    Some(name)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::use_statement;
-
-    #[test]
-    fn use_statements() {
-        assert_eq!(use_statement(b"USE shop").as_deref(), Some("shop"));
-        assert_eq!(use_statement(b"  use `my db`;").as_deref(), Some("my db"));
-        assert_eq!(use_statement(b"user_table"), None);
-        assert_eq!(use_statement(b"SELECT 1"), None);
     }
 }

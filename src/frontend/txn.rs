@@ -29,149 +29,19 @@
 //! (the transaction stays open and usable). Outside a transaction, a write
 //! to several shards is made atomic with XA (see `xa.rs`).
 
-use super::inject::{first_keyword, keyword_start};
 use super::session::{CmdError, Session};
 use crate::protocol::codes::ErrorCode;
 use crate::protocol::consts::status;
 use crate::protocol::response::Expect;
+use crate::sql::statement::first_keyword;
+use crate::sql::statement::txn::plain_begin;
+use crate::sql::statement::SavepointOp;
 
 /// Refused: this would need a distributed transaction idgate does not run.
 pub(super) const ER_MULTI_SHARD_TXN: ErrorCode = ErrorCode {
     code: 1235,
     state: "42000",
 };
-
-/// A statement's role in transactions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum TxnStmt {
-    /// `BEGIN [WORK]`, `START TRANSACTION ...`.
-    Begin,
-    /// `COMMIT ...`, `ROLLBACK [WORK]` (not `ROLLBACK TO SAVEPOINT`).
-    End,
-    /// Anything else.
-    Other,
-}
-
-/// What a savepoint statement does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum SavepointOp {
-    /// `SAVEPOINT name`.
-    Set,
-    /// `ROLLBACK [WORK] TO [SAVEPOINT] name`.
-    RollbackTo,
-    /// `RELEASE SAVEPOINT name`.
-    Release,
-}
-
-/// A savepoint statement and its savepoint's name (unquoted; names compare
-/// case-insensitively, as MariaDB compares them).
-pub(super) fn savepoint_stmt(sql: &[u8]) -> Option<(SavepointOp, String)> {
-    let first = first_keyword(sql);
-    if !matches!(&first, b"SAVEPOIN" | b"ROLLBACK" | b"RELEASE\0") {
-        return None;
-    }
-    let text = std::str::from_utf8(sql.get(keyword_start(sql)..)?).ok()?;
-    let text = text.trim_end().trim_end_matches(';').trim_end();
-    let words: Vec<&str> = text.split_ascii_whitespace().collect();
-    let up = |i: usize| words.get(i).map(|w| w.to_ascii_uppercase());
-    let (op, name) = match up(0)?.as_str() {
-        "SAVEPOINT" if words.len() == 2 => (SavepointOp::Set, words[1]),
-        "RELEASE" if words.len() == 3 && up(1)? == "SAVEPOINT" => (SavepointOp::Release, words[2]),
-        "ROLLBACK" => {
-            let mut i = 1;
-            if up(i).as_deref() == Some("WORK") {
-                i += 1;
-            }
-            if up(i).as_deref() != Some("TO") {
-                return None;
-            }
-            i += 1;
-            if up(i).as_deref() == Some("SAVEPOINT") {
-                i += 1;
-            }
-            if words.len() != i + 1 {
-                return None;
-            }
-            (SavepointOp::RollbackTo, words[i])
-        }
-        _ => return None,
-    };
-    let name = match name.strip_prefix('`').and_then(|n| n.strip_suffix('`')) {
-        Some(quoted) => quoted.replace("``", "`"),
-        None if name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$') =>
-        {
-            name.to_string()
-        }
-        None => return None,
-    };
-    (!name.is_empty()).then_some((op, name))
-}
-
-/// Classifies a COM_QUERY text.
-pub(super) fn classify(sql: &[u8]) -> TxnStmt {
-    let first = first_keyword(sql);
-    let second = || second_word(sql).to_ascii_uppercase();
-    match &first {
-        b"BEGIN\0\0\0" => match second().as_str() {
-            "" | "WORK" => TxnStmt::Begin,
-            _ => TxnStmt::Other, // BEGIN NOT ATOMIC: a compound statement
-        },
-        b"START\0\0\0" if second() == "TRANSACTION" => TxnStmt::Begin,
-        b"COMMIT\0\0" => TxnStmt::End,
-        b"ROLLBACK" => match second().as_str() {
-            "TO" => TxnStmt::Other,
-            "WORK" => {
-                let rest = String::from_utf8_lossy(&sql[keyword_start(sql)..]).to_ascii_uppercase();
-                if rest.split_ascii_whitespace().nth(2) == Some("TO") {
-                    TxnStmt::Other
-                } else {
-                    TxnStmt::End
-                }
-            }
-            _ => TxnStmt::End,
-        },
-        _ => TxnStmt::Other,
-    }
-}
-
-/// The word after the first one (letters only), or "".
-pub(super) fn second_word(sql: &[u8]) -> String {
-    let text = String::from_utf8_lossy(&sql[keyword_start(sql)..]);
-    let mut words = text
-        .split(|c: char| !c.is_ascii_alphabetic())
-        .filter(|w| !w.is_empty());
-    words.next();
-    words.next().unwrap_or("").to_string()
-}
-
-/// `BEGIN [WORK]` or `START TRANSACTION` without options: the transaction
-/// can run as XA (which takes no options).
-fn plain_begin(sql: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(&sql[keyword_start(sql)..]).to_ascii_uppercase();
-    let words: Vec<&str> = text
-        .split(|c: char| !c.is_ascii_alphabetic())
-        .filter(|w| !w.is_empty())
-        .collect();
-    matches!(
-        words.as_slice(),
-        ["BEGIN"] | ["BEGIN", "WORK"] | ["START", "TRANSACTION"]
-    )
-}
-
-/// Whether a statement starting with this keyword may write rows.
-pub(super) fn may_write(first: &[u8; 8]) -> bool {
-    matches!(
-        first,
-        b"INSERT\0\0"
-            | b"REPLACE\0"
-            | b"UPDATE\0\0"
-            | b"DELETE\0\0"
-            | b"LOAD\0\0\0\0"
-            | b"CALL\0\0\0\0"
-    )
-}
 
 impl Session {
     /// The session runs in a transaction: an explicit one, or autocommit off.
@@ -470,63 +340,6 @@ impl Session {
                 self.backends[shard] = None;
                 self.stmts.forget_shard(shard);
             }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{classify, savepoint_stmt, SavepointOp, TxnStmt};
-
-    #[test]
-    fn reads_savepoint_statements() {
-        let sp = |s: &str| savepoint_stmt(s.as_bytes());
-        assert_eq!(sp("SAVEPOINT a"), Some((SavepointOp::Set, "a".into())));
-        assert_eq!(
-            sp("  savepoint `x``y`;"),
-            Some((SavepointOp::Set, "x`y".into()))
-        );
-        assert_eq!(
-            sp("/* c */ ROLLBACK TO SAVEPOINT s1"),
-            Some((SavepointOp::RollbackTo, "s1".into()))
-        );
-        assert_eq!(
-            sp("rollback work to b"),
-            Some((SavepointOp::RollbackTo, "b".into()))
-        );
-        assert_eq!(
-            sp("RELEASE SAVEPOINT c"),
-            Some((SavepointOp::Release, "c".into()))
-        );
-        for other in [
-            "ROLLBACK",
-            "ROLLBACK WORK",
-            "RELEASE",
-            "SAVEPOINT",
-            "SAVEPOINT a b",
-            "SAVEPOINTS a",
-            "SAVEPOINT 'a'",
-        ] {
-            assert_eq!(sp(other), None, "{other}");
-        }
-    }
-
-    #[test]
-    fn classifies_transaction_statements() {
-        for (sql, want) in [
-            ("BEGIN", TxnStmt::Begin),
-            ("begin work", TxnStmt::Begin),
-            ("START TRANSACTION READ ONLY", TxnStmt::Begin),
-            ("BEGIN NOT ATOMIC SELECT 1; END", TxnStmt::Other),
-            ("COMMIT", TxnStmt::End),
-            ("commit work and no chain", TxnStmt::End),
-            ("ROLLBACK", TxnStmt::End),
-            ("ROLLBACK TO SAVEPOINT a", TxnStmt::Other),
-            ("ROLLBACK WORK TO a", TxnStmt::Other),
-            ("/* x */ rollback work", TxnStmt::End),
-            ("SELECT 1", TxnStmt::Other),
-        ] {
-            assert_eq!(classify(sql.as_bytes()), want, "{sql}");
         }
     }
 }

@@ -34,8 +34,8 @@ use std::collections::BinaryHeap;
 
 pub use super::aggregate::Agg;
 use super::aggregate::{self, CombineError};
-pub use super::value::Protocol;
 use super::reply::{self, ShardReply, SplitError};
+pub use super::value::Protocol;
 use super::value::{self, Kind, Value};
 use crate::collation::Collation;
 use crate::protocol::codes::{self, ErrorCode};

@@ -56,6 +56,7 @@ pub(crate) mod render;
 pub mod route;
 pub mod rows;
 pub(crate) mod shape;
+pub mod statement;
 pub mod update;
 pub mod upsert;
 

@@ -219,7 +219,6 @@ pub enum Engine {
 
 pub use super::error::Stop;
 
-
 /// Plans a COM_QUERY text.
 ///
 /// # Errors

@@ -1,13 +1,12 @@
 //! Rendering a [`QueryRewrite`]: copy the original text, splicing in ids,
 //! column names and last-insert-id literals.
 
+pub(crate) use super::digits::push_u64;
 use super::edit::{Edit, EditKind, Lead, Prefix};
 use super::error::SqlError;
 use super::plan::{QueryRewrite, StmtInfo};
 use super::rows::RowKey;
 use super::upsert::{self, IdForm, LastRow, Report};
-pub(crate) use super::digits::push_u64;
-
 
 /// Appends `text` as a backquoted identifier.
 pub(crate) fn push_quoted(out: &mut String, text: &str) {

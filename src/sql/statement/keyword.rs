@@ -1,0 +1,143 @@
+//! The head of a statement: its first keyword (after white space and
+//! comments) and the cheap scans idgate makes of every statement's text.
+//! Every classifier of [`super`] starts here; nothing else in idgate reads
+//! keywords on its own.
+
+/// Case-insensitive substring search (`needle` in lower case), SIMD-scanning
+/// for its first byte.
+pub fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
+    let Some(&first) = needle.first() else {
+        return true;
+    };
+    memchr::memchr2_iter(first, first.to_ascii_uppercase(), hay).any(|i| {
+        hay.get(i..i + needle.len())
+            .is_some_and(|w| w.eq_ignore_ascii_case(needle))
+    })
+}
+
+/// Where the first word of a statement starts, after whitespace and comments.
+pub fn keyword_start(sql: &[u8]) -> usize {
+    let mut i = 0;
+    loop {
+        while i < sql.len() && sql[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if sql[i..].starts_with(b"/*") && !sql[i..].starts_with(b"/*!") {
+            match sql[i + 2..].windows(2).position(|w| w == b"*/") {
+                Some(p) => i += p + 4,
+                None => return sql.len(),
+            }
+        } else if sql[i..].starts_with(b"#") || sql[i..].starts_with(b"-- ") {
+            match sql[i..].iter().position(|&b| b == b'\n') {
+                Some(p) => i += p + 1,
+                None => return sql.len(),
+            }
+        } else {
+            return i;
+        }
+    }
+}
+
+/// The first keyword of a statement, upper-cased, skipping whitespace and comments.
+pub fn first_keyword(sql: &[u8]) -> [u8; 8] {
+    let i = keyword_start(sql);
+    let mut out = [0u8; 8];
+    for (o, b) in out
+        .iter_mut()
+        .zip(sql[i..].iter().take_while(|b| b.is_ascii_alphabetic()))
+    {
+        *o = b.to_ascii_uppercase();
+    }
+    out
+}
+
+/// Whether a multi-statement query may contain a `USE` (then the session
+/// reads its schema back from the shard afterwards). Conservative: the word
+/// `use` anywhere, in a query with a `;`.
+pub fn may_change_schema(sql: &[u8]) -> bool {
+    memchr::memchr(b';', sql).is_some()
+        && sql.windows(4).enumerate().any(|(i, w)| {
+            w[..3].eq_ignore_ascii_case(b"use")
+                && (w[3].is_ascii_whitespace() || w[3] == b'`')
+                && (i == 0 || !(sql[i - 1].is_ascii_alphanumeric() || sql[i - 1] == b'_'))
+        })
+}
+
+/// Whether `sql` mentions `sql_mode` (then the session's modes are read again).
+pub fn mentions_sql_mode(sql: &[u8]) -> bool {
+    contains_ignore_case(sql, b"sql_mode")
+}
+
+/// Whether `sql` may change the session's `character_set_client` (`SET
+/// NAMES`, `SET CHARACTER SET`, `SET character_set_client`, `SET CHARSET`).
+pub fn mentions_charset(sql: &[u8]) -> bool {
+    contains_ignore_case(sql, b"names")
+        || contains_ignore_case(sql, b"charset")
+        || contains_ignore_case(sql, b"character")
+}
+
+/// The word after the first one (letters only), or "".
+pub fn second_word(sql: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&sql[keyword_start(sql)..]);
+    let mut words = text
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|w| !w.is_empty());
+    words.next();
+    words.next().unwrap_or("").to_string()
+}
+
+/// Whether a statement starting with this keyword may write rows.
+pub fn may_write(first: &[u8; 8]) -> bool {
+    matches!(
+        first,
+        b"INSERT\0\0"
+            | b"REPLACE\0"
+            | b"UPDATE\0\0"
+            | b"DELETE\0\0"
+            | b"LOAD\0\0\0\0"
+            | b"CALL\0\0\0\0"
+    )
+}
+
+/// The schema named by a `USE db` statement, if that is what `sql` is.
+pub fn use_statement(sql: &[u8]) -> Option<String> {
+    let s = std::str::from_utf8(sql).ok()?.trim_start();
+    let rest = s.get(..3).filter(|k| k.eq_ignore_ascii_case("use"))?;
+    let _ = rest;
+    let name = s[3..].trim().trim_end_matches(';').trim();
+    if name.is_empty() || !s[3..].starts_with(|c: char| c.is_whitespace() || c == '`') {
+        return None;
+    }
+    let name = match name.strip_prefix('`').and_then(|n| n.strip_suffix('`')) {
+        Some(quoted) => quoted.replace("``", "`"),
+        None => name.to_string(),
+    };
+    Some(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_keywords() {
+        assert_eq!(&first_keyword(b"  /* x */ alter table t")[..5], b"ALTER");
+        assert_eq!(&first_keyword(b"-- c\nDROP TABLE t")[..4], b"DROP");
+        assert_eq!(first_keyword(b"/* unterminated"), [0; 8]);
+        assert_eq!(&first_keyword(b"/*!40101 SET x */")[..1], b"\0");
+        assert!(mentions_sql_mode(b"/*!40101 SET SQL_MODE='' */"));
+        assert!(may_change_schema(
+            b"SELECT 1; use `db`; INSERT INTO t VALUES (1)"
+        ));
+        assert!(!may_change_schema(b"USE db"));
+        assert!(!may_change_schema(b"SELECT user FROM users; SELECT 1"));
+    }
+
+    #[test]
+    fn use_statements() {
+        assert_eq!(use_statement(b"USE shop").as_deref(), Some("shop"));
+        assert_eq!(use_statement(b"  use `my db`;").as_deref(), Some("my db"));
+        assert_eq!(use_statement(b"user_table"), None);
+        assert_eq!(use_statement(b"SELECT 1"), None);
+    }
+}

@@ -1,0 +1,160 @@
+//! One classification per statement: [`classify`] reads the head of a
+//! COM_QUERY text once and says what kind of statement it is, with the
+//! facts the session's later steps need. The session's command loop
+//! matches on [`Kind`] once and calls one handler per kind. Pure.
+//!
+//! Files:
+//! - `keyword.rs`: the first keyword (after white space and comments) and
+//!   the cheap scans of a statement's text (`sql_mode`, character sets,
+//!   `USE` inside a multi-statement query): the only keyword helpers.
+//! - `admin.rs`: idgate's own statements.
+//! - `kill.rs`: `KILL`.
+//! - `diag.rs`: diagnostics statements (`SHOW WARNINGS` and friends).
+//! - `txn.rs`: `BEGIN`/`COMMIT`/`ROLLBACK` and savepoints.
+
+pub mod admin;
+pub mod diag;
+pub mod keyword;
+pub mod kill;
+pub mod txn;
+
+pub use admin::{Admin, AdminError};
+pub use diag::Diag;
+pub use keyword::{first_keyword, keyword_start};
+pub use kill::Kill;
+pub use txn::{SavepointOp, TxnStmt};
+
+/// What a statement is, as the session dispatches it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// idgate's own statement (or a malformed one: the error says why).
+    Admin(Result<Admin, AdminError>),
+    /// `KILL` of an idgate session (or a form idgate refuses: what it is).
+    Kill(Result<Kill, String>),
+    /// A diagnostics statement (routed to the shards of the last statement
+    /// when idgate routes).
+    Diag(Diag),
+    /// `BEGIN [WORK]`, `START TRANSACTION ...`.
+    Begin,
+    /// `COMMIT ...`, `ROLLBACK [WORK]`.
+    End,
+    /// `SAVEPOINT`, `ROLLBACK TO`, `RELEASE SAVEPOINT`, with its name.
+    Savepoint(SavepointOp, String),
+    /// Anything else: DML, DDL, `SET`, `USE`, ... (see the facts).
+    Other,
+}
+
+/// A statement's kind and the facts read from its head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Statement {
+    /// What it is.
+    pub kind: Kind,
+    /// Its first keyword, upper-cased, zero-padded ([`first_keyword`]).
+    pub keyword: [u8; 8],
+}
+
+impl Statement {
+    /// A DDL statement that may change a table's columns (the session's
+    /// column cache is dropped after it).
+    pub fn is_ddl(&self) -> bool {
+        matches!(
+            &self.keyword,
+            b"ALTER\0\0\0" | b"CREATE\0\0" | b"DROP\0\0\0\0" | b"RENAME\0\0"
+        )
+    }
+
+    /// A statement that may write rows.
+    pub fn may_write(&self) -> bool {
+        keyword::may_write(&self.keyword)
+    }
+
+    /// A `SET` statement (replayed on the session's other shards).
+    pub fn is_set(&self) -> bool {
+        &self.keyword[..4] == b"SET\0"
+    }
+
+    /// `INSERT` or `REPLACE`.
+    pub fn is_insert(&self) -> bool {
+        matches!(&self.keyword, b"INSERT\0\0" | b"REPLACE\0")
+    }
+}
+
+/// Reads the head of `sql` (a COM_QUERY text) once. Most statements cost a
+/// look at their first keyword: the parsers behind each kind run only when
+/// the keyword is theirs.
+pub fn classify(sql: &[u8]) -> Statement {
+    let keyword = first_keyword(sql);
+    let kind = kind_of(sql, &keyword);
+    Statement { kind, keyword }
+}
+
+fn kind_of(sql: &[u8], keyword: &[u8; 8]) -> Kind {
+    match keyword {
+        b"IDGATE\0\0" => {
+            if let Some(a) = admin::parse(sql) {
+                return Kind::Admin(a);
+            }
+        }
+        b"SHOW\0\0\0\0" => {
+            if let Some(a) = admin::parse(sql) {
+                return Kind::Admin(a);
+            }
+        }
+        _ => {}
+    }
+    if let Some(k) = kill::parse(sql) {
+        return Kind::Kill(k);
+    }
+    if let Some(d) = diag::classify(sql) {
+        return Kind::Diag(d);
+    }
+    match txn::classify(sql) {
+        TxnStmt::Begin => return Kind::Begin,
+        TxnStmt::End => return Kind::End,
+        TxnStmt::Other => {}
+    }
+    if let Some((op, name)) = txn::savepoint_stmt(sql) {
+        return Kind::Savepoint(op, name);
+    }
+    Kind::Other
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds() {
+        let k = |s: &str| classify(s.as_bytes()).kind;
+        assert_eq!(
+            k("SHOW IDGATE GENERATORS"),
+            Kind::Admin(Ok(Admin::ShowGenerators))
+        );
+        assert!(matches!(k("idgate frobnicate"), Kind::Admin(Err(_))));
+        assert_eq!(
+            k("KILL QUERY 5"),
+            Kind::Kill(Ok(Kill { query: true, id: 5 }))
+        );
+        assert!(matches!(k("/*!50000 KILL 5 */"), Kind::Kill(Err(_))));
+        assert_eq!(k("SHOW COUNT(*) WARNINGS"), Kind::Diag(Diag::Count));
+        assert_eq!(k("/* c */ begin"), Kind::Begin);
+        assert_eq!(k("ROLLBACK"), Kind::End);
+        assert_eq!(
+            k("ROLLBACK TO SAVEPOINT a"),
+            Kind::Savepoint(SavepointOp::RollbackTo, "a".into())
+        );
+        for other in [
+            "SELECT 1",
+            "SHOW TABLES",
+            "INSERT INTO t VALUES (1)",
+            "USE db",
+            "SET @a = 1",
+        ] {
+            assert_eq!(k(other), Kind::Other, "{other}");
+        }
+        let s = classify(b"  alter table t add c int");
+        assert!(s.is_ddl() && !s.may_write() && !s.is_set());
+        assert!(classify(b"SET NAMES utf8mb4").is_set());
+        assert!(classify(b"replace into t values (1)").may_write());
+    }
+}
