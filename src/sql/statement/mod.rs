@@ -89,34 +89,32 @@ pub fn classify(sql: &[u8]) -> Statement {
 }
 
 fn kind_of(sql: &[u8], keyword: &[u8; 8]) -> Kind {
-    match keyword {
-        b"IDGATE\0\0" => {
-            if let Some(a) = admin::parse(sql) {
-                return Kind::Admin(a);
-            }
-        }
-        b"SHOW\0\0\0\0" => {
-            if let Some(a) = admin::parse(sql) {
-                return Kind::Admin(a);
-            }
-        }
-        _ => {}
-    }
-    if let Some(k) = kill::parse(sql) {
-        return Kind::Kill(k);
-    }
-    if let Some(d) = diag::classify(sql) {
-        return Kind::Diag(d);
-    }
-    match txn::classify(sql) {
-        TxnStmt::Begin => return Kind::Begin,
-        TxnStmt::End => return Kind::End,
-        TxnStmt::Other => {}
-    }
-    if let Some((op, name)) = txn::savepoint_stmt(sql) {
-        return Kind::Savepoint(op, name);
-    }
-    Kind::Other
+    // Each parser runs only for its own keywords: a SELECT, INSERT or
+    // UPDATE costs the keyword read (and a short SELECT a look for
+    // `@@warning_count`).
+    let admin = || admin::parse(sql).map(Kind::Admin);
+    let kill = || kill::parse(sql).map(Kind::Kill);
+    let diag = || diag::classify(sql).map(Kind::Diag);
+    let txn = || match txn::classify(sql) {
+        TxnStmt::Begin => Some(Kind::Begin),
+        TxnStmt::End => Some(Kind::End),
+        TxnStmt::Other => None,
+    };
+    let savepoint = || txn::savepoint_stmt(sql).map(|(op, name)| Kind::Savepoint(op, name));
+    let found = match keyword {
+        // `admin::parse` reads `idgate...` and `show...` words itself.
+        [b'I', b'D', b'G', b'A', b'T', b'E', ..] => admin(),
+        b"SHOW\0\0\0\0" => admin().or_else(diag),
+        [b'S', b'H', b'O', b'W', ..] => admin(),
+        b"SELECT\0\0" | b"GET\0\0\0\0\0" => diag(),
+        // `KILL`, or no keyword: `/*!... KILL n */` is refused.
+        b"KILL\0\0\0\0" | [0, ..] => kill(),
+        b"BEGIN\0\0\0" | b"START\0\0\0" | b"COMMIT\0\0" => txn(),
+        b"ROLLBACK" => txn().or_else(savepoint),
+        b"SAVEPOIN" | b"RELEASE\0" => savepoint(),
+        _ => None,
+    };
+    found.unwrap_or(Kind::Other)
 }
 
 #[cfg(test)]
@@ -131,6 +129,8 @@ mod tests {
             Kind::Admin(Ok(Admin::ShowGenerators))
         );
         assert!(matches!(k("idgate frobnicate"), Kind::Admin(Err(_))));
+        assert!(matches!(k("IDGATEX"), Kind::Admin(Err(_))));
+        assert!(matches!(k("showidgate"), Kind::Admin(Err(_))));
         assert_eq!(
             k("KILL QUERY 5"),
             Kind::Kill(Ok(Kill { query: true, id: 5 }))
@@ -156,5 +156,42 @@ mod tests {
         assert!(s.is_ddl() && !s.may_write() && !s.is_set());
         assert!(classify(b"SET NAMES utf8mb4").is_set());
         assert!(classify(b"replace into t values (1)").may_write());
+    }
+
+    /// Every parser asked in turn, whatever the keyword (how the session
+    /// asked before there was one classification).
+    fn every_parser(sql: &[u8]) -> Kind {
+        if let Some(a) = admin::parse(sql) {
+            return Kind::Admin(a);
+        }
+        if let Some(k) = kill::parse(sql) {
+            return Kind::Kill(k);
+        }
+        if let Some(d) = diag::classify(sql) {
+            return Kind::Diag(d);
+        }
+        match txn::classify(sql) {
+            TxnStmt::Begin => return Kind::Begin,
+            TxnStmt::End => return Kind::End,
+            TxnStmt::Other => {}
+        }
+        match txn::savepoint_stmt(sql) {
+            Some((op, name)) => Kind::Savepoint(op, name),
+            None => Kind::Other,
+        }
+    }
+
+    proptest::proptest! {
+        /// Asking only the parser of the statement's keyword gives what
+        /// asking every parser gives.
+        #[test]
+        fn the_keyword_picks_the_parser(
+            lead in "( |\t|\n|/\\* c \\*/ |-- c\n|# c\n|/\\*!5 ){0,2}",
+            head in "(?i)(idgate|show|select|get|kill|begin|start|commit|rollback|savepoint|release|insert|set|use|idgatex)",
+            tail in "( (idgate|generators|set|floor|reserve|o|5|-1|query|connection|hard|user|id|warnings|errors|count\\(\\*\\)|@@warning_count|limit|2,|work|to|savepoint|s1|`a`|transaction|diagnostics|\\*/|;)){0,5}",
+        ) {
+            let sql = format!("{lead}{head}{tail}");
+            proptest::prop_assert_eq!(classify(sql.as_bytes()).kind, every_parser(sql.as_bytes()), "{}", sql);
+        }
     }
 }
