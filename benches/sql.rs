@@ -165,5 +165,34 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// The head of every COM_QUERY: `sql::statement::classify` (one keyword
+/// read, then only that keyword's parser) beside asking each parser in
+/// turn, which is what the session did before there was one
+/// classification (with routing on).
+fn classify(c: &mut Criterion) {
+    use idgate::sql::statement::{self, admin, diag, kill, txn};
+    fn every_parser(sql: &[u8]) -> bool {
+        admin::parse(sql).is_some()
+            || kill::parse(sql).is_some()
+            || diag::classify(sql).is_some()
+            || txn::classify(sql) != txn::TxnStmt::Other
+            || txn::savepoint_stmt(sql).is_some()
+    }
+    let mut g = c.benchmark_group("classify");
+    for (name, sql) in [
+        ("select", "SELECT c FROM sbtest1 WHERE id = 4242"),
+        ("insert", "INSERT INTO shop.orders (sku, qty) VALUES ('a', 1)"),
+        ("commit", "COMMIT"),
+    ] {
+        g.bench_function(format!("classify_{name}"), |b| {
+            b.iter(|| statement::classify(black_box(sql.as_bytes())))
+        });
+        g.bench_function(format!("every_parser_{name}"), |b| {
+            b.iter(|| every_parser(black_box(sql.as_bytes())))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, classify);
 criterion_main!(benches);
