@@ -181,7 +181,10 @@ fn classify(c: &mut Criterion) {
     let mut g = c.benchmark_group("classify");
     for (name, sql) in [
         ("select", "SELECT c FROM sbtest1 WHERE id = 4242"),
-        ("insert", "INSERT INTO shop.orders (sku, qty) VALUES ('a', 1)"),
+        (
+            "insert",
+            "INSERT INTO shop.orders (sku, qty) VALUES ('a', 1)",
+        ),
         ("commit", "COMMIT"),
     ] {
         g.bench_function(format!("classify_{name}"), |b| {

@@ -24,7 +24,8 @@ pub fn classify(sql: &[u8]) -> Option<Diag> {
     // Cheap first: this runs before every routed statement.
     match &first_keyword(sql) {
         b"SHOW\0\0\0\0" | b"GET\0\0\0\0\0" => {}
-        b"SELECT\0\0" if sql.len() < 64 => {}
+        // Only `SELECT @@[session.]warning_count` / `error_count`.
+        b"SELECT\0\0" if sql.len() < 64 && memchr::memchr(b'@', sql).is_some() => {}
         _ => return None,
     }
     let text = std::str::from_utf8(&sql[keyword_start(sql)..]).ok()?;
