@@ -200,7 +200,7 @@ impl Session {
         let mut last = None;
         let mut failed = None;
         for &shard in &c.shards {
-            if self.backends.get(shard).is_none_or(Option::is_none) {
+            if !self.backends.is_open(shard) {
                 continue;
             }
             let b = self.backend(shard).await.map_err(CmdError::Backend)?;

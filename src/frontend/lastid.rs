@@ -54,7 +54,7 @@ impl Session {
             return Ok(());
         }
         let home = self.lid_home;
-        let Some(b) = self.backends.get_mut(home).and_then(Option::as_mut) else {
+        let Some(b) = self.backends.get_mut(home) else {
             // The home connection is gone, and its value with it.
             return Ok(());
         };

@@ -6,6 +6,8 @@
 //! - [`admin`]: idgate's own statements (SHOW IDGATE GENERATORS, IDGATE SET FLOOR, IDGATE RESERVE).
 //! - [`login`]: the handshake and authentication of a client.
 //! - [`session`]: the command loop and per-session state.
+//! - [`backends`]: the session's shard connections, the one provider
+//!   handlers get a connection from and give it back to (where a pool goes).
 //! - [`stmt`]: the session's prepared statements and their ids on each shard.
 //! - [`replay`]: the session's `SET` statements, replayed on a reopened shard connection.
 //! - [`inject`]: filling ids: planning, allocating and splicing for COM_QUERY,
@@ -33,6 +35,7 @@
 //!   shards, broken by killing the youngest transaction's waiting statement.
 
 pub mod admin;
+pub mod backends;
 pub mod capture;
 pub mod columns;
 pub mod cursor;

@@ -842,7 +842,7 @@ impl Session {
                 if tracked {
                     // Undone: the shards that saved their value get it back.
                     for (shard, first) in part_first {
-                        if self.backends.get(shard).is_some_and(Option::is_some) {
+                        if self.backends.is_open(shard) {
                             let _ = self.after_tracked(shard, After::Failed, &[first]).await;
                         }
                     }

@@ -79,7 +79,7 @@ impl Session {
         let sent = self.send_parts(parts).await?;
         let deprecate_eof = sent
             .first()
-            .and_then(|(s, _)| self.backends[*s].as_ref())
+            .and_then(|(s, _)| self.backends.get(*s))
             .is_some_and(|b| b.deprecate_eof());
         let packets = self.merged(&sent, spec, protocol, Expect::Results).await?;
         Ok((packets, deprecate_eof))
@@ -105,11 +105,11 @@ impl Session {
         }
         let mut sent = Vec::with_capacity(parts.len());
         for (shard, payload) in &parts {
-            let Some(conn) = self.backends[*shard].as_ref().map(|b| b.connection_id) else {
+            let Some(conn) = self.backends.get(*shard).map(|b| b.connection_id) else {
                 continue;
             };
             self.round_begin(*shard, conn).await;
-            let Some(b) = self.backends[*shard].as_mut() else {
+            let Some(b) = self.backends.get_mut(*shard) else {
                 self.round_end(*shard).await;
                 continue;
             };
@@ -119,7 +119,7 @@ impl Session {
                     for &(s, _) in &sent {
                         // Their replies are never read: those connections go.
                         self.round_end(s).await;
-                        self.backends[s] = None;
+                        self.backends.release(s);
                         self.stmts.forget_shard(s);
                     }
                     self.round_end(*shard).await;
@@ -138,7 +138,7 @@ impl Session {
         let watched = self.watched_now();
         for (i, &(shard, seq)) in sent.iter().enumerate() {
             let name = self.shared.config.shards[shard].name.clone();
-            let Some(b) = self.backends[shard].as_mut() else {
+            let Some(b) = self.backends.get_mut(shard) else {
                 self.round_end(shard).await;
                 continue;
             };
@@ -248,7 +248,7 @@ impl Session {
                 result = Err(CmdError::from(e));
                 for &(other, _) in &sent[i + 1..] {
                     self.round_end(other).await;
-                    self.backends[other] = None;
+                    self.backends.release(other);
                     self.stmts.forget_shard(other);
                 }
                 break;
@@ -268,7 +268,7 @@ impl Session {
         let mut error = None;
         let mut deprecate_eof = false;
         for (i, &(shard, _)) in sent.iter().enumerate() {
-            let Some(b) = self.backends[shard].as_mut() else {
+            let Some(b) = self.backends.get_mut(shard) else {
                 self.round_end(shard).await;
                 continue;
             };
@@ -290,7 +290,7 @@ impl Session {
                     }
                     for &(other, _) in &sent[i + 1..] {
                         self.round_end(other).await;
-                        self.backends[other] = None;
+                        self.backends.release(other);
                         self.stmts.forget_shard(other);
                     }
                     return Err(CmdError::Backend(e));

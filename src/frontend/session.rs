@@ -5,6 +5,7 @@
 //! schema, character set and capabilities) and kept for the session. Replies
 //! are relayed byte for byte.
 
+use super::backends::Backends;
 use super::inject::{self, SqlModes};
 use super::login::{self, Login, LoginError};
 use super::replay::SessionState;
@@ -77,10 +78,10 @@ pub struct Session {
     pub(super) login: Login,
     /// Current schema (from the handshake, COM_INIT_DB, `USE`).
     pub(super) schema: Option<String>,
-    /// One connection per shard, opened on first use.
-    pub(super) backends: Vec<Option<BackendConn>>,
-    /// When each shard connection was last used.
-    pub(super) last_used: Vec<Instant>,
+    /// The session's shard connections: the one provider handlers get a
+    /// connection from (`backends.rs`); opened on first use by
+    /// [`Session::backend`].
+    pub(super) backends: Backends,
     pub(super) stmts: Statements,
     /// The command being handled (reused between commands).
     pub(super) buf: Vec<u8>,
@@ -163,8 +164,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
         client,
         id,
         login,
-        backends: (0..shards).map(|_| None).collect(),
-        last_used: vec![Instant::now(); shards],
+        backends: Backends::new(shards),
         stmts: Statements::default(),
         buf: Vec::new(),
         next_seq: 0,
@@ -390,7 +390,7 @@ impl Session {
             | BackendError::Lost { shard, .. } => {
                 let i = self.shard_index(shard);
                 let in_trans = i
-                    .and_then(|i| self.backends[i].as_ref())
+                    .and_then(|i| self.backends.get(i))
                     .is_some_and(|b| b.status & status::IN_TRANS != 0);
                 (i, in_trans)
             }
@@ -398,7 +398,7 @@ impl Session {
         let broken = !matches!(e, BackendError::Server { .. });
         if broken {
             if let Some(i) = shard {
-                self.backends[i] = None;
+                self.backends.release(i);
                 self.stmts.forget_shard(i);
             }
             warn!(conn = self.id, "{e}");
@@ -423,25 +423,23 @@ impl Session {
     /// Server status to report in idgate's own replies: the default shard's
     /// last status, or plain autocommit.
     pub(super) fn status(&self) -> u16 {
-        self.backends[0]
-            .as_ref()
+        self.backends
+            .get(0)
             .map(|b| b.status & (status::IN_TRANS | status::AUTOCOMMIT))
             .unwrap_or(status::AUTOCOMMIT)
     }
 
     fn in_transaction(&self) -> bool {
         self.backends
-            .iter()
-            .flatten()
-            .any(|b| b.status & status::IN_TRANS != 0)
+            .open()
+            .any(|(_, b)| b.status & status::IN_TRANS != 0)
     }
 
     /// The session's connection to `shard`, opened if needed (and reopened if
     /// the shard closed it while idle, outside a transaction).
     pub(super) async fn backend(&mut self, shard: usize) -> Result<&mut BackendConn, BackendError> {
-        let now = Instant::now();
-        let idle = now.duration_since(self.last_used[shard]) > IDLE_CHECK_AFTER;
-        let stale = match &mut self.backends[shard] {
+        let idle = self.backends.touch(shard, IDLE_CHECK_AFTER);
+        let stale = match self.backends.get_mut(shard) {
             Some(b) => {
                 // The replies to idgate's detached commands are not a closed
                 // connection: read them first (a connection that broke
@@ -453,9 +451,8 @@ impl Session {
             }
             None => true,
         };
-        self.last_used[shard] = now;
         if stale {
-            if self.backends[shard].take().is_some() {
+            if self.backends.release(shard).is_some() {
                 debug!(
                     conn = self.id,
                     shard, "shard connection was closed while idle; reopening"
@@ -510,13 +507,13 @@ impl Session {
             self.registered
                 .control
                 .set_thread(shard, Some(conn.connection_id));
-            self.backends[shard] = Some(conn);
+            self.backends.put(shard, conn);
             if self.shared.routing && !self.shared.pending_xa.lock().is_empty() {
                 Box::pin(self.commit_pending_xa(shard)).await;
             }
         }
-        self.backends[shard]
-            .as_mut()
+        self.backends
+            .get_mut(shard)
             .ok_or_else(|| BackendError::Lost {
                 shard: String::new(),
                 source: std::io::Error::other("no connection"),
@@ -553,12 +550,12 @@ impl Session {
         if super::diag::is_statement(payload) {
             self.note_diag(&[shard]);
         }
-        let Some(conn) = self.backends[shard].as_ref().map(|b| b.connection_id) else {
+        let Some(conn) = self.backends.get(shard).map(|b| b.connection_id) else {
             return Ok(Outcome::default());
         };
         self.round_begin(shard, conn).await;
         let watched = self.watched_now();
-        let Some(b) = self.backends[shard].as_mut() else {
+        let Some(b) = self.backends.get_mut(shard) else {
             return Ok(Outcome::default());
         };
         let sent = match b.send(payload).await {
@@ -628,7 +625,7 @@ impl Session {
         if outcome.connection_ended {
             // The shard closes this connection after that error: open a new
             // one next time. A transaction that was open is gone with it.
-            self.backends[shard] = None;
+            self.backends.release(shard);
             self.stmts.forget_shard(shard);
             if was_in_trans {
                 return Err(CmdError::End(format!(
@@ -717,7 +714,7 @@ impl Session {
     /// COM_PING: answered by the shard when the session has a connection to
     /// it, else by idgate itself (pools ping idle connections often).
     async fn ping(&mut self, payload: &[u8]) -> Result<(), CmdError> {
-        if self.backends[0].is_some() {
+        if self.backends.is_open(0) {
             self.forward(0, payload, Expect::Single).await?;
             return Ok(());
         }
@@ -897,7 +894,7 @@ impl Session {
             return Ok(Some(bid));
         }
         let prepare = s.prepare.clone();
-        let Some(b) = self.backends[shard].as_mut() else {
+        let Some(b) = self.backends.get_mut(shard) else {
             return Ok(None);
         };
         let packets = b
@@ -1183,7 +1180,7 @@ impl Session {
             return Ok(());
         };
         for (shard, bid) in s.backend_ids.iter().enumerate() {
-            if let (Some(bid), Some(b)) = (bid, self.backends[shard].as_mut()) {
+            if let (Some(bid), Some(b)) = (bid, self.backends.get_mut(shard)) {
                 let mut out = vec![cmd::STMT_CLOSE];
                 out.extend_from_slice(&bid.to_le_bytes());
                 b.send(&out).await.map_err(CmdError::Backend)?;
@@ -1211,13 +1208,13 @@ impl Session {
         self.forget_session_state();
         let mut replied = false;
         for shard in 0..self.backends.len() {
-            if self.backends[shard].is_none() {
+            if !self.backends.is_open(shard) {
                 continue;
             }
             if !replied {
                 self.forward(shard, payload, Expect::Single).await?;
                 replied = true;
-            } else if let Some(b) = self.backends[shard].as_mut() {
+            } else if let Some(b) = self.backends.get_mut(shard) {
                 b.run(payload, Expect::Single)
                     .await
                     .map_err(CmdError::Backend)?;
@@ -1299,8 +1296,8 @@ impl Session {
     }
 
     async fn close_backends(&mut self) {
-        for b in self.backends.iter_mut() {
-            if let Some(mut conn) = b.take() {
+        for shard in 0..self.backends.len() {
+            if let Some(mut conn) = self.backends.release(shard) {
                 let _ = conn.send(&[cmd::QUIT]).await;
                 conn.conn.shutdown().await;
             }

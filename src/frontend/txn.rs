@@ -51,15 +51,13 @@ impl Session {
         }
         let autocommit = self
             .backends
-            .iter()
-            .flatten()
+            .conns()
             .next()
             .is_none_or(|b| b.status & status::AUTOCOMMIT != 0);
         !autocommit
             || self
                 .backends
-                .iter()
-                .flatten()
+                .conns()
                 .any(|b| b.status & status::IN_TRANS != 0)
     }
 
@@ -137,7 +135,7 @@ impl Session {
         // The shards it runs on: then they have every savepoint.
         let mut ran = vec![0];
         for shard in 1..self.backends.len() {
-            let Some(b) = self.backends[shard].as_mut() else {
+            let Some(b) = self.backends.get_mut(shard) else {
                 continue;
             };
             let has = self.savepoints_on.get(shard) == Some(&true);
@@ -150,7 +148,7 @@ impl Session {
                 // savepoints set before: all its work comes after them.
                 self.enlist(shard).await?;
             }
-            let Some(b) = self.backends[shard].as_mut() else {
+            let Some(b) = self.backends.get_mut(shard) else {
                 continue;
             };
             b.run(payload, Expect::Results)
@@ -236,8 +234,9 @@ impl Session {
         self.txn_write = None;
         self.forget_savepoints();
         if plain_begin(&payload[1..])
-            && self.backends[0]
-                .as_ref()
+            && self
+                .backends
+                .get(0)
                 .is_none_or(|b| b.status & status::IN_TRANS == 0)
         {
             let xid = self.new_xid();
@@ -265,7 +264,7 @@ impl Session {
         match failed {
             Ok(()) => self.forward(0, payload, Expect::Results).await.map(|_| ()),
             Err(e) => {
-                if let Some(b) = self.backends[0].as_mut() {
+                if let Some(b) = self.backends.get_mut(0) {
                     if b.status & status::IN_TRANS != 0 {
                         let _ = b.run(payload, Expect::Results).await;
                     }
@@ -281,7 +280,7 @@ impl Session {
     async fn end_elsewhere(&mut self, payload: &[u8]) -> Result<(), CmdError> {
         let mut first_err = None;
         for shard in 1..self.backends.len() {
-            let Some(b) = self.backends[shard].as_mut() else {
+            let Some(b) = self.backends.get_mut(shard) else {
                 continue;
             };
             if b.status & status::IN_TRANS == 0 {
@@ -308,13 +307,11 @@ impl Session {
         }
         let open = self
             .backends
-            .iter()
-            .flatten()
+            .conns()
             .any(|b| b.status & status::IN_TRANS != 0);
         let autocommit = self
             .backends
-            .iter()
-            .flatten()
+            .conns()
             .all(|b| b.status & status::AUTOCOMMIT != 0);
         if !open && (autocommit || self.txn_begin.is_some() || self.txn_xa.is_some()) {
             self.txn_begin = None;
@@ -333,11 +330,11 @@ impl Session {
             if shard == done_on {
                 continue;
             }
-            let Some(b) = self.backends[shard].as_mut() else {
+            let Some(b) = self.backends.get_mut(shard) else {
                 continue;
             };
             if b.run(payload, expect).await.is_err() {
-                self.backends[shard] = None;
+                self.backends.release(shard);
                 self.stmts.forget_shard(shard);
             }
         }

@@ -332,8 +332,7 @@ impl Session {
             || self.txn_begin.is_some()
             || self
                 .backends
-                .iter()
-                .flatten()
+                .conns()
                 .any(|b| b.status & status::IN_TRANS != 0)
     }
 
@@ -350,11 +349,7 @@ impl Session {
             .watched
             .get_or_insert_with(|| Arc::new(Watched::new(id, shards)))
             .clone();
-        let conns = self
-            .backends
-            .iter()
-            .enumerate()
-            .filter_map(|(i, b)| b.as_ref().map(|b| (i, b.connection_id)));
+        let conns = self.backends.open().map(|(i, b)| (i, b.connection_id));
         self.shared.watch.register(&w, conns);
         self.watching = true;
     }
@@ -441,7 +436,7 @@ impl Session {
         self.killed = true;
         if failed.is_none_or(|c| c == codes::ER_CONNECTION_KILLED.code) {
             // The shard closed the connection: its branch is rolled back.
-            self.backends[shard] = None;
+            self.backends.release(shard);
             self.stmts.forget_shard(shard);
         }
     }
@@ -466,7 +461,7 @@ impl Session {
             }
         } else {
             for shard in 0..self.backends.len() {
-                let Some(b) = self.backends[shard].as_mut() else {
+                let Some(b) = self.backends.get_mut(shard) else {
                     continue;
                 };
                 if b.status & status::IN_TRANS == 0 {
@@ -474,7 +469,7 @@ impl Session {
                 }
                 if let Err(e) = b.run(b"\x03ROLLBACK", Expect::Results).await {
                     warn!(conn = self.id, "rollback of a deadlock victim: {e}");
-                    self.backends[shard] = None;
+                    self.backends.release(shard);
                     self.stmts.forget_shard(shard);
                 }
             }

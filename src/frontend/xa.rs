@@ -90,10 +90,10 @@ impl Session {
     ) -> Vec<Result<Vec<Vec<u8>>, BackendError>> {
         let mut sent = Vec::with_capacity(sends.len());
         for &(shard, payload) in sends {
-            if let Some(conn) = self.backends[shard].as_ref().map(|b| b.connection_id) {
+            if let Some(conn) = self.backends.get(shard).map(|b| b.connection_id) {
                 self.round_begin(shard, conn).await;
             }
-            sent.push(match self.backends[shard].as_mut() {
+            sent.push(match self.backends.get_mut(shard) {
                 Some(b) => b.send(payload).await.map(|_| ()),
                 None => Err(BackendError::Lost {
                     shard: self.shared.config.shards[shard].name.clone(),
@@ -103,7 +103,7 @@ impl Session {
         }
         let mut out = Vec::with_capacity(sends.len());
         for (&(shard, _), s) in sends.iter().zip(sent) {
-            let r = match (s, self.backends[shard].as_mut()) {
+            let r = match (s, self.backends.get_mut(shard)) {
                 (Ok(()), Some(b)) => b.read_reply(Expect::Results).await,
                 (Err(e), _) => Err(e),
                 (Ok(()), None) => Err(BackendError::Lost {
@@ -208,10 +208,7 @@ impl Session {
 
     /// Whether replies on `shard`'s connection end result sets with OK packets.
     fn deprecate_eof(&self, shard: usize) -> bool {
-        self.backends
-            .get(shard)
-            .and_then(Option::as_ref)
-            .is_some_and(|b| b.deprecate_eof())
+        self.backends.get(shard).is_some_and(|b| b.deprecate_eof())
     }
 
     /// A new xid for this session: `<prefix>-<session>-<seq>`, the prefix
@@ -292,7 +289,7 @@ impl Session {
                 .is_ok();
             if injected {
                 // As if the shard went away right now.
-                self.backends[shard] = None;
+                self.backends.release(shard);
             }
             commits.push((shard, commit.clone()));
         }
@@ -302,7 +299,7 @@ impl Session {
                 let name = self.shared.config.shards[shard].name.clone();
                 warn!(conn = self.id, shard = %name, %xid, "XA COMMIT failed after every shard prepared; will commit on reconnect");
                 self.shared.pending_xa.lock().push((shard, xid.to_string()));
-                self.backends[shard] = None;
+                self.backends.release(shard);
                 self.stmts.forget_shard(shard);
                 late.push(name);
             }
@@ -390,8 +387,8 @@ impl Session {
         self.txn_write = None;
         let shards: Vec<usize> = (0..self.backends.len())
             .filter(|&s| {
-                self.backends[s]
-                    .as_ref()
+                self.backends
+                    .get(s)
                     .is_some_and(|b| b.status & crate::protocol::consts::status::IN_TRANS != 0)
             })
             .collect();
@@ -435,7 +432,7 @@ impl Session {
             return Ok(());
         }
         for &shard in started {
-            self.backends[shard] = None;
+            self.backends.release(shard);
             self.stmts.forget_shard(shard);
         }
         Err(CmdError::End(format!(
@@ -454,7 +451,7 @@ impl Session {
         };
         for xid in pending {
             let commit = xa_cmd("COMMIT", &xid, "");
-            let done = match self.backends[shard].as_mut() {
+            let done = match self.backends.get_mut(shard) {
                 Some(b) => b.run(&commit, Expect::Results).await,
                 None => Err(BackendError::Lost {
                     shard: String::new(),

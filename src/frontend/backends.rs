@@ -1,0 +1,114 @@
+//! The session's shard connections: the one place handlers get a shard
+//! connection from and give it back to.
+//!
+//! Today the provider keeps at most one connection per shard for the
+//! session's life (opened by `Session::backend` the first time a command
+//! needs that shard). Handlers never index a connection vector: they ask
+//! for an open connection ([`Backends::get_mut`]), give a fresh one
+//! ([`Backends::put`]) and hand back one that must not be used again
+//! ([`Backends::release`]: broken, killed, or closed with the session).
+//! This is the seam a shared pool goes behind: `put`/`release` become
+//! check-in, `get_mut` a check-out pinned for the transaction.
+
+use crate::backend::BackendConn;
+use std::time::{Duration, Instant};
+
+/// One session's shard connections.
+#[derive(Debug)]
+pub struct Backends {
+    conns: Vec<Option<BackendConn>>,
+    /// When each shard's connection was last handed out.
+    last_used: Vec<Instant>,
+}
+
+impl Backends {
+    /// No connection yet to any of `shards` shards.
+    pub fn new(shards: usize) -> Backends {
+        Backends {
+            conns: (0..shards).map(|_| None).collect(),
+            last_used: vec![Instant::now(); shards],
+        }
+    }
+
+    /// How many shards there are (open or not).
+    pub fn len(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Whether there are no shards.
+    pub fn is_empty(&self) -> bool {
+        self.conns.is_empty()
+    }
+
+    /// Whether the session has a connection to `shard`.
+    pub fn is_open(&self, shard: usize) -> bool {
+        self.conns.get(shard).is_some_and(Option::is_some)
+    }
+
+    /// The session's open connection to `shard`, if any (never opens one).
+    pub fn get(&self, shard: usize) -> Option<&BackendConn> {
+        self.conns.get(shard).and_then(Option::as_ref)
+    }
+
+    /// [`Backends::get`], to use.
+    pub fn get_mut(&mut self, shard: usize) -> Option<&mut BackendConn> {
+        self.conns.get_mut(shard).and_then(Option::as_mut)
+    }
+
+    /// Gives the provider a freshly opened connection to `shard`.
+    pub fn put(&mut self, shard: usize, conn: BackendConn) {
+        if let Some(c) = self.conns.get_mut(shard) {
+            *c = Some(conn);
+        }
+    }
+
+    /// Takes the connection to `shard` out of use (broken, killed, or being
+    /// closed); the next command that needs the shard opens another.
+    pub fn release(&mut self, shard: usize) -> Option<BackendConn> {
+        self.conns.get_mut(shard).and_then(Option::take)
+    }
+
+    /// The open connections, with their shard.
+    pub fn open(&self) -> impl Iterator<Item = (usize, &BackendConn)> {
+        self.conns
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.as_ref().map(|c| (i, c)))
+    }
+
+    /// The open connections.
+    pub fn conns(&self) -> impl Iterator<Item = &BackendConn> {
+        self.conns.iter().flatten()
+    }
+
+    /// Marks `shard`'s connection used now; returns whether it had been idle
+    /// for longer than `idle` before.
+    pub fn touch(&mut self, shard: usize, idle: Duration) -> bool {
+        let now = Instant::now();
+        match self.last_used.get_mut(shard) {
+            Some(t) => {
+                let was_idle = now.duration_since(*t) > idle;
+                *t = now;
+                was_idle
+            }
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_connection_until_one_is_put() {
+        let mut b = Backends::new(3);
+        assert_eq!(b.len(), 3);
+        assert!(!b.is_open(1) && b.get(1).is_none() && b.get_mut(7).is_none());
+        assert!(b.release(1).is_none() && b.release(9).is_none());
+        assert_eq!(b.open().count(), 0);
+        // A fresh provider's connections are not idle for a long bound.
+        assert!(!b.touch(0, Duration::from_secs(3600)));
+        assert!(!b.touch(9, Duration::ZERO));
+    }
+}
