@@ -39,7 +39,9 @@ fn reachable(addr: &str) -> bool {
     addr.to_socket_addrs()
         .ok()
         .and_then(|mut a| a.next())
-        .map(|a| TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok())
+        // A server that is down refuses at once; one that is up but slow
+        // to accept (a loaded machine) must not pass for down.
+        .map(|a| TcpStream::connect_timeout(&a, Duration::from_secs(30)).is_ok())
         .unwrap_or(false)
 }
 
