@@ -276,11 +276,13 @@ impl Proxy {
     }
 
     /// Triggers shutdown and waits for the server to stop (then shuts the
-    /// allocator down, as `idgate serve` does).
+    /// allocator down, as `idgate serve` does). A session still inside a
+    /// transaction holds it for up to the drain timeout (default 30 s);
+    /// the wait is far above that.
     pub async fn stop(mut self) {
         self.trigger_shutdown();
         assert!(
-            self.wait(Duration::from_secs(40)).await,
+            self.wait(Duration::from_secs(120)).await,
             "idgate did not stop"
         );
         if let Some(a) = self.allocator.take() {
