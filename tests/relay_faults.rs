@@ -145,8 +145,12 @@ async fn killed_shard_connection_while_idle_is_reopened() {
     let mut c = Conn::new(proxy.opts(None)).await.unwrap();
     let victim = connection_id(&mut c).await;
     proxy::admin(&tb, 0, &[&format!("KILL {victim}")]).await;
-    // At once, and after the idle check interval.
+    // At once, and after the idle check interval (once the shard has
+    // closed the connection: idgate then reopens it before the statement).
     for wait in [0, 1500] {
+        if wait > 0 {
+            proxy::wait_closed(&tb, 0, victim).await;
+        }
         tokio::time::sleep(Duration::from_millis(wait)).await;
         let r: Result<Option<u32>, _> = c.query_first("SELECT 1").await;
         match r {

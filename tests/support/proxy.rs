@@ -348,6 +348,12 @@ pub async fn shard_has_connection(tb: &Testbed, shard: usize, thread: u64) -> bo
 /// closed from then on.
 pub async fn kill_and_wait_closed(tb: &Testbed, shard: usize, thread: u64) {
     admin(tb, shard, &[&format!("KILL {thread}")]).await;
+    wait_closed(tb, shard, thread).await;
+}
+
+/// Waits (up to 60 s) until shard `shard` no longer lists connection
+/// `thread` (it has closed its socket).
+pub async fn wait_closed(tb: &Testbed, shard: usize, thread: u64) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while shard_has_connection(tb, shard, thread).await {
         assert!(
