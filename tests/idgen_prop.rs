@@ -3,6 +3,11 @@
 //! crash / restart / clock jumps / store faults / lease revocation across
 //! three "processes" sharing one store never produce a duplicate; sequences
 //! increase per process; snowflake ids increase per node.
+//!
+//! Everything runs on one thread on paused tokio time: time moves only when
+//! nothing can run, so the allocators' timeouts run out only on a store
+//! that hangs, never because the machine is slow, and a case runs the same
+//! way every time.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -291,6 +296,7 @@ impl World {
 fn run(p: Params, ops: Vec<Op>) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        .start_paused(true)
         .build()
         .unwrap();
     rt.block_on(async move {
@@ -354,7 +360,7 @@ proptest! {
 }
 
 /// Exhaustion is a clear error naming the generator, and `max` is honoured.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn exhaustion_names_the_generator() {
     let mut s = rule("orders", GeneratorKind::Sequence);
     s.batch = Some(7);
@@ -373,7 +379,7 @@ async fn exhaustion_names_the_generator() {
 
 /// Store down: serve from the cache, then a clear error (no hang), then
 /// recover by itself.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn outage_serves_cache_then_fails_clearly_then_recovers() {
     let mut s = rule("orders", GeneratorKind::Sequence);
     s.batch = Some(100);
@@ -393,7 +399,8 @@ async fn outage_serves_cache_then_fails_clearly_then_recovers() {
     let cached = g.stats().cached_remaining;
     assert!(cached >= 90, "cached {cached}");
     let mut served = 0;
-    let started = std::time::Instant::now();
+    // Paused time: this measures the allocator's own waits, not the machine.
+    let started = tokio::time::Instant::now();
     let err = loop {
         match g.next(1, &mut out).await {
             Ok(()) => served += 1,
@@ -416,7 +423,7 @@ async fn outage_serves_cache_then_fails_clearly_then_recovers() {
 
 /// Many ids per call and increments: ids are `start + k * increment`,
 /// increasing, and a multi-row request spans segments.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn increments_and_multirow_across_segments() {
     let mut s = rule("inc", GeneratorKind::Sequence);
     s.batch = Some(10);
@@ -441,7 +448,7 @@ async fn increments_and_multirow_across_segments() {
 
 /// Observing an explicit id above the cache moves the next ids above it and
 /// raises the store so a new process starts above it too.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn observe_raises_the_floor_everywhere() {
     let s = rule("o", GeneratorKind::Sequence);
     let store = MemoryStore::new();
@@ -456,10 +463,12 @@ async fn observe_raises_the_floor_everywhere() {
     g.next(1, &mut out).await.unwrap();
     assert_eq!(out[1], 1_000_001);
     // Background raise of the store's floor.
-    for _ in 0..100 {
-        if store.value("seq/o/hwm").unwrap_or(0) > 1_000_000 {
-            break;
-        }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while store.value("seq/o/hwm").unwrap_or(0) <= 1_000_000 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the store's floor was not raised"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let b = Allocator::with_store(store.clone(), clock, &[s])
@@ -476,7 +485,7 @@ async fn observe_raises_the_floor_everywhere() {
 
 /// All node ids taken: a clear error; a revoked lease stops issuing until a
 /// new one is leased.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn node_ids_exhausted_and_lease_loss() {
     let mut f = rule("ev", GeneratorKind::Snowflake);
     f.node_bits = Some(1);
@@ -514,7 +523,7 @@ async fn node_ids_exhausted_and_lease_loss() {
 
 /// Sequence overflow carries into the timestamp instead of waiting: with 2
 /// sequence bits, 1000 ids in one millisecond are served at once.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn snowflake_carry_never_blocks() {
     let mut f = rule("ev", GeneratorKind::Snowflake);
     f.sequence_bits = Some(2);
@@ -532,7 +541,7 @@ async fn snowflake_carry_never_blocks() {
 }
 
 /// Restart with the clock set far back never repeats a snowflake id.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn snowflake_restart_with_clock_backwards() {
     let f = rule("ev", GeneratorKind::Snowflake);
     let store = MemoryStore::new();
@@ -560,7 +569,7 @@ async fn snowflake_restart_with_clock_backwards() {
 
 /// An explicit id one process sees above its reservations is skipped by the
 /// other processes too, even inside the segment they already hold.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn observed_id_propagates_to_other_processes() {
     let s = rule("o", GeneratorKind::Sequence);
     let store = MemoryStore::new();
@@ -578,10 +587,12 @@ async fn observed_id_propagates_to_other_processes() {
     gb.next(1, &mut out).await.unwrap();
     assert_eq!(out, [1, 1001]);
     ga.observe(1500).await.unwrap();
-    for _ in 0..200 {
-        if gb.stats().next_id > 1500 {
-            break;
-        }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while gb.stats().next_id <= 1500 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "b never skipped 1500"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     out.clear();
@@ -590,7 +601,7 @@ async fn observed_id_propagates_to_other_processes() {
 }
 
 /// Absurd requests are refused without touching the store or the cache.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn absurd_requests_are_refused() {
     let mut s = rule("o", GeneratorKind::Sequence);
     s.increment = Some(1 << 40);
@@ -625,7 +636,7 @@ async fn absurd_requests_are_refused() {
 
 /// The future of `next` stays small: the session awaits it inline on every
 /// INSERT, and a large future costs a large copy per call.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn next_future_is_small() {
     let store = MemoryStore::new();
     let a = Allocator::with_store(

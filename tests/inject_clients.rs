@@ -275,12 +275,15 @@ async fn sysbench_oltp_insert_gets_unique_ids() {
     let proxy = Proxy::start_rules(&tb, &rules, &format!("/t-{schema}-sb")).await;
     let addr = proxy.addr;
     let db = schema.clone();
+    // A number of INSERTs, not a duration: a slow machine makes as many
+    // as a fast one (--time only ends a run that hangs).
     let args = [
         "--auto-inc=on",
         "--tables=1",
         "--table-size=10000",
         "--threads=4",
-        "--time=3",
+        "--events=2000",
+        "--time=600",
     ];
     let out = proxy::sysbench(addr, &db, "oltp_insert", &args, "run").await;
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -304,7 +307,7 @@ async fn sysbench_oltp_insert_gets_unique_ids() {
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or_else(|| panic!("no write count in:\n{stdout}"));
     eprintln!("sysbench oltp_insert through idgate: {n} rows, ids {min}..={max}");
-    assert!(n > 100, "sysbench inserted only {n} rows:\n{stdout}");
+    assert_eq!(n, 2000, "sysbench inserted {n} rows:\n{stdout}");
     assert_eq!(n, writes, "every INSERT sysbench counted stored one row");
     assert_eq!(n, distinct, "ids are unique");
     assert_eq!(zeros, 0, "no row kept id 0");

@@ -44,14 +44,29 @@ async fn drop_schema(tb: &support::Testbed, schema: &str) {
     proxy::admin(tb, 0, &[&format!("DROP DATABASE IF EXISTS `{schema}`")]).await;
 }
 
+/// Whether idgate refused a statement because its allocator could not get
+/// ids from etcd in time (error 1467: the cache ran out while etcd was
+/// slow, or a snowflake lost its node lease). Nothing was sent to a shard.
+fn allocator_refused(e: &mysql_async::Error) -> bool {
+    matches!(e, mysql_async::Error::Server(se) if se.code == 1467
+        && (se.message.contains("store unavailable")
+            || se.message.contains("no valid node id lease")))
+}
+
 /// One client connection inserting `rounds` times into `table` with every
 /// form (single row, multi-row, prepared); returns the ids the driver
 /// reported as last insert id, in order.
+///
+/// With `retry_refused`, a statement idgate refuses for want of ids
+/// ([`allocator_refused`]) is sent again (for up to a minute): the `idgate`
+/// binary runs with production's bounds on etcd (2 s per call, 3 s per
+/// request), which the test bed's etcd can miss on a loaded machine.
 async fn writer(
     opts: mysql_async::OptsBuilder,
     table: &'static str,
     who: String,
     rounds: usize,
+    retry_refused: bool,
 ) -> Vec<u64> {
     let mut c = Conn::new(opts).await.expect("connect through idgate");
     let stmt = c
@@ -60,23 +75,32 @@ async fn writer(
         .unwrap();
     let mut reported = Vec::new();
     for i in 0..rounds {
-        match i % 3 {
-            0 => {
-                c.query_drop(format!("INSERT INTO {table} (w, n) VALUES ('{who}', {i})"))
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let r = match i % 3 {
+                0 => {
+                    c.query_drop(format!("INSERT INTO {table} (w, n) VALUES ('{who}', {i})"))
+                        .await
+                }
+                1 => {
+                    c.query_drop(format!(
+                        "INSERT INTO {table} (id, w, n) VALUES (NULL, '{who}', {i}), (0, '{who}', {i}), (DEFAULT, '{who}', {i})"
+                    ))
                     .await
-                    .unwrap_or_else(|e| panic!("{who} round {i}: {e}"));
-            }
-            1 => {
-                c.query_drop(format!(
-                    "INSERT INTO {table} (id, w, n) VALUES (NULL, '{who}', {i}), (0, '{who}', {i}), (DEFAULT, '{who}', {i})"
-                ))
-                .await
-                .unwrap_or_else(|e| panic!("{who} round {i}: {e}"));
-            }
-            _ => {
-                c.exec_drop(&stmt, (who.as_str(), i))
-                    .await
-                    .unwrap_or_else(|e| panic!("{who} round {i}: {e}"));
+                }
+                _ => c.exec_drop(&stmt, (who.as_str(), i)).await,
+            };
+            match r {
+                Ok(()) => break,
+                Err(e)
+                    if retry_refused
+                        && allocator_refused(&e)
+                        && tokio::time::Instant::now() < deadline =>
+                {
+                    eprintln!("{who} round {i}: {e}; again");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("{who} round {i}: {e}"),
             }
         }
         reported.push(c.last_insert_id().expect("a last insert id"));
@@ -134,7 +158,7 @@ async fn two_instances_insert_concurrently_without_duplicates() {
                 let who = format!("{name}{conn}");
                 tasks.push((
                     table,
-                    tokio::spawn(writer(p.opts(Some(&schema)), table, who, ROUNDS)),
+                    tokio::spawn(writer(p.opts(Some(&schema)), table, who, ROUNDS, false)),
                 ));
             }
         }
@@ -245,6 +269,7 @@ async fn kill_9_and_restart_issues_no_id_twice() {
                     table,
                     format!("r{run}c{conn}"),
                     30,
+                    true,
                 )));
             }
         }
@@ -262,6 +287,11 @@ async fn kill_9_and_restart_issues_no_id_twice() {
 }
 
 /// Starts `idgate serve` with rules from `dir/rules` and etcd under `prefix`.
+///
+/// Its etcd leases live 60 s (production: 10 s), so that no lease of a
+/// running binary runs out between two slow keep-alive rounds. It opens
+/// its allocator with production's bounds: if that fails on a slow etcd
+/// (the binary exits), it is started again.
 async fn spawn_binary(
     tb: &support::Testbed,
     dir: &std::path::Path,
@@ -273,21 +303,28 @@ async fn spawn_binary(
     };
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let cfg = format!(
-        "{}\n[rules]\ndir = \"rules\"\n",
+        "{}lease_ttl_secs = 60\n\n[rules]\ndir = \"rules\"\n",
         proxy::config_text_etcd(tb, prefix).replace("127.0.0.1:0", &addr.to_string())
     );
     let path = dir.join("idgate.toml");
     std::fs::write(&path, cfg).unwrap();
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_idgate"))
-        .arg("serve")
-        .arg("--config")
-        .arg(&path)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start idgate");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let start = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_idgate"))
+            .arg("serve")
+            .arg("--config")
+            .arg(&path)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start idgate")
+    };
+    let mut child = start();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            eprintln!("idgate exited while starting ({status}); starting it again");
+            child = start();
+        }
         let opts = mysql_async::OptsBuilder::default()
             .ip_or_hostname(addr.ip().to_string())
             .tcp_port(addr.port())

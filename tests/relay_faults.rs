@@ -18,15 +18,13 @@ use tokio::net::TcpListener;
 
 /// Whether shard s0 still has a connection with this id.
 async fn shard_has_connection(tb: &Testbed, id: u64) -> bool {
-    let mut c = Conn::new(proxy::direct_opts(tb, 0, None)).await.unwrap();
-    let n: Option<u64> = c
-        .query_first(format!(
-            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = {id}"
-        ))
-        .await
-        .unwrap();
-    let _ = c.disconnect().await;
-    n == Some(1)
+    proxy::shard_has_connection(tb, 0, id).await
+}
+
+/// When a wait for something that takes milliseconds gives up: far above
+/// any delay a loaded machine causes.
+fn deadline() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(60)
 }
 
 async fn connection_id(c: &mut Conn) -> u64 {
@@ -66,18 +64,14 @@ async fn client_leaving_mid_result_does_not_disturb_others_or_leak_its_shard_con
         assert_eq!(connection_id(&mut other).await, other_id);
 
         // The abandoned shard connection is closed, not handed to anyone.
-        let mut gone = false;
-        for _ in 0..100 {
-            if !shard_has_connection(&tb, backend_id).await {
-                gone = true;
-                break;
-            }
+        let until = deadline();
+        while shard_has_connection(&tb, backend_id).await {
+            assert!(
+                tokio::time::Instant::now() < until,
+                "round {round}: shard connection {backend_id} still open"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        assert!(
-            gone,
-            "round {round}: shard connection {backend_id} still open"
-        );
         let mut fresh = Conn::new(proxy.opts(None)).await.unwrap();
         let fresh_id = connection_id(&mut fresh).await;
         assert_ne!(fresh_id, backend_id);
@@ -87,14 +81,36 @@ async fn client_leaving_mid_result_does_not_disturb_others_or_leak_its_shard_con
     proxy.stop().await;
 }
 
-/// Runs `sql` on `c` while a side connection kills `victim` on the shard.
+/// Runs `sql` (a long `SELECT SLEEP(..)`) on `c` while a side connection
+/// kills `victim` on the shard, once the shard shows it running `sql` (a
+/// KILL before the query got there would hit an idle connection instead).
 async fn kill_during(tb: &Testbed, c: &mut Conn, sql: &str, victim: u64) -> mysql_async::Error {
     let tb2 = tb.clone();
+    let running = sql.to_string();
     let killer = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(400)).await;
-        proxy::admin(&tb2, 0, &[&format!("KILL {victim}")]).await;
+        let mut side = Conn::new(proxy::direct_opts(&tb2, 0, None)).await.unwrap();
+        let until = deadline();
+        loop {
+            let n: Option<u64> = side
+                .exec_first(
+                    "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND INFO = ?",
+                    (victim, running.as_str()),
+                )
+                .await
+                .unwrap();
+            if n == Some(1) {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < until,
+                "shard connection {victim} never ran {running}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        side.query_drop(format!("KILL {victim}")).await.unwrap();
+        let _ = side.disconnect().await;
     });
-    let r = tokio::time::timeout(Duration::from_secs(30), c.query_drop(sql))
+    let r = tokio::time::timeout(Duration::from_secs(120), c.query_drop(sql))
         .await
         .expect("the query ends once its shard connection is killed");
     killer.await.unwrap();
@@ -109,7 +125,7 @@ async fn killed_shard_connection_outside_a_transaction_is_reopened() {
     let bystander_id = connection_id(&mut bystander).await;
     let mut c = Conn::new(proxy.opts(None)).await.unwrap();
     let victim = connection_id(&mut c).await;
-    let e = kill_during(&tb, &mut c, "SELECT SLEEP(20)", victim).await;
+    let e = kill_during(&tb, &mut c, "SELECT SLEEP(600)", victim).await;
     assert!(
         matches!(e, mysql_async::Error::Server(_)),
         "a MySQL error, not a dropped socket: {e}"
@@ -129,8 +145,12 @@ async fn killed_shard_connection_while_idle_is_reopened() {
     let mut c = Conn::new(proxy.opts(None)).await.unwrap();
     let victim = connection_id(&mut c).await;
     proxy::admin(&tb, 0, &[&format!("KILL {victim}")]).await;
-    // At once, and after the idle check interval.
+    // At once, and after the idle check interval (once the shard has
+    // closed the connection: idgate then reopens it before the statement).
     for wait in [0, 1500] {
+        if wait > 0 {
+            proxy::wait_closed(&tb, 0, victim).await;
+        }
         tokio::time::sleep(Duration::from_millis(wait)).await;
         let r: Result<Option<u32>, _> = c.query_first("SELECT 1").await;
         match r {
@@ -172,7 +192,10 @@ async fn reopened_shard_connection_keeps_the_sessions_settings() {
         Some((43, "ANSI_QUOTES".to_string(), "+03:00".to_string()))
     );
     let victim = connection_id(&mut c).await;
-    proxy::admin(&tb, 0, &[&format!("KILL {victim}")]).await;
+    // Once the shard has closed it and the connection has been idle longer
+    // than idgate's idle check (1 s), idgate reopens it before the next
+    // statement.
+    proxy::kill_and_wait_closed(&tb, 0, victim).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let got: Option<(i64, String, String)> = c
         .query_first("SELECT @v, @@sql_mode, @@time_zone")
@@ -193,7 +216,8 @@ async fn unreplayable_session_state_ends_the_session_on_reopen() {
     let mut c = Conn::new(proxy.opts(None)).await.unwrap();
     c.query_drop("SET @w = 7; SELECT 1").await.unwrap();
     let victim = connection_id(&mut c).await;
-    proxy::admin(&tb, 0, &[&format!("KILL {victim}")]).await;
+    // Closed by the shard and idle past idgate's idle check (1 s).
+    proxy::kill_and_wait_closed(&tb, 0, victim).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let r: Result<Option<i64>, _> = c.query_first("SELECT @w").await;
     let e = r.expect_err("the session's state is gone");
@@ -220,7 +244,7 @@ async fn killed_shard_connection_inside_a_transaction_closes_the_session() {
     let victim = connection_id(&mut c).await;
     c.query_drop("BEGIN").await.unwrap();
     c.query_drop("INSERT INTO t VALUES (1)").await.unwrap();
-    let e = kill_during(&tb, &mut c, "SELECT SLEEP(20)", victim).await;
+    let e = kill_during(&tb, &mut c, "SELECT SLEEP(600)", victim).await;
     assert!(matches!(e, mysql_async::Error::Server(_)), "{e}");
     // The transaction is gone: the session must not go on as if it were not.
     let next = c.query_drop("INSERT INTO t VALUES (2)").await;
@@ -313,9 +337,12 @@ async fn fake_shard(garbage_greeting: Greeting) -> String {
                 let mut c = PacketConn::new(s);
                 match garbage_greeting {
                     Greeting::Http => {
-                        // Read as a packet header: a 5 MiB packet that never comes.
+                        // Read as a packet header: a 5 MiB packet that never
+                        // comes. Kept open until idgate gives up (its connect
+                        // timeout) and closes, however long that takes.
                         let _ = c.write_raw(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
-                        tokio::time::sleep(Duration::from_secs(10)).await;
+                        let mut buf = Vec::new();
+                        while let Ok(Some(_)) = c.read_packet(&mut buf, 1 << 24).await {}
                         return;
                     }
                     Greeting::WrongVersion => {
@@ -360,11 +387,13 @@ async fn fake_shard(garbage_greeting: Greeting) -> String {
     addr
 }
 
-fn fake_config(shard: &str) -> idgate::config::Config {
+/// idgate in front of the fake shard at `shard`, giving up on logging in
+/// to it after `connect_timeout_ms`.
+fn fake_config(shard: &str, connect_timeout_ms: u64) -> idgate::config::Config {
     let text = format!(
         "[server]\nlisten = \"127.0.0.1:0\"\n\
          [[users]]\nname = \"{}\"\npassword = \"{}\"\n\
-         [backend]\nuser = \"x\"\npassword = \"y\"\nconnect_timeout_ms = 2000\n\
+         [backend]\nuser = \"x\"\npassword = \"y\"\nconnect_timeout_ms = {connect_timeout_ms}\n\
          [[shards]]\nname = \"fake\"\naddress = \"{shard}\"\n",
         proxy::USER,
         proxy::PASSWORD
@@ -372,10 +401,15 @@ fn fake_config(shard: &str) -> idgate::config::Config {
     idgate::config::Config::parse(&text, "fake").unwrap()
 }
 
+/// A connect timeout no login reaches, where the timeout is not what a test
+/// is about: a fake shard answers at once, but a loaded machine may take
+/// seconds to run it.
+const LONG_CONNECT_TIMEOUT_MS: u64 = 60_000;
+
 #[tokio::test]
 async fn fake_shard_sending_garbage_or_closing_mid_result() {
     let addr = fake_shard(Greeting::Handshake).await;
-    let proxy = Proxy::start_config(fake_config(&addr), true).await;
+    let proxy = Proxy::start_config(fake_config(&addr, LONG_CONNECT_TIMEOUT_MS), true).await;
     let mut bystander = RawClient::app(proxy.addr, proxy::CLIENT_CAPS).await;
     let good = bystander.query("SELECT 1").await;
     assert_eq!(good.len(), 5, "{good:?}");
@@ -401,9 +435,14 @@ async fn fake_shard_sending_garbage_or_closing_mid_result() {
 
 #[tokio::test]
 async fn shard_that_is_not_a_mysql_server() {
-    for (greeting, code) in [(Greeting::Http, 2003), (Greeting::WrongVersion, 2013)] {
+    // The HTTP "shard" never completes a login: every attempt ends with the
+    // (short) connect timeout. The other greeting fails the login at once.
+    for (greeting, code, connect_timeout_ms) in [
+        (Greeting::Http, 2003, 2000),
+        (Greeting::WrongVersion, 2013, LONG_CONNECT_TIMEOUT_MS),
+    ] {
         let addr = fake_shard(greeting).await;
-        let proxy = Proxy::start_config(fake_config(&addr), false).await;
+        let proxy = Proxy::start_config(fake_config(&addr, connect_timeout_ms), false).await;
         let mut c = RawClient::app(proxy.addr, proxy::CLIENT_CAPS).await;
         // PING needs no shard connection.
         let pong = c.command(&[cmd::PING], Expect::Single).await;
@@ -422,7 +461,8 @@ async fn shard_that_is_not_a_mysql_server() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().to_string()
     };
-    let proxy2 = Proxy::start_config(fake_config(&closed), false).await;
+    // (Refused at once, whatever the timeout.)
+    let proxy2 = Proxy::start_config(fake_config(&closed, LONG_CONNECT_TIMEOUT_MS), false).await;
     let mut c2 = RawClient::app(proxy2.addr, proxy::CLIENT_CAPS).await;
     let r = c2.query("SELECT 1").await;
     let e = proxy::err_of(&r).expect("an error");
@@ -436,7 +476,7 @@ async fn shard_that_is_not_a_mysql_server() {
 #[tokio::test]
 async fn fake_shard_with_sequence_ids_out_of_order() {
     let addr = fake_shard(Greeting::Handshake).await;
-    let proxy = Proxy::start_config(fake_config(&addr), true).await;
+    let proxy = Proxy::start_config(fake_config(&addr, LONG_CONNECT_TIMEOUT_MS), true).await;
     let mut c = RawClient::app(proxy.addr, proxy::CLIENT_CAPS).await;
     // reply_after checks the sequence ids the client sees.
     let r = c.query("SELECT 'out_of_order'").await;
@@ -451,7 +491,7 @@ async fn fake_shard_with_sequence_ids_out_of_order() {
 #[tokio::test]
 async fn fake_shard_closing_after_part_of_a_result_was_relayed() {
     let addr = fake_shard(Greeting::Handshake).await;
-    let proxy = Proxy::start_config(fake_config(&addr), true).await;
+    let proxy = Proxy::start_config(fake_config(&addr, LONG_CONNECT_TIMEOUT_MS), true).await;
     let mut c = RawClient::app(proxy.addr, proxy::CLIENT_CAPS).await;
     // reply_after checks the sequence ids the client sees.
     let r = c.query("SELECT 'big_then_drop'").await;
@@ -484,16 +524,20 @@ async fn kill_names_idgate_sessions_and_never_reaches_another_connection() {
         let r: Result<Option<i64>, _> = a.query_first("SELECT SLEEP(600)").await;
         (a, r)
     });
-    let mut killed = false;
-    for _ in 0..200 {
+    // Again until it lands (a KILL QUERY before the statement reached the
+    // shard finds nothing to end).
+    let until = deadline();
+    loop {
         tokio::time::sleep(Duration::from_millis(50)).await;
         b.query_drop(format!("KILL QUERY {a_id}")).await.unwrap();
         if sleeping.is_finished() {
-            killed = true;
             break;
         }
+        assert!(
+            tokio::time::Instant::now() < until,
+            "KILL QUERY ended the statement"
+        );
     }
-    assert!(killed, "KILL QUERY ended the statement");
     let (mut a, r) = sleeping.await.unwrap();
     match r {
         Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1317, "{e:?}"),
@@ -532,24 +576,22 @@ async fn kill_names_idgate_sessions_and_never_reaches_another_connection() {
     // KILL: A is closed, B is not.
     let a_thread = connection_id(&mut a).await;
     b.query_drop(format!("KILL {a_id}")).await.unwrap();
-    let mut closed = false;
-    for _ in 0..100 {
-        if a.query_drop("SELECT 1").await.is_err() {
-            closed = true;
-            break;
-        }
+    let until = deadline();
+    while a.query_drop("SELECT 1").await.is_ok() {
+        assert!(
+            tokio::time::Instant::now() < until,
+            "the killed session is closed"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(closed, "the killed session is closed");
-    let mut gone = false;
-    for _ in 0..100 {
-        if !shard_has_connection(&tb, a_thread).await {
-            gone = true;
-            break;
-        }
+    let until = deadline();
+    while shard_has_connection(&tb, a_thread).await {
+        assert!(
+            tokio::time::Instant::now() < until,
+            "its shard connection is closed too"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(gone, "its shard connection is closed too");
     let one: Option<i64> = b.query_first("SELECT 1").await.unwrap();
     assert_eq!(one, Some(1));
     // Killing oneself: error 1927, then the session ends.

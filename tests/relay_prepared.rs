@@ -406,7 +406,9 @@ async fn execute_without_types_after_the_shard_connection_was_reopened() {
         // prepares the statement again and must supply the types itself.
         let rows = g.query("SELECT CONNECTION_ID()").await;
         let backend_id = text_first_value(&rows, g.deprecate_eof());
-        proxy::admin(&tb, 0, &[&format!("KILL {backend_id}")]).await;
+        // Once the shard has closed it and it has been idle longer than
+        // idgate's idle check (1 s), idgate reopens it.
+        proxy::kill_and_wait_closed(&tb, 0, backend_id.parse().unwrap()).await;
         tokio::time::sleep(Duration::from_millis(1300)).await;
         let want = d
             .command(&execute_without_types(idd, 77, b"ef"), Expect::Results)

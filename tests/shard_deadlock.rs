@@ -41,10 +41,11 @@ async fn setup(tb: &support::Testbed) -> (Proxy, String) {
 }
 
 /// A session through idgate that waits for locks longer than any test runs
-/// (so a timeout, 1205, cannot pass for the detector's work).
+/// (so a timeout, 1205, cannot pass for the detector's work): far above the
+/// 60 s the tests wait for a statement to start waiting.
 async fn session(p: &Proxy, schema: &str) -> Conn {
     let mut c = Conn::new(p.opts(Some(schema))).await.unwrap();
-    c.query_drop("SET innodb_lock_wait_timeout = 40")
+    c.query_drop("SET innodb_lock_wait_timeout = 600")
         .await
         .unwrap();
     c
@@ -344,6 +345,7 @@ async fn a_cycle_within_one_shard_is_left_to_innodb() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_detector_reads_the_shards_only_while_a_statement_waits() {
+    use idgate::frontend::watch::{state, state_of};
     let Some(tb) = support::testbed() else { return };
     let (p, schema) = setup(&tb).await;
     let mut a = session(&p, &schema).await;
@@ -358,6 +360,25 @@ async fn the_detector_reads_the_shards_only_while_a_statement_waits() {
     b.query_drop("UPDATE t SET c = 20 WHERE id IN (3, 4)")
         .await
         .unwrap();
+    // A session marks its round trip over just after relaying the reply,
+    // and a look that saw a statement of the set-up still running (a slow
+    // machine makes one take longer than the interval) counts itself just
+    // after it read the registry: let both settle before counting.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while p
+        .shared
+        .watch
+        .snapshot()
+        .iter()
+        .any(|v| v.slots.iter().any(|s| state_of(s.word) != state::IDLE))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a round trip still under way"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1000)).await;
     let before = p.shared.deadlock_scans.load(Ordering::Relaxed);
     tokio::time::sleep(Duration::from_millis(1000)).await;
     assert_eq!(

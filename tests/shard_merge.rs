@@ -163,7 +163,8 @@ async fn connect(tb: &Testbed, shard: usize, db: &str, deprecate_eof: bool) -> B
         capabilities: caps,
         ext_capabilities: 0,
         attrs: None,
-        timeout: Duration::from_secs(10),
+        // Far above any login a loaded machine delays.
+        timeout: Duration::from_secs(60),
     };
     let (conn, _) = BackendConn::connect(&params)
         .await

@@ -674,6 +674,10 @@ async fn a_shard_that_is_down_fails_only_what_needs_it() {
 /// Snowflake ids placed by `id mod 2`: rows inserted one at a time, with
 /// the clock moving between them (the low rate at which other proxies put
 /// every row on one shard), and in bulk, spread evenly over both shards.
+///
+/// The allocator reads a fake clock moved by hand (node 0: the first in a
+/// fresh etcd prefix), so the ids, and how they spread, are the same in
+/// every run: no machine's speed or luck decides them.
 #[tokio::test]
 async fn snowflake_ids_spread_over_the_shards_at_low_and_high_rates() {
     let Some(tb) = support::testbed() else { return };
@@ -683,32 +687,44 @@ async fn snowflake_ids_spread_over_the_shards_at_low_and_high_rates() {
         "[[generator]]\nname = \"snow\"\nkind = \"snowflake\"\nepoch = \"2026-01-01T00:00:00Z\"\n\n\
          [[table]]\nname = \"{schema}.e\"\ncolumn = \"id\"\ngenerator = \"snow\"\nshard_key = \"id\"\nsharding = \"mod\"\n"
     );
-    let p = Proxy::start_rules(&tb, &rules, &format!("/{schema}")).await;
+    let clock = std::sync::Arc::new(idgate::idgen::FakeClock::new(
+        idgate::idgen::parse_rfc3339_ms("2026-06-01T00:00:00Z").expect("date"),
+    ));
+    let p = Proxy::start_rules_clock(&tb, &rules, &format!("/{schema}"), clock.clone()).await;
     let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
     c.query_drop(format!("CREATE TABLE e {TABLE}"))
         .await
         .unwrap();
-    // Low rate: one row, then at least one millisecond tick.
+    // Low rate: one row, then two millisecond ticks. The generator reads
+    // the tick from a cache its ticker task refreshes every millisecond:
+    // sleeping longer than that, then yielding (the time driver runs, and
+    // the ticker before this task), lets it see the new tick first.
+    let snow = p.generator("snow");
+    let mut fresh = 0;
     for i in 0..200 {
+        let predicted = snow.stats().next_id;
         c.query_drop(format!("INSERT INTO e (w, n) VALUES ('low', {i})"))
             .await
             .unwrap();
-        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        fresh += usize::from(c.last_insert_id() == Some(predicted));
+        clock.advance(2);
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+        tokio::task::yield_now().await;
     }
-    // High rate: 1,000 rows in multi-row INSERTs.
+    eprintln!("low rate: {fresh} of 200 ids at a new tick");
+    // High rate: 1,000 rows in multi-row INSERTs, one per tick.
     for _ in 0..10 {
         let rows = vec!["('high', 0)"; 100].join(", ");
         c.query_drop(format!("INSERT INTO e (w, n) VALUES {rows}"))
             .await
             .unwrap();
+        clock.advance(1);
     }
-    // The spread itself is a deterministic unit test with an injected clock
-    // (`idgen::snowflake` tests: every shard within 5% over 30,000 ids, at
-    // one id per tick up to full ticks). Here only a gross failure (every
-    // row on one shard, as before the sequence start was hashed) is
-    // checked, with bounds a fair coin misses with probability < 1e-7:
-    // 200 rows, 60..140 per shard (5.7 standard deviations); 1,000 rows,
-    // 400..600 (6.3).
+    // The spread itself is measured over 30,000 ids by a unit test
+    // (`idgen::snowflake` tests: every shard within 5%, at one id per tick
+    // up to full ticks). Here only a gross failure (every row on one
+    // shard, as before the sequence start was hashed) is checked: 200
+    // rows, 60..140 per shard; 1,000 rows, 400..600.
     for (w, total, bound) in [("low", 200.0, 0.4), ("high", 1000.0, 0.2)] {
         let mut counts = Vec::new();
         for shard in 0..2 {
@@ -721,6 +737,7 @@ async fn snowflake_ids_spread_over_the_shards_at_low_and_high_rates() {
             counts.push(n as f64);
             let _ = d.disconnect().await;
         }
+        eprintln!("{w} rate: {counts:?} rows per shard");
         for n in &counts {
             let off = (n - total / 2.0).abs() / (total / 2.0);
             assert!(
@@ -892,17 +909,17 @@ async fn a_shard_lost_between_prepare_and_commit_gets_its_branch_committed() {
     assert_eq!(pending.len(), 1, "the branch is prepared on s1");
     // The next statement that needs s1 opens a connection there, and idgate
     // commits the branch first.
-    let mut seen = None;
-    for _ in 0..50 {
-        seen = c
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    let seen = loop {
+        let seen = c
             .query_first::<String, _>("SELECT w FROM t WHERE id = 21")
             .await
             .unwrap();
-        if seen.is_some() {
-            break;
+        if seen.is_some() || tokio::time::Instant::now() >= deadline {
+            break seen;
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    };
     assert_eq!(seen.as_deref(), Some("b"), "the late branch was committed");
     let pending = prepared_xids(&tb, 1, &mine).await;
     assert!(pending.is_empty(), "no branch left prepared on s1");
@@ -1085,15 +1102,18 @@ async fn a_commit_that_cannot_be_recorded_is_rolled_back_on_every_shard() {
     proxy::teardown(&tb, p, &schema).await;
 }
 
-/// Waits until `p` has finished a recovery pass after the `passes`-th.
+/// Waits until `p` has finished a recovery pass after the `passes`-th (a
+/// pass takes milliseconds; the deadline is far above what a loaded
+/// machine needs).
 async fn wait_for_pass(p: &Proxy, passes: u64) {
-    for _ in 0..300 {
-        if p.shared.xa_recoveries.load(Ordering::Relaxed) > passes {
-            return;
-        }
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    while p.shared.xa_recoveries.load(Ordering::Relaxed) <= passes {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no XA recovery pass within 60 s"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    panic!("no XA recovery pass within 15 s");
 }
 
 /// `SHOW WARNINGS` and the warning counts come from the shards that ran

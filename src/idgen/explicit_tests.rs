@@ -4,7 +4,9 @@
 //! makes the explicit id fail instead of risking a duplicate.
 //!
 //! Deterministic: background work is driven by hand where the outcome
-//! depends on it; timeouts only bound waits that must not hang.
+//! depends on it; timeouts only bound waits that must not hang. The
+//! in-memory tests run on paused tokio time (time moves only when nothing
+//! can run), so a timeout never runs out because the machine is slow.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,7 +68,7 @@ async fn two(timeout: Duration) -> (Arc<MemoryStore>, Arc<FakeClock>, Allocator,
 /// The issue's case: an explicit id inside the segment another process
 /// holds. After `observe` returns, that process never issues it (nor
 /// anything below it: the floor).
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_id_in_another_process_cache_is_never_issued_after_observe() {
     let (store, _clock, a, b) = two(Duration::from_secs(10)).await;
     assert_eq!(next(&a, "o", 1).await, [1]);
@@ -90,7 +92,7 @@ async fn an_id_in_another_process_cache_is_never_issued_after_observe() {
 /// The common cases cost no store call: an id in a range this process
 /// reserved, an id below what every process may still issue (after one
 /// read), ids above the high-water mark (one reservation, then local).
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn common_cases_touch_no_store() {
     let (store, _clock, a, b) = two(Duration::from_secs(10)).await;
     assert_eq!(next(&a, "o", 1).await, [1]);
@@ -134,9 +136,8 @@ async fn common_cases_touch_no_store() {
 /// from the store, lease not yet expired): the explicit id fails within the
 /// timeout, naming the generator and the id; once its record expires, the
 /// id is confirmed, and the process holding the id never issues it.
-// Paused tokio time: the 200 ms timeout runs out only when nothing else
-// can progress, so a loaded machine cannot make the acknowledging process
-// late (it is all in memory).
+// The 200 ms timeout runs out only when nothing else can progress (paused
+// time), so a loaded machine cannot make the acknowledging process late.
 #[tokio::test(start_paused = true)]
 async fn a_process_that_does_not_acknowledge_fails_the_explicit_id() {
     let store = MemoryStore::new();
@@ -166,7 +167,7 @@ async fn a_process_that_does_not_acknowledge_fails_the_explicit_id() {
 /// A process whose member record is lost (lease expired while it was cut
 /// off) drops its cache at once: an explicit id confirmed without it is
 /// never issued by it, and it serves again from a fresh reservation.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn losing_the_member_record_drops_the_cache() {
     let (store, _clock, a, b) = two(Duration::from_secs(10)).await;
     assert_eq!(next(&a, "o", 1).await, [1]);
@@ -189,7 +190,7 @@ async fn losing_the_member_record_drops_the_cache() {
 
 /// `IDGATE SET FLOOR`: every other process has skipped the floor when
 /// `set_floor` returns.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn set_floor_waits_for_every_process() {
     let (_store, _clock, a, b) = two(Duration::from_secs(10)).await;
     next(&a, "o", 1).await;
@@ -204,7 +205,7 @@ async fn set_floor_waits_for_every_process() {
 /// above it; one of another node (the id that node is about to issue) is
 /// acknowledged by its holder before `observe` returns, and the holder
 /// never issues it; an old id of another node is free after one read.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn snowflake_explicit_ids_own_and_other_nodes() {
     let (store, clock, a, b) = two(Duration::from_secs(10)).await;
     let (ga, gb) = (a.generator("f").unwrap(), b.generator("f").unwrap());
@@ -239,7 +240,6 @@ async fn snowflake_explicit_ids_own_and_other_nodes() {
 /// A process cut off from the store that holds the node of an explicit
 /// id: the id fails within the timeout; a node nobody holds is confirmed
 /// by publishing its floor, which the next holder applies.
-// Paused tokio time, as above.
 #[tokio::test(start_paused = true)]
 async fn snowflake_unheld_node_takes_the_floor_with_it() {
     let store = MemoryStore::new();
@@ -267,6 +267,9 @@ async fn snowflake_unheld_node_takes_the_floor_with_it() {
 
 /// The state file (one process): an explicit id above the high-water mark
 /// is durable before `observe` returns: a restart issues above it.
+// Real time (a state file is written by blocking threads, which paused time
+// does not wait for): every bound is far above any fsync a loaded CI
+// machine takes (3 s ones once ran out there).
 #[tokio::test]
 async fn file_store_explicit_id_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
@@ -274,9 +277,7 @@ async fn file_store_explicit_id_survives_a_restart() {
     let clock = Arc::new(FakeClock::new(T0));
     let open_file = || async {
         // The previous store's lock goes with its last reference (its
-        // background tasks end on their own): retried, bounded. The store's
-        // timeout is far above any fsync a loaded CI machine takes (a 3 s
-        // one once ran out there).
+        // background tasks end on their own): retried, bounded.
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         let store = loop {
             match FileStore::open(&path, Duration::from_secs(120)) {
@@ -286,7 +287,10 @@ async fn file_store_explicit_id_survives_a_restart() {
             tokio::time::sleep(Duration::from_millis(5)).await;
         };
         let store: Arc<dyn Store> = Arc::new(store);
-        Allocator::with_store(store, clock.clone(), &[seq()])
+        let options = AllocatorOptions {
+            timeout: Duration::from_secs(120),
+        };
+        Allocator::with_options(store, clock.clone(), &[seq()], options)
             .await
             .expect("open")
     };
@@ -305,7 +309,7 @@ async fn file_store_explicit_id_survives_a_restart() {
 /// node or sequence bits). Such ids exhaust the generator (nothing at or
 /// below them is issued any more), as an explicit id at `max` exhausts an
 /// AUTO_INCREMENT column.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn absurd_explicit_ids_do_not_panic() {
     let mut no_node = GeneratorRule::new("n0", GeneratorKind::Snowflake);
     no_node.node_bits = Some(0);

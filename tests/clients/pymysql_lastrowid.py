@@ -11,8 +11,10 @@ import sys
 import pymysql
 
 host, port, user, password, db = sys.argv[1:6]
+# connect_timeout: the driver's 10 s default, raised so that a loaded CI
+# machine cannot fail the test.
 conn = pymysql.connect(host=host, port=int(port), user=user, password=password,
-                       database=db, autocommit=True)
+                       database=db, autocommit=True, connect_timeout=60)
 checks = 0
 
 

@@ -7,7 +7,15 @@
 #![allow(dead_code)]
 
 use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::Duration;
+
+use idgate::config::{AllocatorConfig, StoreKind};
+use idgate::idgen::{
+    Allocator, AllocatorOptions, Clock, EtcdOptions, EtcdStore, FileStore, IdgenError, Store,
+    StoreError,
+};
+use idgate::rules::spec::GeneratorRule;
 
 /// Addresses and credentials of the running test bed.
 #[derive(Debug, Clone)]
@@ -31,7 +39,9 @@ fn reachable(addr: &str) -> bool {
     addr.to_socket_addrs()
         .ok()
         .and_then(|mut a| a.next())
-        .map(|a| TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok())
+        // A server that is down refuses at once; one that is up but slow
+        // to accept (a loaded machine) must not pass for down.
+        .map(|a| TcpStream::connect_timeout(&a, Duration::from_secs(30)).is_ok())
         .unwrap_or(false)
 }
 
@@ -86,4 +96,67 @@ pub fn unique(prefix: &str) -> String {
         N.fetch_add(1, Ordering::Relaxed)
     )
 }
+
+/// Bound on each etcd call of a test's allocator (production: 2 s). The
+/// test bed's etcd fsyncs every write, and an fsync on a loaded CI machine
+/// has taken longer than production's bounds: a test whose allocator must
+/// succeed gets bounds no plausible delay reaches (they cost nothing when
+/// etcd answers at once).
+pub const ETCD_CALL_TIMEOUT: Duration = Duration::from_secs(20);
+/// Bound on a request waiting for the store, and on every background store
+/// operation, of a test's allocator (production: 3 s).
+pub const ALLOCATOR_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bound on one state-file write (fsync) of a test's file store.
+pub const FILE_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Shortest etcd lease TTL of a test's allocator: the keep-alive gives a
+/// lease up when it could not renew it for most of its TTL, so the TTL must
+/// stay well above [`ETCD_CALL_TIMEOUT`] (production: 10 s over 2 s calls).
+pub const MIN_LEASE_TTL: Duration = Duration::from_secs(60);
+
+/// The allocator `cfg` describes, as `Allocator::open` opens it, but with
+/// the bounds above instead of production's (and a lease TTL of at least
+/// [`MIN_LEASE_TTL`]), reading `clock`.
+pub async fn open_allocator(
+    cfg: &AllocatorConfig,
+    generators: &[GeneratorRule],
+    clock: Arc<dyn Clock>,
+) -> Result<Allocator, IdgenError> {
+    open_allocator_with(cfg, generators, clock, ALLOCATOR_TIMEOUT).await
+}
+
+/// [`open_allocator`] with the allocator's own `timeout` instead of
+/// [`ALLOCATOR_TIMEOUT`] (store calls keep their long bounds): for a test
+/// that needs a request to give up.
+pub async fn open_allocator_with(
+    cfg: &AllocatorConfig,
+    generators: &[GeneratorRule],
+    clock: Arc<dyn Clock>,
+    timeout: Duration,
+) -> Result<Allocator, IdgenError> {
+    let store: Arc<dyn Store> = match cfg.store {
+        StoreKind::Etcd => Arc::new(
+            EtcdStore::connect(
+                &cfg.etcd_endpoints,
+                &cfg.etcd_prefix,
+                EtcdOptions {
+                    timeout: ETCD_CALL_TIMEOUT,
+                    lease_ttl: Duration::from_secs(cfg.lease_ttl_secs).max(MIN_LEASE_TTL),
+                },
+            )
+            .await
+            .map_err(IdgenError::Open)?,
+        ),
+        StoreKind::File => {
+            let path = cfg.file_path.clone();
+            let opened =
+                tokio::task::spawn_blocking(move || FileStore::open(&path, FILE_WRITE_TIMEOUT))
+                    .await
+                    .map_err(|e| IdgenError::Open(StoreError::Unavailable(e.to_string())))?;
+            Arc::new(opened.map_err(IdgenError::Open)?)
+        }
+    };
+    let options = AllocatorOptions { timeout };
+    Allocator::with_options(store, clock, generators, options).await
+}
+
 pub mod proxy;

@@ -36,6 +36,10 @@ pub const PASSWORD2: &str = "pw2";
 
 /// Config text for idgate in front of the test bed; `server_extra` is
 /// appended to the `[server]` table (e.g. `max_connections = 2`).
+///
+/// Logging in to a shard may take up to 60 s (production: 5 s): a login
+/// that MariaDB answers slowly on a loaded machine must not fail a test
+/// (a shard that is down refuses the connection at once).
 pub fn config_text(tb: &Testbed, listen: &str, server_extra: &str) -> String {
     let mut shards = String::new();
     for (i, s) in tb.shards.iter().enumerate() {
@@ -45,7 +49,7 @@ pub fn config_text(tb: &Testbed, listen: &str, server_extra: &str) -> String {
         "[server]\nlisten = \"{listen}\"\n{server_extra}\n\
          [[users]]\nname = \"{USER}\"\npassword = \"{PASSWORD}\"\n\
          [[users]]\nname = \"{USER2}\"\npassword = \"{PASSWORD2}\"\n\
-         [backend]\nuser = \"{}\"\npassword = \"{}\"\n{shards}",
+         [backend]\nuser = \"{}\"\npassword = \"{}\"\nconnect_timeout_ms = 60000\n{shards}",
         tb.user, tb.password
     )
 }
@@ -103,7 +107,8 @@ impl Proxy {
 
     /// idgate filling ids by `rules` (the text of one rule file), with its
     /// allocator in the test bed's etcd under `etcd_prefix`: loads the rules
-    /// and opens the allocator as `idgate serve` does.
+    /// and opens the allocator as `idgate serve` does (with the test bounds
+    /// of [`Proxy::start_config_rules`]).
     pub async fn start_rules(tb: &Testbed, rules: &str, etcd_prefix: &str) -> Proxy {
         let cfg = Config::parse(&config_text_etcd(tb, etcd_prefix), "test")
             .expect("test config is valid");
@@ -111,12 +116,40 @@ impl Proxy {
     }
 
     /// idgate with `cfg` filling ids by `rules` (the text of one rule file),
-    /// with the allocator `cfg.allocator` describes.
+    /// with the allocator `cfg.allocator` describes, opened with bounds far
+    /// above production's ([`super::open_allocator`]): a slow etcd write on
+    /// a loaded machine must not fail a statement that has to succeed.
     pub async fn start_config_rules(cfg: Config, rules: &str) -> Proxy {
+        let clock = Arc::new(idgate::idgen::SystemClock::new());
+        Self::start_config_rules_clock(cfg, rules, clock, super::ALLOCATOR_TIMEOUT).await
+    }
+
+    /// Like [`Proxy::start_rules`], with the allocator's own timeout (how
+    /// long a request waits for the store or for other processes) set to
+    /// `timeout`: for a test that needs a request to give up.
+    pub async fn start_rules_timeout(
+        tb: &Testbed,
+        rules: &str,
+        etcd_prefix: &str,
+        timeout: Duration,
+    ) -> Proxy {
+        let cfg = Config::parse(&config_text_etcd(tb, etcd_prefix), "test")
+            .expect("test config is valid");
+        let clock = Arc::new(idgate::idgen::SystemClock::new());
+        Self::start_config_rules_clock(cfg, rules, clock, timeout).await
+    }
+
+    async fn start_config_rules_clock(
+        cfg: Config,
+        rules: &str,
+        clock: Arc<dyn idgate::idgen::Clock>,
+        timeout: Duration,
+    ) -> Proxy {
         let rules = test_rules(&cfg, rules);
-        let allocator = Allocator::open(&cfg.allocator, rules.generators())
-            .await
-            .unwrap_or_else(|e| panic!("allocator opens: {e}"));
+        let allocator =
+            super::open_allocator_with(&cfg.allocator, rules.generators(), clock, timeout)
+                .await
+                .unwrap_or_else(|e| panic!("allocator opens: {e}"));
         Self::start_allocator(cfg, rules, allocator).await
     }
 
@@ -131,7 +164,10 @@ impl Proxy {
             .expect("test config is valid");
         let rules = test_rules(&cfg, rules);
         let clock = Arc::new(idgate::idgen::SystemClock::new());
-        let allocator = Allocator::with_store(store, clock, rules.generators())
+        let options = idgate::idgen::AllocatorOptions {
+            timeout: super::ALLOCATOR_TIMEOUT,
+        };
+        let allocator = Allocator::with_options(store, clock, rules.generators(), options)
             .await
             .unwrap_or_else(|e| panic!("allocator opens: {e}"));
         Self::start_allocator(cfg, rules, allocator).await
@@ -147,28 +183,7 @@ impl Proxy {
     ) -> Proxy {
         let cfg = Config::parse(&config_text_etcd(tb, etcd_prefix), "test")
             .expect("test config is valid");
-        let rules = test_rules(&cfg, rules);
-        // Bounds far above production's (2 s per etcd call, 3 s per
-        // confirmation): a property test must not fail because a loaded
-        // machine made one etcd round slow.
-        let store = idgate::idgen::EtcdStore::connect(
-            &cfg.allocator.etcd_endpoints,
-            &cfg.allocator.etcd_prefix,
-            idgate::idgen::EtcdOptions {
-                timeout: Duration::from_secs(20),
-                lease_ttl: Duration::from_secs(60),
-            },
-        )
-        .await
-        .expect("etcd client");
-        let options = idgate::idgen::AllocatorOptions {
-            timeout: Duration::from_secs(30),
-        };
-        let allocator =
-            Allocator::with_options(Arc::new(store), clock, rules.generators(), options)
-                .await
-                .unwrap_or_else(|e| panic!("allocator opens: {e}"));
-        Self::start_allocator(cfg, rules, allocator).await
+        Self::start_config_rules_clock(cfg, rules, clock, super::ALLOCATOR_TIMEOUT).await
     }
 
     async fn start_allocator(cfg: Config, rules: RuleSet, allocator: Allocator) -> Proxy {
@@ -261,11 +276,13 @@ impl Proxy {
     }
 
     /// Triggers shutdown and waits for the server to stop (then shuts the
-    /// allocator down, as `idgate serve` does).
+    /// allocator down, as `idgate serve` does). A session still inside a
+    /// transaction holds it for up to the drain timeout (default 30 s);
+    /// the wait is far above that.
     pub async fn stop(mut self) {
         self.trigger_shutdown();
         assert!(
-            self.wait(Duration::from_secs(40)).await,
+            self.wait(Duration::from_secs(120)).await,
             "idgate did not stop"
         );
         if let Some(a) = self.allocator.take() {
@@ -307,6 +324,44 @@ pub async fn admin(tb: &Testbed, shard: usize, sql: &[&str]) {
             .unwrap_or_else(|e| panic!("{s}: {e}"));
     }
     let _ = c.disconnect().await;
+}
+
+/// Whether shard `shard` still has a connection (thread) with id `thread`.
+pub async fn shard_has_connection(tb: &Testbed, shard: usize, thread: u64) -> bool {
+    use mysql_async::prelude::Queryable;
+    let mut c = mysql_async::Conn::new(direct_opts(tb, shard, None))
+        .await
+        .expect("side connection to the shard");
+    let n: Option<u64> = c
+        .query_first(format!(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = {thread}"
+        ))
+        .await
+        .expect("read the process list");
+    let _ = c.disconnect().await;
+    n == Some(1)
+}
+
+/// Kills connection `thread` on shard `shard` and waits until the shard
+/// has closed it (MariaDB lists a killed thread until it has closed its
+/// socket; a loaded machine may take a while), so that idgate can see it
+/// closed from then on.
+pub async fn kill_and_wait_closed(tb: &Testbed, shard: usize, thread: u64) {
+    admin(tb, shard, &[&format!("KILL {thread}")]).await;
+    wait_closed(tb, shard, thread).await;
+}
+
+/// Waits (up to 60 s) until shard `shard` no longer lists connection
+/// `thread` (it has closed its socket).
+pub async fn wait_closed(tb: &Testbed, shard: usize, thread: u64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while shard_has_connection(tb, shard, thread).await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "shard {shard} still has connection {thread} 60 s after KILL"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Creates `schema` directly on both test bed shards (one logical database).
@@ -352,7 +407,7 @@ impl ProxyProcess {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("start idgate");
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
             if let Ok(s) = TcpStream::connect(addr).await {
                 let mut c = PacketConn::new(s);
@@ -474,13 +529,14 @@ impl LoginSpec {
     }
 }
 
-/// Reads one logical packet with a timeout; `None` when the peer closed.
+/// Reads one logical packet with a timeout (far above any reply's delay:
+/// it only turns a hang into a failure); `None` when the peer closed.
 pub async fn read_packet(conn: &mut PacketConn) -> Option<(u8, u8, Vec<u8>)> {
     let mut buf = Vec::new();
-    match tokio::time::timeout(Duration::from_secs(30), conn.read_packet(&mut buf, 1 << 30)).await {
+    match tokio::time::timeout(Duration::from_secs(60), conn.read_packet(&mut buf, 1 << 30)).await {
         Ok(Ok(Some((first, last)))) => Some((first, last, buf)),
         Ok(Ok(None)) | Ok(Err(_)) => None,
-        Err(_) => panic!("no packet within 30 s"),
+        Err(_) => panic!("no packet within 60 s"),
     }
 }
 
@@ -648,12 +704,13 @@ impl RawClient {
         );
     }
 
-    /// Whether the server has closed the connection (reads until EOF or 5 s).
+    /// Whether the server has closed the connection (reads until EOF or
+    /// 60 s: only a connection the server keeps open waits that long).
     pub async fn is_closed(&mut self) -> bool {
         let mut buf = Vec::new();
         matches!(
             tokio::time::timeout(
-                Duration::from_secs(5),
+                Duration::from_secs(60),
                 self.conn.read_packet(&mut buf, 1 << 30)
             )
             .await,

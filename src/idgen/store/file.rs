@@ -298,7 +298,8 @@ mod tests {
     async fn roundtrip_lock_and_corruption() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state");
-        let t = Duration::from_secs(5);
+        // Bounds one write (fsync): far above what a loaded machine takes.
+        let t = Duration::from_secs(120);
         {
             let s = FileStore::open(&path, t).unwrap();
             assert!(matches!(

@@ -53,6 +53,8 @@ async function main() {
     database,
     supportBigNumbers: true,
     bigNumberStrings: true,
+    // The driver's 10 s default: a loaded CI machine must not fail the test.
+    connectTimeout: 60000,
   });
   const steps = [];
   const generated = [];
