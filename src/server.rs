@@ -6,7 +6,8 @@
 //! cutting the rest. With routing on, the distributed deadlock detector
 //! (`frontend::deadlock`) runs alongside for as long.
 
-use crate::frontend::{deadlock, session, Shared};
+use crate::frontend::txn::deadlock;
+use crate::frontend::{session, Shared};
 use crate::protocol::codes;
 use crate::protocol::packet::PacketConn;
 use crate::protocol::reply;
@@ -29,7 +30,7 @@ impl Drop for AbortOnDrop {
 
 /// Serves clients on `listener` until `shutdown` completes.
 pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Future<Output = ()>) {
-    crate::frontend::xalog::start(&shared).await;
+    crate::frontend::txn::xalog::start(&shared).await;
     let limit = Arc::new(Semaphore::new(shared.config.server.max_connections));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut sessions = JoinSet::new();
@@ -103,6 +104,6 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Futu
         );
         sessions.shutdown().await;
     }
-    crate::frontend::xalog::stop(&shared).await;
+    crate::frontend::txn::xalog::stop(&shared).await;
     info!("stopped");
 }

@@ -29,7 +29,7 @@
 //! transaction back on every shard and tells the client 1213, as MariaDB
 //! does for a deadlock it detects itself (see `Session::deadlock_victim`).
 
-use super::session::{CmdError, Session};
+use crate::frontend::session::{CmdError, Session};
 use crate::protocol::codes;
 use crate::protocol::consts::status;
 use crate::protocol::response::Expect;
@@ -342,7 +342,7 @@ impl Session {
     }
 
     /// Puts the session in the registry as a transaction starting now.
-    pub(super) fn watch_register(&mut self) {
+    pub(in crate::frontend) fn watch_register(&mut self) {
         let shards = self.backends.len();
         let id = self.id;
         let w = self
@@ -354,7 +354,7 @@ impl Session {
         self.watching = true;
     }
 
-    pub(super) fn watch_deregister(&mut self) {
+    pub(in crate::frontend) fn watch_deregister(&mut self) {
         if self.watching {
             self.shared.watch.deregister(self.id);
             self.watching = false;
@@ -363,7 +363,7 @@ impl Session {
 
     /// Before a command: a session inside a transaction (or about to open
     /// one: autocommit off) is registered.
-    pub(super) fn watch_command_start(&mut self) {
+    pub(in crate::frontend) fn watch_command_start(&mut self) {
         if !self.watching && self.shared.deadlock_detection && self.in_txn() {
             self.watch_register();
         }
@@ -373,7 +373,7 @@ impl Session {
     /// finished before the KILL landed (every round trip of the command has
     /// ended, so no KILL is under way); a session whose transaction ended
     /// leaves the registry.
-    pub(super) fn watch_command_end(&mut self) {
+    pub(in crate::frontend) fn watch_command_end(&mut self) {
         if let Some(w) = &self.watched {
             if w.is_victim() {
                 w.victim.store(false, Ordering::Release);
@@ -385,7 +385,7 @@ impl Session {
     }
 
     /// A round trip to `shard` (thread `conn`) starts.
-    pub(super) async fn round_begin(&self, shard: usize, conn: u32) {
+    pub(in crate::frontend) async fn round_begin(&self, shard: usize, conn: u32) {
         if !self.watching {
             return;
         }
@@ -397,7 +397,7 @@ impl Session {
 
     /// The round trip to `shard` is over; `true` if the detector claimed it
     /// to kill it (its KILL has been answered by now).
-    pub(super) async fn round_end(&self, shard: usize) -> bool {
+    pub(in crate::frontend) async fn round_end(&self, shard: usize) -> bool {
         if !self.watching {
             return false;
         }
@@ -409,7 +409,7 @@ impl Session {
 
     /// The session's entry while it is registered, for a reply relay's hook
     /// (see [`Watched::killed_here`]).
-    pub(super) fn watched_now(&self) -> Option<Arc<Watched>> {
+    pub(in crate::frontend) fn watched_now(&self) -> Option<Arc<Watched>> {
         if self.watching {
             self.watched.clone()
         } else {
@@ -421,7 +421,7 @@ impl Session {
     /// (`Some(code)` of its error, `None` for a lost connection): whether
     /// the KILL ended it, making the session a deadlock victim. A round
     /// trip that finished before the KILL landed is not.
-    pub(super) fn note_killed(&mut self, shard: usize, failed: Option<u16>) -> bool {
+    pub(in crate::frontend) fn note_killed(&mut self, shard: usize, failed: Option<u16>) -> bool {
         let victim = self.watched.as_ref().is_some_and(|w| w.is_victim());
         let killed = victim && failed.is_none_or(is_kill_code);
         if killed {
@@ -432,7 +432,7 @@ impl Session {
 
     /// The detector's KILL ended the round trip on `shard` (with error
     /// `failed`, or the connection was lost): the session is a victim.
-    pub(super) fn mark_killed(&mut self, shard: usize, failed: Option<u16>) {
+    pub(in crate::frontend) fn mark_killed(&mut self, shard: usize, failed: Option<u16>) {
         self.killed = true;
         if failed.is_none_or(|c| c == codes::ER_CONNECTION_KILLED.code) {
             // The shard closed the connection: its branch is rolled back.
@@ -445,7 +445,7 @@ impl Session {
     /// was killed: rolls its whole transaction back on every shard (an XA
     /// write of its own was rolled back already), and makes the command's
     /// answer MariaDB's deadlock error.
-    pub(super) async fn deadlock_victim(
+    pub(in crate::frontend) async fn deadlock_victim(
         &mut self,
         result: Result<(), CmdError>,
     ) -> Result<(), CmdError> {

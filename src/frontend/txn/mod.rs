@@ -29,7 +29,12 @@
 //! (the transaction stays open and usable). Outside a transaction, a write
 //! to several shards is made atomic with XA (see `xa.rs`).
 
-use super::session::{CmdError, Session};
+pub mod deadlock;
+pub mod watch;
+pub mod xa;
+pub mod xalog;
+
+use crate::frontend::session::{CmdError, Session};
 use crate::protocol::codes::ErrorCode;
 use crate::protocol::consts::status;
 use crate::protocol::response::Expect;
@@ -38,14 +43,14 @@ use crate::sql::statement::txn::plain_begin;
 use crate::sql::statement::SavepointOp;
 
 /// Refused: this would need a distributed transaction idgate does not run.
-pub(super) const ER_MULTI_SHARD_TXN: ErrorCode = ErrorCode {
+pub(in crate::frontend) const ER_MULTI_SHARD_TXN: ErrorCode = ErrorCode {
     code: 1235,
     state: "42000",
 };
 
 impl Session {
     /// The session runs in a transaction: an explicit one, or autocommit off.
-    pub(super) fn in_txn(&self) -> bool {
+    pub(in crate::frontend) fn in_txn(&self) -> bool {
         if self.txn_begin.is_some() || self.txn_xa.is_some() {
             return true;
         }
@@ -64,9 +69,9 @@ impl Session {
     /// Before a statement of the session's explicit transaction goes to
     /// `shard`: starts the transaction there if it is not yet.
     /// Then sets the transaction's savepoints there if it lacks them.
-    pub(super) async fn enlist(&mut self, shard: usize) -> Result<(), CmdError> {
+    pub(in crate::frontend) async fn enlist(&mut self, shard: usize) -> Result<(), CmdError> {
         let begin = match (&self.txn_xa, &self.txn_begin) {
-            (Some(xid), _) => Some(super::xa::xa_cmd("START", xid, "")),
+            (Some(xid), _) => Some(crate::frontend::txn::xa::xa_cmd("START", xid, "")),
             (None, Some(b)) => Some(b.clone()),
             (None, None) => None,
         };
@@ -104,7 +109,7 @@ impl Session {
     }
 
     /// Forgets the transaction's savepoints (it ended).
-    pub(super) fn forget_savepoints(&mut self) {
+    pub(in crate::frontend) fn forget_savepoints(&mut self) {
         self.txn_savepoints.clear();
         self.savepoints_on.clear();
     }
@@ -115,7 +120,7 @@ impl Session {
     /// default shard, whose reply the client gets). Outside a transaction,
     /// or for a name idgate did not see set, the default shard alone
     /// answers, as MariaDB would.
-    pub(super) async fn savepoint(
+    pub(in crate::frontend) async fn savepoint(
         &mut self,
         payload: &[u8],
         op: SavepointOp,
@@ -181,7 +186,7 @@ impl Session {
 
     /// A write is about to go to `shards`: inside a transaction they must be
     /// the one shard the transaction writes to.
-    pub(super) fn check_write(&mut self, shards: &[usize]) -> Result<(), CmdError> {
+    pub(in crate::frontend) fn check_write(&mut self, shards: &[usize]) -> Result<(), CmdError> {
         if !self.in_txn() || self.txn_xa.is_some() {
             return Ok(());
         }
@@ -218,7 +223,7 @@ impl Session {
     /// `BEGIN` / `START TRANSACTION`: an open transaction is committed on
     /// every shard (as MariaDB does implicitly), then the new one starts on
     /// the default shard, and on others as statements reach them.
-    pub(super) async fn begin(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+    pub(in crate::frontend) async fn begin(&mut self, payload: &[u8]) -> Result<(), CmdError> {
         if self.txn_xa.is_some() {
             // BEGIN commits the open transaction implicitly, as in MariaDB.
             // If that fails it was rolled back (the statement that failed
@@ -240,7 +245,7 @@ impl Session {
                 .is_none_or(|b| b.status & status::IN_TRANS == 0)
         {
             let xid = self.new_xid();
-            let start = super::xa::xa_cmd("START", &xid, "");
+            let start = crate::frontend::txn::xa::xa_cmd("START", &xid, "");
             let outcome = self.forward(0, &start, Expect::Results).await?;
             self.txn_begin = None;
             self.txn_xa = (!outcome.error).then_some(xid);
@@ -252,7 +257,7 @@ impl Session {
     }
 
     /// `COMMIT` / `ROLLBACK`: on every shard in the transaction.
-    pub(super) async fn end(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+    pub(in crate::frontend) async fn end(&mut self, payload: &[u8]) -> Result<(), CmdError> {
         self.forget_savepoints();
         if self.txn_xa.is_some() {
             let commit = first_keyword(&payload[1..]) == *b"COMMIT\0\0";
@@ -297,7 +302,7 @@ impl Session {
     }
 
     /// After a command: forgets the transaction once no shard is in one.
-    pub(super) fn txn_settled(&mut self) {
+    pub(in crate::frontend) fn txn_settled(&mut self) {
         if self.txn_begin.is_none()
             && self.txn_write.is_none()
             && self.txn_xa.is_none()
@@ -325,7 +330,12 @@ impl Session {
     /// COM_INIT_DB) on every other open shard connection too. A connection
     /// that refuses it is closed: it reopens with the recorded state replayed
     /// (or fails loudly if that cannot be done).
-    pub(super) async fn propagate(&mut self, done_on: usize, payload: &[u8], expect: Expect) {
+    pub(in crate::frontend) async fn propagate(
+        &mut self,
+        done_on: usize,
+        payload: &[u8],
+        expect: Expect,
+    ) {
         for shard in 0..self.backends.len() {
             if shard == done_on {
                 continue;

@@ -16,13 +16,13 @@
 //! parameters for the ids; the client is told the parameter count it wrote.
 //! COM_STMT_EXECUTE: fresh ids at every execute, added to the parameter block.
 
-use super::capture::Captured;
-use super::columns::ColumnType;
-use super::route::InsertTargets;
-use super::session::{CmdError, Session};
-use super::stmt::PreparedStmt;
-use super::upsert::{self, After, Returned, Step, Tracked};
 use crate::backend::relay::Action;
+use crate::frontend::columns::ColumnType;
+use crate::frontend::route::InsertTargets;
+use crate::frontend::session::stmt::PreparedStmt;
+use crate::frontend::session::{CmdError, Session};
+use crate::frontend::write::capture::Captured;
+use crate::frontend::write::upsert::{self, After, Returned, Step, Tracked};
 use crate::protocol::codes::{self, ErrorCode};
 use crate::protocol::consts::{cap, cmd};
 use crate::protocol::reply;
@@ -62,7 +62,7 @@ impl SqlModes {
 /// MySQL error for an allocator failure (store down, exhausted): "Failed to
 /// read auto-increment value", the error a client gets when AUTO_INCREMENT
 /// cannot produce a value.
-pub(super) const ER_AUTOINC_READ_FAILED: ErrorCode = ErrorCode {
+pub(in crate::frontend) const ER_AUTOINC_READ_FAILED: ErrorCode = ErrorCode {
     code: 1467,
     state: "HY000",
 };
@@ -82,7 +82,7 @@ const ER_NO_SUCH_TABLE: ErrorCode = ErrorCode {
 impl Session {
     /// The session's `sql_mode` flags, read from the default shard when not
     /// known (a new shard connection, or after a statement that set it).
-    pub(super) async fn sql_modes(&mut self) -> Result<SqlModes, CmdError> {
+    pub(in crate::frontend) async fn sql_modes(&mut self) -> Result<SqlModes, CmdError> {
         if let Some(m) = self.sql_modes {
             return Ok(m);
         }
@@ -94,7 +94,7 @@ impl Session {
 
     /// The first value of the first row `sql` returns on the default
     /// shard (a session variable); empty for NULL or no row.
-    pub(super) async fn first_value(&mut self, sql: &str) -> Result<String, CmdError> {
+    pub(in crate::frontend) async fn first_value(&mut self, sql: &str) -> Result<String, CmdError> {
         let b = self.backend(0).await.map_err(CmdError::Backend)?;
         let rows = b.query_rows(sql).await.map_err(CmdError::Backend)?;
         Ok(rows
@@ -105,7 +105,7 @@ impl Session {
 
     /// Plans `sql` with the session's context, fetching a table's column
     /// order when the planner asks for it.
-    pub(super) async fn plan<T>(
+    pub(in crate::frontend) async fn plan<T>(
         &mut self,
         sql: &str,
         planner: &(dyn Fn(&str, &crate::rules::RuleSet, &PlanCtx<'_>) -> Result<T, SqlError>
@@ -142,7 +142,7 @@ impl Session {
 
     /// Reads the columns of `schema.table` (order, types, collations) into
     /// the shared cache.
-    pub(super) async fn fetch_columns(
+    pub(in crate::frontend) async fn fetch_columns(
         &mut self,
         schema: &str,
         table: &str,
@@ -177,7 +177,7 @@ impl Session {
 
     /// Reads the session's current schema back from the default shard (after
     /// a query that may have run `USE` among other statements).
-    pub(super) async fn refresh_schema(&mut self) -> Result<(), CmdError> {
+    pub(in crate::frontend) async fn refresh_schema(&mut self) -> Result<(), CmdError> {
         let b = self.backend(0).await.map_err(CmdError::Backend)?;
         let rows = b
             .query_rows("SELECT DATABASE()")
@@ -188,7 +188,10 @@ impl Session {
     }
 
     /// COM_QUERY when rules are configured.
-    pub(super) async fn query_with_rules(&mut self, payload: &[u8]) -> Result<bool, CmdError> {
+    pub(in crate::frontend) async fn query_with_rules(
+        &mut self,
+        payload: &[u8],
+    ) -> Result<bool, CmdError> {
         let text = statement_text(&payload[1..]);
         let plan = match self
             .plan(&text, &sql::plan_query, |p| match p {
@@ -218,7 +221,7 @@ impl Session {
             .find_map(|st| st.rule.as_ref().filter(|r| r.routed.is_some()));
         if let (Some(r), true) = (routed_rule, rw.statements().len() > 1) {
             return Err(CmdError::Refused(
-                super::route::ER_NOT_ROUTABLE,
+                crate::frontend::route::ER_NOT_ROUTABLE,
                 format!(
                     "idgate: a query of several statements that inserts into sharded table {} is not supported; send its statements one by one",
                     r.table
@@ -295,7 +298,7 @@ impl Session {
 
     /// Renders `rw` with `ids` and relays it on `shard`, each statement's
     /// ids written and reported as `reports` says.
-    pub(super) async fn send_rewrite(
+    pub(in crate::frontend) async fn send_rewrite(
         &mut self,
         shard: usize,
         rw: &crate::sql::QueryRewrite,
@@ -363,7 +366,7 @@ impl Session {
     /// Relays the reply to a tracked statement (`report`: Track or
     /// Returning), reporting the id MariaDB would (`upsert.rs`); returns
     /// what the shard's `LAST_INSERT_ID()` needs.
-    pub(super) async fn relay_tracked(
+    pub(in crate::frontend) async fn relay_tracked(
         &mut self,
         shard: usize,
         command: &[u8],
@@ -416,7 +419,7 @@ impl Session {
     /// Applies what a tracked statement (or part of one) with generated
     /// `ids` left for `LAST_INSERT_ID()` on `shard`. Whether the shard now
     /// holds the session's new value is the caller's to note (`lastid.rs`).
-    pub(super) async fn after_tracked(
+    pub(in crate::frontend) async fn after_tracked(
         &mut self,
         shard: usize,
         after: After,
@@ -439,7 +442,7 @@ impl Session {
     /// Gives the shard's session `id` as its last insert id, so
     /// `LAST_INSERT_ID()` returns it (`DO` keeps the statement's warnings).
     /// Detached: its reply is read before the next command to the shard.
-    pub(super) async fn set_last_insert_id(
+    pub(in crate::frontend) async fn set_last_insert_id(
         &mut self,
         shard: usize,
         id: u64,
@@ -490,7 +493,7 @@ impl Session {
 
     /// Plans a COM_STMT_PREPARE: `Some` when the shard must prepare a
     /// rewritten statement instead of the client's.
-    pub(super) async fn plan_prepare(
+    pub(in crate::frontend) async fn plan_prepare(
         &mut self,
         payload: &[u8],
     ) -> Result<Option<Arc<PrepareRewrite>>, CmdError> {
@@ -525,7 +528,7 @@ impl Session {
     /// COM_STMT_EXECUTE of a statement that fills ids: decodes the client's
     /// parameters, decides which rows get ids, takes them, and sends the
     /// shard an execute with the added parameters.
-    pub(super) async fn execute_planned(
+    pub(in crate::frontend) async fn execute_planned(
         &mut self,
         id: u32,
         payload: &[u8],
@@ -597,7 +600,7 @@ impl Session {
                 let keys: Vec<u64> = ids.iter().chain(&exec.observed).copied().collect();
                 let param = |i: usize| match (e.values.get(i), client_types.get(i)) {
                     _ if is_long(i) => None,
-                    (Some(v), Some(t)) => super::route::key_value(*t, *v),
+                    (Some(v), Some(t)) => crate::frontend::route::key_value(*t, *v),
                     _ => None,
                 };
                 // A tracked upsert on every copy of a broadcast table runs
@@ -790,8 +793,8 @@ impl Session {
             Some(&first) if report != Report::Plain || inserted => first,
             _ => last_explicit.unwrap_or(0),
         };
-        let ok = super::route::combined_ok(
-            super::route::one_copy(&oks, true),
+        let ok = crate::frontend::route::combined_ok(
+            crate::frontend::route::one_copy(&oks, true),
             last_insert_id,
             0,
             &|_| 0,
@@ -806,7 +809,7 @@ impl Session {
     }
 
     /// Reports an error of idgate's own (a refused statement) to the client.
-    pub(super) async fn send_refusal(
+    pub(in crate::frontend) async fn send_refusal(
         &mut self,
         code: &ErrorCode,
         message: &str,
@@ -947,7 +950,7 @@ fn inserted_from_ok(
 /// The info text at the end of an OK packet: a length-encoded string
 /// (MariaDB always writes it so; a MySQL server without
 /// CLIENT_SESSION_TRACK writes the bare text).
-pub(super) fn ok_info(p: &[u8]) -> String {
+pub(in crate::frontend) fn ok_info(p: &[u8]) -> String {
     let mut c = crate::protocol::wire::Cursor::new(p);
     let fixed = c.u8().and_then(|_| c.lenenc()).and_then(|_| c.lenenc());
     let status = fixed.and_then(|_| c.u16());
@@ -969,7 +972,7 @@ pub(super) fn ok_info(p: &[u8]) -> String {
 }
 
 /// `Records: 3  Duplicates: 1  Warnings: 0` -> (3, 1).
-pub(super) fn parse_records(info: &str) -> Option<(u64, u64)> {
+pub(in crate::frontend) fn parse_records(info: &str) -> Option<(u64, u64)> {
     let num = |key: &str| -> Option<u64> {
         let rest = info.get(info.find(key)? + key.len()..)?;
         rest.trim_start()

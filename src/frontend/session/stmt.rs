@@ -73,7 +73,7 @@ pub struct PreparedStmt {
     pub limit: Option<LimitRewrite>,
     /// The open cursor of an execute that ran on several shards: its
     /// merged rows, fetched from idgate (`cursor.rs`).
-    pub merged: Option<Box<super::cursor::MergedCursor>>,
+    pub merged: Option<Box<crate::frontend::route::cursor::MergedCursor>>,
 }
 
 /// Where a prepared SELECT's LIMIT became `?, ?` on the shards.

@@ -11,9 +11,9 @@
 //! A shard's error ends the result set with that error (its message names
 //! the shard); the other shards' replies are read and dropped.
 
-use super::session::{CmdError, Session};
 use crate::backend::relay::{relay_reply, Action};
 use crate::collation::{self, Collation};
+use crate::frontend::session::{CmdError, Session};
 use crate::protocol::column::ColumnDef;
 use crate::protocol::packet::frame;
 use crate::protocol::reply;
@@ -42,7 +42,7 @@ fn with_warnings(p: &[u8], warnings: u16, deprecate_eof: bool) -> Option<Vec<u8>
 impl Session {
     /// Runs `parts` (shard, payload), one per shard, and sends the client one
     /// result set.
-    pub(super) async fn scatter(
+    pub(in crate::frontend) async fn scatter(
         &mut self,
         parts: Vec<(usize, Vec<u8>)>,
         spec: &MergeSpec,
@@ -70,7 +70,7 @@ impl Session {
     /// Runs `parts` as [`Session::scatter`] does and returns the merged
     /// result set (its packets) instead of sending it, with whether it ends
     /// result sets the `CLIENT_DEPRECATE_EOF` way.
-    pub(super) async fn scatter_collect(
+    pub(in crate::frontend) async fn scatter_collect(
         &mut self,
         parts: Vec<(usize, Vec<u8>)>,
         spec: &MergeSpec,
@@ -235,7 +235,7 @@ impl Session {
                 self.mark_killed(shard, Some(code));
                 result = Err(CmdError::Refused(
                     crate::protocol::codes::ER_LOCK_DEADLOCK,
-                    super::watch::DEADLOCK_MESSAGE.into(),
+                    crate::frontend::txn::watch::DEADLOCK_MESSAGE.into(),
                 ));
             }
             if let Err(e) = r {
@@ -282,7 +282,7 @@ impl Session {
                     {
                         self.note_killed(shard, Some(err.code));
                     }
-                    error.get_or_insert(super::xa::shard_error(e));
+                    error.get_or_insert(crate::frontend::txn::xa::shard_error(e));
                 }
                 Err(e) => {
                     if claimed {
@@ -306,7 +306,7 @@ impl Session {
         let spec = with.as_ref().unwrap_or(spec);
         merge::merge(&replies, spec, protocol, deprecate_eof).map_err(|e| {
             CmdError::Refused(
-                super::route::ER_NOT_ROUTABLE,
+                crate::frontend::route::ER_NOT_ROUTABLE,
                 format!("idgate: cannot merge the shards' results: {e}"),
             )
         })

@@ -16,12 +16,16 @@
 //! Statements that name no sharded or broadcast table go to the default
 //! shard, as without sharding.
 
-use super::inject::{self, SqlModes};
-use super::session::{CmdError, Session};
-use super::shardkey::{self, KeyCtx, KeyType, Purpose};
-use super::stmt::LimitRewrite;
-use super::upsert::{After, Returned, Tracked};
+pub mod cursor;
+pub mod scatter;
+pub mod shardkey;
+
 use crate::collation::Charset;
+use crate::frontend::route::shardkey::{KeyCtx, KeyType, Purpose};
+use crate::frontend::session::stmt::LimitRewrite;
+use crate::frontend::session::{CmdError, Session};
+use crate::frontend::write::inject::{self, SqlModes};
+use crate::frontend::write::upsert::{After, Returned, Tracked};
 use crate::protocol::codes::ErrorCode;
 use crate::protocol::consts::{cap, cmd};
 use crate::protocol::reply::{self, OkPacket};
@@ -43,14 +47,14 @@ const ER_WRONG_ARGUMENTS: ErrorCode = ErrorCode {
 };
 
 /// A statement idgate cannot route correctly (the client is told why).
-pub(super) const ER_NOT_ROUTABLE: ErrorCode = ErrorCode {
+pub(in crate::frontend) const ER_NOT_ROUTABLE: ErrorCode = ErrorCode {
     code: 1235,
     state: "42000",
 };
 
 /// Where a statement goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Target {
+pub(in crate::frontend) enum Target {
     /// One shard: the statement is relayed as it is.
     One(usize),
     /// Several shards (ascending).
@@ -67,7 +71,7 @@ impl Target {
         }
     }
 
-    pub(super) fn shards(&self) -> &[usize] {
+    pub(in crate::frontend) fn shards(&self) -> &[usize] {
         match self {
             Target::One(s) => std::slice::from_ref(s),
             Target::Many(v) => v,
@@ -75,7 +79,7 @@ impl Target {
     }
 }
 
-pub(super) fn modes(m: SqlModes) -> Modes {
+pub(in crate::frontend) fn modes(m: SqlModes) -> Modes {
     Modes {
         no_backslash_escapes: m.no_backslash_escapes,
         ansi_quotes: m.ansi_quotes,
@@ -151,7 +155,7 @@ fn shards_of(
 }
 
 /// What routing decided for a SELECT/UPDATE/DELETE.
-pub(super) struct Routed {
+pub(in crate::frontend) struct Routed {
     pub target: Target,
     pub analysis: Analysis,
     /// A write whose target shards hold copies of the same rows (broadcast
@@ -161,7 +165,7 @@ pub(super) struct Routed {
 
 /// Decides where a statement with `analysis` goes. `params(i)` is the
 /// value bound to the statement's `?` number `i` (prepared statements).
-pub(super) fn decide(
+pub(in crate::frontend) fn decide(
     rules: &RuleSet,
     schema: Option<&str>,
     analysis: Analysis,
@@ -316,12 +320,12 @@ fn scatter_spec(a: &Analysis) -> Result<crate::shard::merge::MergeSpec, CmdError
 
 /// Whether `sql` names a sharded or broadcast table anywhere (cheap: one
 /// pass of the tokenizer, no parse).
-pub(super) fn mentions_routed(rules: &RuleSet, sql: &str, modes: Modes) -> bool {
+pub(in crate::frontend) fn mentions_routed(rules: &RuleSet, sql: &str, modes: Modes) -> bool {
     crate::sql::mentions_table(sql, modes, &|name| rules.has_sharded_table_name(name))
 }
 
 /// The shard key of `schema.table`, for the analysis.
-pub(super) fn shard_key_of<'r>(
+pub(in crate::frontend) fn shard_key_of<'r>(
     rules: &'r RuleSet,
     schema: Option<&str>,
 ) -> impl Fn(Option<&str>, &str) -> Option<Arc<str>> + 'r {
@@ -338,7 +342,7 @@ pub(super) fn shard_key_of<'r>(
 /// Sums the numbers of OK-packet info texts written from the same template
 /// ("Records: 3  Duplicates: 0  Warnings: 0", "Rows matched: 2  Changed: 2
 /// Warnings: 0"); texts that differ in shape keep the first.
-pub(super) fn sum_info(infos: &[String]) -> String {
+pub(in crate::frontend) fn sum_info(infos: &[String]) -> String {
     let Some(first) = infos.first() else {
         return String::new();
     };
@@ -389,7 +393,7 @@ pub(super) fn sum_info(infos: &[String]) -> String {
 /// The replies to report: every part's, or for a write to the copies of a
 /// broadcast table, the first copy's (one server would have done what each
 /// copy did once).
-pub(super) fn one_copy(parts: &[PartOk], copies: bool) -> &[PartOk] {
+pub(in crate::frontend) fn one_copy(parts: &[PartOk], copies: bool) -> &[PartOk] {
     match parts {
         [first, ..] if copies => std::slice::from_ref(first),
         all => all,
@@ -397,7 +401,7 @@ pub(super) fn one_copy(parts: &[PartOk], copies: bool) -> &[PartOk] {
 }
 
 /// One shard's OK reply to a part of a multi-shard write.
-pub(super) struct PartOk {
+pub(in crate::frontend) struct PartOk {
     pub ok: OkPacket,
     pub info: String,
     /// The ids of a `` RETURNING `id` `` idgate added (an INSERT IGNORE
@@ -410,7 +414,10 @@ impl PartOk {
     /// `None` unless the reply is exactly one OK packet (a statement that
     /// returned rows, e.g. with RETURNING, cannot be combined), or with
     /// `returning` (deprecate_eof), the result of idgate's own RETURNING.
-    pub(super) fn parse(packets: &[Vec<u8>], returning: Option<bool>) -> Option<PartOk> {
+    pub(in crate::frontend) fn parse(
+        packets: &[Vec<u8>],
+        returning: Option<bool>,
+    ) -> Option<PartOk> {
         if let Some(deprecate_eof) = returning {
             // The info text is made for the whole statement (`combined_ok`).
             let r = Returned::read_all(packets, deprecate_eof)?;
@@ -441,7 +448,7 @@ impl PartOk {
 /// by the caller; status from the last shard. For an INSERT of `rows` rows
 /// (0 for other writes), the info is MariaDB's for the whole statement,
 /// with each part's `Duplicates` from `duplicates`.
-pub(super) fn combined_ok(
+pub(in crate::frontend) fn combined_ok(
     parts: &[PartOk],
     last_insert_id: u64,
     rows: usize,
@@ -480,7 +487,10 @@ impl Session {
     /// COM_QUERY on a server with sharded tables, for statements other than
     /// INSERTs into rule tables (those are planned by `inject`): `Ok(false)`
     /// when the statement names no sharded or broadcast table.
-    pub(super) async fn query_routed(&mut self, payload: &[u8]) -> Result<bool, CmdError> {
+    pub(in crate::frontend) async fn query_routed(
+        &mut self,
+        payload: &[u8],
+    ) -> Result<bool, CmdError> {
         let Some(rules) = self.shared.rules.clone() else {
             return Ok(false);
         };
@@ -501,7 +511,7 @@ impl Session {
         }
         // Several statements: each runs as if sent alone (`multi.rs`).
         if self.login.capabilities & cap::MULTI_STATEMENTS != 0 {
-            if let Some(parts) = super::multi::split(sql, m) {
+            if let Some(parts) = crate::frontend::write::multi::split(sql, m) {
                 return Box::pin(self.multi(payload, parts)).await.map(|_| true);
             }
         }
@@ -581,7 +591,7 @@ impl Session {
                         text.push_str(sql.get(..u.append_at).unwrap_or(sql));
                         crate::sql::update::push_capture(&mut text, u.entry.quoted_column());
                         text.push_str(sql.get(u.append_at..).unwrap_or(""));
-                        let c = super::capture::Captured {
+                        let c = crate::frontend::write::capture::Captured {
                             generator: u.entry.generator(),
                             captures: &[],
                             highest: true,
@@ -690,7 +700,7 @@ impl Session {
                         .filter_map(|&i| self.shared.config.shards.get(i))
                         .map(|s| s.name.clone())
                         .collect();
-                    let mut err = super::xa::shard_error(e);
+                    let mut err = crate::frontend::txn::xa::shard_error(e);
                     if let (CmdError::Reply(p), false) = (&mut err, done.is_empty()) {
                         p.extend_from_slice(
                             format!(" (the statement already ran on shard {})", done.join(", "))
@@ -709,7 +719,10 @@ impl Session {
     }
 
     /// Sends one packet as the whole reply to the current command.
-    pub(super) async fn reply_packet(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+    pub(in crate::frontend) async fn reply_packet(
+        &mut self,
+        payload: &[u8],
+    ) -> Result<(), CmdError> {
         let seq = self.next_seq;
         let last = self
             .client
@@ -724,7 +737,7 @@ impl Session {
     /// An INSERT/REPLACE into a routed table (`rw` has exactly one
     /// statement, planned with its rows); `ids` are allocated, `plain` as in
     /// `inject` (ids written plainly, reported by idgate).
-    pub(super) async fn insert_routed(
+    pub(in crate::frontend) async fn insert_routed(
         &mut self,
         rw: &QueryRewrite,
         ids: &[u64],
@@ -1040,7 +1053,7 @@ fn one_row_duplicates(
 }
 
 /// A prepared statement's parameter as a shard key value.
-pub(super) fn key_value(
+pub(in crate::frontend) fn key_value(
     ty: crate::protocol::stmt::ParamType,
     v: Option<&[u8]>,
 ) -> Option<KeyValue> {
@@ -1060,7 +1073,7 @@ pub(super) fn key_value(
 
 /// Where one execute of a prepared INSERT into a routed table goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum InsertTargets {
+pub(in crate::frontend) enum InsertTargets {
     /// These shards: one, or every copy of a broadcast table.
     Shards(Vec<usize>),
     /// Its rows go to several shards: it runs as its text, split by row
@@ -1072,7 +1085,7 @@ impl Session {
     /// COM_STMT_PREPARE of a statement that is not an INSERT into a rule
     /// table: its routing analysis when it names a sharded or broadcast
     /// table, and the shard to prepare it on first.
-    pub(super) async fn prepare_route(
+    pub(in crate::frontend) async fn prepare_route(
         &mut self,
         payload: &[u8],
     ) -> Result<(Option<Arc<Analysis>>, usize), CmdError> {
@@ -1113,7 +1126,7 @@ impl Session {
     /// For a prepared SELECT (`a`, of `sql`) on a sharded table whose LIMIT
     /// has a `?` or an offset: where its LIMIT becomes `?, ?`, the text the
     /// shards prepare, and the number of `?` the client wrote.
-    pub(super) async fn limit_rewrite(
+    pub(in crate::frontend) async fn limit_rewrite(
         &mut self,
         a: &Analysis,
         sql: &[u8],
@@ -1230,12 +1243,15 @@ impl Session {
     }
 
     /// The placement of the rule at `routed`.
-    pub(super) fn placement_at(&self, routed: Option<usize>) -> Option<&Placement> {
+    pub(in crate::frontend) fn placement_at(&self, routed: Option<usize>) -> Option<&Placement> {
         self.entry_at(routed)?.placement()
     }
 
     /// The shard to prepare an INSERT into a rule table on.
-    pub(super) fn insert_prepare_shard(&self, plan: &crate::sql::PrepareRewrite) -> usize {
+    pub(in crate::frontend) fn insert_prepare_shard(
+        &self,
+        plan: &crate::sql::PrepareRewrite,
+    ) -> usize {
         self.placement_at(plan.rule.routed)
             .map(|p| p.shards()[0])
             .unwrap_or(0)
@@ -1245,7 +1261,7 @@ impl Session {
     /// from the ids of its rows (generated and explicit) or the shard key
     /// values bound: one shard, every copy of a broadcast table, or
     /// [`InsertTargets::Split`] when its rows go to several shards.
-    pub(super) fn prepared_insert_shards(
+    pub(in crate::frontend) fn prepared_insert_shards(
         &self,
         plan: &crate::sql::PrepareRewrite,
         ids: &[u64],
@@ -1311,7 +1327,7 @@ impl Session {
     }
 
     /// COM_STMT_EXECUTE of a SELECT/UPDATE/DELETE on a routed table.
-    pub(super) async fn execute_routed(
+    pub(in crate::frontend) async fn execute_routed(
         &mut self,
         id: u32,
         payload: &[u8],

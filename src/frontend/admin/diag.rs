@@ -18,7 +18,7 @@
 //! COMMIT`, `SAVEPOINT`, `DO LAST_INSERT_ID(...)`) use no table, so MariaDB
 //! keeps the statement's diagnostics through them.
 
-use super::session::{CmdError, Session};
+use crate::frontend::session::{CmdError, Session};
 use crate::protocol::consts::cmd;
 use crate::shard::merge::{Agg, MergeSpec, Protocol};
 use crate::sql::statement::Diag;
@@ -26,7 +26,11 @@ use crate::sql::statement::Diag;
 impl Session {
     /// Answers a diagnostics statement from the shards that ran the last
     /// statement.
-    pub(super) async fn diagnostics(&mut self, payload: &[u8], d: Diag) -> Result<(), CmdError> {
+    pub(in crate::frontend) async fn diagnostics(
+        &mut self,
+        payload: &[u8],
+        d: Diag,
+    ) -> Result<(), CmdError> {
         let mut shards = self.diag_shards.clone();
         if shards.is_empty() {
             shards.push(0);
@@ -69,7 +73,7 @@ impl Session {
     /// Records that the client statement being run goes to `shards` (their
     /// diagnostics are the session's now), unless it is a diagnostics
     /// statement itself.
-    pub(super) fn note_diag(&mut self, shards: &[usize]) {
+    pub(in crate::frontend) fn note_diag(&mut self, shards: &[usize]) {
         if !self.serving_diag && !shards.is_empty() {
             self.diag_shards.clear();
             self.diag_shards.extend_from_slice(shards);
@@ -78,7 +82,7 @@ impl Session {
 }
 
 /// Whether a command payload is a statement (it resets diagnostics).
-pub(super) fn is_statement(payload: &[u8]) -> bool {
+pub(in crate::frontend) fn is_statement(payload: &[u8]) -> bool {
     matches!(
         payload.first(),
         Some(&cmd::QUERY) | Some(&cmd::STMT_EXECUTE) | Some(&cmd::STMT_PREPARE)

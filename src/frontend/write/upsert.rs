@@ -15,14 +15,14 @@
 //! and the terminator (affected rows, last_insert_id, status, warnings,
 //! `Records: n  Duplicates: d  Warnings: w`, session state changes).
 
-use super::inject::parse_records;
 use crate::backend::relay::Action;
+use crate::frontend::write::inject::parse_records;
 use crate::protocol::reply::{self, OkPacket, ERR};
 use crate::protocol::wire::{put_lenenc, put_lenenc_bytes, Cursor};
 
 /// A tracked statement, or one shard's part of it.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Tracked<'a> {
+pub(in crate::frontend) struct Tracked<'a> {
     /// Its generated ids, in row order.
     pub ids: &'a [u64],
     /// Rows it inserts.
@@ -40,7 +40,7 @@ pub(super) struct Tracked<'a> {
 
 /// What the shard's `LAST_INSERT_ID()` needs after the statement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum After {
+pub(in crate::frontend) enum After {
     /// It holds the right value.
     Keep,
     /// `DO LAST_INSERT_ID(v)`.
@@ -53,7 +53,7 @@ pub(super) enum After {
 
 /// What a tracked statement did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Outcome {
+pub(in crate::frontend) struct Outcome {
     /// The first stored generated id.
     pub stored: Option<u64>,
     /// The shard's `LAST_INSERT_ID()` already holds `stored`.
@@ -151,7 +151,7 @@ impl Tracked<'_> {
 
 /// A `RETURNING <id>` result set, read packet by packet.
 #[derive(Debug)]
-pub(super) struct Returned {
+pub(in crate::frontend) struct Returned {
     binary: bool,
     deprecate_eof: bool,
     state: State,
@@ -173,7 +173,7 @@ enum State {
 
 /// What [`Returned::feed`] made of a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Step {
+pub(in crate::frontend) enum Step {
     /// Part of the result set: not for the client.
     Swallow,
     /// The terminator: the result is complete.
@@ -327,7 +327,7 @@ impl Returned {
 }
 
 /// The hook action for an OK packet whose last_insert_id becomes `v`.
-pub(super) fn report_action(p: &[u8], ok: &OkPacket, v: u64) -> Action {
+pub(in crate::frontend) fn report_action(p: &[u8], ok: &OkPacket, v: u64) -> Action {
     if ok.last_insert_id == v {
         return Action::Keep;
     }

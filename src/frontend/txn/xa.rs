@@ -18,9 +18,9 @@
 //!    store before the first `XA COMMIT` (see `xalog.rs`), so if idgate
 //!    itself dies in this step, the next idgate commits the branches.
 
-use super::route::PartOk;
-use super::session::{CmdError, Session};
 use crate::backend::BackendError;
+use crate::frontend::route::PartOk;
+use crate::frontend::session::{CmdError, Session};
 use crate::protocol::response::Expect;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -29,7 +29,7 @@ use tracing::warn;
 /// A tag that sets one server's xids apart from every other's (another
 /// idgate process, or another server in this process): start time, process
 /// id and a counter.
-pub(super) fn server_tag() -> String {
+pub(in crate::frontend) fn server_tag() -> String {
     static SERVERS: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -40,7 +40,7 @@ pub(super) fn server_tag() -> String {
 }
 
 /// The COM_QUERY payload of `XA <verb> '<xid>'<suffix>`.
-pub(super) fn xa_cmd(verb: &str, xid: &str, suffix: &str) -> Vec<u8> {
+pub(in crate::frontend) fn xa_cmd(verb: &str, xid: &str, suffix: &str) -> Vec<u8> {
     format!("\x03XA {verb} '{xid}'{suffix}").into_bytes()
 }
 
@@ -70,7 +70,7 @@ fn phase(
 }
 
 /// An ERR packet for a shard's error, its message prefixed with the shard.
-pub(super) fn shard_error(e: BackendError) -> CmdError {
+pub(in crate::frontend) fn shard_error(e: BackendError) -> CmdError {
     match &e {
         BackendError::Server { shard, err } => {
             CmdError::Reply(err.payload(&format!("shard {shard}: ")))
@@ -132,7 +132,7 @@ impl Session {
     /// END, XA PREPARE, XA COMMIT) runs on all shards at once. The session
     /// is in the deadlock detector's registry meanwhile: this XA transaction
     /// holds locks on several shards.
-    pub(super) async fn run_atomic(
+    pub(in crate::frontend) async fn run_atomic(
         &mut self,
         parts: Vec<(usize, Vec<u8>)>,
         returning: bool,
@@ -216,7 +216,7 @@ impl Session {
     /// most 7 + 8 + 1 + 3 + 1 + 16 = 36 bytes, in practice under 30) or,
     /// without one, `idgate-<server tag>` (at most 35). With 1 + 8 + 1 + 16
     /// more: 64 at the very most, MariaDB's limit.
-    pub(super) fn new_xid(&mut self) -> String {
+    pub(in crate::frontend) fn new_xid(&mut self) -> String {
         self.xa_seq += 1;
         match self.shared.xa_log.get() {
             Some(log) => format!("{}-{:x}-{:x}", log.prefix(), self.id, self.xa_seq),
@@ -327,7 +327,7 @@ impl Session {
     ///
     /// With `returning`, each part's reply is the result of a `RETURNING`
     /// idgate added (`upsert.rs`).
-    pub(super) async fn run_write(
+    pub(in crate::frontend) async fn run_write(
         &mut self,
         parts: Vec<(usize, Vec<u8>)>,
         returning: bool,
@@ -380,7 +380,11 @@ impl Session {
     /// Ends the session's XA transaction: COMMIT (one phase when one shard
     /// took part, two-phase otherwise) or ROLLBACK on every shard in it.
     /// With `reply`, the client gets the OK (or the error).
-    pub(super) async fn finish_xa(&mut self, commit: bool, reply: bool) -> Result<(), CmdError> {
+    pub(in crate::frontend) async fn finish_xa(
+        &mut self,
+        commit: bool,
+        reply: bool,
+    ) -> Result<(), CmdError> {
         let Some(xid) = self.txn_xa.take() else {
             return Ok(());
         };
@@ -442,7 +446,7 @@ impl Session {
 
     /// On a new connection to `shard`: commits the XA branches idgate left
     /// prepared there when a commit failed.
-    pub(super) async fn commit_pending_xa(&mut self, shard: usize) {
+    pub(in crate::frontend) async fn commit_pending_xa(&mut self, shard: usize) {
         let pending: Vec<String> = {
             let mut all = self.shared.pending_xa.lock();
             let (mine, rest): (Vec<_>, Vec<_>) = all.drain(..).partition(|(s, _)| *s == shard);

@@ -10,8 +10,8 @@
 //! status can be set before it is sent; everything before it goes out as
 //! it comes (no result set is buffered).
 
-use super::inject;
-use super::session::{CmdError, Session};
+use crate::frontend::session::{CmdError, Session};
+use crate::frontend::write::inject;
 use crate::protocol::consts::{cmd, status};
 use crate::sql::lexer::{skim, Lexer, Modes};
 use std::ops::Range;
@@ -92,7 +92,7 @@ pub fn mark_more_results(framed: &mut [u8], deprecate_eof: bool) -> bool {
 
 impl Session {
     /// Runs the statements `parts` of the COM_QUERY `payload` one by one.
-    pub(super) async fn multi(
+    pub(in crate::frontend) async fn multi(
         &mut self,
         payload: &[u8],
         parts: Vec<Range<usize>>,

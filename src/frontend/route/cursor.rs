@@ -9,7 +9,7 @@
 //! `CURSOR_EXISTS` while rows remain, `LAST_ROW_SENT` with the last ones.
 //! The rows are held in memory, as the merge of such a SELECT already does.
 
-use super::session::{CmdError, Session};
+use crate::frontend::session::{CmdError, Session};
 use crate::protocol::consts::status;
 use crate::protocol::packet::frame;
 use crate::protocol::reply::{self, Terminator};
@@ -40,7 +40,7 @@ impl Session {
     /// Runs `parts` (executes of statement `id`, one per shard, sent with
     /// the client's cursor flag) without a cursor, merges them by `spec`,
     /// and opens the client's cursor on the merged rows.
-    pub(super) async fn open_merged_cursor(
+    pub(in crate::frontend) async fn open_merged_cursor(
         &mut self,
         id: u32,
         mut parts: Vec<(usize, Vec<u8>)>,
@@ -55,13 +55,13 @@ impl Session {
         let (packets, deprecate_eof) = self.scatter_collect(parts, spec, Protocol::Binary).await?;
         let merged = crate::shard::reply::split(&packets, deprecate_eof).map_err(|e| {
             CmdError::Refused(
-                super::route::ER_NOT_ROUTABLE,
+                crate::frontend::route::ER_NOT_ROUTABLE,
                 format!("idgate: the merged result of the shards is not one result set: {e:?}"),
             )
         })?;
         let malformed = |_| {
             CmdError::Refused(
-                super::route::ER_NOT_ROUTABLE,
+                crate::frontend::route::ER_NOT_ROUTABLE,
                 "idgate: a shard ended its rows with a malformed terminator".into(),
             )
         };
@@ -103,7 +103,11 @@ impl Session {
 
     /// COM_STMT_FETCH of `n` rows from a cursor idgate holds; `false` when
     /// statement `id` has none (the fetch goes to its shard).
-    pub(super) async fn fetch_merged(&mut self, id: u32, n: u32) -> Result<bool, CmdError> {
+    pub(in crate::frontend) async fn fetch_merged(
+        &mut self,
+        id: u32,
+        n: u32,
+    ) -> Result<bool, CmdError> {
         let Some(s) = self.stmts.get_mut(id) else {
             return Ok(false);
         };

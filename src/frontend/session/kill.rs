@@ -18,7 +18,7 @@
 //! idgate has no PROCESS/SUPER privilege model); an unknown id is error
 //! 1094. `KILL USER` and `KILL QUERY ID` are refused with 1235.
 
-use super::session::{CmdError, Session};
+use crate::frontend::session::{CmdError, Session};
 use crate::protocol::codes::{self, ErrorCode};
 use crate::sql::statement::Kill;
 use parking_lot::Mutex;
@@ -119,7 +119,7 @@ impl Drop for Registered {
 
 impl Session {
     /// Runs a `KILL` for the client.
-    pub(super) async fn kill(&mut self, k: Kill) -> Result<(), CmdError> {
+    pub(in crate::frontend) async fn kill(&mut self, k: Kill) -> Result<(), CmdError> {
         let seq = self.next_seq;
         let target = u32::try_from(k.id)
             .ok()

@@ -30,8 +30,8 @@
 //! `XA RECOVER`, then `XA COMMIT` when `<prefix>/xa/commit/<xid>` exists in
 //! the store, `XA ROLLBACK` otherwise.
 
-use super::shared::Shared;
 use crate::backend::BackendError;
+use crate::frontend::shared::Shared;
 use crate::idgen::store::{NodeLease, Store, StoreError};
 use std::collections::BTreeSet;
 use std::sync::Arc;

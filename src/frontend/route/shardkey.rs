@@ -23,10 +23,10 @@
 //! `mod` and `range` need an integer: a string is read as an integer column
 //! reads it (`' 42'`, `'4.2e1'` are 42), without looking at the column.
 
-use super::columns::ColumnType;
-use super::route::ER_NOT_ROUTABLE;
-use super::session::{CmdError, Session};
 use crate::collation::{self, Charset, Collation};
+use crate::frontend::columns::ColumnType;
+use crate::frontend::route::ER_NOT_ROUTABLE;
+use crate::frontend::session::{CmdError, Session};
 use crate::rules::{RuleSet, TableEntry};
 use crate::shard::placement::{KeyValue, Placement, Sharding};
 use crate::sql::convert::{self, Converted};
@@ -187,7 +187,7 @@ impl Session {
     /// The session's `character_set_client`, read from the default shard
     /// when not known (a new connection, or after a statement that may have
     /// set it). One idgate does not reproduce counts as binary.
-    pub(super) async fn key_charset(&mut self) -> Result<Charset, CmdError> {
+    pub(in crate::frontend) async fn key_charset(&mut self) -> Result<Charset, CmdError> {
         if let Some(cs) = self.client_cs {
             return Ok(cs);
         }
@@ -207,7 +207,7 @@ impl Session {
     /// # Errors
     /// A collation idgate does not reproduce (1235, naming table, column
     /// and collation); a shard that cannot be reached.
-    pub(super) async fn key_type(
+    pub(in crate::frontend) async fn key_type(
         &mut self,
         schema: Option<&str>,
         entry: &TableEntry,
@@ -251,7 +251,7 @@ impl Session {
 
     /// The key types of the tables of `a` whose placement needs one and
     /// whose shard key the statement binds.
-    pub(super) async fn key_ctx(
+    pub(in crate::frontend) async fn key_ctx(
         &mut self,
         rules: &RuleSet,
         schema: Option<&str>,
@@ -286,7 +286,7 @@ impl Session {
 
     /// The key type and character set for the rows of an INSERT into
     /// `entry` (`table` as the plan names it: `schema.table` or `table`).
-    pub(super) async fn insert_key_ctx(
+    pub(in crate::frontend) async fn insert_key_ctx(
         &mut self,
         table: &str,
         entry: &TableEntry,

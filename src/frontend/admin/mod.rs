@@ -13,7 +13,9 @@
 //! Parsing is pure ([`parse`]); [`Session::admin`] executes a command.
 //! Every account in `[[users]]` may run them.
 
-use super::session::{CmdError, Session};
+pub mod diag;
+
+use crate::frontend::session::{CmdError, Session};
 use crate::protocol::codes;
 use crate::protocol::consts::cap;
 use crate::protocol::resultset::{text_result_set, ColumnType, Framing};
@@ -22,7 +24,10 @@ use crate::sql::statement::{Admin, AdminError};
 
 impl Session {
     /// Runs an admin command and answers the client.
-    pub(super) async fn admin(&mut self, cmd: Result<Admin, AdminError>) -> Result<(), CmdError> {
+    pub(in crate::frontend) async fn admin(
+        &mut self,
+        cmd: Result<Admin, AdminError>,
+    ) -> Result<(), CmdError> {
         let cmd = cmd.map_err(|e| CmdError::Refused(codes::ER_NOT_SUPPORTED_YET, e.to_string()))?;
         let Some(allocator) = self.shared.allocator.clone() else {
             return Err(CmdError::Refused(

@@ -1,6 +1,6 @@
 //! The connection phase with a client: handshake and authentication.
 
-use super::shared::Shared;
+use crate::frontend::shared::Shared;
 use crate::protocol::codes::{self, ErrorCode};
 use crate::protocol::consts::{cap, status};
 use crate::protocol::handshake::{

@@ -21,7 +21,7 @@
 //! - BLOB-typed values as binary strings (`_binary '..'`, `_binary X'..'`),
 //!   which MariaDB does not convert from the client charset either.
 
-use super::session::{CmdError, Session};
+use crate::frontend::session::{CmdError, Session};
 use crate::protocol::stmt::{int_value, types, ParamType};
 use crate::sql::lexer::{Kind, Lexer, Modes};
 use crate::sql::{self, Plan, PrepareRewrite, Upserts};
@@ -278,7 +278,7 @@ impl Session {
     /// row (or copies) and runs atomically, tracking what each shard
     /// reports (`route.rs: insert_routed`). The client gets the same OK
     /// packet as for an execute.
-    pub(super) async fn execute_split(
+    pub(in crate::frontend) async fn execute_split(
         &mut self,
         id: u32,
         plan: &PrepareRewrite,
@@ -299,7 +299,7 @@ impl Session {
         };
         let refused = |why: String| {
             CmdError::Refused(
-                super::route::ER_NOT_ROUTABLE,
+                crate::frontend::route::ER_NOT_ROUTABLE,
                 format!("idgate: {what} {why}"),
             )
         };

@@ -16,13 +16,13 @@
 //! the OK packet, as MariaDB does for an AUTO_INCREMENT column: when that
 //! row's id was captured, the held OK packet gets the value read back.
 
-use super::session::{CmdError, Session};
+use crate::frontend::session::{CmdError, Session};
 use crate::protocol::reply;
 use crate::sql::convert::{self, Converted};
 use crate::sql::edit::capture_var;
 
 /// What one statement left to read back.
-pub(super) struct Captured<'a> {
+pub(in crate::frontend) struct Captured<'a> {
     /// The generator that fills the table's id column.
     pub generator: &'a str,
     /// Byte offsets of the captured values (their variables).
@@ -40,7 +40,7 @@ pub(super) struct Captured<'a> {
 impl Session {
     /// COM_STMT_EXECUTE of a prepared INSERT whose id values are captured:
     /// the execute, then the read back before the reply goes out.
-    pub(super) async fn execute_captured(
+    pub(in crate::frontend) async fn execute_captured(
         &mut self,
         id: u32,
         payload: &[u8],
@@ -74,18 +74,24 @@ impl Session {
     /// the payload to prepare on the shards (the client's statement with the
     /// assignment that records the highest id appended; no parameter added)
     /// and where each execute reads it back. `None` for any other statement.
-    pub(super) async fn prepare_highest(
+    pub(in crate::frontend) async fn prepare_highest(
         &mut self,
         rules: std::sync::Arc<crate::rules::RuleSet>,
         payload: &[u8],
-    ) -> Result<Option<(Vec<u8>, std::sync::Arc<super::stmt::Highest>)>, CmdError> {
+    ) -> Result<
+        Option<(
+            Vec<u8>,
+            std::sync::Arc<crate::frontend::session::stmt::Highest>,
+        )>,
+        CmdError,
+    > {
         let Ok(sql) = std::str::from_utf8(&payload[1..]) else {
             return Ok(None);
         };
         if &crate::sql::statement::first_keyword(sql.as_bytes()) != b"UPDATE\0\0" {
             return Ok(None);
         }
-        let modes = super::route::modes(self.sql_modes().await?);
+        let modes = crate::frontend::route::modes(self.sql_modes().await?);
         let found =
             crate::sql::update::analyze(sql, 0, sql.len(), modes, &rules, self.schema.as_deref())
                 .map_err(CmdError::Sql)?;
@@ -103,7 +109,7 @@ impl Session {
         };
         Ok(Some((
             text,
-            std::sync::Arc::new(super::stmt::Highest {
+            std::sync::Arc::new(crate::frontend::session::stmt::Highest {
                 generator: u.entry.generator().clone(),
                 shards,
             }),
@@ -113,7 +119,7 @@ impl Session {
     /// Holds back the client's last packet (unless a caller already does:
     /// a query of several statements); returns whether this call started
     /// holding, for [`Session::finish_captures`].
-    pub(super) fn start_captures(&mut self) -> bool {
+    pub(in crate::frontend) fn start_captures(&mut self) -> bool {
         if self.client.holding() {
             return false;
         }
@@ -123,7 +129,10 @@ impl Session {
 
     /// Writes what is held when `release` (a statement that failed: its
     /// error is written by the caller, after what is held).
-    pub(super) async fn release_held(&mut self, release: bool) -> Result<(), CmdError> {
+    pub(in crate::frontend) async fn release_held(
+        &mut self,
+        release: bool,
+    ) -> Result<(), CmdError> {
         if !release {
             return Ok(());
         }
@@ -140,7 +149,7 @@ impl Session {
     /// shards, observes them, patches the held OK packet for one whose
     /// `report_last` is set, and writes it when `release` (what
     /// [`Session::start_captures`] returned).
-    pub(super) async fn finish_captures(
+    pub(in crate::frontend) async fn finish_captures(
         &mut self,
         all: &[Captured<'_>],
         release: bool,
@@ -228,7 +237,7 @@ impl Session {
                         // Every shard is still read (and reset) first.
                         if let Err(e) = g.observe(id).await {
                             failed.get_or_insert(CmdError::Refused(
-                                super::inject::ER_AUTOINC_READ_FAILED,
+                                crate::frontend::write::inject::ER_AUTOINC_READ_FAILED,
                                 e.to_string(),
                             ));
                         }

@@ -5,14 +5,20 @@
 //! schema, character set and capabilities) and kept for the session. Replies
 //! are relayed byte for byte.
 
-use super::backends::Backends;
-use super::inject::{self, SqlModes};
-use super::login::{self, Login, LoginError};
-use super::replay::SessionState;
-use super::shared::Shared;
-use super::stmt::{PreparedStmt, Statements};
+pub mod backends;
+pub mod kill;
+pub mod login;
+pub mod replay;
+pub mod stmt;
+
 use crate::backend::relay::{relay_reply, Action, Hook, RelayError};
 use crate::backend::{BackendConn, BackendError, ConnectParams};
+use crate::frontend::session::backends::Backends;
+use crate::frontend::session::login::{Login, LoginError};
+use crate::frontend::session::replay::SessionState;
+use crate::frontend::session::stmt::{PreparedStmt, Statements};
+use crate::frontend::shared::Shared;
+use crate::frontend::write::inject::{self, SqlModes};
 use crate::protocol::codes::{self, ErrorCode};
 use crate::protocol::consts::{cap, cmd, status};
 use crate::protocol::handshake::{self, NATIVE_PASSWORD};
@@ -34,7 +40,7 @@ const IDLE_CHECK_AFTER: Duration = Duration::from_secs(1);
 
 /// Why a command could not be completed.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum CmdError {
+pub(in crate::frontend) enum CmdError {
     /// The client is gone: end the session quietly.
     #[error("client connection lost: {0}")]
     ClientGone(std::io::Error),
@@ -72,66 +78,66 @@ enum Next {
 
 /// A logged-in client session.
 pub struct Session {
-    pub(super) shared: Arc<Shared>,
-    pub(super) client: PacketConn,
-    pub(super) id: u32,
-    pub(super) login: Login,
+    pub(in crate::frontend) shared: Arc<Shared>,
+    pub(in crate::frontend) client: PacketConn,
+    pub(in crate::frontend) id: u32,
+    pub(in crate::frontend) login: Login,
     /// Current schema (from the handshake, COM_INIT_DB, `USE`).
-    pub(super) schema: Option<String>,
+    pub(in crate::frontend) schema: Option<String>,
     /// The session's shard connections: the one provider handlers get a
     /// connection from (`backends.rs`); opened on first use by
     /// [`Session::backend`].
-    pub(super) backends: Backends,
-    pub(super) stmts: Statements,
+    pub(in crate::frontend) backends: Backends,
+    pub(in crate::frontend) stmts: Statements,
     /// The command being handled (reused between commands).
-    pub(super) buf: Vec<u8>,
+    pub(in crate::frontend) buf: Vec<u8>,
     /// Sequence id of the next packet idgate sends the client for the
     /// current command (advanced as a reply is relayed, so an error after a
     /// partial reply still comes in order).
-    pub(super) next_seq: u8,
+    pub(in crate::frontend) next_seq: u8,
     /// `sql_mode` flags on the default shard connection (`None`: read them
     /// before the next statement is planned).
-    pub(super) sql_modes: Option<SqlModes>,
+    pub(in crate::frontend) sql_modes: Option<SqlModes>,
     /// `character_set_client`, when known (`shardkey.rs`); forgotten like
     /// `sql_modes`, and after a statement that mentions a character set.
-    pub(super) client_cs: Option<crate::collation::Charset>,
+    pub(in crate::frontend) client_cs: Option<crate::collation::Charset>,
     /// `SET` statements to replay on a reopened shard connection.
-    pub(super) state: SessionState,
+    pub(in crate::frontend) state: SessionState,
     /// The client's `BEGIN` of the open explicit transaction (started again
     /// on each shard the transaction reaches).
-    pub(super) txn_begin: Option<Vec<u8>>,
+    pub(in crate::frontend) txn_begin: Option<Vec<u8>>,
     /// The shard the open transaction has written to.
-    pub(super) txn_write: Option<usize>,
+    pub(in crate::frontend) txn_write: Option<usize>,
     /// The xid of the open explicit transaction when it runs as XA on every
     /// shard it reaches (see `txn.rs`).
-    pub(super) txn_xa: Option<String>,
+    pub(in crate::frontend) txn_xa: Option<String>,
     /// Savepoints of the open transaction, oldest first (`txn.rs`): every
     /// shard the transaction reaches gets them, so `ROLLBACK TO SAVEPOINT`
     /// undoes its work on all shards.
-    pub(super) txn_savepoints: Vec<String>,
+    pub(in crate::frontend) txn_savepoints: Vec<String>,
     /// Per shard: its connection has every savepoint of `txn_savepoints`.
-    pub(super) savepoints_on: Vec<bool>,
+    pub(in crate::frontend) savepoints_on: Vec<bool>,
     /// The shard connection holding the session's `LAST_INSERT_ID()`.
-    pub(super) lid_home: usize,
+    pub(in crate::frontend) lid_home: usize,
     /// Shards whose connection holds the same value (bit per shard).
-    pub(super) lid_synced: u64,
+    pub(in crate::frontend) lid_synced: u64,
     /// XA transactions run by this session (numbers its xids).
-    pub(super) xa_seq: u64,
+    pub(in crate::frontend) xa_seq: u64,
     /// The shards that ran the last statement: their diagnostics are the
     /// session's (see `diag.rs`).
-    pub(super) diag_shards: Vec<usize>,
+    pub(in crate::frontend) diag_shards: Vec<usize>,
     /// A diagnostics statement is being answered (it does not move them).
-    pub(super) serving_diag: bool,
+    pub(in crate::frontend) serving_diag: bool,
     /// This session in the server's registry, for `KILL` (see `kill.rs`).
-    pub(super) registered: super::kill::Registered,
+    pub(in crate::frontend) registered: crate::frontend::session::kill::Registered,
     /// The session's entry for the deadlock detector (made the first time
     /// the session registers, kept for its life; see `watch.rs`).
-    pub(super) watched: Option<Arc<super::watch::Watched>>,
+    pub(in crate::frontend) watched: Option<Arc<crate::frontend::txn::watch::Watched>>,
     /// The session is in the detector's registry now.
-    pub(super) watching: bool,
+    pub(in crate::frontend) watching: bool,
     /// A round trip of the current command was killed by the deadlock
     /// detector: the session is a victim (handled at the end of the command).
-    pub(super) killed: bool,
+    pub(in crate::frontend) killed: bool,
 }
 
 /// Serves one accepted client connection until it quits, fails or the server
@@ -422,7 +428,7 @@ impl Session {
 
     /// Server status to report in idgate's own replies: the default shard's
     /// last status, or plain autocommit.
-    pub(super) fn status(&self) -> u16 {
+    pub(in crate::frontend) fn status(&self) -> u16 {
         self.backends
             .get(0)
             .map(|b| b.status & (status::IN_TRANS | status::AUTOCOMMIT))
@@ -437,7 +443,10 @@ impl Session {
 
     /// The session's connection to `shard`, opened if needed (and reopened if
     /// the shard closed it while idle, outside a transaction).
-    pub(super) async fn backend(&mut self, shard: usize) -> Result<&mut BackendConn, BackendError> {
+    pub(in crate::frontend) async fn backend(
+        &mut self,
+        shard: usize,
+    ) -> Result<&mut BackendConn, BackendError> {
         let idle = self.backends.touch(shard, IDLE_CHECK_AFTER);
         let stale = match self.backends.get_mut(shard) {
             Some(b) => {
@@ -523,7 +532,7 @@ impl Session {
     /// Sends `payload` to `shard` as it is and relays the reply. Returns the
     /// index of the last result whose OK packet was seen, if any, and whether
     /// the reply was an error.
-    pub(super) async fn forward(
+    pub(in crate::frontend) async fn forward(
         &mut self,
         shard: usize,
         payload: &[u8],
@@ -533,7 +542,7 @@ impl Session {
             .await
     }
 
-    pub(super) async fn forward_with(
+    pub(in crate::frontend) async fn forward_with(
         &mut self,
         shard: usize,
         payload: &[u8],
@@ -547,7 +556,7 @@ impl Session {
         {
             self.enlist(shard).await?;
         }
-        if super::diag::is_statement(payload) {
+        if crate::frontend::admin::diag::is_statement(payload) {
             self.note_diag(&[shard]);
         }
         let Some(conn) = self.backends.get(shard).map(|b| b.connection_id) else {
@@ -613,7 +622,7 @@ impl Session {
             self.mark_killed(shard, Some(code));
             return Err(CmdError::Refused(
                 codes::ER_LOCK_DEADLOCK,
-                super::watch::DEADLOCK_MESSAGE.into(),
+                crate::frontend::txn::watch::DEADLOCK_MESSAGE.into(),
             ));
         }
         if outcome.rolled_back && self.txn_xa.is_some() {
@@ -637,7 +646,7 @@ impl Session {
         Ok(outcome)
     }
 
-    pub(super) async fn query(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+    pub(in crate::frontend) async fn query(&mut self, payload: &[u8]) -> Result<(), CmdError> {
         let sql = &payload[1..];
         let stmt = statement::classify(sql);
         let routing = self.shared.routing;
@@ -876,7 +885,7 @@ impl Session {
 
     /// The shard statement id for client statement `id` on `shard`, preparing
     /// it there first if that connection does not have it.
-    pub(super) async fn backend_stmt(
+    pub(in crate::frontend) async fn backend_stmt(
         &mut self,
         id: u32,
         shard: usize,
@@ -922,7 +931,7 @@ impl Session {
                 let release = self.start_captures();
                 match self.execute_stmt(id, payload).await {
                     Ok(()) => {
-                        let c = super::capture::Captured {
+                        let c = crate::frontend::write::capture::Captured {
                             generator: &h.generator,
                             captures: &[],
                             highest: true,
@@ -987,7 +996,7 @@ impl Session {
     /// the shard's statement id (preparing it there first if needed), and
     /// the parameter types when that statement has not seen them yet.
     /// `None`: the client has been told what was wrong.
-    pub(super) async fn execute_payload(
+    pub(in crate::frontend) async fn execute_payload(
         &mut self,
         id: u32,
         shard: usize,
@@ -1060,7 +1069,7 @@ impl Session {
 
     /// Before an execute of a routed statement on `shard` (shard statement
     /// `bid`): the long data the client sent for it.
-    pub(super) async fn send_long_data(
+    pub(in crate::frontend) async fn send_long_data(
         &mut self,
         id: u32,
         shard: usize,
@@ -1304,21 +1313,25 @@ impl Session {
         }
     }
 
-    pub(super) async fn unknown_stmt(&mut self, id: u32, name: &str) -> Result<(), CmdError> {
+    pub(in crate::frontend) async fn unknown_stmt(
+        &mut self,
+        id: u32,
+        name: &str,
+    ) -> Result<(), CmdError> {
         let msg = format!("Unknown prepared statement handler ({id}) given to {name}");
         self.send_error(self.next_seq, &codes::ER_UNKNOWN_STMT_HANDLER, &msg)
             .await
             .map_err(CmdError::ClientGone)
     }
 
-    pub(super) async fn malformed(&mut self, what: &str) -> Result<(), CmdError> {
+    pub(in crate::frontend) async fn malformed(&mut self, what: &str) -> Result<(), CmdError> {
         let msg = format!("Malformed communication packet ({what})");
         self.send_error(self.next_seq, &codes::ER_MALFORMED_PACKET, &msg)
             .await
             .map_err(CmdError::ClientGone)
     }
 
-    pub(super) async fn send_ok(&mut self, seq: u8, st: u16) -> Result<(), CmdError> {
+    pub(in crate::frontend) async fn send_ok(&mut self, seq: u8, st: u16) -> Result<(), CmdError> {
         let ok = reply::ok_packet(
             &OkPacket {
                 affected_rows: 0,
@@ -1338,7 +1351,7 @@ impl Session {
         Ok(())
     }
 
-    pub(super) async fn send_error(
+    pub(in crate::frontend) async fn send_error(
         &mut self,
         seq: u8,
         code: &ErrorCode,
@@ -1372,18 +1385,18 @@ impl Session {
 
 /// What the relay saw of a reply.
 #[derive(Debug, Default, Clone, Copy)]
-pub(super) struct Outcome {
+pub(in crate::frontend) struct Outcome {
     /// OK packets that were results (not result-set terminators).
-    pub(super) oks: usize,
+    pub(in crate::frontend) oks: usize,
     /// The reply ended with an ERR packet.
-    pub(super) error: bool,
+    pub(in crate::frontend) error: bool,
     /// ... one after which the shard closes the connection.
-    pub(super) connection_ended: bool,
+    pub(in crate::frontend) connection_ended: bool,
     /// ... a deadlock, after which the shard rolled the transaction back.
-    pub(super) rolled_back: bool,
+    pub(in crate::frontend) rolled_back: bool,
     /// ... the code of the error with which the deadlock detector's KILL
     /// ended the statement (that ERR packet was not relayed).
-    pub(super) killed: Option<u16>,
+    pub(in crate::frontend) killed: Option<u16>,
 }
 
 /// Errors after which a shard closes the connection: killed (1927), idle

@@ -8,7 +8,7 @@
 //! (`SELECT LAST_INSERT_ID()` on the home shard, `DO LAST_INSERT_ID(v)` on
 //! the target), so `LAST_INSERT_ID()` tells the truth wherever it runs.
 
-use super::session::{CmdError, Session};
+use crate::frontend::session::{CmdError, Session};
 use crate::sql::statement::keyword::{contains_ignore_case, first_keyword};
 
 /// Shard bits in the "holds the current value" mask; shards beyond it are
@@ -30,14 +30,14 @@ fn mentions(sql: &[u8]) -> bool {
 
 impl Session {
     /// `shard` now holds the session's last insert id, and no other does.
-    pub(super) fn last_id_home(&mut self, shard: usize) {
+    pub(in crate::frontend) fn last_id_home(&mut self, shard: usize) {
         self.lid_home = shard;
         self.lid_synced = bit(shard);
     }
 
     /// After `sql` ran on `shard`: if it may have changed the last insert
     /// id (an INSERT/REPLACE, or `LAST_INSERT_ID(expr)`), `shard` is home.
-    pub(super) fn note_last_id_change(&mut self, shard: usize, sql: &[u8]) {
+    pub(in crate::frontend) fn note_last_id_change(&mut self, shard: usize, sql: &[u8]) {
         if self.lid_home == shard && self.lid_synced == bit(shard) {
             return; // nothing it could change
         }
@@ -49,7 +49,11 @@ impl Session {
 
     /// Before `sql` goes to `shard`: if it reads the last insert id and that
     /// connection does not hold the session's value, copies it there.
-    pub(super) async fn sync_last_id(&mut self, shard: usize, sql: &[u8]) -> Result<(), CmdError> {
+    pub(in crate::frontend) async fn sync_last_id(
+        &mut self,
+        shard: usize,
+        sql: &[u8],
+    ) -> Result<(), CmdError> {
         if self.lid_synced & bit(shard) != 0 || shard == self.lid_home || !mentions(sql) {
             return Ok(());
         }

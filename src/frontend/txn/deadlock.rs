@@ -36,9 +36,9 @@
 //! connections). Cycles through another idgate process's sessions are not
 //! seen (their threads are unknown here).
 
-use super::shared::Shared;
-use super::watch::{state, state_of, SessionView};
 use crate::backend::{BackendConn, BackendError};
+use crate::frontend::shared::Shared;
+use crate::frontend::txn::watch::{state, state_of, SessionView};
 use crate::protocol::response::Expect;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -223,7 +223,8 @@ impl Detector {
         let views = self.shared.watch.snapshot();
         let now = self.shared.watch.now_ms();
         let every_ms = every.as_millis() as u64;
-        let running = |s: &super::watch::SlotView| state_of(s.word) == state::RUNNING;
+        let running =
+            |s: &crate::frontend::txn::watch::SlotView| state_of(s.word) == state::RUNNING;
         let stalled = views.iter().any(|v| {
             v.slots
                 .iter()
@@ -467,8 +468,8 @@ impl Detector {
 
 #[cfg(test)]
 mod tests {
-    use super::super::watch::{SlotView, Watched};
     use super::*;
+    use crate::frontend::txn::watch::{SlotView, Watched};
 
     /// Sessions with ids 1.. started in this order; `conns[i][shard]` is
     /// session i's thread on that shard.
