@@ -30,7 +30,7 @@ impl Drop for AbortOnDrop {
 
 /// Serves clients on `listener` until `shutdown` completes.
 pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Future<Output = ()>) {
-    crate::frontend::txn::xalog::start(&shared).await;
+    crate::frontend::txn::recovery::start(&shared).await;
     let limit = Arc::new(Semaphore::new(shared.config.server.max_connections));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut sessions = JoinSet::new();
@@ -104,6 +104,6 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Futu
         );
         sessions.shutdown().await;
     }
-    crate::frontend::txn::xalog::stop(&shared).await;
+    crate::frontend::txn::recovery::stop(&shared).await;
     info!("stopped");
 }

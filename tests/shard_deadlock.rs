@@ -345,7 +345,7 @@ async fn a_cycle_within_one_shard_is_left_to_innodb() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_detector_reads_the_shards_only_while_a_statement_waits() {
-    use idgate::frontend::txn::watch::{state, state_of};
+    use idgate::frontend::txn::watchlist::{state, state_of};
     let Some(tb) = support::testbed() else { return };
     let (p, schema) = setup(&tb).await;
     let mut a = session(&p, &schema).await;
@@ -419,7 +419,7 @@ async fn the_detector_reads_the_shards_only_while_a_statement_waits() {
 /// forgets it at the next command) and the transaction goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kill_that_lands_after_the_statement_finished_is_harmless() {
-    use idgate::frontend::txn::watch::{state, state_of};
+    use idgate::frontend::txn::watchlist::{state, state_of};
     let Some(tb) = support::testbed() else { return };
     let (p, schema) = setup(&tb).await;
     let mut a = session(&p, &schema).await;

@@ -64,7 +64,7 @@ pub struct Shared {
     #[doc(hidden)]
     pub fault_xa_crash: std::sync::atomic::AtomicU8,
     /// Every session, for `KILL` (see `kill.rs`).
-    pub sessions: Arc<crate::frontend::session::kill::Registry>,
+    pub sessions: Arc<crate::frontend::session::registry::Registry>,
     /// XA recovery passes finished (see `xalog.rs`; for tests and operators).
     pub xa_recoveries: AtomicU64,
     /// Wakes the XA recovery task for a pass now (it runs every 10 s).
@@ -74,7 +74,7 @@ pub struct Shared {
     /// `watch`.
     pub deadlock_detection: bool,
     /// The sessions that may hold locks on several shards (see `watch.rs`).
-    pub watch: crate::frontend::txn::watch::Watchlist,
+    pub watch: crate::frontend::txn::watchlist::Watchlist,
     /// Lock cycles across shards the detector broke (see `deadlock.rs`).
     pub deadlocks_resolved: AtomicU64,
     /// Times the detector read the shards' lock waits (it does only when a
@@ -106,7 +106,7 @@ impl Shared {
             pending_xa: parking_lot::Mutex::new(Vec::new()),
             shard_connects: config.shards.iter().map(|_| AtomicU64::new(0)).collect(),
             fault_xa_commit: AtomicUsize::new(usize::MAX),
-            xa_tag: crate::frontend::txn::xa::server_tag(),
+            xa_tag: crate::frontend::txn::xalog::server_tag(),
             xa_log: tokio::sync::OnceCell::new(),
             fault_xa_crash: std::sync::atomic::AtomicU8::new(0),
             xa_recoveries: AtomicU64::new(0),

@@ -49,6 +49,7 @@ pub(crate) mod insert;
 pub(crate) mod lastid;
 pub(crate) mod lexer;
 pub(crate) mod mention;
+pub mod modes;
 pub(crate) mod parsed;
 pub mod plan;
 pub mod prepare;
@@ -63,6 +64,7 @@ pub mod upsert;
 pub use error::SqlError;
 pub use insert::SlotKind;
 pub use mention::{mentions_table, statement_count};
+pub use modes::SqlModes;
 pub use plan::{plan_query, ColumnsFn, IdDemand, Plan, PlanCtx, QueryRewrite, RuleHit, StmtInfo};
 #[doc(hidden)]
 pub use plan::{plan_query_with, Engine};

@@ -19,7 +19,6 @@
 //! keeps the statement's diagnostics through them.
 
 use crate::frontend::session::{CmdError, Session};
-use crate::protocol::consts::cmd;
 use crate::shard::merge::{Agg, MergeSpec, Protocol};
 use crate::sql::statement::Diag;
 
@@ -79,12 +78,4 @@ impl Session {
             self.diag_shards.extend_from_slice(shards);
         }
     }
-}
-
-/// Whether a command payload is a statement (it resets diagnostics).
-pub(in crate::frontend) fn is_statement(payload: &[u8]) -> bool {
-    matches!(
-        payload.first(),
-        Some(&cmd::QUERY) | Some(&cmd::STMT_EXECUTE) | Some(&cmd::STMT_PREPARE)
-    )
 }

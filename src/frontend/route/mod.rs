@@ -24,7 +24,7 @@ use crate::collation::Charset;
 use crate::frontend::route::shardkey::{KeyCtx, KeyType, Purpose};
 use crate::frontend::session::stmt::LimitRewrite;
 use crate::frontend::session::{CmdError, Session};
-use crate::frontend::write::inject::{self, SqlModes};
+use crate::frontend::write::inject;
 use crate::frontend::write::upsert::{After, Returned, Tracked};
 use crate::protocol::codes::ErrorCode;
 use crate::protocol::consts::{cap, cmd};
@@ -76,13 +76,6 @@ impl Target {
             Target::One(s) => std::slice::from_ref(s),
             Target::Many(v) => v,
         }
-    }
-}
-
-pub(in crate::frontend) fn modes(m: SqlModes) -> Modes {
-    Modes {
-        no_backslash_escapes: m.no_backslash_escapes,
-        ansi_quotes: m.ansi_quotes,
     }
 }
 
@@ -505,7 +498,7 @@ impl Session {
             return Ok(true);
         }
         let insert = matches!(&first, b"INSERT\0\0" | b"REPLACE\0");
-        let m = modes(self.sql_modes().await?);
+        let m = self.sql_modes().await?.lexer();
         if !mentions_routed(&rules, sql, m) {
             return Ok(false);
         }
@@ -1095,7 +1088,7 @@ impl Session {
         let Ok(sql) = std::str::from_utf8(&payload[1..]) else {
             return Ok((None, 0));
         };
-        let m = modes(self.sql_modes().await?);
+        let m = self.sql_modes().await?.lexer();
         if !mentions_routed(&rules, sql, m) {
             return Ok((None, 0));
         }
@@ -1152,7 +1145,7 @@ impl Session {
         let (Some(before), Some(after)) = (sql.get(..l.start), sql.get(l.end..)) else {
             return Ok(None);
         };
-        let m = modes(self.sql_modes().await?);
+        let m = self.sql_modes().await?.lexer();
         let mut lx = crate::sql::lexer::Lexer::new(sql, 0, m);
         let (mut at, mut total) = (0usize, 0usize);
         while let Some(t) = lx.next_token() {

@@ -235,7 +235,7 @@ impl Session {
                 self.mark_killed(shard, Some(code));
                 result = Err(CmdError::Refused(
                     crate::protocol::codes::ER_LOCK_DEADLOCK,
-                    crate::frontend::txn::watch::DEADLOCK_MESSAGE.into(),
+                    crate::frontend::txn::watchlist::DEADLOCK_MESSAGE.into(),
                 ));
             }
             if let Err(e) = r {

@@ -8,6 +8,7 @@
 pub mod backends;
 pub mod kill;
 pub mod login;
+pub mod registry;
 pub mod replay;
 pub mod stmt;
 
@@ -18,7 +19,7 @@ use crate::frontend::session::login::{Login, LoginError};
 use crate::frontend::session::replay::SessionState;
 use crate::frontend::session::stmt::{PreparedStmt, Statements};
 use crate::frontend::shared::Shared;
-use crate::frontend::write::inject::{self, SqlModes};
+use crate::frontend::write::inject;
 use crate::protocol::codes::{self, ErrorCode};
 use crate::protocol::consts::{cap, cmd, status};
 use crate::protocol::handshake::{self, NATIVE_PASSWORD};
@@ -28,6 +29,7 @@ use crate::protocol::response::{Expect, Kind, Tracker};
 use crate::protocol::stmt as wire_stmt;
 use crate::protocol::wire::Cursor;
 use crate::sql::statement::{self, keyword, TxnStmt};
+use crate::sql::SqlModes;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
@@ -129,10 +131,10 @@ pub struct Session {
     /// A diagnostics statement is being answered (it does not move them).
     pub(in crate::frontend) serving_diag: bool,
     /// This session in the server's registry, for `KILL` (see `kill.rs`).
-    pub(in crate::frontend) registered: crate::frontend::session::kill::Registered,
+    pub(in crate::frontend) registered: crate::frontend::session::registry::Registered,
     /// The session's entry for the deadlock detector (made the first time
     /// the session registers, kept for its life; see `watch.rs`).
-    pub(in crate::frontend) watched: Option<Arc<crate::frontend::txn::watch::Watched>>,
+    pub(in crate::frontend) watched: Option<Arc<crate::frontend::txn::watchlist::Watched>>,
     /// The session is in the detector's registry now.
     pub(in crate::frontend) watching: bool,
     /// A round trip of the current command was killed by the deadlock
@@ -556,7 +558,7 @@ impl Session {
         {
             self.enlist(shard).await?;
         }
-        if crate::frontend::admin::diag::is_statement(payload) {
+        if is_statement(payload) {
             self.note_diag(&[shard]);
         }
         let Some(conn) = self.backends.get(shard).map(|b| b.connection_id) else {
@@ -622,7 +624,7 @@ impl Session {
             self.mark_killed(shard, Some(code));
             return Err(CmdError::Refused(
                 codes::ER_LOCK_DEADLOCK,
-                crate::frontend::txn::watch::DEADLOCK_MESSAGE.into(),
+                crate::frontend::txn::watchlist::DEADLOCK_MESSAGE.into(),
             ));
         }
         if outcome.rolled_back && self.txn_xa.is_some() {
@@ -1414,4 +1416,12 @@ fn closed_by_peer(b: &BackendConn) -> bool {
         Ok(_) => true,
         Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
     }
+}
+
+/// Whether a command payload is a statement (it resets diagnostics).
+fn is_statement(payload: &[u8]) -> bool {
+    matches!(
+        payload.first(),
+        Some(&cmd::QUERY) | Some(&cmd::STMT_EXECUTE) | Some(&cmd::STMT_PREPARE)
+    )
 }

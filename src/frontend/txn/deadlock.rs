@@ -38,7 +38,7 @@
 
 use crate::backend::{BackendConn, BackendError};
 use crate::frontend::shared::Shared;
-use crate::frontend::txn::watch::{state, state_of, SessionView};
+use crate::frontend::txn::watchlist::{state, state_of, SessionView};
 use crate::protocol::response::Expect;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -224,7 +224,7 @@ impl Detector {
         let now = self.shared.watch.now_ms();
         let every_ms = every.as_millis() as u64;
         let running =
-            |s: &crate::frontend::txn::watch::SlotView| state_of(s.word) == state::RUNNING;
+            |s: &crate::frontend::txn::watchlist::SlotView| state_of(s.word) == state::RUNNING;
         let stalled = views.iter().any(|v| {
             v.slots
                 .iter()
@@ -469,7 +469,7 @@ impl Detector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frontend::txn::watch::{SlotView, Watched};
+    use crate::frontend::txn::watchlist::{SlotView, Watched};
 
     /// Sessions with ids 1.. started in this order; `conns[i][shard]` is
     /// session i's thread on that shard.

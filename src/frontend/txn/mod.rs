@@ -30,7 +30,9 @@
 //! to several shards is made atomic with XA (see `xa.rs`).
 
 pub mod deadlock;
+pub mod recovery;
 pub mod watch;
+pub mod watchlist;
 pub mod xa;
 pub mod xalog;
 

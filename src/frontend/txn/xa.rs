@@ -22,22 +22,8 @@ use crate::backend::BackendError;
 use crate::frontend::route::PartOk;
 use crate::frontend::session::{CmdError, Session};
 use crate::protocol::response::Expect;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::atomic::Ordering;
 use tracing::warn;
-
-/// A tag that sets one server's xids apart from every other's (another
-/// idgate process, or another server in this process): start time, process
-/// id and a counter.
-pub(in crate::frontend) fn server_tag() -> String {
-    static SERVERS: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let n = SERVERS.fetch_add(1, Ordering::Relaxed) & 0xffff;
-    format!("{:x}{:x}{n:x}", nanos as u64, std::process::id())
-}
 
 /// The COM_QUERY payload of `XA <verb> '<xid>'<suffix>`.
 pub(in crate::frontend) fn xa_cmd(verb: &str, xid: &str, suffix: &str) -> Vec<u8> {

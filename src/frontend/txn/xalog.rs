@@ -1,4 +1,5 @@
-//! The commit log of idgate's two-phase commits, and recovery from it.
+//! The commit log of idgate's two-phase commits (`recovery.rs` finishes
+//! the branches dead servers left from it).
 //!
 //! A write on several shards is committed with XA (see `xa.rs`): every
 //! shard prepares, then every shard commits. If idgate dies between the
@@ -30,12 +31,11 @@
 //! `XA RECOVER`, then `XA COMMIT` when `<prefix>/xa/commit/<xid>` exists in
 //! the store, `XA ROLLBACK` otherwise.
 
-use crate::backend::BackendError;
-use crate::frontend::shared::Shared;
 use crate::idgen::store::{NodeLease, Store, StoreError};
-use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use tracing::{info, warn};
+use std::time::{SystemTime, UNIX_EPOCH};
+use tracing::warn;
 
 /// The store scope of XA node ids.
 const SCOPE: &str = "xa";
@@ -50,7 +50,7 @@ pub struct XaLog {
     incarnation: u64,
     /// Set by `close`: the recovery task stops.
     closed: std::sync::atomic::AtomicBool,
-    close_now: tokio::sync::Notify,
+    pub(in crate::frontend) close_now: tokio::sync::Notify,
     /// `idgate-<cluster>-<node>-<incarnation>`: the start of every xid this server makes.
     prefix: String,
 }
@@ -174,132 +174,10 @@ impl XaLog {
         let _ = self.store.release_node(SCOPE, &self.lease).await;
     }
 
-    fn is_closed(&self) -> bool {
+    pub(in crate::frontend) fn is_closed(&self) -> bool {
         self.closed.load(std::sync::atomic::Ordering::Relaxed)
     }
-
-    /// Finishes, on every shard, the prepared branches of dead servers
-    /// (see [`XaLog::is_dead`]): commit where a commit was recorded, roll
-    /// back where none was. A shard that cannot be reached is logged and
-    /// left for the next pass.
-    pub async fn recover(&self, shared: &Shared) -> Recovered {
-        let mut done = Recovered::default();
-        let mut committed_xids = BTreeSet::new();
-        let mut complete = true;
-        for shard in 0..shared.config.shards.len() {
-            match self.recover_shard(shared, shard, &mut committed_xids).await {
-                Ok(r) => {
-                    done.committed += r.committed;
-                    done.rolled_back += r.rolled_back;
-                }
-                Err(e) => {
-                    complete = false;
-                    warn!(shard = %shared.config.shards[shard].name, "XA recovery skipped this shard: {e}");
-                }
-            }
-        }
-        if complete {
-            for xid in committed_xids {
-                if let Err(e) = self.forget(&xid).await {
-                    warn!(%xid, "cannot delete the XA commit record: {e}");
-                }
-            }
-        }
-        done
-    }
-
-    async fn recover_shard(
-        &self,
-        shared: &Shared,
-        shard: usize,
-        committed_xids: &mut BTreeSet<String>,
-    ) -> Result<Recovered, String> {
-        let name = &shared.config.shards[shard].name;
-        let mut conn = shared
-            .side_connection(shard)
-            .await
-            .map_err(|e| e.to_string())?;
-        let rows = conn
-            .query_rows("XA RECOVER")
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut done = Recovered::default();
-        // Columns: formatID, gtrid_length, bqual_length, data.
-        for xid in rows
-            .into_iter()
-            .filter_map(|r| r.into_iter().nth(3).flatten())
-        {
-            if !self.is_dead(&xid).await.map_err(|e| e.to_string())? {
-                continue;
-            }
-            let commit = self.decided(&xid).await.map_err(|e| e.to_string())?;
-            let verb = if commit { "COMMIT" } else { "ROLLBACK" };
-            match conn.query_rows(&format!("XA {verb} '{xid}'")).await {
-                Ok(_) => {}
-                // Unknown xid: finished meanwhile.
-                Err(BackendError::Server { err, .. }) if err.code == 1397 => {}
-                Err(e) => return Err(e.to_string()),
-            }
-            info!(shard = %name, %xid, "XA recovery: {} a branch left prepared by an earlier idgate", if commit { "committed" } else { "rolled back" });
-            if commit {
-                done.committed += 1;
-                committed_xids.insert(xid);
-            } else {
-                done.rolled_back += 1;
-            }
-        }
-        Ok(done)
-    }
 }
-
-/// With routing on and an allocator to keep records in: opens the commit
-/// log (xids made from now on carry its prefix) and finishes the branches
-/// earlier incarnations left, in the background. Without it, xids carry
-/// the server tag and a dead idgate's branches are ended by hand.
-pub async fn start(shared: &Arc<Shared>) {
-    if !shared.routing || shared.xa_log.initialized() {
-        return;
-    }
-    let Some(allocator) = shared.allocator.as_ref() else {
-        return;
-    };
-    let log = match XaLog::open(allocator.store()).await {
-        Ok(log) => Arc::new(log),
-        Err(e) => {
-            warn!("no XA commit log (cannot lease an XA node id: {e}); a multi-shard commit interrupted by an idgate crash must be ended by hand (XA RECOVER)");
-            return;
-        }
-    };
-    info!(prefix = log.prefix(), "XA commit log open");
-    if shared.xa_log.set(log.clone()).is_err() {
-        return;
-    }
-    let shared = shared.clone();
-    tokio::spawn(async move {
-        while !log.is_closed() {
-            let done = log.recover(&shared).await;
-            if done != Recovered::default() {
-                info!(
-                    committed = done.committed,
-                    rolled_back = done.rolled_back,
-                    "XA recovery pass finished"
-                );
-            }
-            shared
-                .xa_recoveries
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            tokio::select! {
-                _ = tokio::time::sleep(RECOVERY_EVERY) => {}
-                _ = shared.xa_recover_now.notified() => {}
-                _ = log.close_now.notified() => {}
-            }
-        }
-    });
-}
-
-/// How often every idgate looks for branches of dead servers (one
-/// `XA RECOVER` per shard).
-const RECOVERY_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// `(cluster, node, incarnation)` of an xid made with a commit log:
 /// `idgate-<cluster>-<node>-<incarnation>-<session>-<seq>`, hexadecimal.
@@ -320,13 +198,6 @@ fn parse_xid(xid: &str) -> Option<(u64, u64, u64)> {
 
 fn incarnation_key(node: u64) -> String {
     format!("xa/incarnation/{node}")
-}
-
-/// Gives the commit log's node id back (clean shutdown).
-pub async fn stop(shared: &Shared) {
-    if let Some(log) = shared.xa_log.get() {
-        log.close().await;
-    }
 }
 
 /// A random id of this store, made by the first idgate that uses it: the
@@ -365,6 +236,19 @@ async fn next_incarnation(store: &dyn Store, node: u64) -> Result<u64, StoreErro
 
 fn key(xid: &str) -> String {
     format!("xa/commit/{xid}")
+}
+
+/// A tag that sets one server's xids apart from every other's (another
+/// idgate process, or another server in this process): start time, process
+/// id and a counter.
+pub(in crate::frontend) fn server_tag() -> String {
+    static SERVERS: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let n = SERVERS.fetch_add(1, Ordering::Relaxed) & 0xffff;
+    format!("{:x}{:x}{n:x}", nanos as u64, std::process::id())
 }
 
 #[cfg(test)]

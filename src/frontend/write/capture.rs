@@ -91,7 +91,7 @@ impl Session {
         if &crate::sql::statement::first_keyword(sql.as_bytes()) != b"UPDATE\0\0" {
             return Ok(None);
         }
-        let modes = crate::frontend::route::modes(self.sql_modes().await?);
+        let modes = self.sql_modes().await?.lexer();
         let found =
             crate::sql::update::analyze(sql, 0, sql.len(), modes, &rules, self.schema.as_deref())
                 .map_err(CmdError::Sql)?;

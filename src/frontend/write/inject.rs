@@ -28,36 +28,13 @@ use crate::protocol::consts::{cap, cmd};
 use crate::protocol::reply;
 use crate::protocol::response::{Expect, Kind};
 use crate::protocol::stmt::{self as wire_stmt, types, ParamType};
+use crate::sql::SqlModes;
 use crate::sql::{
     self, BackendParam, BoundId, LastRow, Plan, PlanCtx, PreparePlan, PrepareRewrite, Report,
     SqlError, StmtInfo, Upserts,
 };
 use std::borrow::Cow;
 use std::sync::Arc;
-
-/// The `sql_mode` flags that change how statements are read and filled.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SqlModes {
-    pub no_auto_value_on_zero: bool,
-    pub no_backslash_escapes: bool,
-    pub ansi_quotes: bool,
-}
-
-impl SqlModes {
-    /// Reads `@@sql_mode` (a comma-separated list).
-    pub fn parse(sql_mode: &str) -> SqlModes {
-        let has = |flag: &str| {
-            sql_mode
-                .split(',')
-                .any(|f| f.trim().eq_ignore_ascii_case(flag))
-        };
-        SqlModes {
-            no_auto_value_on_zero: has("NO_AUTO_VALUE_ON_ZERO"),
-            no_backslash_escapes: has("NO_BACKSLASH_ESCAPES"),
-            ansi_quotes: has("ANSI_QUOTES"),
-        }
-    }
-}
 
 /// MySQL error for an allocator failure (store down, exhausted): "Failed to
 /// read auto-increment value", the error a client gets when AUTO_INCREMENT
@@ -1007,17 +984,5 @@ fn not_utf8(rule: Option<(&str, &str)>) -> SqlError {
         what: "a statement that is not valid UTF-8".into(),
         table: table.to_string(),
         column: column.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sql_modes() {
-        let m = SqlModes::parse("STRICT_TRANS_TABLES,NO_AUTO_VALUE_ON_ZERO,ANSI_QUOTES");
-        assert!(m.no_auto_value_on_zero && m.ansi_quotes && !m.no_backslash_escapes);
-        assert_eq!(SqlModes::parse(""), SqlModes::default());
     }
 }
