@@ -18,21 +18,23 @@
 //! - [`protocol`]: MySQL packet framing, handshake, OK/ERR packets, error codes,
 //!   column definitions and result-set rows. Bytes only, no SQL semantics.
 //! - [`backend`]: one client connection from idgate to a shard.
-//! - [`frontend`]: one client session: authentication, the command loop,
-//!   per-session state, relaying replies, filling ids (`inject`, and
-//!   `upsert` for the replies of INSERT IGNORE / ON DUPLICATE KEY UPDATE;
-//!   `capture`: ids written as expressions and UPDATEs of the id column,
-//!   read back and observed),
-//!   routing to shards (`route`, `shardkey`: shard keys made canonical
-//!   by their column's type and collation, `scatter`, `cursor`: a cursor over several
-//!   shards served from merged rows, `txn`, `xa`; `multi`: a query
-//!   of several statements run one by one; `inline`: a
-//!   prepared execute written as its text, for one that must be split by
-//!   row; `xalog`: two-phase
-//!   commit decisions in the allocator's store and recovery), breaking lock
-//!   cycles across shards (`watch`: the sessions in transactions;
-//!   `deadlock`: the detector task), `KILL` (`kill`), diagnostics (`diag`),
-//!   idgate's own admin statements (`admin`).
+//! - [`frontend`]: client sessions, in folders by concern, imports one way
+//!   (handlers -> the session core and leaf modules; no cycle):
+//!   - `frontend/session/`: the core: a session's state and command loop,
+//!     login, its shard connections (`backends`: the one provider handlers
+//!     get a connection from, where a pool goes), prepared statements, SET
+//!     replay, the session registry and `KILL`;
+//!   - `frontend/write/`: ids filled (`inject`), read back (`capture`),
+//!     reported for INSERT IGNORE / ON DUPLICATE KEY UPDATE (`upsert`),
+//!     split executes (`inline`), multi-statement queries (`multi`),
+//!     `LAST_INSERT_ID()` across shards (`lastid`);
+//!   - `frontend/route/`: statements on sharded and broadcast tables: shard
+//!     keys (`shardkey`), scattered SELECTs (`scatter`), merged cursors;
+//!   - `frontend/txn/`: transactions across shards, XA, the XA commit log
+//!     and recovery, the deadlock detector;
+//!   - `frontend/admin/`: idgate's own statements and diagnostics;
+//!   - `frontend/{shared,columns,errors,oks}.rs`: process-wide state, the
+//!     column cache, refusal errors, combined OK packets.
 //! - [`sql`]: `sql::statement`: one classification per statement (its
 //!   kind: admin, KILL, diagnostics, BEGIN/COMMIT, savepoint, other; its
 //!   first keyword; the keyword helpers, once), which the session's command

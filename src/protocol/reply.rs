@@ -218,6 +218,43 @@ pub fn terminator_with(
     Ok(out)
 }
 
+/// The info text at the end of an OK packet: a length-encoded string
+/// (MariaDB always writes it so; a MySQL server without
+/// CLIENT_SESSION_TRACK writes the bare text).
+pub fn ok_info(p: &[u8]) -> String {
+    let mut c = crate::protocol::wire::Cursor::new(p);
+    let fixed = c.u8().and_then(|_| c.lenenc()).and_then(|_| c.lenenc());
+    let status = fixed.and_then(|_| c.u16());
+    let fixed = status.and_then(|s| c.u16().map(|_| s));
+    let Ok(status) = fixed else {
+        return String::new();
+    };
+    let rest = c.rest();
+    let mut l = crate::protocol::wire::Cursor::new(rest);
+    match l.lenenc_bytes() {
+        Ok(text)
+            if l.is_empty()
+                || status & crate::protocol::consts::status::SESSION_STATE_CHANGED != 0 =>
+        {
+            String::from_utf8_lossy(text).into_owned()
+        }
+        _ => String::from_utf8_lossy(rest).into_owned(),
+    }
+}
+
+/// `Records: 3  Duplicates: 1  Warnings: 0` -> (3, 1).
+pub fn parse_records(info: &str) -> Option<(u64, u64)> {
+    let num = |key: &str| -> Option<u64> {
+        let rest = info.get(info.find(key)? + key.len()..)?;
+        rest.trim_start()
+            .split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    };
+    Some((num("Records:")?, num("Duplicates:").unwrap_or(0)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

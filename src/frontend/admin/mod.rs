@@ -10,7 +10,7 @@
 //! - `IDGATE RESERVE <generator> <count>`: a block of ids for a bulk loader,
 //!   never issued to anyone else; answered with its first and last id.
 //!
-//! Parsing is pure ([`parse`]); [`Session::admin`] executes a command.
+//! Parsing is pure (`sql::statement::admin`); `Session::admin` executes a command.
 //! Every account in `[[users]]` may run them.
 
 pub mod diag;

@@ -9,24 +9,12 @@
 //! `CURSOR_EXISTS` while rows remain, `LAST_ROW_SENT` with the last ones.
 //! The rows are held in memory, as the merge of such a SELECT already does.
 
+use crate::frontend::session::stmt::MergedCursor;
 use crate::frontend::session::{CmdError, Session};
 use crate::protocol::consts::status;
 use crate::protocol::packet::frame;
 use crate::protocol::reply::{self, Terminator};
 use crate::shard::merge::{MergeSpec, Protocol};
-use std::collections::VecDeque;
-
-/// The merged rows of a cursor idgate serves.
-#[derive(Debug, Clone, Default)]
-pub struct MergedCursor {
-    /// Rows not fetched yet (binary protocol row packets).
-    rows: VecDeque<Vec<u8>>,
-    /// The merged reply's terminator (the template of each fetch's).
-    terminator: Vec<u8>,
-    /// Its status without the flags a cursor sets.
-    status: u16,
-    deprecate_eof: bool,
-}
 
 /// The flags of the execute's status a fetch's terminator keeps (MariaDB
 /// drops the per-statement ones, such as "no index used").
@@ -55,13 +43,13 @@ impl Session {
         let (packets, deprecate_eof) = self.scatter_collect(parts, spec, Protocol::Binary).await?;
         let merged = crate::shard::reply::split(&packets, deprecate_eof).map_err(|e| {
             CmdError::Refused(
-                crate::frontend::route::ER_NOT_ROUTABLE,
+                crate::frontend::errors::ER_NOT_ROUTABLE,
                 format!("idgate: the merged result of the shards is not one result set: {e:?}"),
             )
         })?;
         let malformed = |_| {
             CmdError::Refused(
-                crate::frontend::route::ER_NOT_ROUTABLE,
+                crate::frontend::errors::ER_NOT_ROUTABLE,
                 "idgate: a shard ended its rows with a malformed terminator".into(),
             )
         };

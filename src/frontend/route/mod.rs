@@ -19,18 +19,21 @@
 pub mod cursor;
 pub mod scatter;
 pub mod shardkey;
+pub mod target;
 
 use crate::collation::Charset;
+use crate::frontend::errors::ER_NOT_ROUTABLE;
+use crate::frontend::oks::{combined_ok, one_copy, PartOk};
+use crate::frontend::route::shardkey::key_value;
 use crate::frontend::route::shardkey::{KeyCtx, KeyType, Purpose};
+use crate::frontend::route::target::InsertTargets;
 use crate::frontend::session::stmt::LimitRewrite;
 use crate::frontend::session::{CmdError, Session};
-use crate::frontend::write::inject;
-use crate::frontend::write::upsert::{After, Returned, Tracked};
+use crate::frontend::write::upsert::{After, Tracked};
 use crate::protocol::codes::ErrorCode;
 use crate::protocol::consts::{cap, cmd};
-use crate::protocol::reply::{self, OkPacket};
+use crate::protocol::reply;
 use crate::protocol::response::Expect;
-use crate::protocol::wire::put_lenenc_bytes;
 use crate::rules::{RuleSet, TableEntry};
 use crate::shard::placement::{KeyValue, Placement};
 use crate::sql::lexer::Modes;
@@ -44,12 +47,6 @@ use std::sync::Arc;
 const ER_WRONG_ARGUMENTS: ErrorCode = ErrorCode {
     code: 1210,
     state: "HY000",
-};
-
-/// A statement idgate cannot route correctly (the client is told why).
-pub(in crate::frontend) const ER_NOT_ROUTABLE: ErrorCode = ErrorCode {
-    code: 1235,
-    state: "42000",
 };
 
 /// Where a statement goes.
@@ -332,150 +329,6 @@ pub(in crate::frontend) fn shard_key_of<'r>(
     }
 }
 
-/// Sums the numbers of OK-packet info texts written from the same template
-/// ("Records: 3  Duplicates: 0  Warnings: 0", "Rows matched: 2  Changed: 2
-/// Warnings: 0"); texts that differ in shape keep the first.
-pub(in crate::frontend) fn sum_info(infos: &[String]) -> String {
-    let Some(first) = infos.first() else {
-        return String::new();
-    };
-    let split = |s: &str| -> (Vec<String>, Vec<u64>) {
-        let mut text = vec![String::new()];
-        let mut nums = Vec::new();
-        let mut digits = String::new();
-        for c in s.chars() {
-            if c.is_ascii_digit() {
-                digits.push(c);
-            } else {
-                if !digits.is_empty() {
-                    nums.push(digits.parse().unwrap_or(0));
-                    digits.clear();
-                    text.push(String::new());
-                }
-                if let Some(t) = text.last_mut() {
-                    t.push(c);
-                }
-            }
-        }
-        if !digits.is_empty() {
-            nums.push(digits.parse().unwrap_or(0));
-            text.push(String::new());
-        }
-        (text, nums)
-    };
-    let (text, mut total) = split(first);
-    for other in &infos[1..] {
-        let (t, n) = split(other);
-        if t != text {
-            return first.clone();
-        }
-        for (a, b) in total.iter_mut().zip(n) {
-            *a = a.saturating_add(b);
-        }
-    }
-    let mut out = String::new();
-    for (i, t) in text.iter().enumerate() {
-        out.push_str(t);
-        if let Some(n) = total.get(i) {
-            out.push_str(&n.to_string());
-        }
-    }
-    out
-}
-
-/// The replies to report: every part's, or for a write to the copies of a
-/// broadcast table, the first copy's (one server would have done what each
-/// copy did once).
-pub(in crate::frontend) fn one_copy(parts: &[PartOk], copies: bool) -> &[PartOk] {
-    match parts {
-        [first, ..] if copies => std::slice::from_ref(first),
-        all => all,
-    }
-}
-
-/// One shard's OK reply to a part of a multi-shard write.
-pub(in crate::frontend) struct PartOk {
-    pub ok: OkPacket,
-    pub info: String,
-    /// The ids of a `` RETURNING `id` `` idgate added (an INSERT IGNORE
-    /// of several rows, `upsert.rs`): `ok` and `info` are what MariaDB sends
-    /// without it.
-    pub returned: Option<Vec<u64>>,
-}
-
-impl PartOk {
-    /// `None` unless the reply is exactly one OK packet (a statement that
-    /// returned rows, e.g. with RETURNING, cannot be combined), or with
-    /// `returning` (deprecate_eof), the result of idgate's own RETURNING.
-    pub(in crate::frontend) fn parse(
-        packets: &[Vec<u8>],
-        returning: Option<bool>,
-    ) -> Option<PartOk> {
-        if let Some(deprecate_eof) = returning {
-            // The info text is made for the whole statement (`combined_ok`).
-            let r = Returned::read_all(packets, deprecate_eof)?;
-            let (ok, _) = r.ok_packet(1, 0)?;
-            return Some(PartOk {
-                ok,
-                info: String::new(),
-                returned: Some(r.ids),
-            });
-        }
-        let [p] = packets else {
-            return None;
-        };
-        if p.first() != Some(&reply::OK) {
-            return None;
-        }
-        let ok = reply::parse_ok(p).ok()?;
-        Some(PartOk {
-            ok,
-            info: inject::ok_info(p),
-            returned: None,
-        })
-    }
-}
-
-/// The OK packet the client gets for a write that ran on several shards:
-/// affected rows, warnings and info numbers summed; `last_insert_id` given
-/// by the caller; status from the last shard. For an INSERT of `rows` rows
-/// (0 for other writes), the info is MariaDB's for the whole statement,
-/// with each part's `Duplicates` from `duplicates`.
-pub(in crate::frontend) fn combined_ok(
-    parts: &[PartOk],
-    last_insert_id: u64,
-    rows: usize,
-    duplicates: &dyn Fn(&PartOk) -> u64,
-) -> Vec<u8> {
-    let affected = parts.iter().map(|p| p.ok.affected_rows).sum();
-    let warnings = parts
-        .iter()
-        .fold(0u16, |w, p| w.saturating_add(p.ok.warnings));
-    let status = parts.last().map(|p| p.ok.status).unwrap_or(0);
-    let info = if rows > 1 {
-        let d: u64 = parts.iter().map(duplicates).sum();
-        format!("Records: {rows}  Duplicates: {d}  Warnings: {warnings}")
-    } else if rows == 1 {
-        String::new()
-    } else {
-        let infos: Vec<String> = parts.iter().map(|p| p.info.clone()).collect();
-        sum_info(&infos)
-    };
-    let mut tail = Vec::with_capacity(info.len() + 1);
-    if !info.is_empty() {
-        put_lenenc_bytes(&mut tail, info.as_bytes());
-    }
-    reply::ok_packet(
-        &OkPacket {
-            affected_rows: affected,
-            last_insert_id,
-            status,
-            warnings,
-        },
-        &tail,
-    )
-}
-
 impl Session {
     /// COM_QUERY on a server with sharded tables, for statements other than
     /// INSERTs into rule tables (those are planned by `inject`): `Ok(false)`
@@ -584,7 +437,7 @@ impl Session {
                         text.push_str(sql.get(..u.append_at).unwrap_or(sql));
                         crate::sql::update::push_capture(&mut text, u.entry.quoted_column());
                         text.push_str(sql.get(u.append_at..).unwrap_or(""));
-                        let c = crate::frontend::write::capture::Captured {
+                        let c = crate::frontend::write::readback::Captured {
                             generator: u.entry.generator(),
                             captures: &[],
                             highest: true,
@@ -693,7 +546,7 @@ impl Session {
                         .filter_map(|&i| self.shared.config.shards.get(i))
                         .map(|s| s.name.clone())
                         .collect();
-                    let mut err = crate::frontend::txn::xa::shard_error(e);
+                    let mut err = crate::frontend::session::shard_error(e);
                     if let (CmdError::Reply(p), false) = (&mut err, done.is_empty()) {
                         p.extend_from_slice(
                             format!(" (the statement already ran on shard {})", done.join(", "))
@@ -1032,7 +885,7 @@ fn one_row_duplicates(
     found_rows: bool,
     inserted: Option<bool>,
 ) -> u64 {
-    if let Some((_, d)) = inject::parse_records(&p.info) {
+    if let Some((_, d)) = reply::parse_records(&p.info) {
         return d;
     }
     let affected = p.ok.affected_rows;
@@ -1043,35 +896,6 @@ fn one_row_duplicates(
         (false, true) => u64::from(affected == 0),
         (false, false) => 0,
     }
-}
-
-/// A prepared statement's parameter as a shard key value.
-pub(in crate::frontend) fn key_value(
-    ty: crate::protocol::stmt::ParamType,
-    v: Option<&[u8]>,
-) -> Option<KeyValue> {
-    use crate::protocol::stmt::{int_value, types};
-    let Some(v) = v else {
-        return Some(KeyValue::Null);
-    };
-    match ty[0] {
-        types::TINY | types::SHORT | types::YEAR | types::LONG | types::INT24 | types::LONGLONG => {
-            int_value(ty, v).map(KeyValue::Int)
-        }
-        // Strings, decimals and blobs are sent as their text.
-        0x00 | 0x0f | 0xf6 | 0xf9..=0xfe => Some(KeyValue::Str(v.to_vec())),
-        _ => None,
-    }
-}
-
-/// Where one execute of a prepared INSERT into a routed table goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(in crate::frontend) enum InsertTargets {
-    /// These shards: one, or every copy of a broadcast table.
-    Shards(Vec<usize>),
-    /// Its rows go to several shards: it runs as its text, split by row
-    /// (`inline.rs`).
-    Split,
 }
 
 impl Session {

@@ -282,7 +282,7 @@ impl Session {
                     {
                         self.note_killed(shard, Some(err.code));
                     }
-                    error.get_or_insert(crate::frontend::txn::xa::shard_error(e));
+                    error.get_or_insert(crate::frontend::session::shard_error(e));
                 }
                 Err(e) => {
                     if claimed {
@@ -306,7 +306,7 @@ impl Session {
         let spec = with.as_ref().unwrap_or(spec);
         merge::merge(&replies, spec, protocol, deprecate_eof).map_err(|e| {
             CmdError::Refused(
-                crate::frontend::route::ER_NOT_ROUTABLE,
+                crate::frontend::errors::ER_NOT_ROUTABLE,
                 format!("idgate: cannot merge the shards' results: {e}"),
             )
         })

@@ -25,7 +25,7 @@
 
 use crate::collation::{self, Charset, Collation};
 use crate::frontend::columns::ColumnType;
-use crate::frontend::route::ER_NOT_ROUTABLE;
+use crate::frontend::errors::ER_NOT_ROUTABLE;
 use crate::frontend::session::{CmdError, Session};
 use crate::rules::{RuleSet, TableEntry};
 use crate::shard::placement::{KeyValue, Placement, Sharding};
@@ -301,6 +301,25 @@ impl Session {
             _ => Charset::Utf8mb4,
         };
         Ok((ty, cs))
+    }
+}
+
+/// A prepared statement's parameter as a shard key value.
+pub(in crate::frontend) fn key_value(
+    ty: crate::protocol::stmt::ParamType,
+    v: Option<&[u8]>,
+) -> Option<KeyValue> {
+    use crate::protocol::stmt::{int_value, types};
+    let Some(v) = v else {
+        return Some(KeyValue::Null);
+    };
+    match ty[0] {
+        types::TINY | types::SHORT | types::YEAR | types::LONG | types::INT24 | types::LONGLONG => {
+            int_value(ty, v).map(KeyValue::Int)
+        }
+        // Strings, decimals and blobs are sent as their text.
+        0x00 | 0x0f | 0xf6 | 0xf9..=0xfe => Some(KeyValue::Str(v.to_vec())),
+        _ => None,
     }
 }
 

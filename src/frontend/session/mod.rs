@@ -19,7 +19,6 @@ use crate::frontend::session::login::{Login, LoginError};
 use crate::frontend::session::replay::SessionState;
 use crate::frontend::session::stmt::{PreparedStmt, Statements};
 use crate::frontend::shared::Shared;
-use crate::frontend::write::inject;
 use crate::protocol::codes::{self, ErrorCode};
 use crate::protocol::consts::{cap, cmd, status};
 use crate::protocol::handshake::{self, NATIVE_PASSWORD};
@@ -368,7 +367,7 @@ impl Session {
             Err(CmdError::Backend(e)) => self.shard_failed(e).await,
             Err(CmdError::Sql(e)) => {
                 debug!(conn = self.id, "statement refused: {e}");
-                self.send_refusal(&inject::sql_error_code(&e), &e.to_string())
+                self.send_refusal(&crate::frontend::errors::sql_error_code(&e), &e.to_string())
                     .await?;
                 Ok(Next::Continue)
             }
@@ -933,7 +932,7 @@ impl Session {
                 let release = self.start_captures();
                 match self.execute_stmt(id, payload).await {
                     Ok(()) => {
-                        let c = crate::frontend::write::capture::Captured {
+                        let c = crate::frontend::write::readback::Captured {
                             generator: &h.generator,
                             captures: &[],
                             highest: true,
@@ -1062,7 +1061,7 @@ impl Session {
         let m = self
             .stmts
             .get_mut(id)
-            .and_then(|s| inject::backend_param_index(s, n))?;
+            .and_then(|s| crate::frontend::session::stmt::backend_param_index(s, n))?;
         let mut out = payload.to_vec();
         out[1..5].copy_from_slice(&bid.to_le_bytes());
         out[5..7].copy_from_slice(&u16::try_from(m).ok()?.to_le_bytes());
@@ -1424,4 +1423,14 @@ fn is_statement(payload: &[u8]) -> bool {
         payload.first(),
         Some(&cmd::QUERY) | Some(&cmd::STMT_EXECUTE) | Some(&cmd::STMT_PREPARE)
     )
+}
+
+/// An ERR packet for a shard's error, its message prefixed with the shard.
+pub(in crate::frontend) fn shard_error(e: BackendError) -> CmdError {
+    match &e {
+        BackendError::Server { shard, err } => {
+            CmdError::Reply(err.payload(&format!("shard {shard}: ")))
+        }
+        _ => CmdError::Backend(e),
+    }
 }

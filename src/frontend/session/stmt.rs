@@ -8,6 +8,7 @@
 use crate::protocol::stmt::ParamType;
 use crate::sql::PrepareRewrite;
 use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Where a prepared UPDATE of an id column is read back.
@@ -73,7 +74,7 @@ pub struct PreparedStmt {
     pub limit: Option<LimitRewrite>,
     /// The open cursor of an execute that ran on several shards: its
     /// merged rows, fetched from idgate (`cursor.rs`).
-    pub merged: Option<Box<crate::frontend::route::cursor::MergedCursor>>,
+    pub merged: Option<Box<MergedCursor>>,
 }
 
 /// Where a prepared SELECT's LIMIT became `?, ?` on the shards.
@@ -173,4 +174,32 @@ impl Statements {
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
+}
+
+/// The shard parameter index of the client's parameter `n` of a statement
+/// that fills ids (for COM_STMT_SEND_LONG_DATA).
+pub fn backend_param_index(stmt: &PreparedStmt, n: usize) -> Option<usize> {
+    if let Some(l) = &stmt.limit {
+        return l.shard_index(n);
+    }
+    let Some(plan) = &stmt.plan else {
+        return Some(n);
+    };
+    plan.params.iter().position(|p| match *p {
+        crate::sql::ParamSource::Client(i) => i == n,
+        crate::sql::ParamSource::ClientUnlessAuto { param, .. } => param == n,
+        _ => false,
+    })
+}
+
+/// The merged rows of a cursor idgate serves.
+#[derive(Debug, Clone, Default)]
+pub struct MergedCursor {
+    /// Rows not fetched yet (binary protocol row packets).
+    pub(in crate::frontend) rows: VecDeque<Vec<u8>>,
+    /// The merged reply's terminator (the template of each fetch's).
+    pub(in crate::frontend) terminator: Vec<u8>,
+    /// Its status without the flags a cursor sets.
+    pub(in crate::frontend) status: u16,
+    pub(in crate::frontend) deprecate_eof: bool,
 }

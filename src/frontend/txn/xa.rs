@@ -19,7 +19,8 @@
 //!    itself dies in this step, the next idgate commits the branches.
 
 use crate::backend::BackendError;
-use crate::frontend::route::PartOk;
+use crate::frontend::oks::PartOk;
+use crate::frontend::session::shard_error;
 use crate::frontend::session::{CmdError, Session};
 use crate::protocol::response::Expect;
 use std::sync::atomic::Ordering;
@@ -53,16 +54,6 @@ fn phase(
             }
         })
         .collect()
-}
-
-/// An ERR packet for a shard's error, its message prefixed with the shard.
-pub(in crate::frontend) fn shard_error(e: BackendError) -> CmdError {
-    match &e {
-        BackendError::Server { shard, err } => {
-            CmdError::Reply(err.payload(&format!("shard {shard}: ")))
-        }
-        _ => CmdError::Backend(e),
-    }
 }
 
 impl Session {

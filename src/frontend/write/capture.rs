@@ -17,25 +17,10 @@
 //! row's id was captured, the held OK packet gets the value read back.
 
 use crate::frontend::session::{CmdError, Session};
+use crate::frontend::write::readback::Captured;
 use crate::protocol::reply;
 use crate::sql::convert::{self, Converted};
 use crate::sql::edit::capture_var;
-
-/// What one statement left to read back.
-pub(in crate::frontend) struct Captured<'a> {
-    /// The generator that fills the table's id column.
-    pub generator: &'a str,
-    /// Byte offsets of the captured values (their variables).
-    pub captures: &'a [usize],
-    /// An UPDATE of the id column: read the highest id it stored too.
-    pub highest: bool,
-    /// The capture whose value the OK packet reports (the last row's id of
-    /// an explicit-only statement, when captured).
-    pub report_last: Option<usize>,
-    /// The shards it may have run on (those without a connection are
-    /// skipped).
-    pub shards: Vec<usize>,
-}
 
 impl Session {
     /// COM_STMT_EXECUTE of a prepared INSERT whose id values are captured:
@@ -237,7 +222,7 @@ impl Session {
                         // Every shard is still read (and reset) first.
                         if let Err(e) = g.observe(id).await {
                             failed.get_or_insert(CmdError::Refused(
-                                crate::frontend::write::inject::ER_AUTOINC_READ_FAILED,
+                                crate::frontend::errors::ER_AUTOINC_READ_FAILED,
                                 e.to_string(),
                             ));
                         }

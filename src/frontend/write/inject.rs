@@ -18,14 +18,15 @@
 
 use crate::backend::relay::Action;
 use crate::frontend::columns::ColumnType;
-use crate::frontend::route::InsertTargets;
-use crate::frontend::session::stmt::PreparedStmt;
+use crate::frontend::errors::ER_AUTOINC_READ_FAILED;
+use crate::frontend::route::target::InsertTargets;
 use crate::frontend::session::{CmdError, Session};
-use crate::frontend::write::capture::Captured;
+use crate::frontend::write::readback::Captured;
 use crate::frontend::write::upsert::{self, After, Returned, Step, Tracked};
 use crate::protocol::codes::{self, ErrorCode};
 use crate::protocol::consts::{cap, cmd};
 use crate::protocol::reply;
+use crate::protocol::reply::{ok_info, parse_records};
 use crate::protocol::response::{Expect, Kind};
 use crate::protocol::stmt::{self as wire_stmt, types, ParamType};
 use crate::sql::SqlModes;
@@ -35,14 +36,6 @@ use crate::sql::{
 };
 use std::borrow::Cow;
 use std::sync::Arc;
-
-/// MySQL error for an allocator failure (store down, exhausted): "Failed to
-/// read auto-increment value", the error a client gets when AUTO_INCREMENT
-/// cannot produce a value.
-pub(in crate::frontend) const ER_AUTOINC_READ_FAILED: ErrorCode = ErrorCode {
-    code: 1467,
-    state: "HY000",
-};
 
 /// "Incorrect integer value" (an id parameter idgate cannot convert).
 const ER_TRUNCATED_WRONG_VALUE: ErrorCode = ErrorCode {
@@ -198,7 +191,7 @@ impl Session {
             .find_map(|st| st.rule.as_ref().filter(|r| r.routed.is_some()));
         if let (Some(r), true) = (routed_rule, rw.statements().len() > 1) {
             return Err(CmdError::Refused(
-                crate::frontend::route::ER_NOT_ROUTABLE,
+                crate::frontend::errors::ER_NOT_ROUTABLE,
                 format!(
                     "idgate: a query of several statements that inserts into sharded table {} is not supported; send its statements one by one",
                     r.table
@@ -577,7 +570,7 @@ impl Session {
                 let keys: Vec<u64> = ids.iter().chain(&exec.observed).copied().collect();
                 let param = |i: usize| match (e.values.get(i), client_types.get(i)) {
                     _ if is_long(i) => None,
-                    (Some(v), Some(t)) => crate::frontend::route::key_value(*t, *v),
+                    (Some(v), Some(t)) => crate::frontend::route::shardkey::key_value(*t, *v),
                     _ => None,
                 };
                 // A tracked upsert on every copy of a broadcast table runs
@@ -770,8 +763,8 @@ impl Session {
             Some(&first) if report != Report::Plain || inserted => first,
             _ => last_explicit.unwrap_or(0),
         };
-        let ok = crate::frontend::route::combined_ok(
-            crate::frontend::route::one_copy(&oks, true),
+        let ok = crate::frontend::oks::combined_ok(
+            crate::frontend::oks::one_copy(&oks, true),
             last_insert_id,
             0,
             &|_| 0,
@@ -795,30 +788,6 @@ impl Session {
             .await
             .map_err(CmdError::ClientGone)
     }
-}
-
-/// The MySQL error for a statement idgate refuses.
-pub fn sql_error_code(e: &SqlError) -> ErrorCode {
-    ErrorCode {
-        code: e.code(),
-        state: e.sqlstate(),
-    }
-}
-
-/// The shard parameter index of the client's parameter `n` of a statement
-/// that fills ids (for COM_STMT_SEND_LONG_DATA).
-pub fn backend_param_index(stmt: &PreparedStmt, n: usize) -> Option<usize> {
-    if let Some(l) = &stmt.limit {
-        return l.shard_index(n);
-    }
-    let Some(plan) = &stmt.plan else {
-        return Some(n);
-    };
-    plan.params.iter().position(|p| match *p {
-        sql::ParamSource::Client(i) => i == n,
-        sql::ParamSource::ClientUnlessAuto { param, .. } => param == n,
-        _ => false,
-    })
 }
 
 /// A statement's text for planning: borrowed when it is UTF-8; otherwise a
@@ -922,43 +891,6 @@ fn inserted_from_ok(
         None if ok.affected_rows == 1 && !unchanged_duplicate => Inserted::All(first),
         None => Inserted::None,
     }
-}
-
-/// The info text at the end of an OK packet: a length-encoded string
-/// (MariaDB always writes it so; a MySQL server without
-/// CLIENT_SESSION_TRACK writes the bare text).
-pub(in crate::frontend) fn ok_info(p: &[u8]) -> String {
-    let mut c = crate::protocol::wire::Cursor::new(p);
-    let fixed = c.u8().and_then(|_| c.lenenc()).and_then(|_| c.lenenc());
-    let status = fixed.and_then(|_| c.u16());
-    let fixed = status.and_then(|s| c.u16().map(|_| s));
-    let Ok(status) = fixed else {
-        return String::new();
-    };
-    let rest = c.rest();
-    let mut l = crate::protocol::wire::Cursor::new(rest);
-    match l.lenenc_bytes() {
-        Ok(text)
-            if l.is_empty()
-                || status & crate::protocol::consts::status::SESSION_STATE_CHANGED != 0 =>
-        {
-            String::from_utf8_lossy(text).into_owned()
-        }
-        _ => String::from_utf8_lossy(rest).into_owned(),
-    }
-}
-
-/// `Records: 3  Duplicates: 1  Warnings: 0` -> (3, 1).
-pub(in crate::frontend) fn parse_records(info: &str) -> Option<(u64, u64)> {
-    let num = |key: &str| -> Option<u64> {
-        let rest = info.get(info.find(key)? + key.len()..)?;
-        rest.trim_start()
-            .split(|c: char| !c.is_ascii_digit())
-            .next()?
-            .parse()
-            .ok()
-    };
-    Some((num("Records:")?, num("Duplicates:").unwrap_or(0)))
 }
 
 fn replace_last_insert_id(p: &[u8], v: u64) -> Action {

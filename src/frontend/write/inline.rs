@@ -299,7 +299,7 @@ impl Session {
         };
         let refused = |why: String| {
             CmdError::Refused(
-                crate::frontend::route::ER_NOT_ROUTABLE,
+                crate::frontend::errors::ER_NOT_ROUTABLE,
                 format!("idgate: {what} {why}"),
             )
         };

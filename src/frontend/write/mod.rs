@@ -19,4 +19,5 @@ pub mod inject;
 pub mod inline;
 pub mod lastid;
 pub mod multi;
+pub mod readback;
 pub mod upsert;

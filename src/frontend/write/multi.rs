@@ -11,7 +11,6 @@
 //! it comes (no result set is buffered).
 
 use crate::frontend::session::{CmdError, Session};
-use crate::frontend::write::inject;
 use crate::protocol::consts::{cmd, status};
 use crate::sql::lexer::{skim, Lexer, Modes};
 use std::ops::Range;
@@ -114,7 +113,7 @@ impl Session {
                 Ok(()) => false,
                 // The error ends the query: it is its last packet.
                 Err(CmdError::Sql(e)) => {
-                    self.send_refusal(&inject::sql_error_code(&e), &e.to_string())
+                    self.send_refusal(&crate::frontend::errors::sql_error_code(&e), &e.to_string())
                         .await?;
                     true
                 }

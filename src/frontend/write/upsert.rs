@@ -16,7 +16,7 @@
 //! `Records: n  Duplicates: d  Warnings: w`, session state changes).
 
 use crate::backend::relay::Action;
-use crate::frontend::write::inject::parse_records;
+use crate::protocol::reply::parse_records;
 use crate::protocol::reply::{self, OkPacket, ERR};
 use crate::protocol::wire::{put_lenenc, put_lenenc_bytes, Cursor};
 
