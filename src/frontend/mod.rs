@@ -14,7 +14,9 @@
 //! - [`columns`]: the column order and types of rule tables, cached.
 //! - [`errors`]: the MySQL errors handlers answer refused statements with.
 //! - [`oks`]: the OK packets of a write on several shards, combined.
-//! - [`session`]: one client session: the command loop, per-session state,
+//! - [`session`]: one client session: per-session state and I/O (`mod.rs`),
+//!   the command dispatch (`engine`: one match per command, COM_QUERY by its
+//!   `sql::statement` classification),
 //!   `login` (handshake and authentication), `backends` (the session's
 //!   shard connections: the one provider handlers get a connection from),
 //!   `stmt` (prepared statements, their ids on each shard, a merged

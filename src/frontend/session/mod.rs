@@ -1,11 +1,14 @@
-//! One client session: the command loop and everything the session owns.
+//! One client session: everything the session owns, its command loop and
+//! the I/O primitives every handler uses (`forward`, `backend`, replies).
+//! What each command does is dispatched in `engine.rs`.
 //!
-//! A session holds at most one connection per shard, opened the first time a
-//! command needs that shard (with the `[backend]` account and the client's
-//! schema, character set and capabilities) and kept for the session. Replies
-//! are relayed byte for byte.
+//! A session holds at most one connection per shard (`backends.rs`), opened
+//! the first time a command needs that shard (with the `[backend]` account
+//! and the client's schema, character set and capabilities) and kept for
+//! the session. Replies are relayed byte for byte.
 
 pub mod backends;
+mod engine;
 pub mod kill;
 pub mod login;
 pub mod registry;
@@ -17,17 +20,15 @@ use crate::backend::{BackendConn, BackendError, ConnectParams};
 use crate::frontend::session::backends::Backends;
 use crate::frontend::session::login::{Login, LoginError};
 use crate::frontend::session::replay::SessionState;
-use crate::frontend::session::stmt::{PreparedStmt, Statements};
+use crate::frontend::session::stmt::Statements;
 use crate::frontend::shared::Shared;
 use crate::protocol::codes::{self, ErrorCode};
-use crate::protocol::consts::{cap, cmd, status};
-use crate::protocol::handshake::{self, NATIVE_PASSWORD};
+use crate::protocol::consts::{cmd, status};
 use crate::protocol::packet::{PacketConn, ReadError};
 use crate::protocol::reply::{self, OkPacket};
 use crate::protocol::response::{Expect, Kind, Tracker};
 use crate::protocol::stmt as wire_stmt;
 use crate::protocol::wire::Cursor;
-use crate::sql::statement::{self, keyword, TxnStmt};
 use crate::sql::SqlModes;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -311,79 +312,6 @@ impl Session {
         }
     }
 
-    /// Handles one command. Shard failures are reported to the client here;
-    /// an `Err` means the session must end.
-    async fn command(&mut self, payload: &[u8]) -> Result<Next, CmdError> {
-        if self.shared.deadlock_detection {
-            self.watch_command_start();
-        }
-        let mut result = match payload[0] {
-            cmd::QUIT => return Ok(Next::Quit),
-            cmd::QUERY => self.query(payload).await,
-            cmd::INIT_DB => self.init_db(payload).await,
-            cmd::PING => self.ping(payload).await,
-            cmd::FIELD_LIST => self
-                .forward(0, payload, Expect::FieldList)
-                .await
-                .map(|_| ()),
-            cmd::STATISTICS => self.forward(0, payload, Expect::Single).await.map(|_| ()),
-            cmd::SET_OPTION => self.forward(0, payload, Expect::Single).await.map(|_| ()),
-            cmd::STMT_PREPARE => self.prepare(payload).await,
-            cmd::STMT_EXECUTE => self.execute(payload).await,
-            cmd::STMT_FETCH => self.stmt_forward(payload, Some(Expect::Rows)).await,
-            cmd::STMT_RESET => self.stmt_forward(payload, Some(Expect::Single)).await,
-            cmd::STMT_SEND_LONG_DATA => self.stmt_forward(payload, None).await,
-            cmd::STMT_CLOSE => self.stmt_close(payload).await,
-            cmd::RESET_CONNECTION => self.reset_connection(payload).await,
-            cmd::CHANGE_USER => return self.change_user(payload).await,
-            cmd::PROCESS_KILL if payload.len() >= 5 => {
-                let id = u32::from_le_bytes([payload[1], payload[2], payload[3], payload[4]]);
-                self.kill(statement::Kill {
-                    query: false,
-                    id: u64::from(id),
-                })
-                .await
-            }
-            other => {
-                let msg = format!("Unknown command {other:#04x}");
-                self.send_error(self.next_seq, &codes::ER_UNKNOWN_COM_ERROR, &msg)
-                    .await
-                    .map_err(CmdError::ClientGone)?;
-                Ok(())
-            }
-        };
-        if self.killed {
-            self.killed = false;
-            result = self.deadlock_victim(result).await;
-        }
-        if self.shared.routing {
-            self.txn_settled();
-        }
-        if self.watched.is_some() {
-            self.watch_command_end();
-        }
-        match result {
-            Ok(()) => Ok(Next::Continue),
-            Err(CmdError::Backend(e)) => self.shard_failed(e).await,
-            Err(CmdError::Sql(e)) => {
-                debug!(conn = self.id, "statement refused: {e}");
-                self.send_refusal(&crate::frontend::errors::sql_error_code(&e), &e.to_string())
-                    .await?;
-                Ok(Next::Continue)
-            }
-            Err(CmdError::Refused(code, message)) => {
-                debug!(conn = self.id, "statement refused: {message}");
-                self.send_refusal(&code, &message).await?;
-                Ok(Next::Continue)
-            }
-            Err(CmdError::Reply(p)) => {
-                self.reply_packet(&p).await?;
-                Ok(Next::Continue)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
     /// Reports a shard failure to the client and drops that shard connection.
     /// Inside a transaction the session ends too: its transaction is gone.
     async fn shard_failed(&mut self, e: BackendError) -> Result<Next, CmdError> {
@@ -647,243 +575,6 @@ impl Session {
         Ok(outcome)
     }
 
-    pub(in crate::frontend) async fn query(&mut self, payload: &[u8]) -> Result<(), CmdError> {
-        let sql = &payload[1..];
-        let stmt = statement::classify(sql);
-        let routing = self.shared.routing;
-        match stmt.kind {
-            statement::Kind::Admin(cmd) => return self.admin(cmd).await,
-            statement::Kind::Kill(Ok(k)) => return self.kill(k).await,
-            statement::Kind::Kill(Err(what)) => {
-                return Err(CmdError::Refused(
-                    codes::ER_NOT_SUPPORTED_YET,
-                    format!("idgate: {what} is not supported; use KILL [CONNECTION | QUERY] <connection id>"),
-                ))
-            }
-            statement::Kind::Diag(d) if routing => return self.diagnostics(payload, d).await,
-            statement::Kind::Begin if routing => return self.begin(payload).await,
-            statement::Kind::End if routing => return self.end(payload).await,
-            statement::Kind::Savepoint(op, name) if routing => return self.savepoint(payload, op, name).await,
-            _ => {}
-        }
-        if routing && self.query_routed(payload).await? {
-            return Ok(());
-        }
-        let mut handled = false;
-        if self.shared.rules.is_some() {
-            handled = self.query_with_rules(payload).await?;
-            if keyword::mentions_sql_mode(sql) {
-                self.sql_modes = None;
-            }
-            if self.client_cs.is_some() && keyword::mentions_charset(sql) {
-                self.client_cs = None;
-            }
-            if stmt.is_ddl() {
-                self.shared.columns.clear();
-            }
-        }
-        if !handled {
-            if routing {
-                if stmt.may_write() {
-                    self.check_write(&[0])?;
-                }
-                self.sync_last_id(0, sql).await?;
-            }
-            let outcome = self.forward(0, payload, Expect::Results).await?;
-            if routing {
-                self.note_last_id_change(0, sql);
-            }
-            if !outcome.error && outcome.oks == 1 {
-                let db = keyword::use_statement(sql);
-                if routing && (db.is_some() || stmt.is_set()) {
-                    self.propagate(0, payload, Expect::Results).await;
-                }
-                if let Some(db) = db {
-                    self.schema = Some(db);
-                }
-                self.state.record(payload);
-            }
-        }
-        if keyword::may_change_schema(sql) {
-            self.refresh_schema().await?;
-        }
-        Ok(())
-    }
-
-    async fn init_db(&mut self, payload: &[u8]) -> Result<(), CmdError> {
-        let outcome = self.forward(0, payload, Expect::Single).await?;
-        if !outcome.error {
-            self.schema = Some(String::from_utf8_lossy(&payload[1..]).into_owned());
-            if self.shared.routing {
-                self.propagate(0, payload, Expect::Single).await;
-            }
-        }
-        Ok(())
-    }
-
-    /// COM_PING: answered by the shard when the session has a connection to
-    /// it, else by idgate itself (pools ping idle connections often).
-    async fn ping(&mut self, payload: &[u8]) -> Result<(), CmdError> {
-        if self.backends.is_open(0) {
-            self.forward(0, payload, Expect::Single).await?;
-            return Ok(());
-        }
-        self.send_ok(self.next_seq, status::AUTOCOMMIT).await
-    }
-
-    async fn prepare(&mut self, payload: &[u8]) -> Result<(), CmdError> {
-        if statement::kill::parse(&payload[1..]).is_some() {
-            // Prepared, the id would reach a shard as a thread id.
-            return Err(CmdError::Refused(
-                codes::ER_NOT_SUPPORTED_YET,
-                "idgate: a prepared KILL is not supported; send KILL [CONNECTION | QUERY] <connection id> as a statement".into(),
-            ));
-        }
-        let plan = match self.shared.rules {
-            Some(_) => self.plan_prepare(payload).await?,
-            None => None,
-        };
-        // An UPDATE of a rule table's id column: the shard prepares it with
-        // the assignment that records the highest id (`sql::update`).
-        let highest = match (&plan, &self.shared.rules) {
-            (None, Some(rules)) => self.prepare_highest(rules.clone(), payload).await?,
-            _ => None,
-        };
-        let with_capture;
-        let payload = match &highest {
-            Some((text, _)) => {
-                with_capture = text.clone();
-                &with_capture[..]
-            }
-            None => payload,
-        };
-        let highest = highest.map(|(_, h)| h);
-        let client_sql = plan
-            .as_ref()
-            .filter(|p| p.rule.routed.is_some())
-            .and_then(|_| std::str::from_utf8(&payload[1..]).ok())
-            .map(Arc::from);
-        let rewritten;
-        let payload = match &plan {
-            Some(p) => {
-                rewritten = [&[cmd::STMT_PREPARE][..], p.backend_sql.as_bytes()].concat();
-                &rewritten[..]
-            }
-            None => payload,
-        };
-        let (route, prepare_on) = match (&plan, self.shared.routing) {
-            (None, true) => self.prepare_route(payload).await?,
-            (Some(p), true) => (None, self.insert_prepare_shard(p)),
-            _ => (None, 0),
-        };
-        // A scattered SELECT's LIMIT with a `?` or an offset: the shards
-        // get `LIMIT ?, ?`, bound by idgate (`route.rs`).
-        let limit = match &route {
-            Some(a) => self.limit_rewrite(a, &payload[1..]).await?,
-            None => None,
-        };
-        let limited;
-        let (payload, client_params) = match &limit {
-            Some((_, text, n)) => {
-                limited = [&[cmd::STMT_PREPARE][..], text.as_bytes()].concat();
-                (&limited[..], Some(*n))
-            }
-            None => (payload, plan.as_ref().map(|p| p.client_params)),
-        };
-        let limit = limit.map(|(l, _, _)| l);
-        let shards = self.backends.len();
-        let mut stmt = PreparedStmt {
-            prepare: payload.to_vec(),
-            params: 0,
-            backend_ids: vec![None; shards],
-            types_sent: vec![false; shards],
-            types: None,
-            plan: plan.clone(),
-            route,
-            txn: (self.shared.routing && statement::txn::classify(&payload[1..]) != TxnStmt::Other)
-                .then(|| [&[cmd::QUERY][..], &payload[1..]].concat()),
-            exec_shard: prepare_on,
-            long_data: Vec::new(),
-            long_data_bytes: 0,
-            long_params: Vec::new(),
-            client_sql,
-            limit,
-            merged: None,
-            highest,
-        };
-        let id = self.stmts.insert(stmt.clone());
-        // With a plan or a LIMIT rewrite, the client is told the parameters
-        // it wrote: the shard's definitions of the parameters idgate added
-        // are dropped (they are all alike).
-        // A RETURNING idgate added (`sql::upsert`): the client prepared a
-        // statement without a result set, and is told so.
-        let hide_columns = plan
-            .as_ref()
-            .is_some_and(|p| p.report == crate::sql::Report::Returning);
-        let deprecate_eof = self.login.capabilities & cap::DEPRECATE_EOF != 0;
-        let mut index = 0usize;
-        let mut backend_id = None;
-        let mut hook = |kind: Kind, p: &[u8]| {
-            let i = index;
-            index += 1;
-            if i == 0 {
-                if kind == Kind::Err || p.len() < 12 {
-                    return Action::Keep;
-                }
-                let mut c = Cursor::new(p);
-                let _ = c.u8();
-                backend_id = c.u32().ok();
-                let _columns = c.u16();
-                stmt.params = c.u16().unwrap_or(0);
-                let mut out = p.to_vec();
-                out[1..5].copy_from_slice(&id.to_le_bytes());
-                if let Some(n) = client_params {
-                    out[7..9].copy_from_slice(&(n as u16).to_le_bytes());
-                }
-                if hide_columns {
-                    out[5..7].copy_from_slice(&0u16.to_le_bytes());
-                }
-                return Action::Replace(out);
-            }
-            let params = stmt.params as usize;
-            let params_end = params + usize::from(params > 0 && !deprecate_eof);
-            if hide_columns && i > params_end {
-                return Action::Drop;
-            }
-            let (Some(n), params) = (client_params, stmt.params as usize) else {
-                return Action::Keep;
-            };
-            if i <= params {
-                if i <= n {
-                    Action::Keep
-                } else {
-                    Action::Drop
-                }
-            } else if i == params + 1 && params > 0 && !deprecate_eof && n == 0 {
-                // The EOF closing parameter definitions the client does not get.
-                Action::Drop
-            } else {
-                Action::Keep
-            }
-        };
-        let result = self
-            .forward_with(prepare_on, payload, Expect::Prepare, &mut hook)
-            .await;
-        match (result, backend_id) {
-            (Ok(_), Some(bid)) => {
-                stmt.backend_ids[prepare_on] = Some(bid);
-                if let Some(s) = self.stmts.get_mut(id) {
-                    *s = stmt;
-                }
-                Ok(())
-            }
-            (r, _) => {
-                self.stmts.remove(id);
-                r.map(|_| ())
-            }
-        }
-    }
-
     /// The shard statement id for client statement `id` on `shard`, preparing
     /// it there first if that connection does not have it.
     pub(in crate::frontend) async fn backend_stmt(
@@ -919,78 +610,6 @@ impl Session {
             s.types_sent[shard] = false;
         }
         Ok(bid)
-    }
-
-    async fn execute(&mut self, payload: &[u8]) -> Result<(), CmdError> {
-        let Ok(id) = wire_stmt::stmt_id(&payload[1..]) else {
-            return self.malformed("COM_STMT_EXECUTE").await;
-        };
-        let highest = self.stmts.get_mut(id).and_then(|s| s.highest.clone());
-        let result = match highest {
-            // An UPDATE of a rule table's id column (`capture.rs`).
-            Some(h) => {
-                let release = self.start_captures();
-                match self.execute_stmt(id, payload).await {
-                    Ok(()) => {
-                        let c = crate::frontend::write::readback::Captured {
-                            generator: &h.generator,
-                            captures: &[],
-                            highest: true,
-                            report_last: None,
-                            shards: h.shards.clone(),
-                        };
-                        self.finish_captures(std::slice::from_ref(&c), release)
-                            .await
-                    }
-                    Err(e) => {
-                        self.release_held(release).await?;
-                        Err(e)
-                    }
-                }
-            }
-            None => self.execute_stmt(id, payload).await,
-        };
-        // Long data is for one execute, as in MariaDB.
-        if let Some(s) = self.stmts.get_mut(id) {
-            s.clear_long_data();
-        }
-        result
-    }
-
-    async fn execute_stmt(&mut self, id: u32, payload: &[u8]) -> Result<(), CmdError> {
-        let max = self.shared.config.server.max_packet;
-        let Some(s) = self.stmts.get_mut(id) else {
-            return self.unknown_stmt(id, "mysqld_stmt_execute").await;
-        };
-        // A new execute closes the statement's cursor.
-        s.merged = None;
-        if s.long_data_bytes > max {
-            return Err(CmdError::Refused(
-                codes::ER_NET_PACKET_TOO_LARGE,
-                format!("idgate: the long data sent for this session's statements (COM_STMT_SEND_LONG_DATA) is larger than 'max_packet' ({max} bytes); a statement's shard is chosen at execute, so idgate holds it until then"),
-            ));
-        }
-        if let Some(plan) = s.plan.clone() {
-            if plan.captures.is_empty() {
-                return self.execute_planned(id, payload, plan).await;
-            }
-            return self.execute_captured(id, payload, plan).await;
-        }
-        if let Some(route) = s.route.clone() {
-            return self.execute_routed(id, payload, route).await;
-        }
-        if let Some(q) = s.txn.clone() {
-            // A prepared BEGIN/COMMIT/ROLLBACK: the same as its text.
-            return match statement::txn::classify(&q[1..]) {
-                TxnStmt::Begin => self.begin(&q).await,
-                _ => self.end(&q).await,
-            };
-        }
-        let shard = 0;
-        match self.execute_payload(id, shard, payload).await? {
-            Some(out) => self.forward(shard, &out, Expect::Results).await.map(|_| ()),
-            None => Ok(()),
-        }
     }
 
     /// The COM_STMT_EXECUTE to send `shard` for the client's `payload`:
@@ -1090,115 +709,6 @@ impl Session {
         Ok(())
     }
 
-    /// FETCH, RESET and SEND_LONG_DATA: the statement id is translated, the
-    /// rest passes as it is. `expect` is `None` for commands without a reply.
-    async fn stmt_forward(
-        &mut self,
-        payload: &[u8],
-        expect: Option<Expect>,
-    ) -> Result<(), CmdError> {
-        let name = match payload[0] {
-            cmd::STMT_FETCH => "mysqld_stmt_fetch",
-            cmd::STMT_RESET => "mysqld_stmt_reset",
-            _ => "mysqld_stmt_send_long_data",
-        };
-        let Ok(id) = wire_stmt::stmt_id(&payload[1..]) else {
-            return match expect {
-                Some(_) => self.malformed(name).await,
-                None => Ok(()),
-            };
-        };
-        if payload[0] == cmd::STMT_FETCH {
-            // A cursor over several shards is served by idgate (`cursor.rs`).
-            let n = payload
-                .get(5..9)
-                .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-            if self.fetch_merged(id, n).await? {
-                return Ok(());
-            }
-        }
-        if payload[0] == cmd::STMT_SEND_LONG_DATA {
-            let max = self.shared.config.server.max_packet;
-            let held = self.stmts.long_data_held();
-            let param = payload
-                .get(5..7)
-                .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize);
-            let Some(s) = self.stmts.get_mut(id) else {
-                return Ok(());
-            };
-            if let Some(n) = param {
-                // The next execute carries no value for it.
-                if s.long_params.len() <= n {
-                    s.long_params.resize(n + 1, false);
-                }
-                s.long_params[n] = true;
-            }
-            if s.routed() {
-                // Its shard is not known before the execute. The session
-                // holds at most `max_packet` bytes of it over all statements.
-                if held.saturating_add(payload.len()) > max {
-                    s.long_data.clear();
-                    s.long_data_bytes = usize::MAX;
-                } else {
-                    s.long_data_bytes += payload.len();
-                    s.long_data.push(payload.to_vec());
-                }
-                return Ok(());
-            }
-        }
-        if payload[0] == cmd::STMT_RESET {
-            if let Some(s) = self.stmts.get_mut(id) {
-                s.clear_long_data();
-                s.merged = None;
-            }
-        }
-        // A fetch reads the cursor where the last execute ran; the other
-        // commands go there too (a statement on a routed table is prepared
-        // on each shard it ran on).
-        let shard = self.stmts.get_mut(id).map(|s| s.exec_shard).unwrap_or(0);
-        let Some(bid) = self.backend_stmt(id, shard).await? else {
-            return match expect {
-                Some(_) => self.unknown_stmt(id, name).await,
-                None => Ok(()),
-            };
-        };
-        let out = if payload[0] == cmd::STMT_SEND_LONG_DATA {
-            match self.long_data_packet(id, bid, payload) {
-                Some(out) => out,
-                None => return Ok(()),
-            }
-        } else {
-            let mut out = payload.to_vec();
-            out[1..5].copy_from_slice(&bid.to_le_bytes());
-            out
-        };
-        match expect {
-            Some(e) => self.forward(shard, &out, e).await.map(|_| ()),
-            None => {
-                let b = self.backend(shard).await.map_err(CmdError::Backend)?;
-                b.send(&out).await.map_err(CmdError::Backend)?;
-                Ok(())
-            }
-        }
-    }
-
-    async fn stmt_close(&mut self, payload: &[u8]) -> Result<(), CmdError> {
-        let Ok(id) = wire_stmt::stmt_id(&payload[1..]) else {
-            return Ok(());
-        };
-        let Some(s) = self.stmts.remove(id) else {
-            return Ok(());
-        };
-        for (shard, bid) in s.backend_ids.iter().enumerate() {
-            if let (Some(bid), Some(b)) = (bid, self.backends.get_mut(shard)) {
-                let mut out = vec![cmd::STMT_CLOSE];
-                out.extend_from_slice(&bid.to_le_bytes());
-                b.send(&out).await.map_err(CmdError::Backend)?;
-            }
-        }
-        Ok(())
-    }
-
     /// Forgets the session's per-connection state (COM_RESET_CONNECTION,
     /// COM_CHANGE_USER): prepared statements, recorded SETs, the
     /// transaction, where the last insert id is.
@@ -1212,97 +722,6 @@ impl Session {
         self.forget_savepoints();
         self.lid_home = 0;
         self.lid_synced = u64::MAX;
-    }
-
-    async fn reset_connection(&mut self, payload: &[u8]) -> Result<(), CmdError> {
-        self.forget_session_state();
-        let mut replied = false;
-        for shard in 0..self.backends.len() {
-            if !self.backends.is_open(shard) {
-                continue;
-            }
-            if !replied {
-                self.forward(shard, payload, Expect::Single).await?;
-                replied = true;
-            } else if let Some(b) = self.backends.get_mut(shard) {
-                b.run(payload, Expect::Single)
-                    .await
-                    .map_err(CmdError::Backend)?;
-            }
-        }
-        if !replied {
-            self.send_ok(self.next_seq, status::AUTOCOMMIT).await?;
-        }
-        Ok(())
-    }
-
-    /// COM_CHANGE_USER: checked against `[[users]]` like a login; then the
-    /// session starts afresh (shard connections reopen with the new schema).
-    async fn change_user(&mut self, payload: &[u8]) -> Result<Next, CmdError> {
-        let mut c = Cursor::new(&payload[1..]);
-        let user = c.null_str().to_vec();
-        let token = if self.login.capabilities & cap::SECURE_CONNECTION != 0 {
-            c.u8()
-                .ok()
-                .and_then(|n| c.take(n as usize).ok())
-                .unwrap_or_default()
-                .to_vec()
-        } else {
-            c.null_str().to_vec()
-        };
-        let db = c.null_str().to_vec();
-        let charset = c.u16().ok();
-        let plugin = if self.login.capabilities & cap::PLUGIN_AUTH != 0 {
-            c.null_str().to_vec()
-        } else {
-            Vec::new()
-        };
-        let mut seq = self.next_seq;
-        let mut token = token;
-        if !plugin.is_empty() && plugin != NATIVE_PASSWORD {
-            let req = handshake::auth_switch_request(NATIVE_PASSWORD, &self.login.scramble);
-            self.client
-                .write_packet(seq, &req)
-                .await
-                .map_err(CmdError::ClientGone)?;
-            let mut buf = Vec::new();
-            match self.client.read_packet(&mut buf, 1 << 16).await {
-                Ok(Some((_, last))) => seq = last.wrapping_add(1),
-                _ => return Ok(Next::Quit),
-            }
-            token = buf;
-        }
-        let ok = self
-            .shared
-            .users
-            .get(&user)
-            .is_some_and(|pw| handshake::verify_native(&self.login.scramble, pw, &token));
-        let name = String::from_utf8_lossy(&user).into_owned();
-        if !ok {
-            let using = if token.is_empty() { "NO" } else { "YES" };
-            warn!(conn = self.id, user = %name, "COM_CHANGE_USER refused");
-            let msg = format!("Access denied for user '{name}' (using password: {using})");
-            let _ = self
-                .send_error(seq, &codes::ER_ACCESS_DENIED_ERROR, &msg)
-                .await;
-            return Ok(Next::Quit);
-        }
-        self.close_backends().await;
-        self.forget_session_state();
-        self.registered.control.set_user(&name);
-        self.login.user = name;
-        if let Some(cs) = charset {
-            self.login.charset = cs as u8;
-        }
-        self.schema = (!db.is_empty()).then(|| String::from_utf8_lossy(&db).into_owned());
-        if self.schema.is_some() {
-            if let Err(e) = self.backend(0).await {
-                let _ = self.send_backend_error(seq, &e).await;
-                return Ok(Next::Quit);
-            }
-        }
-        self.send_ok(seq, status::AUTOCOMMIT).await?;
-        Ok(Next::Continue)
     }
 
     async fn close_backends(&mut self) {
