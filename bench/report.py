@@ -54,7 +54,9 @@ VIEWS = [
 # Ratios printed for every view even without a target (when both were measured);
 # haproxy2 is the A/A control of `scripts/bench.sh --control`: a second,
 # identical HAProxy, so haproxy2/haproxy shows how far noise alone goes.
-ALWAYS = [("haproxy", "direct"), ("haproxy2", "haproxy")]
+# idgate_base is scripts/bench.sh's IDGATE_BASE_BIN: the same config on a
+# binary built before a change; idgate/idgate_base is the change.
+ALWAYS = [("haproxy", "direct"), ("haproxy2", "haproxy"), ("idgate", "idgate_base")]
 
 
 def load(path):
@@ -100,6 +102,8 @@ def show_view(title, data, cols, targets, cpu_of=None):
         return
     if data.get("haproxy2"):
         cols = cols + ["haproxy2"]
+    if data.get("idgate_base") and "idgate" in cols:
+        cols = cols + ["idgate_base"]
     print(f"\n== {title}")
     print(f"   {'target':<12}{'rounds':>7}{'median tps':>12}{'median p95 ms':>15}"
           f"{'min tps':>10}{'max tps':>10}{'proxy CPU us/stmt':>19}")

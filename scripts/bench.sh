@@ -60,6 +60,10 @@
 # re-prints the report of any results file.
 #
 # Environment: IDGATE_BIN (binary to use; default target/release/idgate),
+# IDGATE_BASE_BIN (a second idgate binary, e.g. built from the commit before
+# a change: target idgate_base, the same config on its own port, in the
+# point_select, read_write_ps and insert workloads, so before and after are
+# measured side by side in one run; its ratio idgate/idgate_base is the change),
 # IDGATE_TB_S0_PORT / IDGATE_TB_ETCD_PORT (test bed ports, as testbed.sh),
 # BENCH_DB / BENCH_IDS_DB (schemas, default sbtest / sbtest_ids),
 # BENCH_APP_USER / BENCH_APP_PASSWORD (idgate's [[users]] account, default sbtest).
@@ -116,6 +120,7 @@ db=${BENCH_DB:-sbtest}
 ids_db=${BENCH_IDS_DB:-sbtest_ids}
 sh_db=${BENCH_SHARDED_DB:-sbtest_sh}
 idgate_bin=${IDGATE_BIN:-$repo/target/release/idgate}
+idgate_base_bin=${IDGATE_BASE_BIN:-}
 
 stamp=$(date +%Y%m%d-%H%M%S)
 outdir=$repo/target/bench
@@ -192,6 +197,9 @@ idgate_ok=0
 idgate_sh_pid=
 idgate_sh_port=
 idgate_sh_ok=0
+idgate_base_pid=
+idgate_base_port=
+idgate_base_ok=0
 etcd_prefix=
 cleanup() {
   local rc=$?
@@ -199,6 +207,7 @@ cleanup() {
   stop_pid haproxy2 "$haproxy2_pid"
   stop_pid idgate "$idgate_pid"
   stop_pid idgate_sh "$idgate_sh_pid"
+  stop_pid idgate_base "$idgate_base_pid"
   if [ -n "$etcd_prefix" ] && command -v etcdctl >/dev/null; then
     ETCDCTL_API=3 etcdctl --endpoints="http://$host:$etcd_port" del --prefix "$etcd_prefix" >/dev/null 2>&1 || true
   fi
@@ -312,9 +321,10 @@ EOF
 # idgate_sh); sets NAME_pid, and NAME_port and NAME_ok=1 once it answers;
 # otherwise says why it is skipped.
 launch_idgate() {
-  local name=$1 config=$2 port=$3 pid
+  local name=$1 config=$2 port=$3 pid bin=$idgate_bin
+  [ "$name" = idgate_base ] && bin=$idgate_base_bin
   # warn: no per-session log lines while measuring (HAProxy logs nothing either).
-  RUST_LOG=${RUST_LOG:-warn} "$idgate_bin" serve --config "$config" >"$tmp/$name.log" 2>&1 &
+  RUST_LOG=${RUST_LOG:-warn} "$bin" serve --config "$config" >"$tmp/$name.log" 2>&1 &
   pid=$!
   printf -v "${name}_pid" '%s' "$pid"
   if ! wait_ready 60 "$pid" "$port" "$app_user" "$app_password"; then
@@ -345,6 +355,15 @@ start_idgate() {
   local port port_sh; port=$(free_port); port_sh=$(free_port)
   write_idgate_config "$port" "$port_sh"
   launch_idgate idgate "$tmp/idgate.toml" "$port"
+  if [ -n "$idgate_base_bin" ]; then
+    if [ -x "$idgate_base_bin" ]; then
+      local port_base; port_base=$(free_port)
+      sed "s/^listen = \"$host:$port\"/listen = \"$host:$port_base\"/" "$tmp/idgate.toml" >"$tmp/idgate_base.toml"
+      launch_idgate idgate_base "$tmp/idgate_base.toml" "$port_base"
+    else
+      log "idgate_base SKIPPED: no binary at $idgate_base_bin"
+    fi
+  fi
   if [[ " $workloads " == *"_sharded "* || " $workloads " == *" scatter_"* ]]; then
     launch_idgate idgate_sh "$tmp/idgate_sh.toml" "$port_sh"
     if ((idgate_sh_ok)); then prepare_sharded; fi
@@ -403,6 +422,7 @@ target_args() {
     haproxy2) printf '%s\n' "$haproxy2_port" "$backend_user" "$backend_password" "$db" ;;
     idgate) printf '%s\n' "$idgate_port" "$app_user" "$app_password" "$db" ;;
     idgate_ids) printf '%s\n' "$idgate_port" "$app_user" "$app_password" "$ids_db" ;;
+    idgate_base) printf '%s\n' "$idgate_base_port" "$app_user" "$app_password" "$db" ;;
     idgate_sh) printf '%s\n' "$idgate_sh_port" "$app_user" "$app_password" "$sh_db" ;;
   esac
 }
@@ -431,6 +451,7 @@ workload_targets() {
       ;;
   esac
   ((idgate_ok)) && t+=(idgate)
+  ((idgate_base_ok)) && t+=(idgate_base)
   [ "$1" = insert ] && ((idgate_ok)) && t+=(idgate_ids)
   echo "${t[@]}"
 }
@@ -448,10 +469,12 @@ run_one() {
   local wl=$1 target=$2 round=$3 secs=$4 tgt wla conn out rc=0
   local pid=$idgate_pid cpu_pid="" cpu0=""
   [ "$target" = idgate_sh ] && pid=$idgate_sh_pid
+  [ "$target" = idgate_base ] && pid=$idgate_base_pid
   # The proxy's own CPU time per statement: a steadier figure than tps on a
   # shared machine (every proxy pays the same kernel TCP path per hop).
   case "$target" in
     idgate | idgate_ids) cpu_pid=$idgate_pid ;;
+    idgate_base) cpu_pid=$idgate_base_pid ;;
     idgate_sh) cpu_pid=$idgate_sh_pid ;;
     haproxy) cpu_pid=$haproxy_pid ;;
     haproxy2) cpu_pid=$haproxy2_pid ;;
