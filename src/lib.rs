@@ -4,7 +4,7 @@
 //! # Layout
 //!
 //! Dependencies point one way: (`server`, `http`) -> `frontend` -> (`sql`, `idgen`,
-//! `backend`) -> `shard` -> `protocol`; `rules` -> `shard` (a rule builds its
+//! `backend`) -> `shard` -> `protocol`; `resp` -> (`idgen`, `config`); `rules` -> `shard` (a rule builds its
 //! table's `shard::placement`); `sql` uses `shard`'s value types (`KeyValue`,
 //! `MergeSpec`); `config` and `collation` are leaves.
 //!
@@ -44,6 +44,9 @@
 //!   store (etcd, file, memory).
 //! - [`shard`]: placement of rows on shards and merging of scattered
 //!   replies. Pure.
+//! - [`resp`]: the Redis-protocol id service (`INCR gen`, `IDGATE.NEXT gen
+//!   n`; `server.resp_listen`): framing, replies, commands, its own accept
+//!   loop. Takes ids from the same [`idgen::Allocator`] as INSERTs.
 //! - [`server`]: the accept loop, connection limit and graceful shutdown.
 //! - [`http`]: the admin HTTP listener (`/metrics`, `/healthz`).
 
@@ -54,6 +57,7 @@ pub mod frontend;
 pub mod http;
 pub mod idgen;
 pub mod protocol;
+pub mod resp;
 pub mod rules;
 pub mod server;
 pub mod shard;

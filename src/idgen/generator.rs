@@ -236,6 +236,35 @@ impl Generator {
         }
     }
 
+    /// `n` consecutive ids (`increment` apart), e.g. for Redis `INCRBY`:
+    /// returns the first; the last is `first + (n - 1) * increment`.
+    /// Served from the current segment when it holds them; otherwise from
+    /// the next cached segment (the rest of the current one becomes a gap),
+    /// or from a block reserved in the store for it. Sequence only.
+    ///
+    /// Errors: as [`Generator::reserve`]; [`IdgenError::BadRequest`] for
+    /// `n == 0`; [`IdgenError::Unsupported`] for snowflakes (their ids are
+    /// not consecutive).
+    pub async fn next_block(&self, n: u64) -> Result<u64, IdgenError> {
+        self.check_n(n)?;
+        match &self.imp {
+            Imp::Sequence(s) => s.next_block(n).await,
+            Imp::Snowflake(s) => Err(IdgenError::Unsupported {
+                generator: s.name.clone(),
+                op: "a block of consecutive ids",
+                kind: "snowflake",
+            }),
+        }
+    }
+
+    /// Step between consecutive ids of a sequence (1 for snowflakes).
+    pub fn increment(&self) -> u64 {
+        match &self.imp {
+            Imp::Sequence(s) => s.increment(),
+            Imp::Snowflake(_) => 1,
+        }
+    }
+
     /// A read-only view for admin commands and metrics. Cheap; takes short
     /// locks only.
     pub fn stats(&self) -> GeneratorStats {
