@@ -29,6 +29,8 @@
 
 #![warn(missing_docs)]
 
+#[cfg(test)]
+mod block_tests;
 mod clock;
 mod error;
 #[cfg(test)]

@@ -1154,8 +1154,12 @@ impl Sequence {
             }
         }
         // More than the cache holds in one piece: a block of its own,
-        // reserved in the store (above every local segment so far).
-        self.reserve(n).await.map(|r| r.start)
+        // reserved in the store (above every local segment so far). The
+        // cache left below it is dropped (a gap), so ids issued here after
+        // the block are above it, as Redis's INCR after INCRBY is.
+        let block = self.reserve(n).await?;
+        self.drop_cache();
+        Ok(block.start)
     }
 
     /// See [`crate::idgen::Generator::reserve`].

@@ -53,10 +53,7 @@ pub async fn run(listener: TcpListener, service: Arc<Service>, shutdown: impl Fu
             Ok(permit) => {
                 let service = service.clone();
                 let stop = stop_rx.clone();
-                conns.spawn(async move {
-                    session::serve(service, stream, stop).await;
-                    drop(permit);
-                });
+                conns.spawn(session::serve(service, stream, stop, permit));
             }
             Err(_) => {
                 conns.spawn(async move {

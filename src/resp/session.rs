@@ -48,10 +48,14 @@ struct Conn {
 }
 
 /// Serves one client until it quits, the connection fails, or `stop` turns true.
+/// `permit` (the connection's slot under `max_connections`) is given back
+/// before the connection is closed, so a client that saw it close can
+/// connect again at once.
 pub(super) async fn serve(
     svc: Arc<Service>,
     mut stream: TcpStream,
     mut stop: watch::Receiver<bool>,
+    permit: tokio::sync::OwnedSemaphorePermit,
 ) {
     let user = svc
         .default_user
@@ -109,12 +113,9 @@ pub(super) async fn serve(
                 out.shrink_to(16 * 1024);
             }
         }
-        if close {
-            let _ = stream.shutdown().await;
-            return;
-        }
-        if *stop.borrow() {
-            // Shutdown: what was read is answered; the connection closes.
+        if close || *stop.borrow() {
+            // QUIT, a framing error, or shutdown (what was read is answered).
+            drop(permit);
             let _ = stream.shutdown().await;
             return;
         }

@@ -86,4 +86,5 @@ pub fn unique(prefix: &str) -> String {
         N.fetch_add(1, Ordering::Relaxed)
     )
 }
+pub mod process;
 pub mod proxy;
