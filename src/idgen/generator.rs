@@ -75,6 +75,10 @@ pub struct GeneratorStats {
     pub lease_valid: bool,
     /// The last store error, or why a snowflake has no node id.
     pub last_error: Option<String>,
+    /// Snowflake: how far (ms) this node's clock is behind the cluster
+    /// high-water, while it issues from a logical clock (0: it uses its
+    /// wall clock). Sequence: 0.
+    pub clock_skew_ms: u64,
 }
 
 /// Most ids one request may ask for: a bogus row count must not burn through
@@ -287,6 +291,7 @@ impl Generator {
                     node_id: None,
                     lease_valid: true,
                     last_error: v.last_error,
+                    clock_skew_ms: 0,
                 }
             }
             Imp::Snowflake(s) => {
@@ -307,6 +312,7 @@ impl Generator {
                     node_id: v.node,
                     lease_valid: v.lease_valid,
                     last_error: v.last_error,
+                    clock_skew_ms: v.clock_skew_ms,
                 }
             }
         }

@@ -49,6 +49,9 @@ pub struct SnowflakeParams {
     pub sequence_bits: u32,
     /// How many ticks the persisted ceiling runs ahead of issued timestamps.
     pub lead_ticks: u64,
+    /// Largest tolerated lag (ms) of this node's clock behind the cluster
+    /// high-water; beyond it the node issues from a logical clock.
+    pub max_skew_ms: u64,
 }
 
 /// Resolved parameters of one generator.
@@ -118,6 +121,7 @@ fn resolve_sequence(r: &GeneratorRule) -> Result<SequenceParams, String> {
             ("node_bits", r.node_bits.is_some()),
             ("sequence_bits", r.sequence_bits.is_some()),
             ("lead_ms", r.lead_ms.is_some()),
+            ("max_clock_skew_ms", r.max_clock_skew_ms.is_some()),
         ],
     )?;
     let batch = r.batch.unwrap_or(1000);
@@ -236,6 +240,12 @@ fn resolve_snowflake(r: &GeneratorRule) -> Result<SnowflakeParams, String> {
         TimeUnit::Ms => 1,
         TimeUnit::S => 1000,
     };
+    let max_skew_ms = r.max_clock_skew_ms.unwrap_or(1000);
+    if max_skew_ms > 86_400_000 {
+        return Err(format!(
+            "max_clock_skew_ms ({max_skew_ms}) must be at most 86400000 (one day)"
+        ));
+    }
     let lead_ms = r.lead_ms.unwrap_or(3000);
     if lead_ms == 0 || lead_ms > 3_600_000 {
         return Err(format!(
@@ -249,6 +259,7 @@ fn resolve_snowflake(r: &GeneratorRule) -> Result<SnowflakeParams, String> {
         node_bits,
         sequence_bits,
         lead_ticks: lead_ms.div_ceil(unit_ms),
+        max_skew_ms,
     })
 }
 

@@ -173,7 +173,9 @@ fn parse_inline(buf: &[u8], args: &mut Vec<Range<usize>>) -> Result<Option<usize
 mod tests {
     use super::*;
 
-    fn words(buf: &[u8]) -> Result<Option<(Vec<&[u8]>, usize)>, FrameError> {
+    type Words<'a> = Result<Option<(Vec<&'a [u8]>, usize)>, FrameError>;
+
+    fn words(buf: &[u8]) -> Words<'_> {
         let mut args = Vec::new();
         Ok(parse(buf, &mut args)?.map(|n| (args.iter().map(|r| &buf[r.clone()]).collect(), n)))
     }

@@ -83,6 +83,10 @@ pub struct GeneratorRule {
     pub sequence_bits: Option<u32>,
     /// Milliseconds the persisted timestamp runs ahead of issued ones (default 3000).
     pub lead_ms: Option<u64>,
+    /// How far (ms) this node's clock may be behind the cluster's
+    /// high-water (the newest clock reading any node persisted) before it
+    /// issues from the high-water as a logical clock instead (default 1000).
+    pub max_clock_skew_ms: Option<u64>,
 }
 
 impl GeneratorRule {
@@ -106,6 +110,7 @@ impl GeneratorRule {
             node_bits: None,
             sequence_bits: None,
             lead_ms: None,
+            max_clock_skew_ms: None,
         }
     }
 }

@@ -237,16 +237,11 @@ impl Raw {
     pub fn line(&mut self) -> String {
         let mut out = Vec::new();
         let mut b = [0u8; 1];
-        loop {
-            match self.s.read(&mut b) {
-                Ok(1) => {
-                    if b[0] == b'\n' {
-                        break;
-                    }
-                    out.push(b[0]);
-                }
-                _ => break,
+        while let Ok(1) = self.s.read(&mut b) {
+            if b[0] == b'\n' {
+                break;
             }
+            out.push(b[0]);
         }
         if out.last() == Some(&b'\r') {
             out.pop();
@@ -263,6 +258,6 @@ impl Raw {
     /// Whether the server closed the connection (reads to EOF).
     pub fn closed(&mut self) -> bool {
         let mut rest = Vec::new();
-        matches!(self.s.read_to_end(&mut rest), Ok(_))
+        self.s.read_to_end(&mut rest).is_ok()
     }
 }
