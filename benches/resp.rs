@@ -1,6 +1,7 @@
 //! Speed of the Redis-protocol service's in-process parts: framing one
 //! command, parsing it, encoding the reply; a pipeline of 16 (what
-//! `redis-benchmark -P 16` sends per read).
+//! `redis-benchmark -P 16` sends per read); and the scramble permutation
+//! of non-enumerable ids (per id).
 //!
 //! `cargo bench --bench resp`. Throughput is reported per command.
 
@@ -53,6 +54,19 @@ fn resp(c: &mut Criterion) {
             black_box(&out);
         })
     });
+    g.finish();
+    let mut g = c.benchmark_group("scramble");
+    g.throughput(Throughput::Elements(1));
+    for bits in [63u32, 53] {
+        let sc = idgate::idgen::scramble::Scrambler::new(b"a benchmark key of 32 bytes.....", bits);
+        let mut x = 1u64;
+        g.bench_function(format!("scramble {bits} bits"), |b| {
+            b.iter(|| {
+                x += 1;
+                black_box(sc.scramble(black_box(x)))
+            })
+        });
+    }
     g.finish();
 }
 

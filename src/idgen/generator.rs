@@ -11,6 +11,7 @@ use tokio::sync::Notify;
 use super::clock::Clock;
 use super::error::IdgenError;
 use super::params::Params;
+use super::scramble::Scrambler;
 use super::sequence::Sequence;
 use super::snowflake::Snowflake;
 use super::store::Store;
@@ -28,6 +29,9 @@ enum Imp {
 pub struct Generator {
     /// The algorithm and its state.
     imp: Imp,
+    /// `scramble = true` sequences: ids are this permutation of the
+    /// sequence's values (see `scramble.rs`, and `observe` for explicit ids).
+    scramble: Option<Arc<Scrambler>>,
 }
 
 impl std::fmt::Debug for Generator {
@@ -104,11 +108,15 @@ impl Generator {
         clock: Arc<dyn Clock>,
         timeout: Duration,
     ) -> Generator {
+        let mut scramble = None;
         let imp = match params {
-            Params::Sequence(p) => Imp::Sequence(Sequence::new(name, p, store, clock, timeout)),
+            Params::Sequence(p) => {
+                scramble = p.scramble.clone();
+                Imp::Sequence(Sequence::new(name, p, store, clock, timeout))
+            }
             Params::Snowflake(p) => Imp::Snowflake(Snowflake::new(name, p, store, clock, timeout)),
         };
-        Generator { imp }
+        Generator { imp, scramble }
     }
 
     /// Reserves the first segment / leases a node id and persists a ceiling.
@@ -154,9 +162,37 @@ impl Generator {
         }
         // Boxed: the slow path's state machine is large (store calls,
         // timeouts), and an inline one would make every call's future large.
+        let before = out.len();
         match &self.imp {
-            Imp::Sequence(s) => Box::pin(s.next(n, out)).await,
-            Imp::Snowflake(s) => Box::pin(s.next(n, out)).await,
+            Imp::Sequence(s) => Box::pin(s.next(n, out)).await?,
+            Imp::Snowflake(s) => Box::pin(s.next(n, out)).await?,
+        }
+        self.scramble_ids(&mut out[before..]);
+        Ok(())
+    }
+
+    /// Maps freshly issued sequence values to scrambled ids, in place.
+    #[inline]
+    fn scramble_ids(&self, ids: &mut [u64]) {
+        if let Some(sc) = &self.scramble {
+            for id in ids {
+                // Values are in [start, max] within [1, 2^bits): always mapped.
+                if let Some(v) = sc.scramble(*id) {
+                    *id = v;
+                }
+            }
+        }
+    }
+
+    /// Refuses an operation on ranges of ids for a scrambled generator.
+    fn not_scrambled(&self, op: &'static str) -> Result<(), IdgenError> {
+        match self.scramble {
+            Some(_) => Err(IdgenError::Unsupported {
+                generator: self.name().to_string(),
+                op,
+                kind: "scrambled (scramble = true)",
+            }),
+            None => Ok(()),
         }
     }
 
@@ -166,10 +202,15 @@ impl Generator {
     #[inline]
     pub fn try_next(&self, n: u64, out: &mut Vec<u64>) -> Result<bool, IdgenError> {
         self.check_n(n)?;
-        match &self.imp {
-            Imp::Sequence(s) => s.try_next(n, out),
-            Imp::Snowflake(s) => s.try_next(n, out),
+        let before = out.len();
+        let done = match &self.imp {
+            Imp::Sequence(s) => s.try_next(n, out)?,
+            Imp::Snowflake(s) => s.try_next(n, out)?,
+        };
+        if done {
+            self.scramble_ids(&mut out[before..]);
         }
+        Ok(done)
     }
 
     /// An explicit id seen in a statement, before its client gets the
@@ -190,6 +231,20 @@ impl Generator {
         if self.observe_local(id) {
             return Ok(());
         }
+        if let (Imp::Sequence(s), Some(sc)) = (&self.imp, &self.scramble) {
+            // observe_local said the value is not in our reservations.
+            let Some(v) = sc.unscramble(id) else {
+                return Ok(());
+            };
+            if v >= Box::pin(s.store_hwm()).await? {
+                return Err(IdgenError::Unconfirmed {
+                    generator: s.name.clone(),
+                    id,
+                    detail: "a scrambled generator accepts an explicit id only if it has issued it already (its sequence value is below every reservation's end); this one it could still issue later".into(),
+                });
+            }
+            return Box::pin(s.confirm(v)).await;
+        }
         // Boxed: rare, and its state machine is large.
         match &self.imp {
             Imp::Sequence(s) => Box::pin(s.confirm(id)).await,
@@ -202,6 +257,16 @@ impl Generator {
     /// `observe` must run to confirm it).
     #[inline]
     pub fn observe_local(&self, id: u64) -> bool {
+        if let (Imp::Sequence(s), Some(sc)) = (&self.imp, &self.scramble) {
+            // The sequence value behind the id: below our reservations'
+            // end, the usual floor applies (it moves by at most our
+            // cache); beyond it, `observe` decides.
+            return match sc.unscramble(id) {
+                None => true, // outside [1, 2^bits): never issued
+                Some(v) if v < s.reserved_end() => s.observe(v),
+                Some(_) => false,
+            };
+        }
         match &self.imp {
             Imp::Sequence(s) => s.observe(id),
             Imp::Snowflake(s) => s.observe(id),
@@ -215,6 +280,7 @@ impl Generator {
     /// Snowflake: applies to this process's node: its timestamp moves past
     /// the one of `value`, and the ceiling persisted for the node covers it.
     pub async fn set_floor(&self, value: u64) -> Result<(), IdgenError> {
+        self.not_scrambled("a floor")?;
         match &self.imp {
             Imp::Sequence(s) => s.set_floor(value).await,
             Imp::Snowflake(s) => s.set_floor(value).await,
@@ -230,6 +296,7 @@ impl Generator {
     /// [`IdgenError::Unsupported`] for snowflakes.
     pub async fn reserve(&self, count: u64) -> Result<Range<u64>, IdgenError> {
         self.check_n(count)?;
+        self.not_scrambled("reserve (a range of ids)")?;
         match &self.imp {
             Imp::Sequence(s) => s.reserve(count).await,
             Imp::Snowflake(s) => Err(IdgenError::Unsupported {
@@ -251,6 +318,7 @@ impl Generator {
     /// not consecutive).
     pub async fn next_block(&self, n: u64) -> Result<u64, IdgenError> {
         self.check_n(n)?;
+        self.not_scrambled("a block of consecutive ids")?;
         match &self.imp {
             Imp::Sequence(s) => s.next_block(n).await,
             Imp::Snowflake(s) => Err(IdgenError::Unsupported {
@@ -279,7 +347,10 @@ impl Generator {
                     name: s.name.clone(),
                     kind: GeneratorKind::Sequence,
                     high_water: v.high_water,
-                    next_id: v.next_id,
+                    next_id: match &self.scramble {
+                        Some(sc) => sc.scramble(v.next_id).unwrap_or(v.next_id),
+                        None => v.next_id,
+                    },
                     cached_remaining: v.cached_remaining,
                     batch: v.batch,
                     rate_per_sec: v.rate,

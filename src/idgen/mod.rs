@@ -15,6 +15,8 @@
 //!   adaptive batch, floor.
 //! - `snowflake.rs`: timestamp | node | sequence with carry, persisted
 //!   ceiling against clock rollback, node-id leases.
+//! - `scramble.rs`: [`scramble::Scrambler`], the keyed permutation of
+//!   `scramble = true` sequences (non-enumerable ids).
 //! - `params.rs`: [`validate`] and the resolved parameters (presets, defaults).
 //! - `clock.rs`: [`Clock`], [`SystemClock`], [`FakeClock`].
 //! - `error.rs`: [`IdgenError`], [`StoreError`].
@@ -37,6 +39,7 @@ mod error;
 mod explicit_tests;
 mod generator;
 mod params;
+pub mod scramble;
 mod sequence;
 mod snowflake;
 pub mod store;

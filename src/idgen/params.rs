@@ -30,6 +30,8 @@ pub struct SequenceParams {
     pub segment_ms: u64,
     /// Fraction of a segment left when the next one is reserved.
     pub refill_at: f64,
+    /// `scramble = true`: the keyed permutation ids are issued through.
+    pub scramble: Option<std::sync::Arc<super::scramble::Scrambler>>,
 }
 
 /// A snowflake generator's layout, defaults and preset applied.
@@ -124,6 +126,7 @@ fn resolve_sequence(r: &GeneratorRule) -> Result<SequenceParams, String> {
             ("max_clock_skew_ms", r.max_clock_skew_ms.is_some()),
         ],
     )?;
+    let scramble = resolve_scramble(r)?;
     let batch = r.batch.unwrap_or(1000);
     if batch == 0 {
         return Err("batch must be at least 1".into());
@@ -163,7 +166,14 @@ fn resolve_sequence(r: &GeneratorRule) -> Result<SequenceParams, String> {
     if start == 0 {
         return Err("start must be at least 1 (MySQL reads an id of 0 as \"generate one\")".into());
     }
-    let max = r.max.unwrap_or(DEFAULT_SEQUENCE_MAX);
+    let id_max = scramble.as_ref().map_or(DEFAULT_SEQUENCE_MAX, |s| s.max());
+    let max = r.max.unwrap_or(id_max);
+    if max > id_max {
+        return Err(format!(
+            "max ({max}) is above the largest {}-bit scrambled id ({id_max})",
+            scramble.as_ref().map_or(63, |s| s.bits())
+        ));
+    }
     if start > max {
         return Err(format!("start ({start}) is above max ({max})"));
     }
@@ -180,7 +190,56 @@ fn resolve_sequence(r: &GeneratorRule) -> Result<SequenceParams, String> {
         max_batch,
         segment_ms: segment_seconds * 1000,
         refill_at,
+        scramble,
     })
+}
+
+/// `scramble`, `scramble_key_file`/`_env`, `bits`: the permutation, with
+/// its key read now (once, when the rules are loaded).
+fn resolve_scramble(
+    r: &GeneratorRule,
+) -> Result<Option<std::sync::Arc<super::scramble::Scrambler>>, String> {
+    if r.scramble != Some(true) {
+        let stray = [
+            ("scramble_key_file", r.scramble_key_file.is_some()),
+            ("scramble_key_env", r.scramble_key_env.is_some()),
+            ("bits", r.bits.is_some()),
+        ];
+        if let Some((f, _)) = stray.iter().find(|f| f.1) {
+            return Err(format!("field `{f}` needs scramble = true"));
+        }
+        return Ok(None);
+    }
+    let bits = r.bits.unwrap_or(63);
+    if bits != 63 && bits != 53 {
+        return Err(format!("bits ({bits}) must be 63 or 53"));
+    }
+    let key = match (&r.scramble_key_file, &r.scramble_key_env) {
+        (Some(f), None) => {
+            let mut k = std::fs::read(f).map_err(|e| format!("scramble_key_file {f:?}: {e}"))?;
+            while k.last().is_some_and(|c| *c == b'\n' || *c == b'\r') {
+                k.pop();
+            }
+            k
+        }
+        (None, Some(v)) => std::env::var(v)
+            .map_err(|_| format!("scramble_key_env: environment variable {v:?} is not set"))?
+            .into_bytes(),
+        _ => {
+            return Err(
+                "scramble = true needs exactly one of scramble_key_file, scramble_key_env".into(),
+            )
+        }
+    };
+    if key.len() < 16 {
+        return Err(format!(
+            "the scramble key is {} bytes, at least 16 are needed",
+            key.len()
+        ));
+    }
+    Ok(Some(std::sync::Arc::new(super::scramble::Scrambler::new(
+        &key, bits,
+    ))))
 }
 
 fn resolve_snowflake(r: &GeneratorRule) -> Result<SnowflakeParams, String> {
@@ -195,6 +254,10 @@ fn resolve_snowflake(r: &GeneratorRule) -> Result<SnowflakeParams, String> {
             ("start", r.start.is_some()),
             ("max", r.max.is_some()),
             ("increment", r.increment.is_some()),
+            ("scramble", r.scramble.is_some()),
+            ("scramble_key_file", r.scramble_key_file.is_some()),
+            ("scramble_key_env", r.scramble_key_env.is_some()),
+            ("bits", r.bits.is_some()),
         ],
     )?;
     // (timestamp, node, sequence, unit, total bits allowed)
@@ -483,5 +546,38 @@ mod tests {
             panic!()
         };
         assert_eq!((s.unit_ms, s.lead_ticks), (1000, 2));
+    }
+    #[test]
+    fn scramble_fields() {
+        let mut r = GeneratorRule::new("s", GeneratorKind::Sequence);
+        r.scramble = Some(true);
+        assert!(validate(&r)
+            .unwrap_err()
+            .contains("exactly one of scramble_key_file"));
+        r.scramble_key_env = Some("IDGATE_SURELY_UNSET_SCRAMBLE_KEY".into());
+        assert!(validate(&r).unwrap_err().contains("is not set"));
+        let dir = tempfile::tempdir().unwrap();
+        let short = dir.path().join("short");
+        std::fs::write(&short, "tooshort\n").unwrap();
+        r.scramble_key_env = None;
+        r.scramble_key_file = Some(short.display().to_string());
+        assert!(validate(&r).unwrap_err().contains("at least 16"));
+        let good = dir.path().join("good");
+        std::fs::write(&good, "0123456789abcdef").unwrap();
+        r.scramble_key_file = Some(good.display().to_string());
+        assert!(validate(&r).is_ok());
+        r.bits = Some(54);
+        assert!(validate(&r).unwrap_err().contains("63 or 53"));
+        r.bits = Some(53);
+        r.max = Some(1 << 53);
+        assert!(validate(&r).unwrap_err().contains("53-bit"));
+        let mut plain = GeneratorRule::new("p", GeneratorKind::Sequence);
+        plain.bits = Some(53);
+        assert!(validate(&plain)
+            .unwrap_err()
+            .contains("needs scramble = true"));
+        let mut snow = GeneratorRule::new("f", GeneratorKind::Snowflake);
+        snow.scramble = Some(true);
+        assert!(validate(&snow).unwrap_err().contains("scramble"));
     }
 }

@@ -1116,6 +1116,21 @@ impl Sequence {
         }
     }
 
+    /// End of the highest range this process reserved: positions below it
+    /// are reserved (by us or by others before us) or skipped.
+    pub(crate) fn reserved_end(&self) -> u64 {
+        self.slow.lock().reserved_end
+    }
+
+    /// The store's high-water mark: no id at or above it was ever issued.
+    pub(crate) async fn store_hwm(&self) -> Result<u64, IdgenError> {
+        match tokio::time::timeout(self.timeout, self.store.load(&self.key)).await {
+            Ok(Ok(v)) => Ok(v.map(|v| v.value).unwrap_or(0)),
+            Ok(Err(e)) => Err(self.store_error(e)),
+            Err(_) => Err(self.store_error(StoreError::Timeout(self.timeout))),
+        }
+    }
+
     /// Step between ids.
     pub(crate) fn increment(&self) -> u64 {
         self.p.increment

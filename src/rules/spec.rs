@@ -66,6 +66,17 @@ pub struct GeneratorRule {
     pub max: Option<u64>,
     /// Step between ids (default 1), like `auto_increment_increment`.
     pub increment: Option<u64>,
+    /// Non-enumerable ids: issue a keyed permutation of the sequence
+    /// (`crate::idgen` `scramble.rs`) instead of the sequence itself.
+    pub scramble: Option<bool>,
+    /// File holding the scramble key (at least 16 bytes; a trailing newline
+    /// is ignored). Relative paths are relative to idgate's working directory.
+    pub scramble_key_file: Option<String>,
+    /// Environment variable holding the scramble key (at least 16 bytes).
+    pub scramble_key_env: Option<String>,
+    /// Width of scrambled ids: 63 (default, positive BIGINT) or 53 (exact
+    /// in JavaScript).
+    pub bits: Option<u32>,
 
     // ---- snowflake ----
     /// Named layout: `"twitter"` (41/10/12, ms) or `"js53"` (53 bits, exact in
@@ -103,6 +114,10 @@ impl GeneratorRule {
             start: None,
             max: None,
             increment: None,
+            scramble: None,
+            scramble_key_file: None,
+            scramble_key_env: None,
+            bits: None,
             preset: None,
             epoch: None,
             time_unit: None,
