@@ -41,7 +41,8 @@
 //!   tells which id to report); what a SELECT/UPDATE/DELETE/DDL needs for
 //!   routing (`sql::route`). Pure.
 //! - [`idgen`]: the id allocator: sequence and snowflake generators over a
-//!   store (etcd, file, memory).
+//!   store (etcd, file, memory); scrambled (non-enumerable) sequences
+//!   (`idgen::scramble`); a snowflake cluster high-water against clock skew.
 //! - [`shard`]: placement of rows on shards and merging of scattered
 //!   replies. Pure.
 //! - [`resp`]: the Redis-protocol id service (`INCR gen`, `IDGATE.NEXT gen
