@@ -117,6 +117,22 @@ pub(super) async fn serve(
             // QUIT, a framing error, or shutdown (what was read is answered).
             drop(permit);
             let _ = stream.shutdown().await;
+            if close {
+                // Closing with unread input would send a reset, which can
+                // destroy the reply before the client reads it: read and
+                // drop what the client still sends (bounded in time and size).
+                let drain = async {
+                    let mut sink = [0u8; 4096];
+                    let mut total = 0usize;
+                    while total < (1 << 20) {
+                        match stream.read(&mut sink).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => total += n,
+                        }
+                    }
+                };
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(2), drain).await;
+            }
             return;
         }
         if buf.capacity() - buf.len() < 4096 {
