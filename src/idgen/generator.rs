@@ -32,6 +32,35 @@ pub struct Generator {
     /// `scramble = true` sequences: ids are this permutation of the
     /// sequence's values (see `scramble.rs`, and `observe` for explicit ids).
     scramble: Option<Arc<Scrambler>>,
+    /// Formats with a date: the counter restarts every day.
+    daily: Option<Daily>,
+}
+
+/// The day state of a sequence whose `format` has a date (`format.rs`).
+///
+/// The sequence runs in the id space itself. A day starts with
+/// `set_floor(base(day))` (`{date}{seq:0}`), which returns once every
+/// idgate process on the store has skipped every id up to it: the counter
+/// restarts at 1, and no process issues an id of an older day afterwards.
+/// A process moves to a day when its own clock reaches it, or when it
+/// finds the floor already there (another process's clock reached it:
+/// the cluster's clock is the newest one). Ids past the day's counter
+/// width are refused (exhausted) until the next day.
+struct Daily {
+    /// The format.
+    format: Arc<super::format::Format>,
+    /// Where days are read.
+    clock: Arc<dyn Clock>,
+    /// The day this process issues in (`i64::MIN`: none yet).
+    day: std::sync::atomic::AtomicI64,
+    /// The day whose counter ran out (refused without taking ids).
+    exhausted: std::sync::atomic::AtomicI64,
+}
+
+impl Daily {
+    fn today(&self) -> i64 {
+        self.format.day_at(self.clock.wall_ms())
+    }
 }
 
 impl std::fmt::Debug for Generator {
@@ -109,14 +138,25 @@ impl Generator {
         timeout: Duration,
     ) -> Generator {
         let mut scramble = None;
+        let mut daily = None;
         let imp = match params {
             Params::Sequence(p) => {
                 scramble = p.scramble.clone();
+                daily = p.format.clone().filter(|f| f.daily()).map(|format| Daily {
+                    format,
+                    clock: clock.clone(),
+                    day: std::sync::atomic::AtomicI64::new(i64::MIN),
+                    exhausted: std::sync::atomic::AtomicI64::new(i64::MIN),
+                });
                 Imp::Sequence(Sequence::new(name, p, store, clock, timeout))
             }
             Params::Snowflake(p) => Imp::Snowflake(Snowflake::new(name, p, store, clock, timeout)),
         };
-        Generator { imp, scramble }
+        Generator {
+            imp,
+            scramble,
+            daily,
+        }
     }
 
     /// Reserves the first segment / leases a node id and persists a ceiling.
@@ -162,6 +202,9 @@ impl Generator {
         }
         // Boxed: the slow path's state machine is large (store calls,
         // timeouts), and an inline one would make every call's future large.
+        if let (Some(d), Imp::Sequence(s)) = (&self.daily, &self.imp) {
+            return Box::pin(self.next_daily(d, s, n, out)).await;
+        }
         let before = out.len();
         match &self.imp {
             Imp::Sequence(s) => Box::pin(s.next(n, out)).await?,
@@ -169,6 +212,86 @@ impl Generator {
         }
         self.scramble_ids(&mut out[before..]);
         Ok(())
+    }
+
+    fn day_exhausted(&self, d: &Daily, day: i64) -> IdgenError {
+        d.exhausted
+            .fetch_max(day, std::sync::atomic::Ordering::AcqRel);
+        IdgenError::Exhausted {
+            generator: self.name().to_string(),
+            max: d.format.render(day, d.format.seq_max()).unwrap_or(0),
+        }
+    }
+
+    /// Checks ids just appended at `out[before..]` are of the current
+    /// day. `Ok(true)`: they are. `Ok(false)`: they were of a later day
+    /// that another process started (the floor is there): the day moved,
+    /// the ids are dropped (a gap), take again. Errors: the day's counter
+    /// ran out (`Exhausted`; the ids are dropped).
+    fn check_day(
+        &self,
+        d: &Daily,
+        s: &Sequence,
+        out: &mut Vec<u64>,
+        before: usize,
+    ) -> Result<bool, IdgenError> {
+        use std::sync::atomic::Ordering::AcqRel;
+        let cur = d.day.load(Ordering::Acquire);
+        let bad = out[before..]
+            .iter()
+            .copied()
+            .find(|&id| d.format.decode(id).is_none_or(|(day, _)| day != cur));
+        let Some(bad) = bad else {
+            return Ok(true);
+        };
+        out.truncate(before);
+        match d.format.decode(bad) {
+            Some((day, _))
+                if day > cur
+                    && d.format
+                        .render(day, 0)
+                        .is_some_and(|base| s.view().floor >= base) =>
+            {
+                d.day.fetch_max(day, AcqRel);
+                Ok(false)
+            }
+            _ => Err(self.day_exhausted(d, cur)),
+        }
+    }
+
+    /// The slow path of a daily formatted sequence: starts a new day when
+    /// the clock reached it, then takes and checks ids.
+    async fn next_daily(
+        &self,
+        d: &Daily,
+        s: &Sequence,
+        n: u64,
+        out: &mut Vec<u64>,
+    ) -> Result<(), IdgenError> {
+        for _ in 0..8 {
+            let today = d.today();
+            let cur = d.day.load(Ordering::Acquire);
+            if today > cur {
+                let Some(base) = d.format.render(today, 0) else {
+                    return Err(self.day_exhausted(d, today));
+                };
+                s.set_floor(base).await?;
+                d.day.fetch_max(today, Ordering::AcqRel);
+                continue;
+            }
+            if d.exhausted.load(Ordering::Acquire) >= cur {
+                return Err(self.day_exhausted(d, cur));
+            }
+            let before = out.len();
+            s.next(n, out).await?;
+            if self.check_day(d, s, out, before)? {
+                return Ok(());
+            }
+        }
+        Err(IdgenError::BadRequest {
+            generator: self.name().to_string(),
+            detail: "the day kept changing while ids were taken".into(),
+        })
     }
 
     /// Maps freshly issued sequence values to scrambled ids, in place.
@@ -181,6 +304,19 @@ impl Generator {
                     *id = v;
                 }
             }
+        }
+    }
+
+    /// Refuses an operation on ranges of ids for a daily formatted generator
+    /// (a range could cross into the next day).
+    fn not_daily(&self, op: &'static str) -> Result<(), IdgenError> {
+        match self.daily {
+            Some(_) => Err(IdgenError::Unsupported {
+                generator: self.name().to_string(),
+                op,
+                kind: "daily formatted (a date in `format`)",
+            }),
+            None => Ok(()),
         }
     }
 
@@ -202,6 +338,17 @@ impl Generator {
     #[inline]
     pub fn try_next(&self, n: u64, out: &mut Vec<u64>) -> Result<bool, IdgenError> {
         self.check_n(n)?;
+        if let (Some(d), Imp::Sequence(s)) = (&self.daily, &self.imp) {
+            let cur = d.day.load(Ordering::Acquire);
+            if d.today() > cur || d.exhausted.load(Ordering::Acquire) >= cur {
+                return Ok(false); // the slow path starts the day or says why
+            }
+            let before = out.len();
+            if !s.try_next(n, out)? {
+                return Ok(false);
+            }
+            return self.check_day(d, s, out, before);
+        }
         let before = out.len();
         let done = match &self.imp {
             Imp::Sequence(s) => s.try_next(n, out)?,
@@ -231,6 +378,16 @@ impl Generator {
         if self.observe_local(id) {
             return Ok(());
         }
+        if let Some(d) = &self.daily {
+            let day = d.format.decode(id).map_or(i64::MIN, |(day, _)| day);
+            if day > d.day.load(Ordering::Acquire).max(d.today()) {
+                return Err(IdgenError::Unconfirmed {
+                    generator: self.name().to_string(),
+                    id,
+                    detail: "an explicit id of a day that has not begun: taking it would make today's ids jump into that day".into(),
+                });
+            }
+        }
         if let (Imp::Sequence(s), Some(sc)) = (&self.imp, &self.scramble) {
             // observe_local said the value is not in our reservations.
             let Some(v) = sc.unscramble(id) else {
@@ -257,6 +414,19 @@ impl Generator {
     /// `observe` must run to confirm it).
     #[inline]
     pub fn observe_local(&self, id: u64) -> bool {
+        if let Some(d) = &self.daily {
+            // An id of another format is never issued; one of a future
+            // day is refused by `observe`; one of today or before raises
+            // the floor in the id space, as for any sequence (an id of a
+            // past day is below the floor already).
+            match d.format.decode(id) {
+                None => return true,
+                Some((day, _)) if day > d.day.load(Ordering::Acquire).max(d.today()) => {
+                    return false
+                }
+                Some(_) => {}
+            }
+        }
         if let (Imp::Sequence(s), Some(sc)) = (&self.imp, &self.scramble) {
             // The sequence value behind the id: below our reservations'
             // end, the usual floor applies (it moves by at most our
@@ -297,6 +467,7 @@ impl Generator {
     pub async fn reserve(&self, count: u64) -> Result<Range<u64>, IdgenError> {
         self.check_n(count)?;
         self.not_scrambled("reserve (a range of ids)")?;
+        self.not_daily("reserve (a range of ids)")?;
         match &self.imp {
             Imp::Sequence(s) => s.reserve(count).await,
             Imp::Snowflake(s) => Err(IdgenError::Unsupported {
@@ -319,6 +490,7 @@ impl Generator {
     pub async fn next_block(&self, n: u64) -> Result<u64, IdgenError> {
         self.check_n(n)?;
         self.not_scrambled("a block of consecutive ids")?;
+        self.not_daily("a block of consecutive ids")?;
         match &self.imp {
             Imp::Sequence(s) => s.next_block(n).await,
             Imp::Snowflake(s) => Err(IdgenError::Unsupported {

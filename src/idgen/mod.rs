@@ -15,6 +15,8 @@
 //!   adaptive batch, floor.
 //! - `snowflake.rs`: timestamp | node | sequence with carry, persisted
 //!   ceiling against clock rollback, node-id leases.
+//! - `format.rs`: [`format::Format`], ids written as decimal fields
+//!   (`{prefix:2}{yyyyMMdd}{seq:8}`), daily with a date.
 //! - `scramble.rs`: [`scramble::Scrambler`], the keyed permutation of
 //!   `scramble = true` sequences (non-enumerable ids).
 //! - `params.rs`: [`validate`] and the resolved parameters (presets, defaults).
@@ -34,9 +36,12 @@
 #[cfg(test)]
 mod block_tests;
 mod clock;
+#[cfg(test)]
+mod daily_tests;
 mod error;
 #[cfg(test)]
 mod explicit_tests;
+pub mod format;
 mod generator;
 mod params;
 pub mod scramble;

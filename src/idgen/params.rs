@@ -30,6 +30,8 @@ pub struct SequenceParams {
     pub segment_ms: u64,
     /// Fraction of a segment left when the next one is reserved.
     pub refill_at: f64,
+    /// `format`: ids written as decimal fields (daily with a date).
+    pub format: Option<std::sync::Arc<super::format::Format>>,
     /// `scramble = true`: the keyed permutation ids are issued through.
     pub scramble: Option<std::sync::Arc<super::scramble::Scrambler>>,
 }
@@ -127,6 +129,29 @@ fn resolve_sequence(r: &GeneratorRule) -> Result<SequenceParams, String> {
         ],
     )?;
     let scramble = resolve_scramble(r)?;
+    let format = match &r.format {
+        None => {
+            if r.prefix.is_some() || r.timezone.is_some() {
+                return Err("`prefix` and `timezone` need a `format`".into());
+            }
+            None
+        }
+        Some(t) => {
+            let f = super::format::Format::parse(t, r.prefix, r.timezone.as_deref())?;
+            let stray = [
+                ("start", r.start.is_some()),
+                ("max", r.max.is_some()),
+                ("increment", r.increment.is_some()),
+                ("scramble", scramble.is_some()),
+            ];
+            if let Some((k, _)) = stray.iter().find(|k| k.1) {
+                return Err(format!(
+                    "`{k}` does not apply with `format` (the format fixes the ids)"
+                ));
+            }
+            Some(std::sync::Arc::new(f))
+        }
+    };
     let batch = r.batch.unwrap_or(1000);
     if batch == 0 {
         return Err("batch must be at least 1".into());
@@ -162,12 +187,18 @@ fn resolve_sequence(r: &GeneratorRule) -> Result<SequenceParams, String> {
             "refill_at ({refill_at}) must be a fraction strictly between 0 and 1"
         ));
     }
-    let start = r.start.unwrap_or(1);
+    // A format without a date is a plain sequence over its ids; with a
+    // date, the generator moves the floor to each day's base itself.
+    let (fmt_start, fmt_max) = match &format {
+        Some(f) if !f.daily() => (f.render(0, 1), f.render(0, f.seq_max())),
+        _ => (None, None),
+    };
+    let start = fmt_start.or(r.start).unwrap_or(1);
     if start == 0 {
         return Err("start must be at least 1 (MySQL reads an id of 0 as \"generate one\")".into());
     }
     let id_max = scramble.as_ref().map_or(DEFAULT_SEQUENCE_MAX, |s| s.max());
-    let max = r.max.unwrap_or(id_max);
+    let max = fmt_max.or(r.max).unwrap_or(id_max);
     if max > id_max {
         return Err(format!(
             "max ({max}) is above the largest {}-bit scrambled id ({id_max})",
@@ -190,6 +221,7 @@ fn resolve_sequence(r: &GeneratorRule) -> Result<SequenceParams, String> {
         max_batch,
         segment_ms: segment_seconds * 1000,
         refill_at,
+        format,
         scramble,
     })
 }
@@ -254,6 +286,9 @@ fn resolve_snowflake(r: &GeneratorRule) -> Result<SnowflakeParams, String> {
             ("start", r.start.is_some()),
             ("max", r.max.is_some()),
             ("increment", r.increment.is_some()),
+            ("format", r.format.is_some()),
+            ("prefix", r.prefix.is_some()),
+            ("timezone", r.timezone.is_some()),
             ("scramble", r.scramble.is_some()),
             ("scramble_key_file", r.scramble_key_file.is_some()),
             ("scramble_key_env", r.scramble_key_env.is_some()),

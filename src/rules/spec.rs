@@ -66,6 +66,14 @@ pub struct GeneratorRule {
     pub max: Option<u64>,
     /// Step between ids (default 1), like `auto_increment_increment`.
     pub increment: Option<u64>,
+    /// Ids written as decimal fields, e.g. `"{prefix:2}{yyyyMMdd}{seq:8}"`
+    /// (`crate::idgen` `format.rs`); with a date the counter restarts daily.
+    pub format: Option<String>,
+    /// The value of `{prefix:W}`.
+    pub prefix: Option<u64>,
+    /// Timezone of the date fields: `"UTC"` (default) or a fixed offset
+    /// like `"+08:00"`.
+    pub timezone: Option<String>,
     /// Non-enumerable ids: issue a keyed permutation of the sequence
     /// (`crate::idgen` `scramble.rs`) instead of the sequence itself.
     pub scramble: Option<bool>,
@@ -114,6 +122,9 @@ impl GeneratorRule {
             start: None,
             max: None,
             increment: None,
+            format: None,
+            prefix: None,
+            timezone: None,
             scramble: None,
             scramble_key_file: None,
             scramble_key_env: None,
