@@ -30,14 +30,18 @@
 //!   persisted, raised *before* each node's own ceiling, so every id ever
 //!   issued by any node is below it. A node that leases a node id starts at
 //!   or above it: after a restart (kill -9, new node id, clock set back)
-//!   every id it issues is above every id issued before, by any node. A
-//!   node whose clock reads more than `max_clock_skew_ms` behind the
-//!   high-water's clock (`hw - lead`), at a lease or at any extension,
-//!   issues from a logical clock instead: the high-water plus the
-//!   monotonic time since, until its wall clock catches up. The skew is
-//!   logged, and shown in the stats (`clock_skew_ms`: /metrics, /healthz).
-//!   A node whose clock runs *ahead* raises the high-water for all: the
-//!   others then report the skew and follow it.
+//!   every id it issues is above every id issued before, by any node.
+//! - Cluster clock (`snow/<name>/clock`): the newest wall-clock reading
+//!   (ms) any node persisted, raised at each lease and extension (wall
+//!   readings only, never logical ones, so a skewed node cannot push it).
+//!   A node whose clock reads more than `max_clock_skew_ms` behind it
+//!   (extrapolated with monotonic time), at a lease, an extension, or
+//!   against the newest reading it knows (a clock stepped back while
+//!   running), issues from a logical clock: that reading plus monotonic
+//!   time, until its wall clock catches up. The lag is logged and shown in
+//!   the stats (`clock_skew_ms`: /metrics, /healthz). A node whose clock
+//!   runs *ahead* moves the cluster clock: the others then report the lag
+//!   and follow it.
 //! - Explicit ids (`observe(x)`): this process issues nothing at or below
 //!   `x` afterwards (its position moves above `x`, whatever node `x`
 //!   names). Across processes only the holder of `x`'s node, now or later,
@@ -222,6 +226,9 @@ pub(crate) struct Snowflake {
     /// Set when the wall clock is found behind the cluster high-water by
     /// more than the tolerated skew; the clock read is the larger of both.
     logical_origin: AtomicU64,
+    /// The newest wall-clock reading known (ms; this node's or the
+    /// cluster clock's), and the monotonic time it was taken at.
+    seen_clock: Mutex<(u64, u64)>,
     /// How far (ms) the wall clock was behind the cluster high-water's
     /// clock at the last check (0: within the tolerated skew).
     skew_ms: AtomicU64,
@@ -290,6 +297,7 @@ impl Snowflake {
             floor_tick: AtomicU64::new(0),
             counters: Counters::default(),
             logical_origin: AtomicU64::new(0),
+            seen_clock: Mutex::new((0, 0)),
             skew_ms: AtomicU64::new(0),
         }
     }
@@ -501,49 +509,75 @@ impl Snowflake {
         ))
     }
 
-    /// Compares the clock with the cluster high-water `hw` (a ceiling: the
-    /// clock of the node that persisted it was about `hw - lead`). Behind
-    /// by more than the tolerated skew: switches to (or moves up) the
-    /// logical clock so it reads at least `hw`, logs, and returns `true`.
-    /// Within it: records no skew and turns the logical clock off once the
-    /// wall clock has caught up with it.
-    fn check_skew(&self, hw: u64) -> bool {
-        let unit = self.p.unit_ms;
+    fn clock_key(&self) -> String {
+        format!("{}/clock", self.scope)
+    }
+
+    /// Raises the cluster clock (`snow/<name>/clock`: the newest wall-clock
+    /// reading, ms, any node persisted; never a logical reading, so a
+    /// skewed node cannot push it) to this node's wall clock, and
+    /// remembers the newest reading known. Returns the stored value before.
+    async fn raise_clock(&self) -> Result<u64, StoreError> {
+        let key = self.clock_key();
         let wall = self.clock.wall_ms();
-        let hw_clock_ms = self
-            .p
-            .epoch_ms
-            .saturating_add(hw.saturating_sub(self.p.lead_ticks).saturating_mul(unit));
-        let behind = hw_clock_ms.saturating_sub(wall);
+        let mono = self.clock.mono_ms();
+        let mut before = 0;
+        for _ in 0..64 {
+            let current = self.store.load(&key).await?;
+            before = current.map(|v| v.value).unwrap_or(0);
+            if before >= wall
+                || self
+                    .store
+                    .compare_and_set(&key, current.map(|v| v.version), wall)
+                    .await?
+                    .is_some()
+            {
+                break;
+            }
+        }
+        let mut seen = self.seen_clock.lock();
+        if before.max(wall) > seen.0 {
+            *seen = (before.max(wall), mono);
+        }
+        Ok(before)
+    }
+
+    /// Compares this node's wall clock with a clock reading
+    /// `reference_ms` taken at monotonic time `reference_mono` (the
+    /// cluster clock, or this node's own last reading), extrapolated to
+    /// now. Behind by more than the tolerated skew: switches to (or moves
+    /// up) the logical clock, which reads that extrapolation, logs, and
+    /// returns `true`. Otherwise turns the logical clock off once the wall
+    /// clock has caught up with it. Records the lag for the stats.
+    fn check_skew(&self, reference_ms: u64, reference_mono: u64) -> bool {
+        let wall = self.clock.wall_ms();
+        let mono = self.clock.mono_ms();
+        let reference_now = reference_ms.saturating_add(mono.saturating_sub(reference_mono));
+        let behind = reference_now.saturating_sub(wall);
         let origin = self.logical_origin.load(Ordering::Relaxed);
-        if hw > 0 && behind > self.p.max_skew_ms {
-            // The logical clock reads the high-water itself now (above
-            // every id issued so far), then runs with monotonic time.
-            let hw_ms = self.p.epoch_ms.saturating_add(hw.saturating_mul(unit));
-            let new_origin = hw_ms.saturating_sub(self.clock.mono_ms()).max(1);
+        let skewed = reference_ms > 0 && behind > self.p.max_skew_ms;
+        if skewed {
+            let new_origin = reference_ms.saturating_sub(reference_mono).max(1);
             if new_origin > origin {
                 self.logical_origin.store(new_origin, Ordering::Relaxed);
             }
-            if self.skew_ms.swap(behind, Ordering::Relaxed) == 0 {
-                tracing::warn!(
-                    generator = %self.name,
-                    skew_ms = behind,
-                    max_clock_skew_ms = self.p.max_skew_ms,
-                    "this node's clock is behind the cluster high-water; issuing from a logical clock until it catches up"
-                );
-            }
-            return true;
-        }
-        if origin != 0 && wall >= origin.saturating_add(self.clock.mono_ms()) {
+        } else if origin != 0 && wall >= origin.saturating_add(mono) {
             self.logical_origin.store(0, Ordering::Relaxed);
-            tracing::info!(generator = %self.name, "clock caught up with the cluster high-water; logical clock off");
+            tracing::info!(generator = %self.name, "clock caught up with the cluster clock; logical clock off");
         }
-        let logical_ahead = match self.logical_origin.load(Ordering::Relaxed) {
+        let lag = match self.logical_origin.load(Ordering::Relaxed) {
             0 => 0,
-            o => o.saturating_add(self.clock.mono_ms()).saturating_sub(wall),
+            o => o.saturating_add(mono).saturating_sub(wall),
         };
-        self.skew_ms.store(logical_ahead, Ordering::Relaxed);
-        false
+        if self.skew_ms.swap(lag, Ordering::Relaxed) == 0 && lag > 0 {
+            tracing::warn!(
+                generator = %self.name,
+                skew_ms = lag,
+                max_clock_skew_ms = self.p.max_skew_ms,
+                "this node's clock is behind the cluster clock; issuing from a logical clock until it catches up"
+            );
+        }
+        skewed
     }
 
     fn ceiling_key(&self, node: u64) -> String {
@@ -620,7 +654,15 @@ impl Snowflake {
                 return Err(self.unavailable(e));
             }
         };
-        self.check_skew(hw);
+        match self.raise_clock().await {
+            Ok(c) => {
+                self.check_skew(c, self.clock.mono_ms());
+            }
+            Err(e) => {
+                let _ = self.store.release_node(&self.scope, &lease).await;
+                return Err(self.unavailable(e));
+            }
+        }
         let key = self.ceiling_key(node);
         let mut done = None;
         for _ in 0..16 {
@@ -751,9 +793,9 @@ impl Snowflake {
         }
         let mut target = base.saturating_add(self.p.lead_ticks).min(l.ts_max);
         // The high-water first: every id under the new ceiling is below it.
-        match self.raise_hw(target).await {
-            Ok(hw) => {
-                if self.check_skew(hw) {
+        match self.raise_clock().await {
+            Ok(c) => {
+                if self.check_skew(c, self.clock.mono_ms()) {
                     // Now on the logical clock: the ceiling covers it.
                     let now = self.now_tick();
                     target = target.max(now.saturating_add(self.p.lead_ticks).min(l.ts_max));
@@ -763,6 +805,9 @@ impl Snowflake {
                 }
             }
             Err(e) => return Err(self.unavailable(e)),
+        }
+        if let Err(e) = self.raise_hw(target).await {
+            return Err(self.unavailable(e));
         }
         // Before the new ceiling is visible: nothing below `target - lead`
         // is issued after it (other processes rely on that, see `observe`).
@@ -828,10 +873,10 @@ impl Snowflake {
                 if let Err(e) = self.apply_floor(&mut slow).await {
                     return Err(self.unavailable(e));
                 }
-                // A clock stepped back while running: our own ceiling (a
-                // ceiling like the high-water) tells, without the store.
-                let limit = self.hot.limit.load(Ordering::Acquire);
-                if limit > 0 && self.check_skew(limit) {
+                // A clock stepped back while running: the newest clock
+                // reading known here tells, without the store.
+                let (seen_ms, seen_mono) = *self.seen_clock.lock();
+                if self.check_skew(seen_ms, seen_mono) {
                     let now = self.now_tick();
                     self.raise_position(
                         now,
@@ -1381,13 +1426,14 @@ mod tests {
             (3_590_000..=3_610_000).contains(&skew),
             "skew reported: {skew}"
         );
-        let after = run(&b, &b_clock, 5_000).await;
+        let after = run(&b, &b_clock, 10_000).await;
         assert!(after[0] > max_before, "{} <= {max_before}", after[0]);
         assert!(after.windows(2).all(|w| w[0] < w[1]));
-        // The logical clock moves with time: 5 s later the tick is 5 s on.
+        // The logical clock moves with time: once it has passed the
+        // high-water B started at (at most a lead ahead), ticks follow it.
         let l = b.l;
         let (t0, t1) = (after[0] >> l.ns, after[after.len() - 1] >> l.ns);
-        assert!(t1 - t0 >= 4_999, "{t0} -> {t1}");
+        assert!(t1 - t0 >= 5_000, "{t0} -> {t1}");
         // The wall clock is corrected (NTP): the logical clock goes off at
         // the next extension, the skew reads 0, ids still increase.
         b_clock.set_wall_ms(T0 + 30_000);
@@ -1439,5 +1485,28 @@ mod tests {
         let l = a.l;
         let (t0, t1) = (after[0] >> l.ns, after[after.len() - 1] >> l.ns);
         assert!(t1 - t0 >= 5_000, "the logical clock moved: {t0} -> {t1}");
+    }
+    /// Restarts with correct clocks raise no alarm and do not run away: a
+    /// node that starts at the high-water (ahead of its clock by at most a
+    /// lead) does not count that as skew, and neither do the others.
+    #[tokio::test]
+    async fn restarts_with_correct_clocks_report_no_skew() {
+        let store: Arc<dyn Store> = MemoryStore::new();
+        let clock = Arc::new(FakeClock::new(T0));
+        let mut last = 0;
+        for _ in 0..5 {
+            let n = node(&store, &clock).await;
+            let ids = run(&n, &clock, 2_000).await;
+            n.background_round().await.expect("background round");
+            assert_eq!(n.view().clock_skew_ms, 0);
+            assert!(ids[0] > last);
+            last = *ids.last().unwrap();
+            std::mem::forget(n); // kill -9
+        }
+        // Five quick restarts moved ids ahead of the clock by at most
+        // five leads (each starts at the high-water), not more.
+        let tick = (last >> 22) as i64;
+        let now = (clock.wall_ms() - DEFAULT_EPOCH_MS) as i64;
+        assert!(tick - now <= 5 * 3000, "{}", tick - now);
     }
 }
