@@ -16,11 +16,19 @@ eval "$("$repo/scripts/testbed.sh" env)"
 extra=()
 if [ "${1:-}" = "--" ]; then shift; extra=("$@"); fi
 
-# Node's mysql2 (tests/clients_node.rs): node itself, then the locked
-# dependencies of tests/clients/node, before any test runs.
+# Packages the tests need. Node's mysql2 (tests/clients_node.rs): node
+# itself, then the locked dependencies of tests/clients/node, before any
+# test runs.
 node_pkgs=()
 command -v node >/dev/null 2>&1 || node_pkgs=(nodejs npm)
 [ ${#node_pkgs[@]} -gt 0 ] || command -v npm >/dev/null 2>&1 || node_pkgs=(npm)
+# The Redis-protocol tests (tests/resp_clients.rs, tests/snowflake_skew.rs)
+# and scripts/bench-resp.sh: redis-cli and redis-benchmark, redis-py for
+# /usr/bin/python3, libfaketime, and redis-server as the benchmark's baseline.
+command -v redis-cli >/dev/null 2>&1 || node_pkgs+=(redis-tools)
+command -v redis-server >/dev/null 2>&1 || node_pkgs+=(redis-server)
+command -v faketime >/dev/null 2>&1 || node_pkgs+=(faketime)
+/usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || node_pkgs+=(python3-redis)
 if [ ${#node_pkgs[@]} -gt 0 ]; then
   echo "== installing ${node_pkgs[*]}"
   sudo=""

@@ -33,6 +33,9 @@ pub struct ServerConfig {
     pub listen: String,
     /// HTTP address for /metrics and /healthz (`crate::http`); none: not served.
     pub admin_listen: Option<String>,
+    /// Address of the Redis-protocol id service (`crate::resp`: `INCR gen`,
+    /// `IDGATE.NEXT gen n`); none: not served.
+    pub resp_listen: Option<String>,
     /// Client sessions at once; one more gets error 1040.
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
@@ -57,9 +60,25 @@ pub struct ServerConfig {
 #[serde(deny_unknown_fields)]
 pub struct UserConfig {
     pub name: String,
-    /// Plain text; checked with mysql_native_password.
+    /// Plain text; checked with mysql_native_password (MySQL) or compared
+    /// as sent by `AUTH` (Redis protocol).
     #[serde(default)]
     pub password: String,
+    /// Generators this user may take ids from outside INSERTs (Redis
+    /// protocol, NEXTVAL); absent: all of them. Grants as March has them, so
+    /// one application cannot drain or probe another's generator.
+    pub generators: Option<Vec<String>>,
+}
+
+impl UserConfig {
+    /// Whether this user may take ids from generator `name` directly (the
+    /// one grant check: the Redis listener calls it, the frontend can too).
+    pub fn may_use(&self, name: &str) -> bool {
+        match &self.generators {
+            None => true,
+            Some(list) => list.iter().any(|g| g == name),
+        }
+    }
 }
 
 /// `[backend]`.
@@ -216,6 +235,8 @@ impl Config {
             reason,
         };
         cfg.listen_addr().map_err(|e| invalid("server.listen", e))?;
+        cfg.resp_addr()
+            .map_err(|e| invalid("server.resp_listen", e))?;
         if cfg.server.max_connections == 0 {
             return Err(invalid(
                 "server.max_connections",
@@ -302,6 +323,17 @@ impl Config {
         Ok(cfg)
     }
 
+    /// The parsed `server.resp_listen` address, if one is configured.
+    pub fn resp_addr(&self) -> Result<Option<SocketAddr>, String> {
+        match &self.server.resp_listen {
+            None => Ok(None),
+            Some(a) => a
+                .parse()
+                .map(Some)
+                .map_err(|e| format!("{a:?} is not ip:port ({e})")),
+        }
+    }
+
     /// The parsed `server.listen` address.
     pub fn listen_addr(&self) -> Result<SocketAddr, String> {
         self.server
@@ -335,6 +367,22 @@ address = "127.0.0.1:3306"
         assert_eq!(c.server.deadlock_check_ms, 200);
         assert_eq!(c.allocator.store, StoreKind::File);
         assert!(c.rules.is_none());
+        assert!(c.server.resp_listen.is_none());
+        assert!(c.users[0].may_use("anything"));
+    }
+
+    #[test]
+    fn generator_grants() {
+        let text = GOOD.replace(
+            "password = \"x\"",
+            "password = \"x\"\ngenerators = [\"orders\", \"events\"]",
+        );
+        let c = Config::parse(&text, "t.toml").unwrap();
+        assert!(c.users[0].may_use("orders"));
+        assert!(c.users[0].may_use("events"));
+        assert!(!c.users[0].may_use("invoices"));
+        let none = GOOD.replace("password = \"x\"", "password = \"x\"\ngenerators = []");
+        assert!(!Config::parse(&none, "t.toml").unwrap().users[0].may_use("orders"));
     }
 
     #[test]
@@ -367,6 +415,16 @@ address = "127.0.0.1:3306"
                 assert!(e.to_string().contains("allocator.lease_ttl_secs"), "{e}");
             }
         }
+        let e = Config::parse(
+            &GOOD.replace(
+                "listen = \"127.0.0.1:6033\"",
+                "listen = \"127.0.0.1:6033\"\nresp_listen = \"nowhere\"",
+            ),
+            "t.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("server.resp_listen"), "{e}");
         for bad in ["5", "100", "60001"] {
             let text = GOOD.replace(
                 "listen = \"127.0.0.1:6033\"",

@@ -118,8 +118,18 @@ fn respond(head: &[u8], shared: &Shared) -> (&'static str, &'static str, String,
         ),
         "/healthz" => {
             let bad: Vec<&GeneratorStats> = stats.iter().filter(|g| !g.lease_valid).collect();
+            // A skewed clock does not stop issuing (the logical clock
+            // keeps ids above the cluster's), but it is said here.
+            let mut skew = String::new();
+            for g in stats.iter().filter(|g| g.clock_skew_ms > 0) {
+                let _ = writeln!(
+                    skew,
+                    "generator {}: clock {} ms behind the cluster high-water; issuing from a logical clock",
+                    g.name, g.clock_skew_ms
+                );
+            }
             if bad.is_empty() {
-                ("200 OK", TEXT, "ok\n".into(), head_only)
+                ("200 OK", TEXT, format!("ok\n{skew}"), head_only)
             } else {
                 let mut body = String::new();
                 for g in bad {
@@ -140,7 +150,7 @@ pub fn metrics(stats: &[GeneratorStats], sessions: usize) -> String {
     let _ = writeln!(out, "# TYPE idgate_sessions gauge");
     let _ = writeln!(out, "idgate_sessions {sessions}");
     type Get = fn(&GeneratorStats) -> f64;
-    let series: [(&str, &str, &str, Get); 11] = [
+    let series: [(&str, &str, &str, Get); 12] = [
         (
             "next_id",
             "gauge",
@@ -206,6 +216,12 @@ pub fn metrics(stats: &[GeneratorStats], sessions: usize) -> String {
             "gauge",
             "1 while the generator may issue ids (snowflake: holds a valid node lease).",
             |g| f64::from(u8::from(g.lease_valid)),
+        ),
+        (
+            "clock_skew_ms",
+            "gauge",
+            "Snowflake: how far this node's clock is behind the cluster high-water while it issues from a logical clock (0: on its own clock).",
+            |g| g.clock_skew_ms as f64,
         ),
     ];
     for (name, kind, help, get) in series {
@@ -274,6 +290,7 @@ mod tests {
             node_id: None,
             lease_valid: true,
             last_error: None,
+            clock_skew_ms: 0,
         }
     }
 

@@ -4,7 +4,7 @@
 //! # Layout
 //!
 //! Dependencies point one way: (`server`, `http`) -> `frontend` -> (`sql`, `idgen`,
-//! `backend`) -> `shard` -> `protocol`; `rules` -> `shard` (a rule builds its
+//! `backend`) -> `shard` -> `protocol`; `resp` -> (`idgen`, `config`); `rules` -> `shard` (a rule builds its
 //! table's `shard::placement`); `sql` uses `shard`'s value types (`KeyValue`,
 //! `MergeSpec`); `config` and `collation` are leaves.
 //!
@@ -46,9 +46,13 @@
 //!   tells which id to report); what a SELECT/UPDATE/DELETE/DDL needs for
 //!   routing (`sql::route`). Pure.
 //! - [`idgen`]: the id allocator: sequence and snowflake generators over a
-//!   store (etcd, file, memory).
+//!   store (etcd, file, memory); scrambled (non-enumerable) sequences
+//!   (`idgen::scramble`); a snowflake cluster high-water against clock skew.
 //! - [`shard`]: placement of rows on shards and merging of scattered
 //!   replies. Pure.
+//! - [`resp`]: the Redis-protocol id service (`INCR gen`, `IDGATE.NEXT gen
+//!   n`; `server.resp_listen`): framing, replies, commands, its own accept
+//!   loop. Takes ids from the same [`idgen::Allocator`] as INSERTs.
 //! - [`server`]: the accept loop, connection limit and graceful shutdown.
 //! - [`http`]: the admin HTTP listener (`/metrics`, `/healthz`).
 
@@ -59,6 +63,7 @@ pub mod frontend;
 pub mod http;
 pub mod idgen;
 pub mod protocol;
+pub mod resp;
 pub mod rules;
 pub mod server;
 pub mod shard;

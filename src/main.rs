@@ -188,7 +188,45 @@ async fn serve(cfg: Config) -> ExitCode {
         },
         None => None,
     };
-    idgate::server::run(listener, shared, shutdown_signal()).await;
+    // One shutdown signal for both listeners.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    });
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    // The Redis-protocol id service, as long as the server.
+    let resp = match shared.config.resp_addr() {
+        Ok(Some(a)) => match tokio::net::TcpListener::bind(a).await {
+            Ok(l) => {
+                info!(addr = %a, "Redis-protocol id service listening");
+                let service = Arc::new(idgate::resp::Service::new(
+                    &shared.config,
+                    allocator.clone(),
+                ));
+                Some(tokio::spawn(idgate::resp::server::run(
+                    l,
+                    service,
+                    stopped(stop_rx.clone()),
+                )))
+            }
+            Err(e) => {
+                error!("cannot listen on {a} (server.resp_listen): {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        Ok(None) => None,
+        Err(e) => {
+            error!("server.resp_listen: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    idgate::server::run(listener, shared, stopped(stop_rx)).await;
+    if let Some(r) = resp {
+        let _ = r.await;
+    }
     if let Some(a) = allocator {
         // Gives snowflake node ids back; sequences' unused ids become a gap.
         a.shutdown().await;

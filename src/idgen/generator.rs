@@ -11,6 +11,7 @@ use tokio::sync::Notify;
 use super::clock::Clock;
 use super::error::IdgenError;
 use super::params::Params;
+use super::scramble::Scrambler;
 use super::sequence::Sequence;
 use super::snowflake::Snowflake;
 use super::store::Store;
@@ -28,6 +29,38 @@ enum Imp {
 pub struct Generator {
     /// The algorithm and its state.
     imp: Imp,
+    /// `scramble = true` sequences: ids are this permutation of the
+    /// sequence's values (see `scramble.rs`, and `observe` for explicit ids).
+    scramble: Option<Arc<Scrambler>>,
+    /// Formats with a date: the counter restarts every day.
+    daily: Option<Daily>,
+}
+
+/// The day state of a sequence whose `format` has a date (`format.rs`).
+///
+/// The sequence runs in the id space itself. A day starts with
+/// `set_floor(base(day))` (`{date}{seq:0}`), which returns once every
+/// idgate process on the store has skipped every id up to it: the counter
+/// restarts at 1, and no process issues an id of an older day afterwards.
+/// A process moves to a day when its own clock reaches it, or when it
+/// finds the floor already there (another process's clock reached it:
+/// the cluster's clock is the newest one). Ids past the day's counter
+/// width are refused (exhausted) until the next day.
+struct Daily {
+    /// The format.
+    format: Arc<super::format::Format>,
+    /// Where days are read.
+    clock: Arc<dyn Clock>,
+    /// The day this process issues in (`i64::MIN`: none yet).
+    day: std::sync::atomic::AtomicI64,
+    /// The day whose counter ran out (refused without taking ids).
+    exhausted: std::sync::atomic::AtomicI64,
+}
+
+impl Daily {
+    fn today(&self) -> i64 {
+        self.format.day_at(self.clock.wall_ms())
+    }
 }
 
 impl std::fmt::Debug for Generator {
@@ -75,6 +108,10 @@ pub struct GeneratorStats {
     pub lease_valid: bool,
     /// The last store error, or why a snowflake has no node id.
     pub last_error: Option<String>,
+    /// Snowflake: how far (ms) this node's clock is behind the cluster
+    /// high-water, while it issues from a logical clock (0: it uses its
+    /// wall clock). Sequence: 0.
+    pub clock_skew_ms: u64,
 }
 
 /// Most ids one request may ask for: a bogus row count must not burn through
@@ -100,11 +137,26 @@ impl Generator {
         clock: Arc<dyn Clock>,
         timeout: Duration,
     ) -> Generator {
+        let mut scramble = None;
+        let mut daily = None;
         let imp = match params {
-            Params::Sequence(p) => Imp::Sequence(Sequence::new(name, p, store, clock, timeout)),
+            Params::Sequence(p) => {
+                scramble = p.scramble.clone();
+                daily = p.format.clone().filter(|f| f.daily()).map(|format| Daily {
+                    format,
+                    clock: clock.clone(),
+                    day: std::sync::atomic::AtomicI64::new(i64::MIN),
+                    exhausted: std::sync::atomic::AtomicI64::new(i64::MIN),
+                });
+                Imp::Sequence(Sequence::new(name, p, store, clock, timeout))
+            }
             Params::Snowflake(p) => Imp::Snowflake(Snowflake::new(name, p, store, clock, timeout)),
         };
-        Generator { imp }
+        Generator {
+            imp,
+            scramble,
+            daily,
+        }
     }
 
     /// Reserves the first segment / leases a node id and persists a ceiling.
@@ -150,9 +202,133 @@ impl Generator {
         }
         // Boxed: the slow path's state machine is large (store calls,
         // timeouts), and an inline one would make every call's future large.
+        if let (Some(d), Imp::Sequence(s)) = (&self.daily, &self.imp) {
+            return Box::pin(self.next_daily(d, s, n, out)).await;
+        }
+        let before = out.len();
         match &self.imp {
-            Imp::Sequence(s) => Box::pin(s.next(n, out)).await,
-            Imp::Snowflake(s) => Box::pin(s.next(n, out)).await,
+            Imp::Sequence(s) => Box::pin(s.next(n, out)).await?,
+            Imp::Snowflake(s) => Box::pin(s.next(n, out)).await?,
+        }
+        self.scramble_ids(&mut out[before..]);
+        Ok(())
+    }
+
+    fn day_exhausted(&self, d: &Daily, day: i64) -> IdgenError {
+        d.exhausted
+            .fetch_max(day, std::sync::atomic::Ordering::AcqRel);
+        IdgenError::Exhausted {
+            generator: self.name().to_string(),
+            max: d.format.render(day, d.format.seq_max()).unwrap_or(0),
+        }
+    }
+
+    /// Checks ids just appended at `out[before..]` are of the current
+    /// day. `Ok(true)`: they are. `Ok(false)`: they were of a later day
+    /// that another process started (the floor is there): the day moved,
+    /// the ids are dropped (a gap), take again. Errors: the day's counter
+    /// ran out (`Exhausted`; the ids are dropped).
+    fn check_day(
+        &self,
+        d: &Daily,
+        s: &Sequence,
+        out: &mut Vec<u64>,
+        before: usize,
+    ) -> Result<bool, IdgenError> {
+        use std::sync::atomic::Ordering::AcqRel;
+        let cur = d.day.load(Ordering::Acquire);
+        let bad = out[before..]
+            .iter()
+            .copied()
+            .find(|&id| d.format.decode(id).is_none_or(|(day, _)| day != cur));
+        let Some(bad) = bad else {
+            return Ok(true);
+        };
+        out.truncate(before);
+        match d.format.decode(bad) {
+            Some((day, _))
+                if day > cur
+                    && d.format
+                        .render(day, 0)
+                        .is_some_and(|base| s.view().floor >= base) =>
+            {
+                d.day.fetch_max(day, AcqRel);
+                Ok(false)
+            }
+            _ => Err(self.day_exhausted(d, cur)),
+        }
+    }
+
+    /// The slow path of a daily formatted sequence: starts a new day when
+    /// the clock reached it, then takes and checks ids.
+    async fn next_daily(
+        &self,
+        d: &Daily,
+        s: &Sequence,
+        n: u64,
+        out: &mut Vec<u64>,
+    ) -> Result<(), IdgenError> {
+        for _ in 0..8 {
+            let today = d.today();
+            let cur = d.day.load(Ordering::Acquire);
+            if today > cur {
+                let Some(base) = d.format.render(today, 0) else {
+                    return Err(self.day_exhausted(d, today));
+                };
+                s.set_floor(base).await?;
+                d.day.fetch_max(today, Ordering::AcqRel);
+                continue;
+            }
+            if d.exhausted.load(Ordering::Acquire) >= cur {
+                return Err(self.day_exhausted(d, cur));
+            }
+            let before = out.len();
+            s.next(n, out).await?;
+            if self.check_day(d, s, out, before)? {
+                return Ok(());
+            }
+        }
+        Err(IdgenError::BadRequest {
+            generator: self.name().to_string(),
+            detail: "the day kept changing while ids were taken".into(),
+        })
+    }
+
+    /// Maps freshly issued sequence values to scrambled ids, in place.
+    #[inline]
+    fn scramble_ids(&self, ids: &mut [u64]) {
+        if let Some(sc) = &self.scramble {
+            for id in ids {
+                // Values are in [start, max] within [1, 2^bits): always mapped.
+                if let Some(v) = sc.scramble(*id) {
+                    *id = v;
+                }
+            }
+        }
+    }
+
+    /// Refuses an operation on ranges of ids for a daily formatted generator
+    /// (a range could cross into the next day).
+    fn not_daily(&self, op: &'static str) -> Result<(), IdgenError> {
+        match self.daily {
+            Some(_) => Err(IdgenError::Unsupported {
+                generator: self.name().to_string(),
+                op,
+                kind: "daily formatted (a date in `format`)",
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Refuses an operation on ranges of ids for a scrambled generator.
+    fn not_scrambled(&self, op: &'static str) -> Result<(), IdgenError> {
+        match self.scramble {
+            Some(_) => Err(IdgenError::Unsupported {
+                generator: self.name().to_string(),
+                op,
+                kind: "scrambled (scramble = true)",
+            }),
+            None => Ok(()),
         }
     }
 
@@ -162,10 +338,26 @@ impl Generator {
     #[inline]
     pub fn try_next(&self, n: u64, out: &mut Vec<u64>) -> Result<bool, IdgenError> {
         self.check_n(n)?;
-        match &self.imp {
-            Imp::Sequence(s) => s.try_next(n, out),
-            Imp::Snowflake(s) => s.try_next(n, out),
+        if let (Some(d), Imp::Sequence(s)) = (&self.daily, &self.imp) {
+            let cur = d.day.load(Ordering::Acquire);
+            if d.today() > cur || d.exhausted.load(Ordering::Acquire) >= cur {
+                return Ok(false); // the slow path starts the day or says why
+            }
+            let before = out.len();
+            if !s.try_next(n, out)? {
+                return Ok(false);
+            }
+            return self.check_day(d, s, out, before);
         }
+        let before = out.len();
+        let done = match &self.imp {
+            Imp::Sequence(s) => s.try_next(n, out)?,
+            Imp::Snowflake(s) => s.try_next(n, out)?,
+        };
+        if done {
+            self.scramble_ids(&mut out[before..]);
+        }
+        Ok(done)
     }
 
     /// An explicit id seen in a statement, before its client gets the
@@ -186,6 +378,30 @@ impl Generator {
         if self.observe_local(id) {
             return Ok(());
         }
+        if let Some(d) = &self.daily {
+            let day = d.format.decode(id).map_or(i64::MIN, |(day, _)| day);
+            if day > d.day.load(Ordering::Acquire).max(d.today()) {
+                return Err(IdgenError::Unconfirmed {
+                    generator: self.name().to_string(),
+                    id,
+                    detail: "an explicit id of a day that has not begun: taking it would make today's ids jump into that day".into(),
+                });
+            }
+        }
+        if let (Imp::Sequence(s), Some(sc)) = (&self.imp, &self.scramble) {
+            // observe_local said the value is not in our reservations.
+            let Some(v) = sc.unscramble(id) else {
+                return Ok(());
+            };
+            if v >= Box::pin(s.store_hwm()).await? {
+                return Err(IdgenError::Unconfirmed {
+                    generator: s.name.clone(),
+                    id,
+                    detail: "a scrambled generator accepts an explicit id only if it has issued it already (its sequence value is below every reservation's end); this one it could still issue later".into(),
+                });
+            }
+            return Box::pin(s.confirm(v)).await;
+        }
         // Boxed: rare, and its state machine is large.
         match &self.imp {
             Imp::Sequence(s) => Box::pin(s.confirm(id)).await,
@@ -198,6 +414,29 @@ impl Generator {
     /// `observe` must run to confirm it).
     #[inline]
     pub fn observe_local(&self, id: u64) -> bool {
+        if let Some(d) = &self.daily {
+            // An id of another format is never issued; one of a future
+            // day is refused by `observe`; one of today or before raises
+            // the floor in the id space, as for any sequence (an id of a
+            // past day is below the floor already).
+            match d.format.decode(id) {
+                None => return true,
+                Some((day, _)) if day > d.day.load(Ordering::Acquire).max(d.today()) => {
+                    return false
+                }
+                Some(_) => {}
+            }
+        }
+        if let (Imp::Sequence(s), Some(sc)) = (&self.imp, &self.scramble) {
+            // The sequence value behind the id: below our reservations'
+            // end, the usual floor applies (it moves by at most our
+            // cache); beyond it, `observe` decides.
+            return match sc.unscramble(id) {
+                None => true, // outside [1, 2^bits): never issued
+                Some(v) if v < s.reserved_end() => s.observe(v),
+                Some(_) => false,
+            };
+        }
         match &self.imp {
             Imp::Sequence(s) => s.observe(id),
             Imp::Snowflake(s) => s.observe(id),
@@ -211,6 +450,7 @@ impl Generator {
     /// Snowflake: applies to this process's node: its timestamp moves past
     /// the one of `value`, and the ceiling persisted for the node covers it.
     pub async fn set_floor(&self, value: u64) -> Result<(), IdgenError> {
+        self.not_scrambled("a floor")?;
         match &self.imp {
             Imp::Sequence(s) => s.set_floor(value).await,
             Imp::Snowflake(s) => s.set_floor(value).await,
@@ -226,6 +466,8 @@ impl Generator {
     /// [`IdgenError::Unsupported`] for snowflakes.
     pub async fn reserve(&self, count: u64) -> Result<Range<u64>, IdgenError> {
         self.check_n(count)?;
+        self.not_scrambled("reserve (a range of ids)")?;
+        self.not_daily("reserve (a range of ids)")?;
         match &self.imp {
             Imp::Sequence(s) => s.reserve(count).await,
             Imp::Snowflake(s) => Err(IdgenError::Unsupported {
@@ -233,6 +475,37 @@ impl Generator {
                 op: "reserve",
                 kind: "snowflake",
             }),
+        }
+    }
+
+    /// `n` consecutive ids (`increment` apart), e.g. for Redis `INCRBY`:
+    /// returns the first; the last is `first + (n - 1) * increment`.
+    /// Served from the current segment when it holds them; otherwise from
+    /// the next cached segment (the rest of the current one becomes a gap),
+    /// or from a block reserved in the store for it. Sequence only.
+    ///
+    /// Errors: as [`Generator::reserve`]; [`IdgenError::BadRequest`] for
+    /// `n == 0`; [`IdgenError::Unsupported`] for snowflakes (their ids are
+    /// not consecutive).
+    pub async fn next_block(&self, n: u64) -> Result<u64, IdgenError> {
+        self.check_n(n)?;
+        self.not_scrambled("a block of consecutive ids")?;
+        self.not_daily("a block of consecutive ids")?;
+        match &self.imp {
+            Imp::Sequence(s) => s.next_block(n).await,
+            Imp::Snowflake(s) => Err(IdgenError::Unsupported {
+                generator: s.name.clone(),
+                op: "a block of consecutive ids",
+                kind: "snowflake",
+            }),
+        }
+    }
+
+    /// Step between consecutive ids of a sequence (1 for snowflakes).
+    pub fn increment(&self) -> u64 {
+        match &self.imp {
+            Imp::Sequence(s) => s.increment(),
+            Imp::Snowflake(_) => 1,
         }
     }
 
@@ -246,7 +519,10 @@ impl Generator {
                     name: s.name.clone(),
                     kind: GeneratorKind::Sequence,
                     high_water: v.high_water,
-                    next_id: v.next_id,
+                    next_id: match &self.scramble {
+                        Some(sc) => sc.scramble(v.next_id).unwrap_or(v.next_id),
+                        None => v.next_id,
+                    },
                     cached_remaining: v.cached_remaining,
                     batch: v.batch,
                     rate_per_sec: v.rate,
@@ -258,6 +534,7 @@ impl Generator {
                     node_id: None,
                     lease_valid: true,
                     last_error: v.last_error,
+                    clock_skew_ms: 0,
                 }
             }
             Imp::Snowflake(s) => {
@@ -278,6 +555,7 @@ impl Generator {
                     node_id: v.node,
                     lease_valid: v.lease_valid,
                     last_error: v.last_error,
+                    clock_skew_ms: v.clock_skew_ms,
                 }
             }
         }

@@ -15,6 +15,10 @@
 //!   adaptive batch, floor.
 //! - `snowflake.rs`: timestamp | node | sequence with carry, persisted
 //!   ceiling against clock rollback, node-id leases.
+//! - `format.rs`: [`format::Format`], ids written as decimal fields
+//!   (`{prefix:2}{yyyyMMdd}{seq:8}`), daily with a date.
+//! - `scramble.rs`: [`scramble::Scrambler`], the keyed permutation of
+//!   `scramble = true` sequences (non-enumerable ids).
 //! - `params.rs`: [`validate`] and the resolved parameters (presets, defaults).
 //! - `clock.rs`: [`Clock`], [`SystemClock`], [`FakeClock`].
 //! - `error.rs`: [`IdgenError`], [`StoreError`].
@@ -29,12 +33,18 @@
 
 #![warn(missing_docs)]
 
+#[cfg(test)]
+mod block_tests;
 mod clock;
+#[cfg(test)]
+mod daily_tests;
 mod error;
 #[cfg(test)]
 mod explicit_tests;
+pub mod format;
 mod generator;
 mod params;
+pub mod scramble;
 mod sequence;
 mod snowflake;
 pub mod store;

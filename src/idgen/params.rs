@@ -30,6 +30,10 @@ pub struct SequenceParams {
     pub segment_ms: u64,
     /// Fraction of a segment left when the next one is reserved.
     pub refill_at: f64,
+    /// `format`: ids written as decimal fields (daily with a date).
+    pub format: Option<std::sync::Arc<super::format::Format>>,
+    /// `scramble = true`: the keyed permutation ids are issued through.
+    pub scramble: Option<std::sync::Arc<super::scramble::Scrambler>>,
 }
 
 /// A snowflake generator's layout, defaults and preset applied.
@@ -49,6 +53,9 @@ pub struct SnowflakeParams {
     pub sequence_bits: u32,
     /// How many ticks the persisted ceiling runs ahead of issued timestamps.
     pub lead_ticks: u64,
+    /// Largest tolerated lag (ms) of this node's clock behind the cluster
+    /// high-water; beyond it the node issues from a logical clock.
+    pub max_skew_ms: u64,
 }
 
 /// Resolved parameters of one generator.
@@ -118,8 +125,33 @@ fn resolve_sequence(r: &GeneratorRule) -> Result<SequenceParams, String> {
             ("node_bits", r.node_bits.is_some()),
             ("sequence_bits", r.sequence_bits.is_some()),
             ("lead_ms", r.lead_ms.is_some()),
+            ("max_clock_skew_ms", r.max_clock_skew_ms.is_some()),
         ],
     )?;
+    let scramble = resolve_scramble(r)?;
+    let format = match &r.format {
+        None => {
+            if r.prefix.is_some() || r.timezone.is_some() {
+                return Err("`prefix` and `timezone` need a `format`".into());
+            }
+            None
+        }
+        Some(t) => {
+            let f = super::format::Format::parse(t, r.prefix, r.timezone.as_deref())?;
+            let stray = [
+                ("start", r.start.is_some()),
+                ("max", r.max.is_some()),
+                ("increment", r.increment.is_some()),
+                ("scramble", scramble.is_some()),
+            ];
+            if let Some((k, _)) = stray.iter().find(|k| k.1) {
+                return Err(format!(
+                    "`{k}` does not apply with `format` (the format fixes the ids)"
+                ));
+            }
+            Some(std::sync::Arc::new(f))
+        }
+    };
     let batch = r.batch.unwrap_or(1000);
     if batch == 0 {
         return Err("batch must be at least 1".into());
@@ -155,11 +187,24 @@ fn resolve_sequence(r: &GeneratorRule) -> Result<SequenceParams, String> {
             "refill_at ({refill_at}) must be a fraction strictly between 0 and 1"
         ));
     }
-    let start = r.start.unwrap_or(1);
+    // A format without a date is a plain sequence over its ids; with a
+    // date, the generator moves the floor to each day's base itself.
+    let (fmt_start, fmt_max) = match &format {
+        Some(f) if !f.daily() => (f.render(0, 1), f.render(0, f.seq_max())),
+        _ => (None, None),
+    };
+    let start = fmt_start.or(r.start).unwrap_or(1);
     if start == 0 {
         return Err("start must be at least 1 (MySQL reads an id of 0 as \"generate one\")".into());
     }
-    let max = r.max.unwrap_or(DEFAULT_SEQUENCE_MAX);
+    let id_max = scramble.as_ref().map_or(DEFAULT_SEQUENCE_MAX, |s| s.max());
+    let max = fmt_max.or(r.max).unwrap_or(id_max);
+    if max > id_max {
+        return Err(format!(
+            "max ({max}) is above the largest {}-bit scrambled id ({id_max})",
+            scramble.as_ref().map_or(63, |s| s.bits())
+        ));
+    }
     if start > max {
         return Err(format!("start ({start}) is above max ({max})"));
     }
@@ -176,7 +221,57 @@ fn resolve_sequence(r: &GeneratorRule) -> Result<SequenceParams, String> {
         max_batch,
         segment_ms: segment_seconds * 1000,
         refill_at,
+        format,
+        scramble,
     })
+}
+
+/// `scramble`, `scramble_key_file`/`_env`, `bits`: the permutation, with
+/// its key read now (once, when the rules are loaded).
+fn resolve_scramble(
+    r: &GeneratorRule,
+) -> Result<Option<std::sync::Arc<super::scramble::Scrambler>>, String> {
+    if r.scramble != Some(true) {
+        let stray = [
+            ("scramble_key_file", r.scramble_key_file.is_some()),
+            ("scramble_key_env", r.scramble_key_env.is_some()),
+            ("bits", r.bits.is_some()),
+        ];
+        if let Some((f, _)) = stray.iter().find(|f| f.1) {
+            return Err(format!("field `{f}` needs scramble = true"));
+        }
+        return Ok(None);
+    }
+    let bits = r.bits.unwrap_or(63);
+    if bits != 63 && bits != 53 {
+        return Err(format!("bits ({bits}) must be 63 or 53"));
+    }
+    let key = match (&r.scramble_key_file, &r.scramble_key_env) {
+        (Some(f), None) => {
+            let mut k = std::fs::read(f).map_err(|e| format!("scramble_key_file {f:?}: {e}"))?;
+            while k.last().is_some_and(|c| *c == b'\n' || *c == b'\r') {
+                k.pop();
+            }
+            k
+        }
+        (None, Some(v)) => std::env::var(v)
+            .map_err(|_| format!("scramble_key_env: environment variable {v:?} is not set"))?
+            .into_bytes(),
+        _ => {
+            return Err(
+                "scramble = true needs exactly one of scramble_key_file, scramble_key_env".into(),
+            )
+        }
+    };
+    if key.len() < 16 {
+        return Err(format!(
+            "the scramble key is {} bytes, at least 16 are needed",
+            key.len()
+        ));
+    }
+    Ok(Some(std::sync::Arc::new(super::scramble::Scrambler::new(
+        &key, bits,
+    ))))
 }
 
 fn resolve_snowflake(r: &GeneratorRule) -> Result<SnowflakeParams, String> {
@@ -191,6 +286,13 @@ fn resolve_snowflake(r: &GeneratorRule) -> Result<SnowflakeParams, String> {
             ("start", r.start.is_some()),
             ("max", r.max.is_some()),
             ("increment", r.increment.is_some()),
+            ("format", r.format.is_some()),
+            ("prefix", r.prefix.is_some()),
+            ("timezone", r.timezone.is_some()),
+            ("scramble", r.scramble.is_some()),
+            ("scramble_key_file", r.scramble_key_file.is_some()),
+            ("scramble_key_env", r.scramble_key_env.is_some()),
+            ("bits", r.bits.is_some()),
         ],
     )?;
     // (timestamp, node, sequence, unit, total bits allowed)
@@ -236,6 +338,12 @@ fn resolve_snowflake(r: &GeneratorRule) -> Result<SnowflakeParams, String> {
         TimeUnit::Ms => 1,
         TimeUnit::S => 1000,
     };
+    let max_skew_ms = r.max_clock_skew_ms.unwrap_or(1000);
+    if max_skew_ms > 86_400_000 {
+        return Err(format!(
+            "max_clock_skew_ms ({max_skew_ms}) must be at most 86400000 (one day)"
+        ));
+    }
     let lead_ms = r.lead_ms.unwrap_or(3000);
     if lead_ms == 0 || lead_ms > 3_600_000 {
         return Err(format!(
@@ -249,6 +357,7 @@ fn resolve_snowflake(r: &GeneratorRule) -> Result<SnowflakeParams, String> {
         node_bits,
         sequence_bits,
         lead_ticks: lead_ms.div_ceil(unit_ms),
+        max_skew_ms,
     })
 }
 
@@ -472,5 +581,38 @@ mod tests {
             panic!()
         };
         assert_eq!((s.unit_ms, s.lead_ticks), (1000, 2));
+    }
+    #[test]
+    fn scramble_fields() {
+        let mut r = GeneratorRule::new("s", GeneratorKind::Sequence);
+        r.scramble = Some(true);
+        assert!(validate(&r)
+            .unwrap_err()
+            .contains("exactly one of scramble_key_file"));
+        r.scramble_key_env = Some("IDGATE_SURELY_UNSET_SCRAMBLE_KEY".into());
+        assert!(validate(&r).unwrap_err().contains("is not set"));
+        let dir = tempfile::tempdir().unwrap();
+        let short = dir.path().join("short");
+        std::fs::write(&short, "tooshort\n").unwrap();
+        r.scramble_key_env = None;
+        r.scramble_key_file = Some(short.display().to_string());
+        assert!(validate(&r).unwrap_err().contains("at least 16"));
+        let good = dir.path().join("good");
+        std::fs::write(&good, "0123456789abcdef").unwrap();
+        r.scramble_key_file = Some(good.display().to_string());
+        assert!(validate(&r).is_ok());
+        r.bits = Some(54);
+        assert!(validate(&r).unwrap_err().contains("63 or 53"));
+        r.bits = Some(53);
+        r.max = Some(1 << 53);
+        assert!(validate(&r).unwrap_err().contains("53-bit"));
+        let mut plain = GeneratorRule::new("p", GeneratorKind::Sequence);
+        plain.bits = Some(53);
+        assert!(validate(&plain)
+            .unwrap_err()
+            .contains("needs scramble = true"));
+        let mut snow = GeneratorRule::new("f", GeneratorKind::Snowflake);
+        snow.scramble = Some(true);
+        assert!(validate(&snow).unwrap_err().contains("scramble"));
     }
 }

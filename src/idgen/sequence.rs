@@ -1116,6 +1116,67 @@ impl Sequence {
         }
     }
 
+    /// End of the highest range this process reserved: positions below it
+    /// are reserved (by us or by others before us) or skipped.
+    pub(crate) fn reserved_end(&self) -> u64 {
+        self.slow.lock().reserved_end
+    }
+
+    /// The store's high-water mark: no id at or above it was ever issued.
+    pub(crate) async fn store_hwm(&self) -> Result<u64, IdgenError> {
+        match tokio::time::timeout(self.timeout, self.store.load(&self.key)).await {
+            Ok(Ok(v)) => Ok(v.map(|v| v.value).unwrap_or(0)),
+            Ok(Err(e)) => Err(self.store_error(e)),
+            Err(_) => Err(self.store_error(StoreError::Timeout(self.timeout))),
+        }
+    }
+
+    /// Step between ids.
+    pub(crate) fn increment(&self) -> u64 {
+        self.p.increment
+    }
+
+    /// See [`crate::idgen::Generator::next_block`]: the first id of `n`
+    /// consecutive ones (`increment` apart).
+    pub(crate) async fn next_block(&self, n: u64) -> Result<u64, IdgenError> {
+        if n == 0 {
+            return Err(IdgenError::BadRequest {
+                generator: self.name.clone(),
+                detail: "a block needs a count of at least 1".into(),
+            });
+        }
+        let span = self.span(n)?;
+        if let Some(c) = self.try_take(span) {
+            return Ok(c);
+        }
+        if self.exhausted.load(Ordering::Relaxed) {
+            return Err(self.exhausted_error());
+        }
+        {
+            // The current segment is too short but the waiting one holds
+            // the block: give up the rest of the current one (a gap, never
+            // a duplicate) and take the block from the waiting one.
+            let mut s = self.slow.lock();
+            if let Some(&(b, e)) = s.pending.front() {
+                if e - b >= span {
+                    s.pending.pop_front();
+                    self.switch_to(&mut s, b, e);
+                    drop(s);
+                    if let Some(c) = self.try_take(span) {
+                        return Ok(c);
+                    }
+                }
+            }
+        }
+        // More than the cache holds in one piece: a block of its own,
+        // reserved in the store (above every local segment so far). The
+        // cache left below it is dropped (a gap), so ids issued here after
+        // the block are above it, as Redis's INCR after INCRBY is.
+        let block = self.reserve(n).await?;
+        self.drop_cache();
+        Ok(block.start)
+    }
+
     /// See [`crate::idgen::Generator::reserve`].
     pub(crate) async fn reserve(&self, count: u64) -> Result<std::ops::Range<u64>, IdgenError> {
         if count == 0 {

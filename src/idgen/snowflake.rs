@@ -26,6 +26,22 @@
 //!   (after our lease expired) makes our next extension fail: we then stop;
 //!   and since the taker starts above the ceiling we had persisted, the ids we
 //!   issued meanwhile cannot collide with its own.
+//! - Cluster high-water (`snow/<name>/hw`): the highest ceiling any node
+//!   persisted, raised *before* each node's own ceiling, so every id ever
+//!   issued by any node is below it. A node that leases a node id starts at
+//!   or above it: after a restart (kill -9, new node id, clock set back)
+//!   every id it issues is above every id issued before, by any node.
+//! - Cluster clock (`snow/<name>/clock`): the newest wall-clock reading
+//!   (ms) any node persisted, raised at each lease and extension (wall
+//!   readings only, never logical ones, so a skewed node cannot push it).
+//!   A node whose clock reads more than `max_clock_skew_ms` behind it
+//!   (extrapolated with monotonic time), at a lease, an extension, or
+//!   against the newest reading it knows (a clock stepped back while
+//!   running), issues from a logical clock: that reading plus monotonic
+//!   time, until its wall clock catches up. The lag is logged and shown in
+//!   the stats (`clock_skew_ms`: /metrics, /healthz). A node whose clock
+//!   runs *ahead* moves the cluster clock: the others then report the lag
+//!   and follow it.
 //! - Explicit ids (`observe(x)`): this process issues nothing at or below
 //!   `x` afterwards (its position moves above `x`, whatever node `x`
 //!   names). Across processes only the holder of `x`'s node, now or later,
@@ -206,6 +222,16 @@ pub(crate) struct Snowflake {
     floor_tick: AtomicU64,
     /// Stats counters.
     counters: Counters,
+    /// Logical clock: `ms = origin + mono_ms` (0: off, the wall clock alone).
+    /// Set when the wall clock is found behind the cluster high-water by
+    /// more than the tolerated skew; the clock read is the larger of both.
+    logical_origin: AtomicU64,
+    /// The newest wall-clock reading known (ms; this node's or the
+    /// cluster clock's), and the monotonic time it was taken at.
+    seen_clock: Mutex<(u64, u64)>,
+    /// How far (ms) the wall clock was behind the cluster high-water's
+    /// clock at the last check (0: within the tolerated skew).
+    skew_ms: AtomicU64,
 }
 
 /// Read-only view for stats (see `GeneratorStats` for the meaning).
@@ -228,6 +254,8 @@ pub(crate) struct SnowView {
     pub store_writes: u64,
     /// Last store error or why there is no node id.
     pub last_error: Option<String>,
+    /// Wall clock behind the cluster high-water, ms (0: within the skew).
+    pub clock_skew_ms: u64,
 }
 
 impl Snowflake {
@@ -268,13 +296,21 @@ impl Snowflake {
             stopped: std::sync::atomic::AtomicBool::new(false),
             floor_tick: AtomicU64::new(0),
             counters: Counters::default(),
+            logical_origin: AtomicU64::new(0),
+            seen_clock: Mutex::new((0, 0)),
+            skew_ms: AtomicU64::new(0),
         }
     }
 
     /// Current tick, clamped to the timestamp field.
     #[inline]
     fn now_tick(&self) -> u64 {
-        let ms = self.clock.wall_ms().saturating_sub(self.p.epoch_ms);
+        let mut wall = self.clock.wall_ms();
+        let origin = self.logical_origin.load(Ordering::Relaxed);
+        if origin != 0 {
+            wall = wall.max(origin.saturating_add(self.clock.mono_ms()));
+        }
+        let ms = wall.saturating_sub(self.p.epoch_ms);
         let t = if self.p.unit_ms == 1 {
             ms
         } else {
@@ -444,6 +480,106 @@ impl Snowflake {
         }
     }
 
+    fn hw_key(&self) -> String {
+        format!("{}/hw", self.scope)
+    }
+
+    /// Raises the cluster high-water to at least `target`; returns the
+    /// value it held before (the highest ceiling any node persisted).
+    async fn raise_hw(&self, target: u64) -> Result<u64, StoreError> {
+        let key = self.hw_key();
+        for _ in 0..64 {
+            let current = self.store.load(&key).await?;
+            let before = current.map(|v| v.value).unwrap_or(0);
+            if before >= target {
+                return Ok(before);
+            }
+            if self
+                .store
+                .compare_and_set(&key, current.map(|v| v.version), target)
+                .await?
+                .is_some()
+            {
+                self.counters.store_writes.fetch_add(1, Ordering::Relaxed);
+                return Ok(before);
+            }
+        }
+        Err(StoreError::Unavailable(
+            "compare-and-swap on the high-water kept failing (64 conflicts in a row)".into(),
+        ))
+    }
+
+    fn clock_key(&self) -> String {
+        format!("{}/clock", self.scope)
+    }
+
+    /// Raises the cluster clock (`snow/<name>/clock`: the newest wall-clock
+    /// reading, ms, any node persisted; never a logical reading, so a
+    /// skewed node cannot push it) to this node's wall clock, and
+    /// remembers the newest reading known. Returns the stored value before.
+    async fn raise_clock(&self) -> Result<u64, StoreError> {
+        let key = self.clock_key();
+        let wall = self.clock.wall_ms();
+        let mono = self.clock.mono_ms();
+        let mut before = 0;
+        for _ in 0..64 {
+            let current = self.store.load(&key).await?;
+            before = current.map(|v| v.value).unwrap_or(0);
+            if before >= wall
+                || self
+                    .store
+                    .compare_and_set(&key, current.map(|v| v.version), wall)
+                    .await?
+                    .is_some()
+            {
+                break;
+            }
+        }
+        let mut seen = self.seen_clock.lock();
+        if before.max(wall) > seen.0 {
+            *seen = (before.max(wall), mono);
+        }
+        Ok(before)
+    }
+
+    /// Compares this node's wall clock with a clock reading
+    /// `reference_ms` taken at monotonic time `reference_mono` (the
+    /// cluster clock, or this node's own last reading), extrapolated to
+    /// now. Behind by more than the tolerated skew: switches to (or moves
+    /// up) the logical clock, which reads that extrapolation, logs, and
+    /// returns `true`. Otherwise turns the logical clock off once the wall
+    /// clock has caught up with it. Records the lag for the stats.
+    fn check_skew(&self, reference_ms: u64, reference_mono: u64) -> bool {
+        let wall = self.clock.wall_ms();
+        let mono = self.clock.mono_ms();
+        let reference_now = reference_ms.saturating_add(mono.saturating_sub(reference_mono));
+        let behind = reference_now.saturating_sub(wall);
+        let origin = self.logical_origin.load(Ordering::Relaxed);
+        let skewed = reference_ms > 0 && behind > self.p.max_skew_ms;
+        if skewed {
+            let new_origin = reference_ms.saturating_sub(reference_mono).max(1);
+            if new_origin > origin {
+                self.logical_origin.store(new_origin, Ordering::Relaxed);
+            }
+        } else if origin != 0 && wall >= origin.saturating_add(mono) {
+            self.logical_origin.store(0, Ordering::Relaxed);
+            tracing::info!(generator = %self.name, "clock caught up with the cluster clock; logical clock off");
+        }
+        let lag = match self.logical_origin.load(Ordering::Relaxed) {
+            0 => 0,
+            o => o.saturating_add(mono).saturating_sub(wall),
+        };
+        if self.skew_ms.swap(lag, Ordering::Relaxed) == 0 && lag > 0 {
+            tracing::warn!(
+                generator = %self.name,
+                skew_ms = lag,
+                max_clock_skew_ms = self.p.max_skew_ms,
+                "this node's clock is behind the cluster clock; issuing from a logical clock until it catches up"
+            );
+        }
+        skewed
+    }
+
     fn ceiling_key(&self, node: u64) -> String {
         format!("{}/ts/{node}", self.scope)
     }
@@ -511,6 +647,22 @@ impl Snowflake {
                 return Err(self.unavailable(e));
             }
         }
+        let hw = match self.store.load(&self.hw_key()).await {
+            Ok(v) => v.map(|v| v.value).unwrap_or(0),
+            Err(e) => {
+                let _ = self.store.release_node(&self.scope, &lease).await;
+                return Err(self.unavailable(e));
+            }
+        };
+        match self.raise_clock().await {
+            Ok(c) => {
+                self.check_skew(c, self.clock.mono_ms());
+            }
+            Err(e) => {
+                let _ = self.store.release_node(&self.scope, &lease).await;
+                return Err(self.unavailable(e));
+            }
+        }
         let key = self.ceiling_key(node);
         let mut done = None;
         for _ in 0..16 {
@@ -529,10 +681,12 @@ impl Snowflake {
             } else {
                 0
             };
+            // Above every id any node issued before (the high-water).
             let start = self
                 .now_tick()
                 .max(persisted)
                 .max(own_tick)
+                .max(hw)
                 .max(self.floor_tick.load(Ordering::Acquire));
             if start >= self.l.ts_max {
                 let _ = self.store.release_node(&self.scope, &lease).await;
@@ -542,6 +696,10 @@ impl Snowflake {
                 });
             }
             let target = start.saturating_add(self.p.lead_ticks).min(self.l.ts_max);
+            if let Err(e) = self.raise_hw(target).await {
+                let _ = self.store.release_node(&self.scope, &lease).await;
+                return Err(self.unavailable(e));
+            }
             match self
                 .store
                 .compare_and_set(&key, current.map(|v| v.version), target)
@@ -633,7 +791,24 @@ impl Snowflake {
         if base + self.p.lead_ticks / 2 < limit {
             return Ok(()); // still enough room
         }
-        let target = base.saturating_add(self.p.lead_ticks).min(l.ts_max);
+        let mut target = base.saturating_add(self.p.lead_ticks).min(l.ts_max);
+        // The high-water first: every id under the new ceiling is below it.
+        match self.raise_clock().await {
+            Ok(c) => {
+                if self.check_skew(c, self.clock.mono_ms()) {
+                    // Now on the logical clock: the ceiling covers it.
+                    let now = self.now_tick();
+                    target = target.max(now.saturating_add(self.p.lead_ticks).min(l.ts_max));
+                    if let Err(e) = self.raise_hw(target).await {
+                        return Err(self.unavailable(e));
+                    }
+                }
+            }
+            Err(e) => return Err(self.unavailable(e)),
+        }
+        if let Err(e) = self.raise_hw(target).await {
+            return Err(self.unavailable(e));
+        }
         // Before the new ceiling is visible: nothing below `target - lead`
         // is issued after it (other processes rely on that, see `observe`).
         self.raise_position(target.saturating_sub(self.p.lead_ticks), node << l.sb);
@@ -697,6 +872,16 @@ impl Snowflake {
             } else {
                 if let Err(e) = self.apply_floor(&mut slow).await {
                     return Err(self.unavailable(e));
+                }
+                // A clock stepped back while running: the newest clock
+                // reading known here tells, without the store.
+                let (seen_ms, seen_mono) = *self.seen_clock.lock();
+                if self.check_skew(seen_ms, seen_mono) {
+                    let now = self.now_tick();
+                    self.raise_position(
+                        now,
+                        slow.lease.as_ref().map_or(0, |l| l.node) << self.l.sb,
+                    );
                 }
                 self.extend(&mut slow, 1).await
             }
@@ -985,6 +1170,7 @@ impl Snowflake {
             store_errors: self.counters.store_errors.load(Ordering::Relaxed),
             store_writes: self.counters.store_writes.load(Ordering::Relaxed),
             last_error: info.last_error.clone().or_else(|| info.no_node.clone()),
+            clock_skew_ms: self.skew_ms.load(Ordering::Relaxed),
         }
     }
 }
@@ -1195,5 +1381,136 @@ mod tests {
         for w in out.windows(2) {
             assert!(w[1] > w[0], "{:#x} then {:#x}", w[0], w[1]);
         }
+    }
+    /// One snowflake node ("process") on `store`, reading `clock`.
+    async fn node(store: &Arc<dyn Store>, clock: &Arc<FakeClock>) -> Snowflake {
+        let Ok(Params::Snowflake(p)) = resolve(&GeneratorRule::new("sk", GeneratorKind::Snowflake))
+        else {
+            panic!("default snowflake rule is valid")
+        };
+        let s = Snowflake::new(
+            "sk",
+            p,
+            store.clone(),
+            clock.clone(),
+            Duration::from_secs(3),
+        );
+        s.prepare().await.expect("prepare");
+        s
+    }
+
+    /// Ids for `ms` milliseconds of the node's clock, one per ms.
+    async fn run(s: &Snowflake, clock: &FakeClock, ms: u64) -> Vec<u64> {
+        let mut out = Vec::new();
+        for _ in 0..ms {
+            s.next(1, &mut out).await.expect("next");
+            clock.advance(1);
+        }
+        out
+    }
+
+    /// The measured bug (issue 16, part 5): killed, restarted with the
+    /// clock an hour behind, a new node id. Every id after the restart is
+    /// above every id before; the node runs on a logical clock (ids keep
+    /// moving with time), reports the skew, and goes back to its wall clock
+    /// once that catches up.
+    #[tokio::test]
+    async fn restart_an_hour_behind_stays_above_every_earlier_id() {
+        let store: Arc<dyn Store> = MemoryStore::new();
+        let a_clock = Arc::new(FakeClock::new(T0));
+        let a = node(&store, &a_clock).await;
+        let before = run(&a, &a_clock, 10_000).await;
+        let max_before = *before.iter().max().unwrap();
+        // kill -9: nothing released, the old node id stays leased.
+        std::mem::forget(a);
+        let b_clock = Arc::new(FakeClock::new(T0 + 10_000 - 3_600_000));
+        let b = node(&store, &b_clock).await;
+        let skew = b.view().clock_skew_ms;
+        assert!(
+            (3_590_000..=3_610_000).contains(&skew),
+            "skew reported: {skew}"
+        );
+        let after = run(&b, &b_clock, 10_000).await;
+        assert!(after[0] > max_before, "{} <= {max_before}", after[0]);
+        assert!(after.windows(2).all(|w| w[0] < w[1]));
+        // The logical clock moves with time: once it has passed the
+        // high-water B started at (at most a lead ahead), ticks follow it.
+        let l = b.l;
+        let (t0, t1) = (after[0] >> l.ns, after[after.len() - 1] >> l.ns);
+        assert!(t1 - t0 >= 5_000, "{t0} -> {t1}");
+        // The wall clock is corrected (NTP): the logical clock goes off at
+        // the next extension, the skew reads 0, ids still increase.
+        b_clock.set_wall_ms(T0 + 30_000);
+        let mut slow = b.slow.lock().await;
+        b.extend(&mut slow, 1).await.expect("extend");
+        drop(slow);
+        assert_eq!(b.view().clock_skew_ms, 0);
+        let later = run(&b, &b_clock, 10).await;
+        assert!(later[0] > after[after.len() - 1]);
+        assert!(b.logical_origin.load(Ordering::Relaxed) == 0);
+    }
+
+    /// Within the tolerated skew the node keeps its own clock (no skew
+    /// reported) and still starts above every id issued before.
+    #[tokio::test]
+    async fn restart_within_the_skew_uses_the_wall_clock_and_stays_above() {
+        let store: Arc<dyn Store> = MemoryStore::new();
+        let a_clock = Arc::new(FakeClock::new(T0));
+        let a = node(&store, &a_clock).await;
+        let before = run(&a, &a_clock, 10_000).await;
+        let max_before = *before.iter().max().unwrap();
+        std::mem::forget(a);
+        let b_clock = Arc::new(FakeClock::new(T0 + 10_000 - 500));
+        let b = node(&store, &b_clock).await;
+        assert_eq!(b.view().clock_skew_ms, 0);
+        let after = run(&b, &b_clock, 100).await;
+        assert!(after[0] > max_before);
+        assert_eq!(b.logical_origin.load(Ordering::Relaxed), 0);
+    }
+
+    /// A running node whose clock steps back an hour: at its next
+    /// extension it switches to the logical clock and its ids keep moving.
+    #[tokio::test]
+    async fn a_clock_stepping_back_while_running_is_reported() {
+        let store: Arc<dyn Store> = MemoryStore::new();
+        let clock = Arc::new(FakeClock::new(T0));
+        let a = node(&store, &clock).await;
+        let before = run(&a, &clock, 5_000).await;
+        clock.set_wall_ms(T0 + 5_000 - 3_600_000);
+        a.background_round().await.expect("background round");
+        let after = run(&a, &clock, 10_000).await;
+        assert!(after[0] > before[before.len() - 1]);
+        assert!(after.windows(2).all(|w| w[0] < w[1]));
+        assert!(
+            a.view().clock_skew_ms > 3_500_000,
+            "{}",
+            a.view().clock_skew_ms
+        );
+        let l = a.l;
+        let (t0, t1) = (after[0] >> l.ns, after[after.len() - 1] >> l.ns);
+        assert!(t1 - t0 >= 5_000, "the logical clock moved: {t0} -> {t1}");
+    }
+    /// Restarts with correct clocks raise no alarm and do not run away: a
+    /// node that starts at the high-water (ahead of its clock by at most a
+    /// lead) does not count that as skew, and neither do the others.
+    #[tokio::test]
+    async fn restarts_with_correct_clocks_report_no_skew() {
+        let store: Arc<dyn Store> = MemoryStore::new();
+        let clock = Arc::new(FakeClock::new(T0));
+        let mut last = 0;
+        for _ in 0..5 {
+            let n = node(&store, &clock).await;
+            let ids = run(&n, &clock, 2_000).await;
+            n.background_round().await.expect("background round");
+            assert_eq!(n.view().clock_skew_ms, 0);
+            assert!(ids[0] > last);
+            last = *ids.last().unwrap();
+            std::mem::forget(n); // kill -9
+        }
+        // Five quick restarts moved ids ahead of the clock by at most
+        // five leads (each starts at the high-water), not more.
+        let tick = (last >> 22) as i64;
+        let now = (clock.wall_ms() - DEFAULT_EPOCH_MS) as i64;
+        assert!(tick - now <= 5 * 3000, "{}", tick - now);
     }
 }

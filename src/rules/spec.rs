@@ -66,6 +66,25 @@ pub struct GeneratorRule {
     pub max: Option<u64>,
     /// Step between ids (default 1), like `auto_increment_increment`.
     pub increment: Option<u64>,
+    /// Ids written as decimal fields, e.g. `"{prefix:2}{yyyyMMdd}{seq:8}"`
+    /// (`crate::idgen` `format.rs`); with a date the counter restarts daily.
+    pub format: Option<String>,
+    /// The value of `{prefix:W}`.
+    pub prefix: Option<u64>,
+    /// Timezone of the date fields: `"UTC"` (default) or a fixed offset
+    /// like `"+08:00"`.
+    pub timezone: Option<String>,
+    /// Non-enumerable ids: issue a keyed permutation of the sequence
+    /// (`crate::idgen` `scramble.rs`) instead of the sequence itself.
+    pub scramble: Option<bool>,
+    /// File holding the scramble key (at least 16 bytes; a trailing newline
+    /// is ignored). Relative paths are relative to idgate's working directory.
+    pub scramble_key_file: Option<String>,
+    /// Environment variable holding the scramble key (at least 16 bytes).
+    pub scramble_key_env: Option<String>,
+    /// Width of scrambled ids: 63 (default, positive BIGINT) or 53 (exact
+    /// in JavaScript).
+    pub bits: Option<u32>,
 
     // ---- snowflake ----
     /// Named layout: `"twitter"` (41/10/12, ms) or `"js53"` (53 bits, exact in
@@ -83,6 +102,10 @@ pub struct GeneratorRule {
     pub sequence_bits: Option<u32>,
     /// Milliseconds the persisted timestamp runs ahead of issued ones (default 3000).
     pub lead_ms: Option<u64>,
+    /// How far (ms) this node's clock may be behind the cluster's
+    /// high-water (the newest clock reading any node persisted) before it
+    /// issues from the high-water as a logical clock instead (default 1000).
+    pub max_clock_skew_ms: Option<u64>,
 }
 
 impl GeneratorRule {
@@ -99,6 +122,13 @@ impl GeneratorRule {
             start: None,
             max: None,
             increment: None,
+            format: None,
+            prefix: None,
+            timezone: None,
+            scramble: None,
+            scramble_key_file: None,
+            scramble_key_env: None,
+            bits: None,
             preset: None,
             epoch: None,
             time_unit: None,
@@ -106,6 +136,7 @@ impl GeneratorRule {
             node_bits: None,
             sequence_bits: None,
             lead_ms: None,
+            max_clock_skew_ms: None,
         }
     }
 }

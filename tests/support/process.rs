@@ -1,0 +1,263 @@
+//! The real `idgate` binary with rules, an etcd-backed allocator and the
+//! Redis-protocol listener, for tests that drive it with real Redis clients
+//! (redis-cli, redis-py) or kill it (-9) and start it again, possibly under
+//! libfaketime.
+#![allow(dead_code)]
+
+use super::Testbed;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Users every [`Idgate`] has: `app`/`secret` (all generators),
+/// `limited`/`lpw` (grant for `orders` only), `default`/`dpw`.
+pub const USERS: &str = "[[users]]\nname = \"app\"\npassword = \"secret\"\n\
+[[users]]\nname = \"limited\"\npassword = \"lpw\"\ngenerators = [\"orders\"]\n\
+[[users]]\nname = \"default\"\npassword = \"dpw\"\n";
+
+/// A free TCP port on 127.0.0.1 (bound and released: another process may
+/// take it in between, which only makes the start fail loudly).
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+/// An external tool a test needs (`redis-cli`, `faketime`, `python3` with
+/// a module), or `None` outside CI when it is missing; under `CI=true` a
+/// missing tool fails the test (scripts/test.sh installs them).
+pub fn tool(path: &str, probe: &[&str]) -> Option<PathBuf> {
+    let ok = Command::new(path)
+        .args(probe)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if ok {
+        return Some(PathBuf::from(path));
+    }
+    let msg = format!(
+        "{path} {} does not run; scripts/test.sh installs it",
+        probe.join(" ")
+    );
+    if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
+        panic!("{msg}");
+    }
+    eprintln!("SKIPPED: {msg}");
+    None
+}
+
+/// How to start one idgate process.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Text of `rules/test.toml`.
+    pub rules: String,
+    /// etcd key prefix (shared by processes that must share generators).
+    pub etcd_prefix: String,
+    /// Added to `[server]`.
+    pub server_extra: String,
+    /// Command and arguments the binary is run under (e.g. `faketime`).
+    pub wrapper: Vec<String>,
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
+    /// MySQL and RESP ports to reuse (a restart); `None`: fresh ones.
+    pub ports: Option<(u16, u16)>,
+}
+
+/// A running `idgate serve`, killed (-9) when dropped.
+pub struct Idgate {
+    pub child: Child,
+    /// MySQL listener.
+    pub mysql: SocketAddr,
+    /// Redis-protocol listener.
+    pub resp: SocketAddr,
+    /// Admin HTTP listener.
+    pub admin: SocketAddr,
+    pub dir: tempfile::TempDir,
+}
+
+impl Idgate {
+    /// Starts idgate with `opts` and waits (up to 60 s) until its RESP
+    /// listener answers PING.
+    pub fn start(tb: &Testbed, opts: &Options) -> Idgate {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir(dir.path().join("rules")).expect("rules dir");
+        std::fs::write(dir.path().join("rules/test.toml"), &opts.rules).expect("rules");
+        let (mp, rp) = opts.ports.unwrap_or_else(|| (free_port(), free_port()));
+        let ap = free_port();
+        let mysql: SocketAddr = format!("127.0.0.1:{mp}").parse().expect("addr");
+        let resp: SocketAddr = format!("127.0.0.1:{rp}").parse().expect("addr");
+        let admin: SocketAddr = format!("127.0.0.1:{ap}").parse().expect("addr");
+        let mut shards = String::new();
+        for (i, s) in tb.shards.iter().enumerate() {
+            shards.push_str(&format!("[[shards]]\nname = \"s{i}\"\naddress = \"{s}\"\n"));
+        }
+        let config = format!(
+            "[server]\nlisten = \"{mysql}\"\nresp_listen = \"{resp}\"\nadmin_listen = \"{admin}\"\n{}\n{USERS}\
+             [backend]\nuser = \"{}\"\npassword = \"{}\"\n{shards}\
+             [allocator]\nstore = \"etcd\"\netcd_endpoints = [\"{}\"]\netcd_prefix = \"{}\"\n\
+             [rules]\ndir = \"rules\"\n",
+            opts.server_extra, tb.user, tb.password, tb.etcd, opts.etcd_prefix
+        );
+        let path = dir.path().join("idgate.toml");
+        std::fs::write(&path, config).expect("config");
+        let log = std::fs::File::create(dir.path().join("idgate.log")).expect("log file");
+        let bin = env!("CARGO_BIN_EXE_idgate");
+        let mut cmd = match opts.wrapper.split_first() {
+            Some((w, rest)) => {
+                let mut c = Command::new(w);
+                c.args(rest).arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
+        cmd.arg("serve")
+            .arg("--config")
+            .arg(&path)
+            .env("IDGATE_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log);
+        for (k, v) in &opts.env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("start idgate");
+        let mut p = Idgate {
+            child,
+            mysql,
+            resp,
+            admin,
+            dir,
+        };
+        p.wait_ready();
+        p
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                panic!("idgate exited at start ({st}):\n{}", self.log());
+            }
+            if let Ok(mut s) = TcpStream::connect(self.resp) {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+                let mut buf = [0u8; 7];
+                if s.write_all(b"PING\r\n").is_ok()
+                    && s.read_exact(&mut buf).is_ok()
+                    && &buf == b"+PONG\r\n"
+                {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "idgate did not answer on {} within 60 s:\n{}",
+                self.resp,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// What the process logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("idgate.log")).unwrap_or_default()
+    }
+
+    /// The directory holding the config and log.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// kill -9, and waits for the process to be gone.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then waits (up to 60 s) for a clean exit; returns its status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let st = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(st.success(), "kill -TERM failed");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "idgate did not stop after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// One GET of the admin listener: the body.
+    pub fn http_get(&self, path: &str) -> String {
+        let mut s = TcpStream::connect(self.admin).expect("admin listener");
+        s.set_read_timeout(Some(Duration::from_secs(30))).ok();
+        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").expect("request");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("response");
+        out
+    }
+}
+
+impl Drop for Idgate {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A blocking RESP client on a raw socket, for bytes real clients never send.
+pub struct Raw {
+    pub s: TcpStream,
+}
+
+impl Raw {
+    pub fn connect(addr: SocketAddr) -> Raw {
+        let s = TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(60))).ok();
+        Raw { s }
+    }
+
+    pub fn send(&mut self, b: &[u8]) {
+        self.s.write_all(b).expect("send");
+    }
+
+    /// Reads one reply line (`+`, `-`, `:`, or a `$`/`*` header) without CRLF.
+    pub fn line(&mut self) -> String {
+        let mut out = Vec::new();
+        let mut b = [0u8; 1];
+        while let Ok(1) = self.s.read(&mut b) {
+            if b[0] == b'\n' {
+                break;
+            }
+            out.push(b[0]);
+        }
+        if out.last() == Some(&b'\r') {
+            out.pop();
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// Sends `cmd` (an inline command) and reads one reply line.
+    pub fn cmd(&mut self, cmd: &str) -> String {
+        self.send(format!("{cmd}\r\n").as_bytes());
+        self.line()
+    }
+
+    /// Whether the server closed the connection (reads to EOF).
+    pub fn closed(&mut self) -> bool {
+        let mut rest = Vec::new();
+        self.s.read_to_end(&mut rest).is_ok()
+    }
+}
