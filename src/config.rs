@@ -133,6 +133,14 @@ pub struct AllocatorConfig {
     /// the cache of a process that crashed cannot be confirmed.
     #[serde(default = "default_lease_ttl_secs")]
     pub lease_ttl_secs: u64,
+    /// Bound on one call to the store (an etcd request, a state-file
+    /// write), in ms (default 2000). A call past it counts as a failure.
+    #[serde(default = "default_store_timeout_ms")]
+    pub store_timeout_ms: u64,
+    /// How long a statement waits for ids, or for other processes to
+    /// confirm an explicit id, before error 1467, in ms (default 3000).
+    #[serde(default = "default_request_timeout_ms")]
+    pub request_timeout_ms: u64,
 }
 
 impl Default for AllocatorConfig {
@@ -143,6 +151,8 @@ impl Default for AllocatorConfig {
             etcd_prefix: default_etcd_prefix(),
             file_path: default_file_path(),
             lease_ttl_secs: default_lease_ttl_secs(),
+            store_timeout_ms: default_store_timeout_ms(),
+            request_timeout_ms: default_request_timeout_ms(),
         }
     }
 }
@@ -161,6 +171,14 @@ pub enum StoreKind {
 fn default_etcd_prefix() -> String {
     "/idgate".to_string()
 }
+fn default_store_timeout_ms() -> u64 {
+    2000
+}
+
+fn default_request_timeout_ms() -> u64 {
+    3000
+}
+
 fn default_lease_ttl_secs() -> u64 {
     10
 }
@@ -314,6 +332,32 @@ impl Config {
                 format!("{ttl}: must be between 3 and 3600"),
             ));
         }
+        for (key, ms) in [
+            ("allocator.store_timeout_ms", cfg.allocator.store_timeout_ms),
+            (
+                "allocator.request_timeout_ms",
+                cfg.allocator.request_timeout_ms,
+            ),
+        ] {
+            if !(100..=600_000).contains(&ms) {
+                return Err(invalid(
+                    key,
+                    format!("{ms}: must be between 100 and 600000"),
+                ));
+            }
+        }
+        // The lease is renewed by store calls: one that may take as long as
+        // the lease lives would let it expire while the process still
+        // issues from its cache.
+        if cfg.allocator.store_timeout_ms >= ttl.saturating_mul(1000) {
+            return Err(invalid(
+                "allocator.store_timeout_ms",
+                format!(
+                    "{} ms: must be below allocator.lease_ttl_secs ({ttl} s)",
+                    cfg.allocator.store_timeout_ms
+                ),
+            ));
+        }
         if cfg.allocator.store == StoreKind::Etcd && cfg.allocator.etcd_endpoints.is_empty() {
             return Err(invalid(
                 "allocator.etcd_endpoints",
@@ -413,6 +457,21 @@ address = "127.0.0.1:3306"
             assert_eq!(r.is_ok(), ok, "{ttl}");
             if let Err(e) = r {
                 assert!(e.to_string().contains("allocator.lease_ttl_secs"), "{e}");
+            }
+        }
+        for (extra, ok) in [
+            ("store_timeout_ms = 99", false),
+            ("store_timeout_ms = 9999", true),
+            ("store_timeout_ms = 10000", false),
+            ("lease_ttl_secs = 60\nstore_timeout_ms = 30000", true),
+            ("request_timeout_ms = 600000", true),
+            ("request_timeout_ms = 600001", false),
+        ] {
+            let text = format!("{GOOD}\n[allocator]\n{extra}\n");
+            let r = Config::parse(&text, "t.toml");
+            assert_eq!(r.is_ok(), ok, "{extra}");
+            if let Err(e) = r {
+                assert!(e.to_string().contains("_timeout_ms"), "{e}");
             }
         }
         let e = Config::parse(

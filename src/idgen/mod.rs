@@ -127,7 +127,9 @@ impl Allocator {
         cfg: &AllocatorConfig,
         generators: &[GeneratorRule],
     ) -> Result<Allocator, IdgenError> {
-        let options = AllocatorOptions::default();
+        let options = AllocatorOptions {
+            timeout: Duration::from_millis(cfg.request_timeout_ms),
+        };
         let store: Arc<dyn Store> = match cfg.store {
             StoreKind::Etcd => Arc::new(
                 EtcdStore::connect(
@@ -135,7 +137,7 @@ impl Allocator {
                     &cfg.etcd_prefix,
                     EtcdOptions {
                         lease_ttl: Duration::from_secs(cfg.lease_ttl_secs),
-                        ..EtcdOptions::default()
+                        timeout: Duration::from_millis(cfg.store_timeout_ms),
                     },
                 )
                 .await
@@ -143,7 +145,7 @@ impl Allocator {
             ),
             StoreKind::File => {
                 let path = cfg.file_path.clone();
-                let timeout = options.timeout;
+                let timeout = Duration::from_millis(cfg.store_timeout_ms);
                 let opened = tokio::task::spawn_blocking(move || FileStore::open(&path, timeout))
                     .await
                     .map_err(|e| IdgenError::Open(StoreError::Unavailable(e.to_string())))?;

@@ -159,6 +159,5 @@ pub async fn open_allocator_with(
     Allocator::with_options(store, clock, generators, options).await
 }
 
-
 pub mod process;
 pub mod proxy;

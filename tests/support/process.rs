@@ -13,6 +13,12 @@ use std::time::{Duration, Instant};
 
 /// Users every [`Idgate`] has: `app`/`secret` (all generators),
 /// `limited`/`lpw` (grant for `orders` only), `default`/`dpw`.
+/// The allocator bounds of every test process: far above any delay a
+/// loaded CI machine puts on an etcd call (an fsync) or a request, so no
+/// statement fails by chance (production: 2 s, 3 s and a 10 s lease).
+pub const TEST_ALLOCATOR_BOUNDS: &str =
+    "lease_ttl_secs = 60\nstore_timeout_ms = 20000\nrequest_timeout_ms = 30000\n";
+
 pub const USERS: &str = "[[users]]\nname = \"app\"\npassword = \"secret\"\n\
 [[users]]\nname = \"limited\"\npassword = \"lpw\"\ngenerators = [\"orders\"]\n\
 [[users]]\nname = \"default\"\npassword = \"dpw\"\n";
@@ -98,6 +104,7 @@ impl Idgate {
             "[server]\nlisten = \"{mysql}\"\nresp_listen = \"{resp}\"\nadmin_listen = \"{admin}\"\n{}\n{USERS}\
              [backend]\nuser = \"{}\"\npassword = \"{}\"\n{shards}\
              [allocator]\nstore = \"etcd\"\netcd_endpoints = [\"{}\"]\netcd_prefix = \"{}\"\n\
+             {TEST_ALLOCATOR_BOUNDS}\
              [rules]\ndir = \"rules\"\n",
             opts.server_extra, tb.user, tb.password, tb.etcd, opts.etcd_prefix
         );
