@@ -53,7 +53,10 @@
 //! - [`resp`]: the Redis-protocol id service (`INCR gen`, `IDGATE.NEXT gen
 //!   n`; `server.resp_listen`): framing, replies, commands, its own accept
 //!   loop. Takes ids from the same [`idgen::Allocator`] as INSERTs.
-//! - [`server`]: the accept loop, connection limit and graceful shutdown.
+//! - [`listener`]: the accept loop both listeners share: connection
+//!   limit, accept backoff, graceful shutdown with a drain timeout. A leaf.
+//! - [`server`]: the MySQL listener on it (XA recovery and the deadlock
+//!   detector run alongside).
 //! - [`http`]: the admin HTTP listener (`/metrics`, `/healthz`).
 
 pub mod backend;
@@ -62,6 +65,7 @@ pub mod config;
 pub mod frontend;
 pub mod http;
 pub mod idgen;
+pub mod listener;
 pub mod protocol;
 pub mod resp;
 pub mod rules;

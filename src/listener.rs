@@ -1,0 +1,108 @@
+//! The accept loop both listeners share (MySQL clients in [`crate::server`],
+//! Redis-protocol clients in [`crate::resp::server`]): a connection limit,
+//! a backoff on accept errors, and graceful shutdown.
+//!
+//! [`serve`] accepts until `shutdown` resolves, then stops accepting, tells
+//! every connection to finish (the `watch` flag each connection gets turns
+//! true) and waits up to the drain timeout before cutting the rest.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tracing::{error, info, warn};
+
+/// What a listener is allowed.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Connections served at once; one more is refused.
+    pub max_connections: usize,
+    /// How long shutdown waits for connections to finish.
+    pub drain: Duration,
+    /// The listener's name in log lines (`mysql`, `resp`).
+    pub name: &'static str,
+}
+
+/// Serves connections on `listener` until `shutdown` completes: `serve`
+/// for each one within the limit (its slot is the permit, given back when
+/// the connection drops it), `refuse` for one over it.
+pub async fn serve<S, SF, R, RF>(
+    listener: TcpListener,
+    limits: Limits,
+    shutdown: impl Future<Output = ()>,
+    mut serve: S,
+    mut refuse: R,
+) where
+    S: FnMut(TcpStream, OwnedSemaphorePermit, watch::Receiver<bool>) -> SF,
+    SF: Future<Output = ()> + Send + 'static,
+    R: FnMut(TcpStream) -> RF,
+    RF: Future<Output = ()> + Send + 'static,
+{
+    let name = limits.name;
+    let limit = Arc::new(Semaphore::new(limits.max_connections));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut conns = JoinSet::new();
+    let mut backoff = Duration::from_millis(5);
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut shutdown => break,
+            r = listener.accept() => r,
+            Some(done) = conns.join_next(), if !conns.is_empty() => {
+                if let Err(e) = done {
+                    if e.is_panic() {
+                        error!(listener = name, "a connection panicked: {e}");
+                    }
+                }
+                continue;
+            }
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => {
+                backoff = Duration::from_millis(5);
+                stream
+            }
+            Err(e) => {
+                // Out of file descriptors and the like: back off, keep serving.
+                warn!(
+                    listener = name,
+                    "accept failed: {e}; retrying in {backoff:?}"
+                );
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        match limit.clone().try_acquire_owned() {
+            Ok(permit) => {
+                conns.spawn(serve(stream, permit, stop_rx.clone()));
+            }
+            Err(_) => {
+                conns.spawn(refuse(stream));
+            }
+        }
+    }
+    drop(listener);
+    info!(
+        listener = name,
+        connections = conns.len(),
+        "shutting down: no new connections; draining for up to {:?}",
+        limits.drain
+    );
+    let _ = stop_tx.send(true);
+    let drained = tokio::time::timeout(limits.drain, async {
+        while conns.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        warn!(
+            listener = name,
+            connections = conns.len(),
+            "drain timeout reached; closing the remaining connections"
+        );
+        conns.shutdown().await;
+    }
+    info!(listener = name, "stopped");
+}
