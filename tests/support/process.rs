@@ -148,11 +148,14 @@ impl Idgate {
                 panic!("idgate exited at start ({st}):\n{}", self.log());
             }
             if let Ok(mut s) = TcpStream::connect(self.resp) {
+                // PING, then QUIT and read to the end: the server gives the
+                // probe's connection slot back before it closes, so a test
+                // that counts slots (max_connections) starts with all free.
                 let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-                let mut buf = [0u8; 7];
-                if s.write_all(b"PING\r\n").is_ok()
-                    && s.read_exact(&mut buf).is_ok()
-                    && &buf == b"+PONG\r\n"
+                let mut out = Vec::new();
+                if s.write_all(b"PING\r\nQUIT\r\n").is_ok()
+                    && s.read_to_end(&mut out).is_ok()
+                    && out == b"+PONG\r\n+OK\r\n"
                 {
                     return;
                 }
