@@ -40,6 +40,7 @@ etcd_port=${IDGATE_TB_ETCD_PORT:-23790}
 backend_user=idgate backend_password=idgate # the test bed's account on every shard
 app_user=${IDGATE_DEMO_USER:-app}
 app_password=${IDGATE_DEMO_PASSWORD:-app-secret}
+dba_user=dba dba_password=dba-secret           # idgate's admin account in the demo
 idgate_bin=${IDGATE_BIN:-$repo/target/release/idgate}
 demo_dir=$repo/target/demo
 
@@ -157,6 +158,11 @@ listen = "$host:$port"
 name = "$app_user"
 password = "$app_password"
 
+[[users]]                       # a DBA's account: may also run IDGATE SET FLOOR / RESERVE
+name = "$dba_user"
+password = "$dba_password"
+admin = true
+
 [backend]                       # the account idgate uses on the shards
 user = "$backend_user"
 password = "$backend_password"
@@ -235,10 +241,6 @@ SELECT * FROM shop.orders ORDER BY id;
 INSERT INTO shop.events (kind, detail) VALUES ('order_created', 'alice'), ('order_paid', 'alice');
 SELECT LAST_INSERT_ID();
 SELECT * FROM shop.events ORDER BY id;
-\! echo "# idgate's own statements: what the generators hold, and (for migrations) moving a"
-\! echo "# generator above the largest id already stored in its tables on every shard."
-SHOW IDGATE GENERATORS;
-IDGATE SET FLOOR orders FROM TABLES;
 \! echo "# shop.users is sharded by id over s0 and s1 (rules/shop.toml: mod). DDL runs on both shards,"
 \! echo "# each row goes to the shard of the id idgate gives it (a multi-row INSERT is split per shard),"
 \! echo "# a read by id goes to one shard, other reads go to both and are merged."
@@ -255,6 +257,14 @@ DROP TABLE IF EXISTS shop.notes;
 CREATE TABLE shop.notes (id BIGINT PRIMARY KEY, user_id BIGINT NOT NULL, body VARCHAR(64));
 INSERT INTO shop.notes (user_id, body) VALUES (1, 'hello'), (2, 'hi'), (1, 'again');
 SELECT id, user_id, body FROM shop.notes WHERE user_id = 1 ORDER BY id;
+SQL
+say ""
+say "as the DBA account $dba_user (admin = true: idgate's statements that change state need it):"
+session "$port" "$dba_user" "$dba_password" <<'SQL' | tee -a "$out"
+\! echo "# idgate's own statements: what the generators hold, and (for migrations) moving a"
+\! echo "# generator above the largest id already stored in its tables on every shard."
+SHOW IDGATE GENERATORS;
+IDGATE SET FLOOR orders FROM TABLES;
 SQL
 
 # ------------------------------------------------------------------ 7. the shard

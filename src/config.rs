@@ -68,6 +68,10 @@ pub struct UserConfig {
     /// protocol, NEXTVAL); absent: all of them. Grants as March has them, so
     /// one application cannot drain or probe another's generator.
     pub generators: Option<Vec<String>>,
+    /// May run idgate's statements that change state (`IDGATE SET FLOOR`,
+    /// `IDGATE RESERVE`, `IDGATE RELOAD RULES`); default false.
+    #[serde(default)]
+    pub admin: bool,
 }
 
 impl UserConfig {
@@ -141,6 +145,48 @@ pub struct AllocatorConfig {
     /// confirm an explicit id, before error 1467, in ms (default 3000).
     #[serde(default = "default_request_timeout_ms")]
     pub request_timeout_ms: u64,
+    /// How many ids `IDGATE SET FLOOR` must leave a generator before its
+    /// `max`: a count of ids (`1000000`) or a share of its range (`"1%"`,
+    /// the default). A floor above that is refused: one mistyped statement
+    /// would otherwise exhaust the generator for good.
+    #[serde(default)]
+    pub floor_headroom: Headroom,
+}
+
+/// `allocator.floor_headroom`: ids, or a percentage of a generator's range.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum Headroom {
+    /// This many ids.
+    Ids(u64),
+    /// `"N%"` of the range (validated by `Config::parse`).
+    Share(String),
+}
+
+impl Default for Headroom {
+    fn default() -> Self {
+        Headroom::Share("1%".into())
+    }
+}
+
+impl Headroom {
+    /// The percentage of a share (`None` for a count; for a malformed
+    /// share, which `Config::parse` refuses).
+    fn percent(s: &str) -> Option<f64> {
+        let v: f64 = s.strip_suffix('%')?.trim().parse().ok()?;
+        (0.0..=100.0).contains(&v).then_some(v)
+    }
+
+    /// Ids to keep free in a generator whose ids run `first..=max`.
+    pub fn ids(&self, first: u64, max: u64) -> u64 {
+        match self {
+            Headroom::Ids(n) => *n,
+            Headroom::Share(s) => {
+                let range = max.saturating_sub(first) as f64;
+                (range * Headroom::percent(s).unwrap_or(1.0) / 100.0) as u64
+            }
+        }
+    }
 }
 
 impl Default for AllocatorConfig {
@@ -153,6 +199,7 @@ impl Default for AllocatorConfig {
             lease_ttl_secs: default_lease_ttl_secs(),
             store_timeout_ms: default_store_timeout_ms(),
             request_timeout_ms: default_request_timeout_ms(),
+            floor_headroom: Headroom::default(),
         }
     }
 }
@@ -358,6 +405,16 @@ impl Config {
                 ),
             ));
         }
+        if let Headroom::Share(s) = &cfg.allocator.floor_headroom {
+            if Headroom::percent(s).is_none() {
+                return Err(invalid(
+                    "allocator.floor_headroom",
+                    format!(
+                        "{s:?}: must be a count of ids or a percentage from \"0%\" to \"100%\""
+                    ),
+                ));
+            }
+        }
         if cfg.allocator.store == StoreKind::Etcd && cfg.allocator.etcd_endpoints.is_empty() {
             return Err(invalid(
                 "allocator.etcd_endpoints",
@@ -427,6 +484,27 @@ address = "127.0.0.1:3306"
         assert!(!c.users[0].may_use("invoices"));
         let none = GOOD.replace("password = \"x\"", "password = \"x\"\ngenerators = []");
         assert!(!Config::parse(&none, "t.toml").unwrap().users[0].may_use("orders"));
+    }
+
+    #[test]
+    fn floor_headroom_is_ids_or_a_share() {
+        let c = Config::parse(GOOD, "t.toml").unwrap();
+        assert_eq!(c.allocator.floor_headroom.ids(1, 1001), 10);
+        assert!(!c.users[0].admin);
+        let with = |v: &str| {
+            GOOD.replace(
+                "[backend]",
+                &format!("[allocator]\nfloor_headroom = {v}\n[backend]"),
+            )
+        };
+        let c = Config::parse(&with("500"), "t.toml").unwrap();
+        assert_eq!(c.allocator.floor_headroom.ids(1, 1001), 500);
+        let c = Config::parse(&with("\"0.5%\""), "t.toml").unwrap();
+        assert_eq!(c.allocator.floor_headroom.ids(0, 10_000), 50);
+        for bad in ["\"5\"", "\"101%\"", "\"-1%\""] {
+            let e = Config::parse(&with(bad), "t.toml").unwrap_err().to_string();
+            assert!(e.contains("allocator.floor_headroom"), "{bad}: {e}");
+        }
     }
 
     #[test]

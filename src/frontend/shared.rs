@@ -131,6 +131,11 @@ impl Shared {
         }
     }
 
+    /// Whether `user` has the admin privilege (`[[users]] admin = true`).
+    pub fn is_admin(&self, user: &str) -> bool {
+        self.config.users.iter().any(|u| u.name == user && u.admin)
+    }
+
     /// The generator called `name`.
     pub fn generator(&self, name: &str) -> Option<Arc<Generator>> {
         self.allocator.as_ref()?.generator(name)

@@ -175,6 +175,65 @@ impl Generator {
         }
     }
 
+    /// Whether a rule reload may give this generator the parameters `p`:
+    /// only a sequence's `batch`, `min_batch`, `max_batch`,
+    /// `segment_seconds` and `max` may differ from the ones it runs with.
+    pub(crate) fn check_tune(&self, p: &Params) -> Result<(), String> {
+        match (&self.imp, p) {
+            (Imp::Sequence(s), Params::Sequence(new)) => {
+                let cur = s.params();
+                let same = |a: &super::params::SequenceParams| {
+                    let mut a = a.clone();
+                    a.batch = new.batch;
+                    a.min_batch = new.min_batch;
+                    a.max_batch = new.max_batch;
+                    a.segment_ms = new.segment_ms;
+                    a.max = new.max;
+                    a
+                };
+                if same(cur) != *new {
+                    return Err("only batch, min_batch, max_batch, segment_seconds and max may change while idgate runs".into());
+                }
+                Ok(())
+            }
+            (Imp::Snowflake(s), Params::Snowflake(new)) if s.params() == new => Ok(()),
+            (Imp::Snowflake(_), Params::Snowflake(_)) => {
+                Err("a snowflake generator's layout, epoch and time unit cannot change while idgate runs".into())
+            }
+            _ => Err("its kind cannot change while idgate runs".into()),
+        }
+    }
+
+    /// The parameters it runs with now (a sequence's tunables as the last
+    /// reload left them).
+    pub(crate) fn current_params(&self) -> Params {
+        match &self.imp {
+            Imp::Sequence(s) => Params::Sequence(s.current_params()),
+            Imp::Snowflake(s) => Params::Snowflake(s.params().clone()),
+        }
+    }
+
+    /// Applies parameters [`Generator::check_tune`] accepted.
+    pub(crate) fn tune(&self, p: &Params) -> Result<(), String> {
+        self.check_tune(p)?;
+        match (&self.imp, p) {
+            (Imp::Sequence(s), Params::Sequence(new)) => s.tune(new),
+            _ => Ok(()),
+        }
+    }
+
+    /// The smallest and the largest id this generator may issue.
+    pub fn bounds(&self) -> (u64, u64) {
+        match &self.imp {
+            Imp::Sequence(s) => (s.params().start, s.max()),
+            Imp::Snowflake(s) => {
+                let p = s.params();
+                let bits = p.timestamp_bits + p.node_bits + p.sequence_bits;
+                (0, u64::MAX >> (64 - bits.min(63)))
+            }
+        }
+    }
+
     /// `sequence` or `snowflake`.
     pub fn kind(&self) -> GeneratorKind {
         match &self.imp {

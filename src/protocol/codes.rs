@@ -46,6 +46,10 @@ codes! {
     ER_UNKNOWN_STMT_HANDLER = (1243, "HY000");
     /// This version doesn't yet support it.
     ER_NOT_SUPPORTED_YET = (1235, "42000");
+    /// Incorrect arguments (a floor idgate refuses to set).
+    ER_WRONG_ARGUMENTS = (1210, "HY000");
+    /// A statement needs a privilege the account lacks (idgate: `admin`).
+    ER_SPECIFIC_ACCESS_DENIED_ERROR = (1227, "42000");
     /// Unknown error.
     ER_UNKNOWN_ERROR = (1105, "HY000");
     /// Unknown thread id (KILL of a session that does not exist).

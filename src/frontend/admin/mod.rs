@@ -11,7 +11,10 @@
 //!   never issued to anyone else; answered with its first and last id.
 //!
 //! Parsing is pure (`sql::statement::admin`); `Session::admin` executes a command.
-//! Every account in `[[users]]` may run them.
+//! `SHOW IDGATE ...` is open to every account; a statement that changes
+//! state needs the admin privilege (`[[users]] admin = true`), else error
+//! 1227. `IDGATE SET FLOOR <value>` keeps `allocator.floor_headroom` ids
+//! free below the generator's `max`.
 
 pub mod diag;
 
@@ -29,6 +32,17 @@ impl Session {
         cmd: Result<Admin, AdminError>,
     ) -> Result<(), CmdError> {
         let cmd = cmd.map_err(|e| CmdError::Refused(codes::ER_NOT_SUPPORTED_YET, e.to_string()))?;
+        if let Some(what) = cmd.changes_state() {
+            if !self.shared.is_admin(&self.login.user) {
+                return Err(CmdError::Refused(
+                    codes::ER_SPECIFIC_ACCESS_DENIED_ERROR,
+                    format!(
+                        "Access denied; you need the idgate admin privilege for {what} (user '{}' has no `admin = true` in [[users]])",
+                        self.login.user
+                    ),
+                ));
+            }
+        }
         let Some(allocator) = self.shared.allocator.clone() else {
             return Err(CmdError::Refused(
                 codes::ER_NOT_SUPPORTED_YET,
@@ -97,10 +111,19 @@ impl Session {
                 generator: name,
                 value,
             } => {
-                generator(&name)?
-                    .set_floor(value)
-                    .await
-                    .map_err(idgate_err)?;
+                let g = generator(&name)?;
+                let (first, max) = g.bounds();
+                let keep = self.shared.config.allocator.floor_headroom.ids(first, max);
+                if value > max.saturating_sub(keep) {
+                    return Err(CmdError::Refused(
+                        codes::ER_WRONG_ARGUMENTS,
+                        format!(
+                            "idgate: IDGATE SET FLOOR {name} {value} refused: it would leave generator {name:?} fewer than {keep} ids before its max {max} (allocator.floor_headroom); the highest floor allowed is {}",
+                            max.saturating_sub(keep)
+                        ),
+                    ));
+                }
+                g.set_floor(value).await.map_err(idgate_err)?;
                 self.send_ok(self.next_seq, self.status()).await
             }
             Admin::Reserve {

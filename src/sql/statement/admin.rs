@@ -10,6 +10,18 @@ pub enum Admin {
     Reserve { generator: String, count: u64 },
 }
 
+impl Admin {
+    /// The statement's name when it changes state (it needs the admin
+    /// privilege); `None` for the ones that only show.
+    pub fn changes_state(&self) -> Option<&'static str> {
+        match self {
+            Admin::ShowGenerators => None,
+            Admin::SetFloor { .. } | Admin::SetFloorFromTables { .. } => Some("IDGATE SET FLOOR"),
+            Admin::Reserve { .. } => Some("IDGATE RESERVE"),
+        }
+    }
+}
+
 /// Why an admin statement was not understood.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("idgate: {0}; the admin statements are SHOW IDGATE GENERATORS, IDGATE SET FLOOR <generator> <value>, IDGATE SET FLOOR <generator> FROM TABLES, IDGATE RESERVE <generator> <count>")]
