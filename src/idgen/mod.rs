@@ -93,8 +93,14 @@ pub struct Allocator {
 }
 
 struct Inner {
-    /// Generators by name.
-    generators: HashMap<String, Arc<Generator>>,
+    /// Generators by name: read lock-free by every statement, replaced
+    /// whole when a rule reload adds generators ([`Allocator::apply`]).
+    generators: arc_swap::ArcSwap<HashMap<String, Arc<Generator>>>,
+    /// Serializes [`Allocator::apply`].
+    applying: tokio::sync::Mutex<()>,
+    /// The store's clock and the requests' bound, for generators added later.
+    clock: Arc<dyn Clock>,
+    options: AllocatorOptions,
     /// Background tasks, aborted on shutdown.
     tasks: Mutex<Vec<JoinHandle<()>>>,
     /// For logs.
@@ -109,7 +115,7 @@ impl std::fmt::Debug for Allocator {
             .field("store", &self.inner.store_name)
             .field(
                 "generators",
-                &self.inner.generators.keys().collect::<Vec<_>>(),
+                &self.inner.generators.load().keys().collect::<Vec<_>>(),
             )
             .finish()
     }
@@ -172,63 +178,91 @@ impl Allocator {
         generators: &[GeneratorRule],
         options: AllocatorOptions,
     ) -> Result<Allocator, IdgenError> {
-        let mut map = HashMap::new();
-        for rule in generators {
+        let map = prepare_all(&store, &clock, generators, &options, &HashMap::new()).await?;
+        let tasks = map.values().flat_map(spawn_tasks).collect();
+        Ok(Allocator {
+            inner: Arc::new(Inner {
+                generators: arc_swap::ArcSwap::from_pointee(map),
+                applying: tokio::sync::Mutex::new(()),
+                tasks: Mutex::new(tasks),
+                store_name: store.describe(),
+                store,
+                clock,
+                options,
+            }),
+        })
+    }
+
+    /// A rule reload: prepares the generators of `added` (sequences reserve
+    /// their first segment, snowflakes lease a node id) and applies the new
+    /// tunables of `tuned` (`batch`, `min_batch`, `max_batch`,
+    /// `segment_seconds`, `max` of sequences; the caller has checked that
+    /// nothing else changed). All or nothing: on an error no generator is
+    /// added and none is tuned. A generator no rule names any more keeps
+    /// running (statements that started on the old rules may still use it;
+    /// its ids are never issued again either way).
+    ///
+    /// Errors: an invalid rule, a name already taken, the store
+    /// unreachable, or a `max` that cannot go down yet.
+    pub async fn apply(
+        &self,
+        added: &[GeneratorRule],
+        tuned: &[GeneratorRule],
+    ) -> Result<(), IdgenError> {
+        let _one = self.inner.applying.lock().await;
+        let current = self.inner.generators.load_full();
+        let mut tunes = Vec::new();
+        for rule in tuned {
+            let g = current.get(&rule.name).ok_or_else(|| IdgenError::Invalid {
+                generator: rule.name.clone(),
+                reason: "no such generator is running".into(),
+            })?;
             let params = params::resolve(rule).map_err(|reason| IdgenError::Invalid {
                 generator: rule.name.clone(),
                 reason,
             })?;
-            if map.contains_key(&rule.name) {
-                return Err(IdgenError::Duplicate(rule.name.clone()));
-            }
-            let g = Generator::new(
-                &rule.name,
-                params,
-                store.clone(),
-                clock.clone(),
-                options.timeout,
-            );
-            let g = Arc::new(g);
-            g.bind();
-            map.insert(rule.name.clone(), g);
+            g.check_tune(&params)
+                .map_err(|reason| IdgenError::Invalid {
+                    generator: rule.name.clone(),
+                    reason,
+                })?;
+            tunes.push((g.clone(), params));
         }
-        let mut prepared: Vec<Arc<Generator>> = Vec::new();
-        for g in map.values() {
-            // Each step inside is bounded; this bounds the whole (a few calls).
-            let r = match tokio::time::timeout(options.timeout * 4, g.prepare()).await {
-                Ok(r) => r,
-                Err(_) => Err(IdgenError::Store {
-                    generator: g.name().to_string(),
-                    source: StoreError::Timeout(options.timeout * 4),
-                }),
-            };
-            if let Err(e) = r {
-                for p in &prepared {
-                    p.stop().await;
+        let fresh = prepare_all(
+            &self.inner.store,
+            &self.inner.clock,
+            added,
+            &self.inner.options,
+            &current,
+        )
+        .await?;
+        // Checked above; a lower max can still be refused if a background
+        // refill reserved past it meanwhile: then everything is undone.
+        let mut done: Vec<(Arc<Generator>, params::Params)> = Vec::new();
+        for (g, params) in &tunes {
+            let before = g.current_params();
+            if let Err(reason) = g.tune(params) {
+                for (g, old) in done.iter().rev() {
+                    let _ = g.tune(old);
                 }
-                g.stop().await;
-                return Err(e);
+                for g in fresh.values() {
+                    g.stop().await;
+                }
+                return Err(IdgenError::Invalid {
+                    generator: g.name().to_string(),
+                    reason,
+                });
             }
-            prepared.push(g.clone());
+            done.push((g.clone(), before));
         }
-        let mut tasks = Vec::new();
-        for g in map.values() {
-            tasks.push(tokio::spawn(generator::run_background(Arc::downgrade(g))));
-            if g.kind() == crate::rules::spec::GeneratorKind::Snowflake {
-                tasks.push(tokio::spawn(generator::run_ticker(Arc::downgrade(g))));
-            }
-            if let Some(rx) = g.follow_floor() {
-                tasks.push(tokio::spawn(generator::run_follow(Arc::downgrade(g), rx)));
-            }
+        if !fresh.is_empty() {
+            let mut tasks: Vec<JoinHandle<()>> = fresh.values().flat_map(spawn_tasks).collect();
+            self.inner.tasks.lock().append(&mut tasks);
+            let mut map = (*current).clone();
+            map.extend(fresh);
+            self.inner.generators.store(Arc::new(map));
         }
-        Ok(Allocator {
-            inner: Arc::new(Inner {
-                generators: map,
-                tasks: Mutex::new(tasks),
-                store_name: store.describe(),
-                store,
-            }),
-        })
+        Ok(())
     }
 
     /// The store the generators persist their state in.
@@ -238,20 +272,25 @@ impl Allocator {
 
     /// The generator called `name`.
     pub fn generator(&self, name: &str) -> Option<Arc<Generator>> {
-        self.inner.generators.get(name).cloned()
+        self.inner.generators.load().get(name).cloned()
     }
 
     /// Names of all generators.
     pub fn names(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.inner.generators.keys().cloned().collect();
+        let mut v: Vec<String> = self.inner.generators.load().keys().cloned().collect();
         v.sort();
         v
     }
 
     /// Stats of every generator, by name.
     pub fn stats(&self) -> Vec<GeneratorStats> {
-        let mut v: Vec<GeneratorStats> =
-            self.inner.generators.values().map(|g| g.stats()).collect();
+        let mut v: Vec<GeneratorStats> = self
+            .inner
+            .generators
+            .load()
+            .values()
+            .map(|g| g.stats())
+            .collect();
         v.sort_by(|a, b| a.name.cmp(&b.name));
         v
     }
@@ -260,7 +299,7 @@ impl Allocator {
     /// are abandoned (a gap, never a duplicate). Later requests that need the
     /// store fail with [`IdgenError::Shutdown`].
     pub async fn shutdown(&self) {
-        for g in self.inner.generators.values() {
+        for g in self.inner.generators.load().values() {
             g.stop().await;
         }
         let tasks: Vec<JoinHandle<()>> = std::mem::take(&mut *self.inner.tasks.lock());
@@ -268,4 +307,67 @@ impl Allocator {
             t.abort();
         }
     }
+}
+
+/// Creates and prepares a generator for each of `rules` (none may be in
+/// `existing`); on an error stops the ones prepared and returns it.
+async fn prepare_all(
+    store: &Arc<dyn Store>,
+    clock: &Arc<dyn Clock>,
+    rules: &[GeneratorRule],
+    options: &AllocatorOptions,
+    existing: &HashMap<String, Arc<Generator>>,
+) -> Result<HashMap<String, Arc<Generator>>, IdgenError> {
+    let mut map = HashMap::new();
+    for rule in rules {
+        let params = params::resolve(rule).map_err(|reason| IdgenError::Invalid {
+            generator: rule.name.clone(),
+            reason,
+        })?;
+        if map.contains_key(&rule.name) || existing.contains_key(&rule.name) {
+            return Err(IdgenError::Duplicate(rule.name.clone()));
+        }
+        let g = Generator::new(
+            &rule.name,
+            params,
+            store.clone(),
+            clock.clone(),
+            options.timeout,
+        );
+        let g = Arc::new(g);
+        g.bind();
+        map.insert(rule.name.clone(), g);
+    }
+    let mut prepared: Vec<Arc<Generator>> = Vec::new();
+    for g in map.values() {
+        // Each step inside is bounded; this bounds the whole (a few calls).
+        let r = match tokio::time::timeout(options.timeout * 4, g.prepare()).await {
+            Ok(r) => r,
+            Err(_) => Err(IdgenError::Store {
+                generator: g.name().to_string(),
+                source: StoreError::Timeout(options.timeout * 4),
+            }),
+        };
+        if let Err(e) = r {
+            for p in &prepared {
+                p.stop().await;
+            }
+            g.stop().await;
+            return Err(e);
+        }
+        prepared.push(g.clone());
+    }
+    Ok(map)
+}
+
+/// The background tasks of a prepared generator.
+fn spawn_tasks(g: &Arc<Generator>) -> Vec<JoinHandle<()>> {
+    let mut tasks = vec![tokio::spawn(generator::run_background(Arc::downgrade(g)))];
+    if g.kind() == crate::rules::spec::GeneratorKind::Snowflake {
+        tasks.push(tokio::spawn(generator::run_ticker(Arc::downgrade(g))));
+    }
+    if let Some(rx) = g.follow_floor() {
+        tasks.push(tokio::spawn(generator::run_follow(Arc::downgrade(g), rx)));
+    }
+    tasks
 }

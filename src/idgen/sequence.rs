@@ -81,10 +81,33 @@ struct Hot {
     refill_mark: AtomicU64,
 }
 
+/// The adaptive batch's parameters, which a rule reload may change.
+#[derive(Debug, Clone, Copy)]
+struct Tuning {
+    /// The configured `batch` (where the adaptive batch starts).
+    batch: u64,
+    min_batch: u64,
+    max_batch: u64,
+    segment_ms: u64,
+}
+
+impl Tuning {
+    fn of(p: &SequenceParams) -> Tuning {
+        Tuning {
+            batch: p.batch,
+            min_batch: p.min_batch,
+            max_batch: p.max_batch,
+            segment_ms: p.segment_ms,
+        }
+    }
+}
+
 /// State changed only on the slow path, under a short lock (never held
 /// across an await).
 #[derive(Debug)]
 struct Slow {
+    /// The adaptive batch's bounds and target (changed by a rule reload).
+    tuning: Tuning,
     /// Base of the current segment (to count issued ids).
     seg_base: u64,
     /// Reserved segments waiting to become current, in increasing order.
@@ -162,8 +185,11 @@ pub(crate) struct Sequence {
     pub(crate) name: String,
     /// Its parameters.
     p: SequenceParams,
-    /// Exclusive, aligned bound: every id below it with the right alignment is `<= max`.
-    limit: u64,
+    /// Exclusive, aligned bound: every id below it with the right alignment
+    /// is `<= max` (raised or lowered by a rule reload: [`Sequence::tune`]).
+    limit: AtomicU64,
+    /// `max` in force (`p.max` until a reload changes it).
+    max: AtomicU64,
     /// Store key of the high-water mark.
     key: String,
     /// Store key of the highest explicit id (or floor) any process has seen
@@ -241,7 +267,8 @@ impl Sequence {
             name: name.to_string(),
             key: format!("seq/{name}/hwm"),
             floor_key: format!("seq/{name}/floor"),
-            limit,
+            limit: AtomicU64::new(limit),
+            max: AtomicU64::new(p.max),
             store,
             clock,
             timeout,
@@ -259,6 +286,7 @@ impl Sequence {
                 floor_to_publish: 0,
                 issued_done: 0,
                 batch: p.batch,
+                tuning: Tuning::of(&p),
                 rate: 0.0,
                 sample: (now, 0),
                 last_error: None,
@@ -318,7 +346,7 @@ impl Sequence {
         self.exhausted.store(true, Ordering::Relaxed);
         IdgenError::Exhausted {
             generator: self.name.clone(),
-            max: self.p.max,
+            max: self.max.load(Ordering::Relaxed),
         }
     }
 
@@ -506,8 +534,9 @@ impl Sequence {
             let r = issued.saturating_sub(s.sample.1) as f64 * 1000.0 / dt as f64;
             s.rate = if s.rate == 0.0 { r } else { (s.rate + r) / 2.0 };
             s.sample = (now, issued);
-            let target = (s.rate * self.p.segment_ms as f64 / 1000.0) as u64;
-            s.batch = target.clamp(self.p.min_batch, self.p.max_batch);
+            let t = s.tuning;
+            let target = (s.rate * t.segment_ms as f64 / 1000.0) as u64;
+            s.batch = target.clamp(t.min_batch, t.max_batch);
         }
         let min_base = match self.align(s.floor.saturating_add(1)) {
             Some(f) if s.floor > 0 => f.max(s.reserved_end),
@@ -539,14 +568,15 @@ impl Sequence {
             let Some(base) = self.align(stored.max(min_base)) else {
                 return Err(ReserveError::Exhausted);
             };
-            if base >= self.limit {
+            let limit = self.limit.load(Ordering::Acquire);
+            if base >= limit {
                 return Err(ReserveError::Exhausted);
             }
             let wanted = base.saturating_add(count.saturating_mul(self.p.increment));
-            if whole && wanted > self.limit {
+            if whole && wanted > limit {
                 return Err(ReserveError::Exhausted);
             }
-            let end = wanted.min(self.limit);
+            let end = wanted.min(limit);
             *view = None;
             match self
                 .store
@@ -738,7 +768,9 @@ impl Sequence {
         view: &mut Option<Versioned>,
         floor: u64,
     ) -> Result<(), StoreError> {
-        let target = self.align(floor.saturating_add(1)).unwrap_or(self.limit);
+        let target = self
+            .align(floor.saturating_add(1))
+            .unwrap_or(self.limit.load(Ordering::Acquire));
         self.raise_key(&self.key, view, target).await?;
         let mut floor_view = None;
         self.raise_key(&self.floor_key, &mut floor_view, floor)
@@ -1116,6 +1148,56 @@ impl Sequence {
         }
     }
 
+    /// Its parameters (`max` as first configured: see [`Sequence::max`]).
+    pub(crate) fn params(&self) -> &SequenceParams {
+        &self.p
+    }
+
+    /// Its parameters with the tunables in force now.
+    pub(crate) fn current_params(&self) -> SequenceParams {
+        let mut p = self.p.clone();
+        let s = self.slow.lock();
+        p.min_batch = s.tuning.min_batch;
+        p.max_batch = s.tuning.max_batch;
+        p.segment_ms = s.tuning.segment_ms;
+        p.batch = s.tuning.batch;
+        p.max = self.max();
+        p
+    }
+
+    /// The largest id it may issue now.
+    pub(crate) fn max(&self) -> u64 {
+        self.max.load(Ordering::Relaxed)
+    }
+
+    /// Applies a rule reload's new `batch`, `min_batch`, `max_batch`,
+    /// `segment_seconds` and `max` (the other parameters of `p` must be the
+    /// ones it runs with: the caller checks). The adaptive batch restarts at
+    /// the new `batch`. A lower `max` is refused while this process holds
+    /// reserved ids above it (they would be issued over it); a higher one
+    /// ends an exhaustion.
+    pub(crate) fn tune(&self, p: &SequenceParams) -> Result<(), String> {
+        let inc = self.p.increment;
+        let limit = align_up(self.p.start, inc, p.max.saturating_add(1))
+            .unwrap_or_else(|| u64::MAX - (u64::MAX - self.p.start) % inc);
+        let mut s = self.slow.lock();
+        if limit < self.limit.load(Ordering::Acquire) && s.reserved_end > limit {
+            return Err(format!(
+                "max cannot go down to {} while this process holds ids reserved up to {} (lower it after they are issued, or raise the floor past them)",
+                p.max,
+                s.reserved_end.saturating_sub(1)
+            ));
+        }
+        s.tuning = Tuning::of(p);
+        s.batch = p.batch.clamp(p.min_batch, p.max_batch);
+        self.max.store(p.max, Ordering::Relaxed);
+        self.limit.store(limit, Ordering::Release);
+        drop(s);
+        self.exhausted.store(false, Ordering::Relaxed);
+        self.wake.notify_one();
+        Ok(())
+    }
+
     /// End of the highest range this process reserved: positions below it
     /// are reserved (by us or by others before us) or skipped.
     pub(crate) fn reserved_end(&self) -> u64 {
@@ -1204,7 +1286,7 @@ impl Sequence {
             }
             Ok(Err(ReserveError::Exhausted)) => Err(IdgenError::Exhausted {
                 generator: self.name.clone(),
-                max: self.p.max,
+                max: self.max.load(Ordering::Relaxed),
             }),
             Ok(Err(ReserveError::Store(e))) => Err(self.store_error(e)),
             Err(_) => Err(self.store_error(StoreError::Timeout(self.timeout))),

@@ -259,6 +259,11 @@ pub(crate) struct SnowView {
 }
 
 impl Snowflake {
+    /// Its layout.
+    pub(crate) fn params(&self) -> &SnowflakeParams {
+        &self.p
+    }
+
     /// A snowflake with no lease yet; call [`Snowflake::prepare`].
     pub(crate) fn new(
         name: &str,

@@ -7,9 +7,12 @@
 //!   (matching rules: see its module doc).
 //! - `sharding.rs`: the sharding keys of a table rule: checks (unknown
 //!   shard, range gaps...) and the placement they build.
+//! - `diff.rs`: [`diff::diff`], what a reload changes and whether it may
+//!   change while idgate runs.
 //! - `names.rs`: which identifiers rule files may use.
 //! - `error.rs`: [`RulesError`], every problem as `file:line: reason`.
 
+pub mod diff;
 pub mod error;
 pub mod load;
 pub mod names;
