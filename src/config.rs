@@ -182,8 +182,9 @@ impl Headroom {
         match self {
             Headroom::Ids(n) => *n,
             Headroom::Share(s) => {
-                let range = max.saturating_sub(first) as f64;
-                (range * Headroom::percent(s).unwrap_or(1.0) / 100.0) as u64
+                // In millionths of the range: exact for the usual shares.
+                let ppm = (Headroom::percent(s).unwrap_or(1.0) * 10_000.0).round() as u128;
+                (u128::from(max.saturating_sub(first)) * ppm / 1_000_000) as u64
             }
         }
     }

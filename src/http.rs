@@ -113,7 +113,11 @@ fn respond(head: &[u8], shared: &Shared) -> (&'static str, &'static str, String,
         "/metrics" => (
             "200 OK",
             "text/plain; version=0.0.4; charset=utf-8",
-            metrics(&stats, shared.sessions.len()),
+            {
+                let mut m = metrics(&stats, shared.sessions.len());
+                rules_metrics(&mut m, shared.rules.version(), &shared.rules.status());
+                m
+            },
             head_only,
         ),
         "/healthz" => {
@@ -140,6 +144,46 @@ fn respond(head: &[u8], shared: &Shared) -> (&'static str, &'static str, String,
             }
         }
         _ => ("404 Not Found", TEXT, "not found\n".into(), head_only),
+    }
+}
+
+/// The rules' series: version in force, reloads, refused reloads, and
+/// when the last reload was tried (Unix seconds; 0: never).
+pub fn rules_metrics(out: &mut String, version: u64, st: &crate::frontend::live::RulesStatus) {
+    let unix = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0)
+    };
+    for (name, kind, help, value) in [
+        (
+            "rules_version",
+            "gauge",
+            "Version of the rules in force (1: as started; +1 per applied reload).",
+            version,
+        ),
+        (
+            "rules_reloads_total",
+            "counter",
+            "Rule reloads applied.",
+            st.reloads,
+        ),
+        (
+            "rules_failed_reloads_total",
+            "counter",
+            "Rule reloads refused (the rules in force stayed).",
+            st.failed_reloads,
+        ),
+        (
+            "rules_last_reload_timestamp_seconds",
+            "gauge",
+            "When a reload was last tried, applied or not (0: never).",
+            st.last_attempt.map_or(0, unix),
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP idgate_{name} {help}");
+        let _ = writeln!(out, "# TYPE idgate_{name} {kind}");
+        let _ = writeln!(out, "idgate_{name} {value}");
     }
 }
 

@@ -188,6 +188,12 @@ async fn serve(cfg: Config) -> ExitCode {
         },
         None => None,
     };
+    // SIGHUP: the rules directory is read again and applied, all or
+    // nothing (the outcome is logged; `frontend::live`).
+    {
+        let shared = shared.clone();
+        tokio::spawn(async move { reload_on_hangup(shared).await });
+    }
     // One shutdown signal for both listeners.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -232,6 +238,22 @@ async fn serve(cfg: Config) -> ExitCode {
         a.shutdown().await;
     }
     ExitCode::SUCCESS
+}
+
+async fn reload_on_hangup(shared: Arc<idgate::frontend::Shared>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hup = match signal(SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            error!("cannot install the SIGHUP handler (rule reloads): {e}");
+            return;
+        }
+    };
+    while hup.recv().await.is_some() {
+        info!("SIGHUP received: reloading the rules");
+        // Logged by reload_rules, applied or refused.
+        let _ = shared.reload_rules().await;
+    }
 }
 
 async fn shutdown_signal() {

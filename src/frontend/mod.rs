@@ -11,6 +11,8 @@
 //!
 //! - [`shared`]: state shared by all sessions (config, users, what the
 //!   shards announce, rules, allocator).
+//! - [`live`]: the rules in force (a version and an atomic pointer), and
+//!   reloading them while idgate runs.
 //! - [`columns`]: the column order and types of rule tables, cached.
 //! - [`errors`]: the MySQL errors handlers answer refused statements with.
 //! - [`oks`]: the OK packets of a write on several shards, combined.
@@ -45,6 +47,7 @@
 pub mod admin;
 pub mod columns;
 pub mod errors;
+pub mod live;
 pub mod oks;
 pub mod route;
 pub mod session;

@@ -32,8 +32,9 @@ pub struct Shared {
     pub users: HashMap<Vec<u8>, Vec<u8>>,
     /// Learned from the default shard; refreshed by every new shard connection.
     pub shard_info: RwLock<ShardInfo>,
-    /// Column rules; `None`: idgate only relays.
-    pub rules: Option<Arc<RuleSet>>,
+    /// Column rules in force (`load()` is `None`: idgate only relays);
+    /// replaced by a reload (`live.rs`). Sessions read their snapshot.
+    pub rules: crate::frontend::live::LiveRules,
     /// The generators of `rules`.
     pub allocator: Option<Allocator>,
     /// Column order of rule tables (for INSERTs without a column list).
@@ -81,6 +82,8 @@ pub struct Shared {
     /// statement of a registered session has run longer than its interval).
     pub deadlock_scans: AtomicU64,
     next_connection_id: AtomicU32,
+    /// When the server state was made (uptime in `SHOW IDGATE STATUS`).
+    pub started: std::time::Instant,
 }
 
 impl Shared {
@@ -124,10 +127,11 @@ impl Shared {
                 ext_capabilities: 0,
                 charset: DEFAULT_CHARSET,
             }),
-            rules,
+            rules: crate::frontend::live::LiveRules::new(rules),
             allocator,
             columns: ColumnCache::default(),
             next_connection_id: AtomicU32::new(1),
+            started: std::time::Instant::now(),
         }
     }
 

@@ -18,6 +18,9 @@ use super::store::Store;
 use crate::rules::spec::GeneratorKind;
 
 /// The algorithm behind a generator.
+// One per generator, behind an `Arc`: its size does not matter, and a box
+// would add a pointer chase to every id.
+#[allow(clippy::large_enum_variant)]
 enum Imp {
     /// Dense integers from reserved segments.
     Sequence(Sequence),
@@ -220,6 +223,58 @@ impl Generator {
             (Imp::Sequence(s), Params::Sequence(new)) => s.tune(new),
             _ => Ok(()),
         }
+    }
+
+    /// The plain sequence behind this generator (no scramble, no format):
+    /// the only kind a table may move from or to while idgate runs.
+    fn plain(&self) -> Option<&Sequence> {
+        match &self.imp {
+            Imp::Sequence(s) if self.scramble.is_none() && s.params().format.is_none() => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Bound above every id this generator ever issued, read from the
+    /// store (plain sequences only).
+    async fn issued_below(&self, to: &str) -> Result<u64, String> {
+        let s = self.plain().ok_or_else(|| not_plain(self.name(), to))?;
+        s.store_hwm().await.map_err(|e| e.to_string())
+    }
+
+    /// For a table a rule reload moves from generator `old` to this one:
+    /// `Ok` when every id this one issues from now on (by any process) is
+    /// above every id `old` ever issued, read from the store; else why not.
+    /// Plain sequences only (a move from or to a snowflake, scrambled or
+    /// formatted generator is refused).
+    pub async fn check_takes_over(&self, old: &Generator) -> Result<(), String> {
+        let new = self
+            .plain()
+            .ok_or_else(|| not_plain(old.name(), self.name()))?;
+        let issued_below = old.issued_below(self.name()).await?;
+        let floor = new.store_floor().await.map_err(|e| e.to_string())?;
+        let lowest = new.params().start.max(floor.saturating_add(1));
+        takes_over(old.name(), self.name(), lowest, issued_below)
+    }
+
+    /// Like [`Generator::check_takes_over`] from this generator to one the
+    /// same reload adds (`rule`): its ids start at its `start`.
+    pub async fn check_new_takes_over(
+        &self,
+        rule: &crate::rules::spec::GeneratorRule,
+    ) -> Result<(), String> {
+        let plain = rule.kind == GeneratorKind::Sequence
+            && rule.format.is_none()
+            && rule.scramble != Some(true);
+        if !plain {
+            return Err(not_plain(self.name(), &rule.name));
+        }
+        let issued_below = self.issued_below(&rule.name).await?;
+        takes_over(
+            self.name(),
+            &rule.name,
+            rule.start.unwrap_or(1),
+            issued_below,
+        )
     }
 
     /// The smallest and the largest id this generator may issue.
@@ -758,4 +813,22 @@ pub(crate) async fn run_background(gen: Weak<Generator>) {
             }
         }
     }
+}
+
+fn not_plain(from: &str, to: &str) -> String {
+    format!(
+        "moving a table from generator {from:?} to {to:?} while idgate runs is supported between plain sequences only (no snowflake, scramble or format)"
+    )
+}
+
+/// `Ok` if generator `to`, whose ids from now on are at least `lowest`,
+/// stays above `from`'s, all below `issued_below`.
+fn takes_over(from: &str, to: &str, lowest: u64, issued_below: u64) -> Result<(), String> {
+    if lowest >= issued_below {
+        return Ok(());
+    }
+    let top = issued_below.saturating_sub(1);
+    Err(format!(
+        "generator {to:?} may still issue ids from {lowest}, and {from:?} has issued ids up to {top}: raise its floor first (IDGATE SET FLOOR {to} {top}), or give the new generator a start above {top}"
+    ))
 }

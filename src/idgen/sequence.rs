@@ -1206,7 +1206,16 @@ impl Sequence {
 
     /// The store's high-water mark: no id at or above it was ever issued.
     pub(crate) async fn store_hwm(&self) -> Result<u64, IdgenError> {
-        match tokio::time::timeout(self.timeout, self.store.load(&self.key)).await {
+        self.load_value(&self.key).await
+    }
+
+    /// The floor in the store: no process issues an id at or below it.
+    pub(crate) async fn store_floor(&self) -> Result<u64, IdgenError> {
+        self.load_value(&self.floor_key).await
+    }
+
+    async fn load_value(&self, key: &str) -> Result<u64, IdgenError> {
+        match tokio::time::timeout(self.timeout, self.store.load(key)).await {
             Ok(Ok(v)) => Ok(v.map(|v| v.value).unwrap_or(0)),
             Ok(Err(e)) => Err(self.store_error(e)),
             Err(_) => Err(self.store_error(StoreError::Timeout(self.timeout))),

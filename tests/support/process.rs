@@ -12,7 +12,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Users every [`Idgate`] has: `app`/`secret` (all generators),
-/// `limited`/`lpw` (grant for `orders` only), `default`/`dpw`.
+/// `limited`/`lpw` (grant for `orders` only), `default`/`dpw`, and
+/// `dba`/`dbapw` with the admin privilege.
 /// The allocator bounds of every test process: far above any delay a
 /// loaded CI machine puts on an etcd call (an fsync) or a request, so no
 /// statement fails by chance (production: 2 s, 3 s and a 10 s lease).
@@ -21,7 +22,8 @@ pub const TEST_ALLOCATOR_BOUNDS: &str =
 
 pub const USERS: &str = "[[users]]\nname = \"app\"\npassword = \"secret\"\n\
 [[users]]\nname = \"limited\"\npassword = \"lpw\"\ngenerators = [\"orders\"]\n\
-[[users]]\nname = \"default\"\npassword = \"dpw\"\n";
+[[users]]\nname = \"default\"\npassword = \"dpw\"\n\
+[[users]]\nname = \"dba\"\npassword = \"dbapw\"\nadmin = true\n";
 
 /// A free TCP port on 127.0.0.1 (bound and released: another process may
 /// take it in between, which only makes the start fail loudly).

@@ -33,6 +33,9 @@ pub const PASSWORD: &str = "secret";
 /// A second idgate account (COM_CHANGE_USER tests).
 pub const USER2: &str = "other";
 pub const PASSWORD2: &str = "pw2";
+/// The account with idgate's admin privilege (`admin = true`).
+pub const ADMIN: &str = "dba";
+pub const ADMIN_PASSWORD: &str = "dbapw";
 
 /// Config text for idgate in front of the test bed; `server_extra` is
 /// appended to the `[server]` table (e.g. `max_connections = 2`).
@@ -49,6 +52,7 @@ pub fn config_text(tb: &Testbed, listen: &str, server_extra: &str) -> String {
         "[server]\nlisten = \"{listen}\"\n{server_extra}\n\
          [[users]]\nname = \"{USER}\"\npassword = \"{PASSWORD}\"\n\
          [[users]]\nname = \"{USER2}\"\npassword = \"{PASSWORD2}\"\n\
+         [[users]]\nname = \"{ADMIN}\"\npassword = \"{ADMIN_PASSWORD}\"\nadmin = true\n\
          [backend]\nuser = \"{}\"\npassword = \"{}\"\nconnect_timeout_ms = 60000\n{shards}",
         tb.user, tb.password
     )
@@ -195,6 +199,37 @@ impl Proxy {
         let mut p = Self::start_shared(shared, true).await;
         p.allocator = Some(allocator);
         p
+    }
+
+    /// idgate filling ids by the rule files of `dir` (which a test may
+    /// edit and reload: `[rules] dir` names it), with its allocator in the
+    /// test bed's etcd under `etcd_prefix` (test bounds as
+    /// [`Proxy::start_config_rules`]).
+    pub async fn start_rules_dir(tb: &Testbed, dir: &std::path::Path, etcd_prefix: &str) -> Proxy {
+        let text = format!(
+            "{}[rules]\ndir = \"{}\"\n",
+            config_text_etcd(tb, etcd_prefix),
+            dir.display()
+        );
+        let cfg = Config::parse(&text, "test").expect("test config is valid");
+        let shards: Vec<&str> = cfg.shards.iter().map(|s| s.name.as_str()).collect();
+        let rules = RuleSet::load_dir(dir, &shards, &idgate::idgen::validate)
+            .unwrap_or_else(|e| panic!("test rules are valid: {e}"));
+        let clock = Arc::new(idgate::idgen::SystemClock::new());
+        let allocator = super::open_allocator_with(
+            &cfg.allocator,
+            rules.generators(),
+            clock,
+            super::ALLOCATOR_TIMEOUT,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("allocator opens: {e}"));
+        Self::start_allocator(cfg, rules, allocator).await
+    }
+
+    /// Options to log in as `user`.
+    pub fn opts_as(&self, user: &str, password: &str, db: Option<&str>) -> OptsBuilder {
+        self.opts(db).user(Some(user)).pass(Some(password))
     }
 
     /// idgate serving `shared`.

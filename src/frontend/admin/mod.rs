@@ -10,6 +10,14 @@
 //! - `IDGATE RESERVE <generator> <count>`: a block of ids for a bulk loader,
 //!   never issued to anyone else; answered with its first and last id.
 //!
+//! - `SHOW IDGATE RULES`: the table rules in force, with the rules version
+//!   and the file:line each came from.
+//! - `SHOW IDGATE STATUS`: idgate's version, the rules version and when it
+//!   was applied, reloads, uptime, the store, sessions.
+//! - `IDGATE RELOAD RULES`: reads the rules directory again and applies it
+//!   all or nothing (`live.rs`); answers with what changed, or an error
+//!   listing every reason (file:line).
+//!
 //! Parsing is pure (`sql::statement::admin`); `Session::admin` executes a command.
 //! `SHOW IDGATE ...` is open to every account; a statement that changes
 //! state needs the admin privilege (`[[users]] admin = true`), else error
@@ -42,6 +50,12 @@ impl Session {
                     ),
                 ));
             }
+        }
+        match cmd {
+            Admin::ShowStatus => return self.show_status().await,
+            Admin::ShowRules => return self.show_rules().await,
+            Admin::ReloadRules => return self.reload_rules().await,
+            _ => {}
         }
         let Some(allocator) = self.shared.allocator.clone() else {
             return Err(CmdError::Refused(
@@ -146,9 +160,10 @@ impl Session {
                 )
                 .await
             }
+            Admin::ShowStatus | Admin::ShowRules | Admin::ReloadRules => Ok(()),
             Admin::SetFloorFromTables { generator: name } => {
                 let g = generator(&name)?;
-                let Some(rules) = self.shared.rules.clone() else {
+                let Some(rules) = self.rules.clone() else {
                     return Ok(());
                 };
                 let mut rows = Vec::new();
@@ -208,6 +223,135 @@ impl Session {
                 .await
             }
         }
+    }
+
+    async fn reload_rules(&mut self) -> Result<(), CmdError> {
+        let done = self.shared.reload_rules().await.map_err(|e| {
+            CmdError::Refused(
+                codes::ER_UNKNOWN_ERROR,
+                format!("idgate: the rules were not reloaded (the rules in force stay):\n{e}"),
+            )
+        })?;
+        // This statement is not in a transaction: the session's next
+        // statement runs on the new rules (so does this session's).
+        let mut rows: Vec<Vec<Option<String>>> = done
+            .diff
+            .lines()
+            .into_iter()
+            .map(|(what, name, detail)| {
+                vec![
+                    Some(what.into()),
+                    Some(name),
+                    (!detail.is_empty()).then_some(detail),
+                ]
+            })
+            .collect();
+        rows.push(vec![
+            Some("rules version".into()),
+            Some(done.version.to_string()),
+            done.diff.is_empty().then(|| "nothing changed".into()),
+        ]);
+        use ColumnType::Text;
+        self.send_rows(&[("change", Text), ("name", Text), ("detail", Text)], &rows)
+            .await
+    }
+
+    async fn show_rules(&mut self) -> Result<(), CmdError> {
+        let version = self.shared.rules.version().to_string();
+        let rules = self.shared.rules.load().unwrap_or_default();
+        let names = rules.shard_names();
+        let rows: Vec<Vec<Option<String>>> = rules
+            .entries()
+            .iter()
+            .map(|e| {
+                let r = e.rule();
+                let (sharding, shards) = match e.placement() {
+                    None => (None, names.first().cloned()),
+                    Some(p) => (
+                        Some(if r.broadcast == Some(true) {
+                            "broadcast".to_string()
+                        } else {
+                            format!(
+                                "{} by {}",
+                                r.sharding.as_deref().unwrap_or("?"),
+                                r.shard_key.as_deref().unwrap_or("?")
+                            )
+                        }),
+                        Some(
+                            p.shards()
+                                .iter()
+                                .filter_map(|&i| names.get(i).cloned())
+                                .collect::<Vec<_>>()
+                                .join(","),
+                        ),
+                    ),
+                };
+                vec![
+                    Some(r.name.clone()),
+                    Some(r.column.clone()),
+                    Some(r.generator.clone()),
+                    sharding,
+                    shards,
+                    Some(version.clone()),
+                    Some(format!("{}:{}", e.origin().file.display(), e.origin().line)),
+                ]
+            })
+            .collect();
+        use ColumnType::Text;
+        self.send_rows(
+            &[
+                ("table", Text),
+                ("column", Text),
+                ("generator", Text),
+                ("sharding", Text),
+                ("shards", Text),
+                ("rules_version", Text),
+                ("origin", Text),
+            ],
+            &rows,
+        )
+        .await
+    }
+
+    async fn show_status(&mut self) -> Result<(), CmdError> {
+        let st = self.shared.rules.status();
+        let time = |t: std::time::SystemTime| crate::frontend::live::utc(t);
+        let store = match &self.shared.allocator {
+            Some(a) => a.store().describe(),
+            None => "none (no [rules])".into(),
+        };
+        let rows: Vec<Vec<Option<String>>> = [
+            ("version", Some(env!("CARGO_PKG_VERSION").to_string())),
+            (
+                "uptime_secs",
+                Some(self.shared.started.elapsed().as_secs().to_string()),
+            ),
+            (
+                "rules_version",
+                Some(self.shared.rules.version().to_string()),
+            ),
+            ("rules_applied_at", Some(time(st.applied_at))),
+            (
+                "rules_dir",
+                self.shared
+                    .config
+                    .rules
+                    .as_ref()
+                    .map(|r| r.dir.display().to_string()),
+            ),
+            ("rules_reloads", Some(st.reloads.to_string())),
+            ("rules_failed_reloads", Some(st.failed_reloads.to_string())),
+            ("rules_last_reload_at", st.last_attempt.map(time)),
+            ("rules_last_error", st.last_error),
+            ("store", Some(store)),
+            ("sessions", Some(self.shared.sessions.len().to_string())),
+        ]
+        .into_iter()
+        .map(|(k, v)| vec![Some(k.to_string()), v])
+        .collect();
+        use ColumnType::Text;
+        self.send_rows(&[("Variable_name", Text), ("Value", Text)], &rows)
+            .await
     }
 
     async fn send_rows(

@@ -337,7 +337,7 @@ impl Session {
         &mut self,
         payload: &[u8],
     ) -> Result<bool, CmdError> {
-        let Some(rules) = self.shared.rules.clone() else {
+        let Some(rules) = self.rules.clone() else {
             return Ok(false);
         };
         let Ok(sql) = std::str::from_utf8(&payload[1..]) else {
@@ -589,7 +589,7 @@ impl Session {
         ids: &[u64],
         report: Report,
     ) -> Result<(), CmdError> {
-        let Some(rules) = self.shared.rules.clone() else {
+        let Some(rules) = self.rules.clone() else {
             return Ok(());
         };
         let st = &rw.statements()[0];
@@ -906,7 +906,7 @@ impl Session {
         &mut self,
         payload: &[u8],
     ) -> Result<(Option<Arc<Analysis>>, usize), CmdError> {
-        let Some(rules) = self.shared.rules.clone() else {
+        let Some(rules) = self.rules.clone() else {
             return Ok((None, 0));
         };
         let Ok(sql) = std::str::from_utf8(&payload[1..]) else {
@@ -948,8 +948,7 @@ impl Session {
         a: &Analysis,
         sql: &[u8],
     ) -> Result<Option<(LimitRewrite, String, usize)>, CmdError> {
-        let (Some(l), StmtKind::Select, Some(rules)) = (a.limit, a.kind, self.shared.rules.clone())
-        else {
+        let (Some(l), StmtKind::Select, Some(rules)) = (a.limit, a.kind, self.rules.clone()) else {
             return Ok(None);
         };
         if !l.rebound() {
@@ -1056,7 +1055,7 @@ impl Session {
 
     /// The rule at `routed` (a [`crate::sql::RuleHit`]'s).
     fn entry_at(&self, routed: Option<usize>) -> Option<&TableEntry> {
-        self.shared.rules.as_ref()?.entries().get(routed?)
+        self.rules.as_ref()?.entries().get(routed?)
     }
 
     /// The placement of the rule at `routed`.
@@ -1150,7 +1149,7 @@ impl Session {
         payload: &[u8],
         route: Arc<Analysis>,
     ) -> Result<(), CmdError> {
-        let Some(rules) = self.shared.rules.clone() else {
+        let Some(rules) = self.rules.clone() else {
             return Ok(());
         };
         let body = &payload[1..];

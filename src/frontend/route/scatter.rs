@@ -331,7 +331,7 @@ impl Session {
                 .aggregates
                 .as_ref()
                 .is_some_and(|a| a.iter().any(|a| matches!(a, Agg::Min | Agg::Max)));
-        let Some(first) = first.filter(|_| compares && self.shared.rules.is_some()) else {
+        let Some(first) = first.filter(|_| compares && self.rules.is_some()) else {
             return Ok(None);
         };
         let Ok(reply) = crate::shard::reply::split(first, deprecate_eof) else {

@@ -18,10 +18,23 @@ use crate::sql::statement::{self, keyword, TxnStmt};
 use std::sync::Arc;
 use tracing::{debug, warn};
 
+/// How a shard's prepare response is turned into the client's.
+struct PrepareShape {
+    /// The client's parameter count, when idgate's statement has more.
+    client_params: Option<usize>,
+    /// The statement got a RETURNING the client did not write.
+    hide_columns: bool,
+    /// The shard the statement is prepared on first.
+    prepare_on: usize,
+}
+
 impl Session {
     /// Handles one command. Shard failures are reported to the client here;
     /// an `Err` means the session must end.
     pub(super) async fn command(&mut self, payload: &[u8]) -> Result<Next, CmdError> {
+        if self.shared.rules.version() != self.rules_version {
+            self.take_new_rules();
+        }
         if self.shared.deadlock_detection {
             self.watch_command_start();
         }
@@ -92,6 +105,18 @@ impl Session {
         }
     }
 
+    /// A reload published other rules: the session uses them from this
+    /// command on, unless it is inside a transaction (which keeps the
+    /// rules it began with).
+    #[cold]
+    fn take_new_rules(&mut self) {
+        if self.in_txn() {
+            return;
+        }
+        self.rules_version = self.shared.rules.version();
+        self.rules = self.shared.rules.load();
+    }
+
     pub(in crate::frontend) async fn query(&mut self, payload: &[u8]) -> Result<(), CmdError> {
         let sql = &payload[1..];
         let stmt = statement::classify(sql);
@@ -115,7 +140,7 @@ impl Session {
             return Ok(());
         }
         let mut handled = false;
-        if self.shared.rules.is_some() {
+        if self.rules.is_some() {
             handled = self.query_with_rules(payload).await?;
             if keyword::mentions_sql_mode(sql) {
                 self.sql_modes = None;
@@ -176,7 +201,16 @@ impl Session {
         self.send_ok(self.next_seq, status::AUTOCOMMIT).await
     }
 
-    async fn prepare(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+    /// What a COM_STMT_PREPARE of `payload` (the client's) becomes under
+    /// the session's rules: the statement to keep, and what its shard's
+    /// prepare response must be turned into for the client. Used at
+    /// prepare, and again at an execute after a rule reload changed the
+    /// rules the statement was planned with ([`Session::replan`]).
+    async fn build_stmt(
+        &mut self,
+        payload: &[u8],
+    ) -> Result<(PreparedStmt, PrepareShape), CmdError> {
+        let client_prepare = payload.to_vec();
         if statement::kill::parse(&payload[1..]).is_some() {
             // Prepared, the id would reach a shard as a thread id.
             return Err(CmdError::Refused(
@@ -184,13 +218,13 @@ impl Session {
                 "idgate: a prepared KILL is not supported; send KILL [CONNECTION | QUERY] <connection id> as a statement".into(),
             ));
         }
-        let plan = match self.shared.rules {
+        let plan = match self.rules {
             Some(_) => self.plan_prepare(payload).await?,
             None => None,
         };
         // An UPDATE of a rule table's id column: the shard prepares it with
         // the assignment that records the highest id (`sql::update`).
-        let highest = match (&plan, &self.shared.rules) {
+        let highest = match (&plan, &self.rules) {
             (None, Some(rules)) => self.prepare_highest(rules.clone(), payload).await?,
             _ => None,
         };
@@ -237,7 +271,7 @@ impl Session {
         };
         let limit = limit.map(|(l, _, _)| l);
         let shards = self.backends.len();
-        let mut stmt = PreparedStmt {
+        let stmt = PreparedStmt {
             prepare: payload.to_vec(),
             params: 0,
             backend_ids: vec![None; shards],
@@ -255,16 +289,39 @@ impl Session {
             limit,
             merged: None,
             highest,
+            client_prepare,
+            rules_version: self.rules_version,
         };
+        let hide_columns = stmt
+            .plan
+            .as_ref()
+            .is_some_and(|p| p.report == crate::sql::Report::Returning);
+        Ok((
+            stmt,
+            PrepareShape {
+                client_params,
+                hide_columns,
+                prepare_on,
+            },
+        ))
+    }
+
+    async fn prepare(&mut self, payload: &[u8]) -> Result<(), CmdError> {
+        let (stmt, shape) = self.build_stmt(payload).await?;
+        let PrepareShape {
+            client_params,
+            hide_columns,
+            prepare_on,
+        } = shape;
+        let mut stmt = stmt;
+        let payload = stmt.prepare.clone();
+        let payload = &payload[..];
         let id = self.stmts.insert(stmt.clone());
         // With a plan or a LIMIT rewrite, the client is told the parameters
         // it wrote: the shard's definitions of the parameters idgate added
         // are dropped (they are all alike).
         // A RETURNING idgate added (`sql::upsert`): the client prepared a
         // statement without a result set, and is told so.
-        let hide_columns = plan
-            .as_ref()
-            .is_some_and(|p| p.report == crate::sql::Report::Returning);
         let deprecate_eof = self.login.capabilities & cap::DEPRECATE_EOF != 0;
         let mut index = 0usize;
         let mut backend_id = None;
@@ -333,6 +390,11 @@ impl Session {
         let Ok(id) = wire_stmt::stmt_id(&payload[1..]) else {
             return self.malformed("COM_STMT_EXECUTE").await;
         };
+        if self.stmts.get_mut(id).is_some_and(|s| {
+            s.rules_version != self.rules_version && !s.long_params.contains(&true)
+        }) {
+            self.replan(id).await?;
+        }
         let highest = self.stmts.get_mut(id).and_then(|s| s.highest.clone());
         let result = match highest {
             // An UPDATE of a rule table's id column (`capture.rs`).
@@ -428,6 +490,21 @@ impl Session {
                 return Ok(());
             }
         }
+        if payload[0] == cmd::STMT_SEND_LONG_DATA
+            && self.stmts.get_mut(id).is_some_and(|s| {
+                s.rules_version != self.rules_version && !s.long_params.contains(&true)
+            })
+        {
+            // With the first long data of an execute: once a shard holds
+            // some, the execute runs on the plan that has it.
+            if let Err(e) = self.replan(id).await {
+                debug!(
+                    conn = self.id,
+                    stmt = id,
+                    "planning again before long data failed: {e}"
+                );
+            }
+        }
         if payload[0] == cmd::STMT_SEND_LONG_DATA {
             let max = self.shared.config.server.max_packet;
             let held = self.stmts.long_data_held();
@@ -491,6 +568,64 @@ impl Session {
                 Ok(())
             }
         }
+    }
+
+    /// Plans prepared statement `id` again under the session's rules (a
+    /// reload changed them since it was prepared): the client's statement
+    /// id and parameter count stay; the shards' statements are closed and
+    /// prepared again as the new plan says (at once on the shard it runs
+    /// on first, elsewhere when an execute needs them).
+    async fn replan(&mut self, id: u32) -> Result<(), CmdError> {
+        let Some(old) = self.stmts.get_mut(id) else {
+            return Ok(());
+        };
+        let client_prepare = old.client_prepare.clone();
+        let (fresh, shape) = self.build_stmt(&client_prepare).await?;
+        let Some(old) = self.stmts.get_mut(id) else {
+            return Ok(());
+        };
+        let old_ids = std::mem::take(&mut old.backend_ids);
+        let PreparedStmt {
+            prepare,
+            backend_ids,
+            types_sent,
+            plan,
+            route,
+            txn,
+            client_sql,
+            highest,
+            limit,
+            rules_version,
+            ..
+        } = fresh;
+        old.prepare = prepare;
+        old.backend_ids = backend_ids;
+        old.types_sent = types_sent;
+        old.plan = plan;
+        old.route = route;
+        old.txn = txn;
+        old.client_sql = client_sql;
+        old.highest = highest;
+        old.limit = limit;
+        old.rules_version = rules_version;
+        old.exec_shard = shape.prepare_on;
+        old.merged = None;
+        for (shard, bid) in old_ids.iter().enumerate() {
+            if let (Some(bid), Some(b)) = (bid, self.backends.get_mut(shard)) {
+                let mut out = vec![cmd::STMT_CLOSE];
+                out.extend_from_slice(&bid.to_le_bytes());
+                b.send(&out).await.map_err(CmdError::Backend)?;
+            }
+        }
+        // Learn the shard statement's parameter count now: an execute
+        // reads it before it prepares on another shard.
+        self.backend_stmt(id, shape.prepare_on).await?;
+        debug!(
+            conn = self.id,
+            stmt = id,
+            "prepared statement planned again after a rules reload"
+        );
+        Ok(())
     }
 
     async fn stmt_close(&mut self, payload: &[u8]) -> Result<(), CmdError> {

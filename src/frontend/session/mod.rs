@@ -140,6 +140,12 @@ pub struct Session {
     /// A round trip of the current command was killed by the deadlock
     /// detector: the session is a victim (handled at the end of the command).
     pub(in crate::frontend) killed: bool,
+    /// The rules this session's statements run on: the server's, taken at
+    /// the start of a command when a reload moved them and the session is
+    /// not in a transaction (`live.rs`). `None`: idgate only relays.
+    pub(in crate::frontend) rules: Option<Arc<crate::rules::RuleSet>>,
+    /// The version of `rules`.
+    pub(in crate::frontend) rules_version: u64,
 }
 
 /// Serves one accepted client connection until it quits, fails or the server
@@ -193,7 +199,11 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
         watched: None,
         watching: false,
         killed: false,
+        rules: None,
+        rules_version: 0,
     };
+    session.rules_version = session.shared.rules.version();
+    session.rules = session.shared.rules.load();
     let started = Instant::now();
     let reason = session.run(&mut shutdown).await;
     session.close_backends().await;
@@ -602,12 +612,17 @@ impl Session {
             .run(&prepare, Expect::Prepare)
             .await
             .map_err(CmdError::Backend)?;
-        let bid = packets
-            .first()
-            .and_then(|p| Cursor::new(p.get(1..)?).u32().ok());
+        let first = packets.first().filter(|p| p.first() == Some(&0));
+        let bid = first.and_then(|p| Cursor::new(p.get(1..)?).u32().ok());
+        // The same text everywhere: every shard's statement has as many
+        // parameters (learned again after a reload planned it anew).
+        let params = first.and_then(|p| Cursor::new(p.get(7..)?).u16().ok());
         if let (Some(s), Some(bid)) = (self.stmts.get_mut(id), bid) {
             s.backend_ids[shard] = Some(bid);
             s.types_sent[shard] = false;
+            if let Some(n) = params {
+                s.params = n;
+            }
         }
         Ok(bid)
     }

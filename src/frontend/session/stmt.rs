@@ -75,6 +75,11 @@ pub struct PreparedStmt {
     /// The open cursor of an execute that ran on several shards: its
     /// merged rows, fetched from idgate (`cursor.rs`).
     pub merged: Option<Box<MergedCursor>>,
+    /// The client's COM_STMT_PREPARE payload (planned again after a rule
+    /// reload: `Session::replan`).
+    pub client_prepare: Vec<u8>,
+    /// The version of the rules it was planned with.
+    pub rules_version: u64,
 }
 
 /// Where a prepared SELECT's LIMIT became `?, ?` on the shards.

@@ -82,7 +82,7 @@ impl Session {
               + Sync),
         need: fn(&T) -> Option<(String, String)>,
     ) -> Result<Result<T, SqlError>, CmdError> {
-        let Some(rules) = self.shared.rules.clone() else {
+        let Some(rules) = self.rules.clone() else {
             return Err(CmdError::End("no rules".into()));
         };
         let modes = self.sql_modes().await?;
@@ -577,7 +577,7 @@ impl Session {
                 // as text too: the text path tracks each copy's reply.
                 let tracked =
                     exec.demand > 0 && matches!(plan.report, Report::Track | Report::Returning);
-                let rules = self.shared.rules.clone();
+                let rules = self.rules.clone();
                 let entry = rules
                     .as_deref()
                     .zip(plan.rule.routed)

@@ -5,9 +5,23 @@
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Admin {
     ShowGenerators,
-    SetFloor { generator: String, value: u64 },
-    SetFloorFromTables { generator: String },
-    Reserve { generator: String, count: u64 },
+    /// `SHOW IDGATE RULES`: the table rules in force.
+    ShowRules,
+    /// `SHOW IDGATE STATUS`: version, rules version, uptime, store, sessions.
+    ShowStatus,
+    /// `IDGATE RELOAD RULES`: read the rules directory again.
+    ReloadRules,
+    SetFloor {
+        generator: String,
+        value: u64,
+    },
+    SetFloorFromTables {
+        generator: String,
+    },
+    Reserve {
+        generator: String,
+        count: u64,
+    },
 }
 
 impl Admin {
@@ -15,7 +29,8 @@ impl Admin {
     /// privilege); `None` for the ones that only show.
     pub fn changes_state(&self) -> Option<&'static str> {
         match self {
-            Admin::ShowGenerators => None,
+            Admin::ShowGenerators | Admin::ShowRules | Admin::ShowStatus => None,
+            Admin::ReloadRules => Some("IDGATE RELOAD RULES"),
             Admin::SetFloor { .. } | Admin::SetFloorFromTables { .. } => Some("IDGATE SET FLOOR"),
             Admin::Reserve { .. } => Some("IDGATE RESERVE"),
         }
@@ -24,7 +39,7 @@ impl Admin {
 
 /// Why an admin statement was not understood.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("idgate: {0}; the admin statements are SHOW IDGATE GENERATORS, IDGATE SET FLOOR <generator> <value>, IDGATE SET FLOOR <generator> FROM TABLES, IDGATE RESERVE <generator> <count>")]
+#[error("idgate: {0}; the admin statements are SHOW IDGATE GENERATORS, SHOW IDGATE RULES, SHOW IDGATE STATUS, IDGATE SET FLOOR <generator> <value>, IDGATE SET FLOOR <generator> FROM TABLES, IDGATE RESERVE <generator> <count>, IDGATE RELOAD RULES")]
 pub struct AdminError(pub String);
 
 /// Recognises an admin statement: `None` for any other statement (the cost
@@ -67,6 +82,12 @@ pub fn parse(sql: &[u8]) -> Option<Result<Admin, AdminError>> {
     Some(
         if kw(0, "show") && kw(1, "idgate") && kw(2, "generators") && words.len() == 3 {
             Ok(Admin::ShowGenerators)
+        } else if kw(0, "show") && kw(1, "idgate") && kw(2, "rules") && words.len() == 3 {
+            Ok(Admin::ShowRules)
+        } else if kw(0, "show") && kw(1, "idgate") && kw(2, "status") && words.len() == 3 {
+            Ok(Admin::ShowStatus)
+        } else if kw(0, "idgate") && kw(1, "reload") && kw(2, "rules") && words.len() == 3 {
+            Ok(Admin::ReloadRules)
         } else if kw(0, "idgate") && kw(1, "set") && kw(2, "floor") {
             name(3).and_then(|generator| {
                 if kw(4, "from") && kw(5, "tables") && words.len() == 6 {
@@ -116,6 +137,11 @@ mod tests {
                 generator: "orders".into()
             }))
         );
+        assert_eq!(parse(b"idgate reload rules;"), Some(Ok(Admin::ReloadRules)));
+        assert_eq!(parse(b"SHOW IDGATE RULES"), Some(Ok(Admin::ShowRules)));
+        assert_eq!(parse(b"show idgate status"), Some(Ok(Admin::ShowStatus)));
+        assert!(Admin::ReloadRules.changes_state().is_some());
+        assert!(Admin::ShowRules.changes_state().is_none());
         assert_eq!(
             parse(b"IDGATE RESERVE orders 500"),
             Some(Ok(Admin::Reserve {
