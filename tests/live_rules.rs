@@ -628,3 +628,47 @@ fn sighup_reloads_the_rules_of_the_binary() {
         &[&format!("DROP DATABASE IF EXISTS `{schema}`")],
     ));
 }
+
+/// `SHOW IDGATE SESSIONS`: every session of the process, with its user,
+/// address, schema, shards, transaction and command.
+#[tokio::test]
+async fn show_idgate_sessions_lists_idgate_sessions() {
+    let Some(bed) = Bed::start("lr_sess").await else {
+        return;
+    };
+    let mut app = bed.app().await;
+    app.query_drop("BEGIN").await.unwrap();
+    insert(&mut app, "orders", 1).await.unwrap();
+    let app_id = app.id();
+    let mut dba = bed.dba().await;
+    let rows: Vec<Row> = dba.query("SHOW IDGATE SESSIONS").await.unwrap();
+    let find = |id: u32| {
+        rows.iter()
+            .find(|r| text(r, 0) == Some(id.to_string()))
+            .unwrap_or_else(|| panic!("session {id} listed"))
+    };
+    let a = find(app_id);
+    assert_eq!(text(a, 1).as_deref(), Some("app"));
+    assert!(
+        text(a, 2).unwrap().starts_with("127.0.0.1:"),
+        "{:?}",
+        text(a, 2)
+    );
+    assert_eq!(text(a, 3), Some(bed.schema.clone()));
+    assert_eq!(text(a, 4).as_deref(), Some("s0"));
+    assert_eq!(text(a, 5).as_deref(), Some("1"), "in a transaction");
+    assert_eq!(text(a, 6).as_deref(), Some("Sleep"));
+    let d = find(dba.id());
+    assert_eq!(text(d, 1).as_deref(), Some(ADMIN));
+    assert_eq!(text(d, 6).as_deref(), Some("Query"));
+    assert_eq!(text(d, 5).as_deref(), Some("0"));
+    app.query_drop("COMMIT").await.unwrap();
+    let rows: Vec<Row> = dba.query("SHOW IDGATE SESSIONS").await.unwrap();
+    let a = rows
+        .iter()
+        .find(|r| text(r, 0) == Some(app_id.to_string()))
+        .unwrap();
+    assert_eq!(text(a, 5).as_deref(), Some("0"), "committed");
+    drop((app, dba));
+    bed.stop().await;
+}

@@ -107,6 +107,30 @@ pub mod cmd {
     pub const SET_OPTION: u8 = 0x1b;
     pub const STMT_FETCH: u8 = 0x1c;
     pub const RESET_CONNECTION: u8 = 0x1f;
+
+    /// The command's name as SHOW PROCESSLIST writes it (`Sleep` for
+    /// none: any byte without a name).
+    pub fn name(command: u8) -> &'static str {
+        match command {
+            QUIT => "Quit",
+            INIT_DB => "Init DB",
+            QUERY => "Query",
+            FIELD_LIST => "Field List",
+            STATISTICS => "Statistics",
+            PROCESS_KILL => "Kill",
+            PING => "Ping",
+            CHANGE_USER => "Change user",
+            STMT_PREPARE => "Prepare",
+            STMT_EXECUTE => "Execute",
+            STMT_SEND_LONG_DATA => "Long Data",
+            STMT_CLOSE => "Close stmt",
+            STMT_RESET => "Reset stmt",
+            SET_OPTION => "Set option",
+            STMT_FETCH => "Fetch",
+            RESET_CONNECTION => "Reset connection",
+            _ => "Sleep",
+        }
+    }
 }
 
 /// Character set id of utf8mb4_general_ci, used when nothing else is known.

@@ -14,6 +14,9 @@
 //!   and the file:line each came from.
 //! - `SHOW IDGATE STATUS`: idgate's version, the rules version and when it
 //!   was applied, reloads, uptime, the store, sessions.
+//! - `SHOW IDGATE SESSIONS`: idgate's client sessions, like SHOW
+//!   PROCESSLIST: id, user, client address, schema, shards connected, in a
+//!   transaction, the command and for how long.
 //! - `IDGATE RELOAD RULES`: reads the rules directory again and applies it
 //!   all or nothing (`live.rs`); answers with what changed, or an error
 //!   listing every reason (file:line).
@@ -53,6 +56,7 @@ impl Session {
         }
         match cmd {
             Admin::ShowStatus => return self.show_status().await,
+            Admin::ShowSessions => return self.show_sessions().await,
             Admin::ShowRules => return self.show_rules().await,
             Admin::ReloadRules => return self.reload_rules().await,
             _ => {}
@@ -160,7 +164,9 @@ impl Session {
                 )
                 .await
             }
-            Admin::ShowStatus | Admin::ShowRules | Admin::ReloadRules => Ok(()),
+            Admin::ShowStatus | Admin::ShowRules | Admin::ShowSessions | Admin::ReloadRules => {
+                Ok(())
+            }
             Admin::SetFloorFromTables { generator: name } => {
                 let g = generator(&name)?;
                 let Some(rules) = self.rules.clone() else {
@@ -307,6 +313,54 @@ impl Session {
                 ("shards", Text),
                 ("rules_version", Text),
                 ("origin", Text),
+            ],
+            &rows,
+        )
+        .await
+    }
+
+    async fn show_sessions(&mut self) -> Result<(), CmdError> {
+        let names = &self.shared.config.shards;
+        let rows: Vec<Vec<Option<String>>> = self
+            .shared
+            .sessions
+            .views()
+            .into_iter()
+            .map(|v| {
+                let command = if v.id == self.id {
+                    "Query" // this statement
+                } else {
+                    crate::protocol::consts::cmd::name(v.command)
+                };
+                vec![
+                    Some(v.id.to_string()),
+                    Some(v.user),
+                    Some(v.peer),
+                    v.schema,
+                    Some(
+                        v.shards
+                            .iter()
+                            .filter_map(|&i| names.get(i).map(|s| s.name.clone()))
+                            .collect::<Vec<_>>()
+                            .join(","),
+                    ),
+                    Some(if v.in_txn { "1" } else { "0" }.into()),
+                    Some(command.into()),
+                    Some(v.secs.to_string()),
+                ]
+            })
+            .collect();
+        use ColumnType::{Text, UInt};
+        self.send_rows(
+            &[
+                ("Id", UInt),
+                ("User", Text),
+                ("Host", Text),
+                ("db", Text),
+                ("Shards", Text),
+                ("In_transaction", UInt),
+                ("Command", Text),
+                ("Time", UInt),
             ],
             &rows,
         )

@@ -5,7 +5,7 @@
 //! and this folder). The session's state and I/O primitives are in
 //! `mod.rs`.
 
-use super::{CmdError, Next, Session};
+use super::{registry, CmdError, Next, Session};
 use crate::backend::relay::Action;
 use crate::frontend::session::stmt::PreparedStmt;
 use crate::protocol::codes;
@@ -32,6 +32,28 @@ impl Session {
     /// Handles one command. Shard failures are reported to the client here;
     /// an `Err` means the session must end.
     pub(super) async fn command(&mut self, payload: &[u8]) -> Result<Next, CmdError> {
+        let now = self.shared.sessions.now_us();
+        self.registered.control.set_command(payload[0], now);
+        let r = self.dispatch(payload).await;
+        self.command_done();
+        r
+    }
+
+    /// What `SHOW IDGATE SESSIONS` shows of this session, after a command.
+    fn command_done(&mut self) {
+        let c = &self.registered.control;
+        c.set_command(registry::IDLE, self.shared.sessions.now_us());
+        let in_txn = self.in_txn();
+        if c.in_txn.load(std::sync::atomic::Ordering::Relaxed) != in_txn {
+            c.in_txn.store(in_txn, std::sync::atomic::Ordering::Relaxed);
+        }
+        if self.schema != self.schema_shown {
+            self.schema_shown.clone_from(&self.schema);
+            *c.schema.lock() = self.schema.clone();
+        }
+    }
+
+    async fn dispatch(&mut self, payload: &[u8]) -> Result<Next, CmdError> {
         if self.shared.rules.version() != self.rules_version {
             self.take_new_rules();
         }

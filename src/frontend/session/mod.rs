@@ -146,6 +146,8 @@ pub struct Session {
     pub(in crate::frontend) rules: Option<Arc<crate::rules::RuleSet>>,
     /// The version of `rules`.
     pub(in crate::frontend) rules_version: u64,
+    /// The schema `SHOW IDGATE SESSIONS` shows (`registered`'s copy).
+    pub(in crate::frontend) schema_shown: Option<String>,
 }
 
 /// Serves one accepted client connection until it quits, fails or the server
@@ -195,12 +197,13 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
         xa_seq: 0,
         diag_shards: vec![0],
         serving_diag: false,
-        registered: shared_registry.register(id, &login_user, shards),
+        registered: shared_registry.register(id, &login_user, &peer, shards),
         watched: None,
         watching: false,
         killed: false,
         rules: None,
         rules_version: 0,
+        schema_shown: None,
     };
     session.rules_version = session.shared.rules.version();
     session.rules = session.shared.rules.load();

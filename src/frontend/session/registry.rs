@@ -1,10 +1,12 @@
 //! Every session of the server, by idgate connection id: what `KILL` from
 //! another session needs of each (its login user, its shard connections'
-//! thread ids, a kill flag and a wake-up). `kill.rs` runs the `KILL`.
+//! thread ids, a kill flag and a wake-up; `kill.rs` runs the `KILL`), and
+//! what `SHOW IDGATE SESSIONS` shows of each (client address, schema,
+//! the command it runs and since when, whether it is in a transaction).
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use tokio::sync::Notify;
 
@@ -18,7 +20,21 @@ pub struct Control {
     pub(in crate::frontend) killed: AtomicBool,
     /// Wakes the session when it is killed (a stored permit if it is busy).
     pub(in crate::frontend) wake: Notify,
+    /// The client's address.
+    pub(in crate::frontend) peer: String,
+    /// The session's schema (updated when it changes).
+    pub(in crate::frontend) schema: Mutex<Option<String>>,
+    /// The command byte being handled; [`IDLE`] between commands.
+    pub(in crate::frontend) command: AtomicU8,
+    /// When the current command started, or the last one ended (µs since
+    /// the registry's epoch).
+    pub(in crate::frontend) since_us: AtomicU64,
+    /// The session was in a transaction when its last command ended.
+    pub(in crate::frontend) in_txn: AtomicBool,
 }
+
+/// [`Control::command`] between commands (no command has this byte).
+pub const IDLE: u8 = 0xff;
 
 impl Control {
     /// Records the thread id of the session's connection to `shard`.
@@ -33,6 +49,13 @@ impl Control {
         *self.user.lock() = user.to_string();
     }
 
+    /// Records the start (`command`) or the end ([`IDLE`]) of a command.
+    #[inline]
+    pub fn set_command(&self, command: u8, now_us: u64) {
+        self.command.store(command, Ordering::Relaxed);
+        self.since_us.store(now_us, Ordering::Relaxed);
+    }
+
     /// Whether another session killed this one.
     pub fn is_killed(&self) -> bool {
         self.killed.load(Ordering::Relaxed)
@@ -45,19 +68,57 @@ impl Control {
 }
 
 /// Every session of the server, by idgate connection id.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Registry {
     sessions: Mutex<HashMap<u32, Arc<Control>>>,
+    /// Where [`Control::since_us`] counts from.
+    epoch: std::time::Instant,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry {
+            sessions: Mutex::default(),
+            epoch: std::time::Instant::now(),
+        }
+    }
+}
+
+/// One row of `SHOW IDGATE SESSIONS`.
+#[derive(Debug, Clone)]
+pub struct SessionView {
+    pub id: u32,
+    pub user: String,
+    pub peer: String,
+    pub schema: Option<String>,
+    /// Shard indexes the session has a connection to.
+    pub shards: Vec<usize>,
+    pub in_txn: bool,
+    /// The command byte, or [`IDLE`].
+    pub command: u8,
+    /// Seconds in that command (or idle).
+    pub secs: u64,
 }
 
 impl Registry {
     /// Registers session `id`; it is removed when the guard is dropped.
-    pub fn register(self: &Arc<Self>, id: u32, user: &str, shards: usize) -> Registered {
+    pub fn register(
+        self: &Arc<Self>,
+        id: u32,
+        user: &str,
+        peer: &str,
+        shards: usize,
+    ) -> Registered {
         let control = Arc::new(Control {
             user: Mutex::new(user.to_string()),
             threads: Mutex::new(vec![None; shards]),
             killed: AtomicBool::new(false),
             wake: Notify::new(),
+            peer: peer.to_string(),
+            schema: Mutex::new(None),
+            command: AtomicU8::new(IDLE),
+            since_us: AtomicU64::new(self.now_us()),
+            in_txn: AtomicBool::new(false),
         });
         self.sessions.lock().insert(id, control.clone());
         Registered {
@@ -69,6 +130,41 @@ impl Registry {
 
     pub(in crate::frontend) fn get(&self, id: u32) -> Option<Arc<Control>> {
         self.sessions.lock().get(&id).cloned()
+    }
+
+    /// Microseconds since the registry's epoch ([`Control::set_command`]).
+    #[inline]
+    pub fn now_us(&self) -> u64 {
+        self.epoch.elapsed().as_micros() as u64
+    }
+
+    /// Every session as `SHOW IDGATE SESSIONS` shows it, by id.
+    pub fn views(&self) -> Vec<SessionView> {
+        let now = self.now_us();
+        let mut v: Vec<SessionView> = self
+            .sessions
+            .lock()
+            .iter()
+            .map(|(&id, c)| SessionView {
+                id,
+                user: c.user.lock().clone(),
+                peer: c.peer.clone(),
+                schema: c.schema.lock().clone(),
+                shards: c
+                    .threads
+                    .lock()
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, t)| t.is_some())
+                    .map(|(i, _)| i)
+                    .collect(),
+                in_txn: c.in_txn.load(Ordering::Relaxed),
+                command: c.command.load(Ordering::Relaxed),
+                secs: now.saturating_sub(c.since_us.load(Ordering::Relaxed)) / 1_000_000,
+            })
+            .collect();
+        v.sort_by_key(|s| s.id);
+        v
     }
 
     /// Sessions registered now.

@@ -9,6 +9,8 @@ pub enum Admin {
     ShowRules,
     /// `SHOW IDGATE STATUS`: version, rules version, uptime, store, sessions.
     ShowStatus,
+    /// `SHOW IDGATE SESSIONS`: idgate's client sessions.
+    ShowSessions,
     /// `IDGATE RELOAD RULES`: read the rules directory again.
     ReloadRules,
     SetFloor {
@@ -29,7 +31,9 @@ impl Admin {
     /// privilege); `None` for the ones that only show.
     pub fn changes_state(&self) -> Option<&'static str> {
         match self {
-            Admin::ShowGenerators | Admin::ShowRules | Admin::ShowStatus => None,
+            Admin::ShowGenerators | Admin::ShowRules | Admin::ShowStatus | Admin::ShowSessions => {
+                None
+            }
             Admin::ReloadRules => Some("IDGATE RELOAD RULES"),
             Admin::SetFloor { .. } | Admin::SetFloorFromTables { .. } => Some("IDGATE SET FLOOR"),
             Admin::Reserve { .. } => Some("IDGATE RESERVE"),
@@ -39,7 +43,7 @@ impl Admin {
 
 /// Why an admin statement was not understood.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("idgate: {0}; the admin statements are SHOW IDGATE GENERATORS, SHOW IDGATE RULES, SHOW IDGATE STATUS, IDGATE SET FLOOR <generator> <value>, IDGATE SET FLOOR <generator> FROM TABLES, IDGATE RESERVE <generator> <count>, IDGATE RELOAD RULES")]
+#[error("idgate: {0}; the admin statements are SHOW IDGATE GENERATORS, SHOW IDGATE RULES, SHOW IDGATE STATUS, SHOW IDGATE SESSIONS, IDGATE SET FLOOR <generator> <value>, IDGATE SET FLOOR <generator> FROM TABLES, IDGATE RESERVE <generator> <count>, IDGATE RELOAD RULES")]
 pub struct AdminError(pub String);
 
 /// Recognises an admin statement: `None` for any other statement (the cost
@@ -86,6 +90,8 @@ pub fn parse(sql: &[u8]) -> Option<Result<Admin, AdminError>> {
             Ok(Admin::ShowRules)
         } else if kw(0, "show") && kw(1, "idgate") && kw(2, "status") && words.len() == 3 {
             Ok(Admin::ShowStatus)
+        } else if kw(0, "show") && kw(1, "idgate") && kw(2, "sessions") && words.len() == 3 {
+            Ok(Admin::ShowSessions)
         } else if kw(0, "idgate") && kw(1, "reload") && kw(2, "rules") && words.len() == 3 {
             Ok(Admin::ReloadRules)
         } else if kw(0, "idgate") && kw(1, "set") && kw(2, "floor") {
@@ -140,6 +146,10 @@ mod tests {
         assert_eq!(parse(b"idgate reload rules;"), Some(Ok(Admin::ReloadRules)));
         assert_eq!(parse(b"SHOW IDGATE RULES"), Some(Ok(Admin::ShowRules)));
         assert_eq!(parse(b"show idgate status"), Some(Ok(Admin::ShowStatus)));
+        assert_eq!(
+            parse(b"SHOW IDGATE SESSIONS"),
+            Some(Ok(Admin::ShowSessions))
+        );
         assert!(Admin::ReloadRules.changes_state().is_some());
         assert!(Admin::ShowRules.changes_state().is_none());
         assert_eq!(
