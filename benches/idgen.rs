@@ -135,6 +135,20 @@ fn benches(c: &mut Criterion) {
     g.bench_function("snowflake_observe_free", |b| {
         b.iter(|| black_box(snow.observe_local(black_box(snow_id))))
     });
+    // The per-INSERT lookup of a generator by name: the allocator's map is
+    // swapped whole by a rule reload (an `ArcSwap` load, then the hash
+    // lookup); beside it the plain `HashMap` lookup it replaced.
+    g.bench_function("generator_lookup", |b| {
+        b.iter(|| black_box(a.generator(black_box("seq"))))
+    });
+    let plain: std::collections::HashMap<String, std::sync::Arc<Generator>> = [
+        ("seq".to_string(), seq.clone()),
+        ("snow".to_string(), snow.clone()),
+    ]
+    .into();
+    g.bench_function("baseline_hashmap_lookup", |b| {
+        b.iter(|| black_box(plain.get(black_box("seq")).cloned()))
+    });
     g.finish();
 
     let mut g = c.benchmark_group("one_thread_100_ids_per_call");

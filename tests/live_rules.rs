@@ -672,3 +672,85 @@ async fn show_idgate_sessions_lists_idgate_sessions() {
     drop((app, dba));
     bed.stop().await;
 }
+
+/// `sysbench oltp_insert` (4 threads, prepared statements off: text
+/// INSERTs with `id = 0`) into a rule table while the DBA reloads changed
+/// rules again and again: sysbench stops at the first failed statement,
+/// so a clean run of all its events means no statement failed; every row
+/// has a unique generated id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sysbench_inserts_run_through_reloads() {
+    let Some(tb) = support::testbed() else { return };
+    let schema = support::unique("lr_sb");
+    proxy::admin(
+        &tb,
+        0,
+        &[
+            &format!("CREATE DATABASE `{schema}`"),
+            &format!(
+                "CREATE TABLE `{schema}`.sbtest1 (id INTEGER NOT NULL, k INTEGER DEFAULT '0' NOT NULL, \
+                 c CHAR(120) DEFAULT '' NOT NULL, pad CHAR(60) DEFAULT '' NOT NULL, PRIMARY KEY (id), KEY k_1 (k))"
+            ),
+        ],
+    )
+    .await;
+    let rule = |batch: u64| {
+        format!(
+            "[[generator]]\nname = \"sb\"\nkind = \"sequence\"\nbatch = {batch}\n\n\
+             [[table]]\nname = \"{schema}.sbtest1\"\ncolumn = \"id\"\ngenerator = \"sb\"\n"
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "sb.toml", &rule(100));
+    let proxy = Proxy::start_rules_dir(&tb, dir.path(), &support::unique("/live-sb")).await;
+    let events = 20_000u64;
+    let args = [
+        "--auto-inc=on",
+        "--tables=1",
+        "--table-size=10000",
+        "--threads=4",
+        "--events=20000",
+        "--time=600",
+    ];
+    let (addr, db) = (proxy.addr, schema.clone());
+    let run =
+        tokio::spawn(async move { proxy::sysbench(addr, &db, "oltp_insert", &args, "run").await });
+    let mut dba = Conn::new(proxy.opts_as(ADMIN, ADMIN_PASSWORD, Some(&schema)))
+        .await
+        .unwrap();
+    let mut reloads = 0u64;
+    while !run.is_finished() || reloads < 3 {
+        reloads += 1;
+        write(dir.path(), "sb.toml", &rule(100 + reloads));
+        if reloads % 2 == 0 {
+            write(dir.path(), "other.toml", &notes_rule(&schema, 1));
+        } else {
+            let _ = std::fs::remove_file(dir.path().join("other.toml"));
+        }
+        reload(&mut dba).await.expect("reload under sysbench");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let out = run.await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "sysbench failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (n, distinct, zeros): (u64, u64, u64) = dba
+        .query_first("SELECT COUNT(*), COUNT(DISTINCT id), SUM(id = 0) FROM sbtest1")
+        .await
+        .unwrap()
+        .unwrap();
+    eprintln!("sysbench through {reloads} reloads: {n} rows");
+    assert_eq!(n, events, "{stdout}");
+    assert_eq!(distinct, n, "ids are unique");
+    assert_eq!(zeros, 0);
+    assert_eq!(
+        status(&mut dba, "rules_version").await,
+        Some((reloads + 1).to_string())
+    );
+    drop(dba);
+    proxy.stop().await;
+    proxy::admin(&tb, 0, &[&format!("DROP DATABASE IF EXISTS `{schema}`")]).await;
+}

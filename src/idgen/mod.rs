@@ -66,6 +66,7 @@ pub use store::memory::{Fault, MemoryStore};
 pub use store::{Members, Store};
 
 use crate::config::{AllocatorConfig, StoreKind};
+use crate::rules::ruleset::NameHasher;
 use crate::rules::spec::GeneratorRule;
 
 /// Tunables of the allocator.
@@ -92,10 +93,14 @@ pub struct Allocator {
     inner: Arc<Inner>,
 }
 
+/// Generators by name, hashed as the rule index hashes table names (FNV-1a:
+/// the names come from the rule files, not from clients).
+type GenMap = HashMap<String, Arc<Generator>, std::hash::BuildHasherDefault<NameHasher>>;
+
 struct Inner {
     /// Generators by name: read lock-free by every statement, replaced
     /// whole when a rule reload adds generators ([`Allocator::apply`]).
-    generators: arc_swap::ArcSwap<HashMap<String, Arc<Generator>>>,
+    generators: arc_swap::ArcSwap<GenMap>,
     /// Serializes [`Allocator::apply`].
     applying: tokio::sync::Mutex<()>,
     /// The store's clock and the requests' bound, for generators added later.
@@ -178,7 +183,7 @@ impl Allocator {
         generators: &[GeneratorRule],
         options: AllocatorOptions,
     ) -> Result<Allocator, IdgenError> {
-        let map = prepare_all(&store, &clock, generators, &options, &HashMap::new()).await?;
+        let map = prepare_all(&store, &clock, generators, &options, &GenMap::default()).await?;
         let tasks = map.values().flat_map(spawn_tasks).collect();
         Ok(Allocator {
             inner: Arc::new(Inner {
@@ -316,9 +321,9 @@ async fn prepare_all(
     clock: &Arc<dyn Clock>,
     rules: &[GeneratorRule],
     options: &AllocatorOptions,
-    existing: &HashMap<String, Arc<Generator>>,
-) -> Result<HashMap<String, Arc<Generator>>, IdgenError> {
-    let mut map = HashMap::new();
+    existing: &GenMap,
+) -> Result<GenMap, IdgenError> {
+    let mut map = GenMap::default();
     for rule in rules {
         let params = params::resolve(rule).map_err(|reason| IdgenError::Invalid {
             generator: rule.name.clone(),
