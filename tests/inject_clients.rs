@@ -256,18 +256,7 @@ async fn sysbench_oltp_insert_gets_unique_ids() {
     let Some(tb) = support::testbed() else { return };
     let schema = support::unique("ijc_sb");
     // sysbench's own table, without AUTO_INCREMENT, and a rule for it.
-    proxy::admin(
-        &tb,
-        0,
-        &[
-            &format!("CREATE DATABASE `{schema}`"),
-            &format!(
-                "CREATE TABLE `{schema}`.sbtest1 (id INTEGER NOT NULL, k INTEGER DEFAULT '0' NOT NULL, \
-                 c CHAR(120) DEFAULT '' NOT NULL, pad CHAR(60) DEFAULT '' NOT NULL, PRIMARY KEY (id), KEY k_1 (k))"
-            ),
-        ],
-    )
-    .await;
+    proxy::create_sbtest(&tb, &schema).await;
     let rules = format!(
         "[[generator]]\nname = \"sb\"\nkind = \"sequence\"\nbatch = 100\n\n\
          [[table]]\nname = \"{schema}.sbtest1\"\ncolumn = \"id\"\ngenerator = \"sb\"\n"

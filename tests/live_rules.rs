@@ -682,18 +682,7 @@ async fn show_idgate_sessions_lists_idgate_sessions() {
 async fn sysbench_inserts_run_through_reloads() {
     let Some(tb) = support::testbed() else { return };
     let schema = support::unique("lr_sb");
-    proxy::admin(
-        &tb,
-        0,
-        &[
-            &format!("CREATE DATABASE `{schema}`"),
-            &format!(
-                "CREATE TABLE `{schema}`.sbtest1 (id INTEGER NOT NULL, k INTEGER DEFAULT '0' NOT NULL, \
-                 c CHAR(120) DEFAULT '' NOT NULL, pad CHAR(60) DEFAULT '' NOT NULL, PRIMARY KEY (id), KEY k_1 (k))"
-            ),
-        ],
-    )
-    .await;
+    proxy::create_sbtest(&tb, &schema).await;
     let rule = |batch: u64| {
         format!(
             "[[generator]]\nname = \"sb\"\nkind = \"sequence\"\nbatch = {batch}\n\n\

@@ -957,6 +957,23 @@ pub async fn run_exec(
 
 /// Runs `sysbench <workload> ... <cmd>` against idgate at `addr`, logged in
 /// as the test user, on schema `db`; `args` are the workload's own options.
+/// Creates `schema` with sysbench's `sbtest1` table as `oltp_insert`
+/// writes it, without AUTO_INCREMENT (a rule fills `id`).
+pub async fn create_sbtest(tb: &Testbed, schema: &str) {
+    admin(
+        tb,
+        0,
+        &[
+            &format!("CREATE DATABASE `{schema}`"),
+            &format!(
+                "CREATE TABLE `{schema}`.sbtest1 (id INTEGER NOT NULL, k INTEGER DEFAULT '0' NOT NULL, \
+                 c CHAR(120) DEFAULT '' NOT NULL, pad CHAR(60) DEFAULT '' NOT NULL, PRIMARY KEY (id), KEY k_1 (k))"
+            ),
+        ],
+    )
+    .await;
+}
+
 pub async fn sysbench(
     addr: SocketAddr,
     db: &str,
