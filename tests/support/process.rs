@@ -109,7 +109,7 @@ impl Idgate {
             opts.server_extra, tb.user, tb.password, tb.etcd, opts.etcd_prefix
         );
         let path = dir.path().join("idgate.toml");
-        std::fs::write(&path, config).expect("config");
+        super::write_private(&path, &config);
         let log = std::fs::File::create(dir.path().join("idgate.log")).expect("log file");
         let bin = env!("CARGO_BIN_EXE_idgate");
         let mut cmd = match opts.wrapper.split_first() {

@@ -396,8 +396,7 @@ impl ProxyProcess {
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("idgate.toml");
-        std::fs::write(&path, config_text(tb, &addr.to_string(), server_extra))
-            .expect("write config");
+        super::write_private(&path, &config_text(tb, &addr.to_string(), server_extra));
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_idgate"))
             .arg("serve")
             .arg("--config")
