@@ -113,7 +113,7 @@ fn respond(head: &[u8], shared: &Shared) -> (&'static str, &'static str, String,
         "/metrics" => (
             "200 OK",
             "text/plain; version=0.0.4; charset=utf-8",
-            metrics(&stats, shared.sessions.len()),
+            metrics(&stats, shared.sessions.len()) + &login_metrics(&shared.login_throttle),
             head_only,
         ),
         "/healthz" => {
@@ -141,6 +141,21 @@ fn respond(head: &[u8], shared: &Shared) -> (&'static str, &'static str, String,
         }
         _ => ("404 Not Found", TEXT, "not found\n".into(), head_only),
     }
+}
+
+/// Logins delayed after repeated failures from their address.
+fn login_metrics(t: &crate::frontend::session::limits::LoginThrottle) -> String {
+    use std::sync::atomic::Ordering::Relaxed;
+    format!(
+        "# HELP idgate_login_delays_total Logins delayed after repeated failed logins from their address.\n\
+         # TYPE idgate_login_delays_total counter\n\
+         idgate_login_delays_total {}\n\
+         # HELP idgate_login_delay_seconds_total Time those logins were delayed.\n\
+         # TYPE idgate_login_delay_seconds_total counter\n\
+         idgate_login_delay_seconds_total {}\n",
+        t.delayed.load(Relaxed),
+        t.delayed_ms.load(Relaxed) as f64 / 1000.0
+    )
 }
 
 /// The Prometheus text exposition of `stats` and the session count.

@@ -57,9 +57,7 @@ pub(super) async fn serve(
     mut stop: watch::Receiver<bool>,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) {
-    let user = svc
-        .default_user
-        .filter(|&i| svc.users[i].password.is_empty());
+    let user = svc.default_user.filter(|&i| svc.users[i].secret.is_empty());
     let mut conn = Conn {
         id: svc.next_client_id.fetch_add(1, Ordering::Relaxed),
         svc,
@@ -157,11 +155,6 @@ pub(super) async fn serve(
             _ = stop.changed() => {}
         }
     }
-}
-
-/// Compares two byte strings in time that depends only on their lengths.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 const NOAUTH: &str = "NOAUTH Authentication required.";
@@ -346,7 +339,7 @@ impl Conn {
             },
         };
         match index {
-            Some(i) if same(self.svc.users[i].password.as_bytes(), password) => {
+            Some(i) if self.svc.users[i].secret.verify_plain(password) => {
                 self.user = Some(i);
                 Ok(())
             }

@@ -570,19 +570,39 @@ impl Session {
         }
         let ok = self
             .shared
-            .users
-            .get(&user)
-            .is_some_and(|pw| handshake::verify_native(&self.login.scramble, pw, &token));
+            .user(&user)
+            .is_some_and(|(_, u)| u.secret.verify_native(&self.login.scramble, &token));
         let name = String::from_utf8_lossy(&user).into_owned();
         if !ok {
             let using = if token.is_empty() { "NO" } else { "YES" };
             warn!(conn = self.id, user = %name, "COM_CHANGE_USER refused");
+            if let Ok(a) = self.client.stream().peer_addr() {
+                self.shared.login_throttle.failed(a.ip());
+            }
             let msg = format!("Access denied for user '{name}' (using password: {using})");
             let _ = self
                 .send_error(seq, &codes::ER_ACCESS_DENIED_ERROR, &msg)
                 .await;
             return Ok(Next::Quit);
         }
+        // The new user's own place under its max_connections (the old
+        // one's is given back once the switch is done).
+        let same_user = self.shared.user(&user).map(|(i, _)| i) == Some(self._user_slot.user());
+        if !same_user {
+            match super::acquire_slot(&self.shared, &name) {
+                Some(slot) => self._user_slot = slot,
+                None => {
+                    let (msg, _) = super::too_many_user_connections(&self.shared, &name);
+                    warn!(conn = self.id, user = %name, "COM_CHANGE_USER refused: {msg}");
+                    let _ = self
+                        .send_error(seq, &codes::ER_TOO_MANY_USER_CONNECTIONS, &msg)
+                        .await;
+                    return Ok(Next::Quit);
+                }
+            }
+        }
+        // Shard connections of the old user's account are closed: the new
+        // ones log in with the new user's (`Session::backend`).
         self.close_backends().await;
         self.forget_session_state();
         self.registered.control.set_user(&name);
