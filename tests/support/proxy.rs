@@ -558,6 +558,12 @@ impl RawClient {
     /// Connects and logs in, following an auth switch to mysql_native_password.
     pub async fn connect(addr: SocketAddr, spec: &LoginSpec) -> LoginOutcome {
         let stream = TcpStream::connect(addr).await.expect("connect");
+        Self::login_on(stream, spec).await
+    }
+
+    /// [`RawClient::connect`] on a connected `stream` (e.g. from a chosen
+    /// local address).
+    pub async fn login_on(stream: TcpStream, spec: &LoginSpec) -> LoginOutcome {
         let mut conn = PacketConn::new(stream);
         let (_, _, greeting) = read_packet(&mut conn).await.expect("greeting");
         if greeting.first() == Some(&reply::ERR) {
