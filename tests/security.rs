@@ -604,3 +604,29 @@ async fn oversized_pre_auth_packets_are_refused_without_growing() {
     // It still serves.
     assert_eq!(try_login(p.addr, proxy::USER, proxy::PASSWORD).await, None);
 }
+
+#[test]
+fn redis_auth_checks_a_password_hash() {
+    let Some(tb) = support::testbed() else { return };
+    let p = support::process::Idgate::start(
+        &tb,
+        &support::process::Options {
+            rules: "[[generator]]\nname = \"orders\"\nkind = \"sequence\"\n".into(),
+            etcd_prefix: format!("/{}", support::unique("sec_resp")),
+            ..Default::default()
+        },
+    );
+    let mut c = support::process::Raw::connect(p.resp);
+    assert!(c.cmd("AUTH hashed nope").starts_with("-WRONGPASS"));
+    assert!(c.cmd("AUTH hashed ").starts_with("-"));
+    assert_eq!(c.cmd("AUTH hashed hpw"), "+OK");
+    assert!(c.cmd("INCR orders").starts_with(':'));
+    // The MySQL listener takes the same hash.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mysql = p.mysql;
+    assert_eq!(rt.block_on(try_login(mysql, "hashed", "hpw")), None);
+    assert_eq!(rt.block_on(try_login(mysql, "hashed", "x")), Some(1045));
+}

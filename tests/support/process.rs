@@ -19,9 +19,12 @@ use std::time::{Duration, Instant};
 pub const TEST_ALLOCATOR_BOUNDS: &str =
     "lease_ttl_secs = 60\nstore_timeout_ms = 20000\nrequest_timeout_ms = 30000\n";
 
+/// Accounts of the test processes; "hashed" has password "hpw", given as
+/// its `password_hash`.
 pub const USERS: &str = "[[users]]\nname = \"app\"\npassword = \"secret\"\n\
 [[users]]\nname = \"limited\"\npassword = \"lpw\"\ngenerators = [\"orders\"]\n\
-[[users]]\nname = \"default\"\npassword = \"dpw\"\n";
+[[users]]\nname = \"default\"\npassword = \"dpw\"\n\
+[[users]]\nname = \"hashed\"\npassword_hash = \"*0D1A4BC3689C270B9251B2A4704D402DA1F5CC0C\"\n";
 
 /// A free TCP port on 127.0.0.1 (bound and released: another process may
 /// take it in between, which only makes the start fail loudly).
