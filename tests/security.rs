@@ -630,3 +630,28 @@ fn redis_auth_checks_a_password_hash() {
     assert_eq!(rt.block_on(try_login(mysql, "hashed", "hpw")), None);
     assert_eq!(rt.block_on(try_login(mysql, "hashed", "x")), Some(1045));
 }
+
+#[tokio::test]
+async fn a_client_that_never_logs_in_is_closed_and_frees_its_slot() {
+    let Some(tb) = support::testbed() else { return };
+    let text = proxy::config_text(&tb, "127.0.0.1:0", "max_connections = 1");
+    let mut shared = Shared::new(Config::parse(&text, "test").unwrap());
+    shared.login_timeout = Duration::from_millis(300);
+    let p = Proxy::start_shared(Arc::new(shared), true).await;
+    let s = tokio::net::TcpStream::connect(p.addr).await.unwrap();
+    let mut conn = PacketConn::new(s);
+    let (_, _, g) = proxy::read_packet(&mut conn).await.expect("greeting");
+    ServerHandshake::decode(&g).expect("handshake");
+    // Nothing sent: idgate closes the connection (without a reply).
+    assert!(proxy::read_packet(&mut conn).await.is_none());
+    // Its only slot is free again (once idgate has seen it go).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while try_login(p.addr, proxy::USER, proxy::PASSWORD)
+        .await
+        .is_some()
+    {
+        assert!(Instant::now() < deadline, "the slot was not given back");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    p.stop().await;
+}

@@ -35,6 +35,10 @@ pub struct Shared {
     /// Failed logins per address, and the delay they earn (its clock can be
     /// replaced before the server starts, for tests).
     pub login_throttle: crate::frontend::session::limits::LoginThrottle,
+    /// How long a client may take to send each packet of its login (as
+    /// MariaDB's connect_timeout); then the connection is closed, so a
+    /// client that connects and sends nothing does not hold a slot.
+    pub login_timeout: Duration,
     /// Learned from the default shard; refreshed by every new shard connection.
     pub shard_info: RwLock<ShardInfo>,
     /// Column rules; `None`: idgate only relays.
@@ -127,6 +131,7 @@ impl Shared {
                 Arc::new(crate::idgen::SystemClock::new()),
                 crate::frontend::session::limits::MAX_ADDRESSES,
             ),
+            login_timeout: crate::frontend::session::limits::LOGIN_TIMEOUT,
             config,
             users,
             user_slots,

@@ -71,6 +71,9 @@ impl Drop for UserSlot {
     }
 }
 
+/// How long a client may take to send each packet of its login.
+pub const LOGIN_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Failed logins an address may have before its logins are delayed.
 pub const FREE_FAILURES: u32 = 3;
 /// The first delay; each further failure doubles it, up to [`MAX_DELAY`].

@@ -79,7 +79,7 @@ pub async fn login(
     client.write_packet(0, &greeting.encode()).await?;
 
     let mut buf = Vec::new();
-    let seq = read(client, &mut buf, 1).await?;
+    let seq = read(client, shared, &mut buf, 1).await?;
     if buf.len() == SSL_REQUEST_LEN {
         return refuse(
             client,
@@ -116,7 +116,7 @@ pub async fn login(
                 &handshake::auth_switch_request(NATIVE_PASSWORD, &scramble),
             )
             .await?;
-        seq = read(client, &mut buf, seq + 1).await? + 1;
+        seq = read(client, shared, &mut buf, seq + 1).await? + 1;
         token = buf.clone();
     }
     let user = String::from_utf8_lossy(&hs.user).into_owned();
@@ -177,10 +177,21 @@ pub async fn login(
 
 async fn read(
     client: &mut PacketConn,
+    shared: &Shared,
     buf: &mut Vec<u8>,
     expected_seq: u8,
 ) -> Result<u8, LoginError> {
-    match client.read_packet(buf, MAX_PRE_AUTH_PACKET).await {
+    let read = tokio::time::timeout(
+        shared.login_timeout,
+        client.read_packet(buf, MAX_PRE_AUTH_PACKET),
+    );
+    let Ok(read) = read.await else {
+        return Err(LoginError::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "the client sent nothing to log in with in time",
+        )));
+    };
+    match read {
         Ok(Some((first, last))) if first == expected_seq => Ok(last),
         Ok(Some(_)) => {
             refuse(
