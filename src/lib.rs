@@ -13,7 +13,8 @@
 //!   `collation/data/`), for placing rows by a string key and merging
 //!   scattered ORDER BY/MIN/MAX alike. A leaf.
 //! - [`config`]: `idgate.toml` (listen addresses, users, backend account, shards,
-//!   allocator store, rules directory), validated on load.
+//!   allocator store, rules directory), validated on load; passwords read
+//!   from their source (`password_hash`/`_file`/`_env`).
 //! - [`rules`]: `rules/*.toml`: generators and table column rules.
 //! - [`protocol`]: MySQL packet framing, handshake, OK/ERR packets, error codes,
 //!   column definitions and result-set rows. Bytes only, no SQL semantics.
@@ -21,8 +22,10 @@
 //! - [`frontend`]: client sessions, in folders by concern, imports one way
 //!   (handlers -> the session core and leaf modules; no cycle):
 //!   - `frontend/session/`: the core: a session's state and command loop,
-//!     login, its shard connections (`backends`: the one provider handlers
-//!     get a connection from, where a pool goes), prepared statements, SET
+//!     login, its limits (`limits`: sessions per user, the delay after
+//!     repeated failed logins), its shard connections (`backends`: the one
+//!     provider handlers get a connection from, where a pool goes; each
+//!     logs in with the user's shard account), prepared statements, SET
 //!     replay, the session registry and `KILL`;
 //!   - `frontend/write/`: ids filled (`inject`), read back (`capture`),
 //!     reported for INSERT IGNORE / ON DUPLICATE KEY UPDATE (`upsert`),

@@ -587,10 +587,10 @@ impl Session {
         }
         // The new user's own place under its max_connections (the old
         // one's is given back once the switch is done).
-        let same_user = self.shared.user(&user).map(|(i, _)| i) == Some(self._user_slot.user());
+        let same_user = self.shared.user(&user).map(|(i, _)| i) == Some(self.user_slot.user());
         if !same_user {
             match super::acquire_slot(&self.shared, &name) {
-                Some(slot) => self._user_slot = slot,
+                Some(slot) => self.user_slot = slot,
                 None => {
                     let (msg, _) = super::too_many_user_connections(&self.shared, &name);
                     warn!(conn = self.id, user = %name, "COM_CHANGE_USER refused: {msg}");

@@ -3,9 +3,9 @@
 //! What each command does is dispatched in `engine.rs`.
 //!
 //! A session holds at most one connection per shard (`backends.rs`), opened
-//! the first time a command needs that shard (with the `[backend]` account
-//! and the client's schema, character set and capabilities) and kept for
-//! the session. Replies are relayed byte for byte.
+//! the first time a command needs that shard (with the user's shard
+//! account, `backend_user` or `[backend]`'s, and the client's schema,
+//! character set and capabilities) and kept for the session. Replies are relayed byte for byte.
 
 pub mod backends;
 mod engine;
@@ -143,7 +143,7 @@ pub struct Session {
     pub(in crate::frontend) killed: bool,
     /// The session's place under its user's `max_connections`, given back
     /// when the session is dropped (however it ends).
-    pub(in crate::frontend) _user_slot: limits::UserSlot,
+    pub(in crate::frontend) user_slot: limits::UserSlot,
 }
 
 /// A slot under `user`'s `max_connections`, if one is free.
@@ -231,7 +231,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
         watched: None,
         watching: false,
         killed: false,
-        _user_slot: user_slot,
+        user_slot,
     };
     let started = Instant::now();
     let reason = session.run(&mut shutdown).await;
