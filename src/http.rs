@@ -144,7 +144,7 @@ fn respond(head: &[u8], shared: &Shared) -> (&'static str, &'static str, String,
 }
 
 /// Logins delayed after repeated failures from their address.
-fn login_metrics(t: &crate::frontend::session::limits::LoginThrottle) -> String {
+fn login_metrics(t: &crate::throttle::LoginThrottle) -> String {
     use std::sync::atomic::Ordering::Relaxed;
     format!(
         "# HELP idgate_login_delays_total Logins delayed after repeated failed logins from their address.\n\

@@ -4,7 +4,7 @@
 //! # Layout
 //!
 //! Dependencies point one way: (`server`, `http`) -> `frontend` -> (`sql`, `idgen`,
-//! `backend`) -> `shard` -> `protocol`; `resp` -> (`idgen`, `config`); `rules` -> `shard` (a rule builds its
+//! `backend`) -> `shard` -> `protocol`; `resp` -> (`idgen`, `config`, `throttle`); `throttle` -> `idgen`; `rules` -> `shard` (a rule builds its
 //! table's `shard::placement`); `sql` uses `shard`'s value types (`KeyValue`,
 //! `MergeSpec`); `config` and `collation` are leaves.
 //!
@@ -58,6 +58,8 @@
 //!   loop. Takes ids from the same [`idgen::Allocator`] as INSERTs.
 //! - [`listener`]: the accept loop both listeners share: connection
 //!   limit, accept backoff, graceful shutdown with a drain timeout. A leaf.
+//! - [`throttle`]: the delay for logins from an address after repeated
+//!   failures, shared by both listeners (uses only `idgen`'s `Clock`).
 //! - [`server`]: the MySQL listener on it (XA recovery and the deadlock
 //!   detector run alongside).
 //! - [`http`]: the admin HTTP listener (`/metrics`, `/healthz`).
@@ -75,3 +77,4 @@ pub mod rules;
 pub mod server;
 pub mod shard;
 pub mod sql;
+pub mod throttle;

@@ -256,6 +256,7 @@ async fn serve(cfg: Config) -> ExitCode {
                 let service = Arc::new(idgate::resp::Service::new(
                     &shared.config,
                     allocator.clone(),
+                    shared.login_throttle.clone(),
                 ));
                 Some(tokio::spawn(idgate::resp::server::run(
                     l,

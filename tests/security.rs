@@ -8,12 +8,12 @@
 mod support;
 
 use idgate::config::Config;
-use idgate::frontend::session::limits::LoginThrottle;
 use idgate::frontend::Shared;
 use idgate::idgen::FakeClock;
 use idgate::protocol::handshake::ServerHandshake;
 use idgate::protocol::packet::PacketConn;
 use idgate::protocol::reply;
+use idgate::throttle::LoginThrottle;
 use mysql_async::prelude::Queryable;
 use mysql_async::{ChangeUserOpts, Conn};
 use std::os::unix::fs::PermissionsExt;
@@ -467,7 +467,7 @@ async fn repeated_failed_logins_are_delayed_per_address() {
     let cfg = config_with(&tb, "");
     let clock = Arc::new(FakeClock::new(1_000_000));
     let mut shared = Shared::new(cfg);
-    shared.login_throttle = LoginThrottle::new(clock.clone(), 1000);
+    shared.login_throttle = Arc::new(LoginThrottle::new(clock.clone(), 1000));
     let p = Proxy::start_shared(Arc::new(shared), true).await;
     let t = &p.shared.login_throttle;
     let delayed = || {
@@ -629,6 +629,40 @@ fn redis_auth_checks_a_password_hash() {
     let mysql = p.mysql;
     assert_eq!(rt.block_on(try_login(mysql, "hashed", "hpw")), None);
     assert_eq!(rt.block_on(try_login(mysql, "hashed", "x")), Some(1045));
+
+    // Repeated failed AUTHs are delayed like MySQL logins, in the same
+    // table: 1 failure above, 2 more are free, the 4th waits 100 ms.
+    let metric = |name: &str| -> String {
+        let body = p.http_get("/metrics");
+        body.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} in /metrics:\n{body}"))
+            .to_string()
+    };
+    assert_eq!(metric("idgate_login_delays_total"), "0");
+    let mut g = support::process::Raw::connect(p.resp);
+    for _ in 0..2 {
+        assert!(g.cmd("AUTH hashed guess").starts_with("-WRONGPASS"));
+    }
+    assert_eq!(metric("idgate_login_delays_total"), "0");
+    assert!(g.cmd("AUTH hashed guess").starts_with("-WRONGPASS"));
+    assert_eq!(metric("idgate_login_delays_total"), "1");
+    assert_eq!(metric("idgate_login_delay_seconds_total"), "0.1");
+    // The MySQL listener shares the table: its next login waits 200 ms.
+    assert_eq!(rt.block_on(try_login(mysql, "hashed", "x")), Some(1045));
+    assert_eq!(metric("idgate_login_delays_total"), "2");
+    assert_eq!(metric("idgate_login_delay_seconds_total"), "0.3");
+    let log = p.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("AUTH delayed"))
+        .unwrap_or_else(|| panic!("no delay logged:\n{log}"));
+    assert!(
+        line.contains("peer=127.0.0.1")
+            && line.contains("user=hashed")
+            && line.contains("delay_ms=100"),
+        "{line}"
+    );
 }
 
 #[tokio::test]

@@ -34,7 +34,7 @@ pub struct Shared {
     pub user_slots: Arc<crate::frontend::session::limits::UserSlots>,
     /// Failed logins per address, and the delay they earn (its clock can be
     /// replaced before the server starts, for tests).
-    pub login_throttle: crate::frontend::session::limits::LoginThrottle,
+    pub login_throttle: Arc<crate::throttle::LoginThrottle>,
     /// How long a client may take to send each packet of its login (as
     /// MariaDB's connect_timeout); then the connection is closed, so a
     /// client that connects and sends nothing does not hold a slot.
@@ -127,10 +127,10 @@ impl Shared {
             watch: Default::default(),
             deadlocks_resolved: AtomicU64::new(0),
             deadlock_scans: AtomicU64::new(0),
-            login_throttle: crate::frontend::session::limits::LoginThrottle::new(
+            login_throttle: Arc::new(crate::throttle::LoginThrottle::new(
                 Arc::new(crate::idgen::SystemClock::new()),
-                crate::frontend::session::limits::MAX_ADDRESSES,
-            ),
+                crate::throttle::MAX_ADDRESSES,
+            )),
             login_timeout: crate::frontend::session::limits::LOGIN_TIMEOUT,
             config,
             users,
