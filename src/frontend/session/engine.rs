@@ -568,17 +568,38 @@ impl Session {
             }
             token = buf;
         }
+        let name = String::from_utf8_lossy(&user).into_owned();
+        // A login like any other: delayed after repeated failures from
+        // this address, and counted.
+        let peer_ip = self.client.stream().peer_addr().ok().map(|a| a.ip());
+        if let Some(ip) = peer_ip {
+            let (delay, failures) = self.shared.login_throttle.delay(ip);
+            if !delay.is_zero() {
+                warn!(
+                    conn = self.id,
+                    peer = %ip,
+                    user = %name,
+                    failures,
+                    delay_ms = delay.as_millis() as u64,
+                    "COM_CHANGE_USER delayed after repeated failed logins from this address"
+                );
+                tokio::time::sleep(delay).await;
+            }
+        }
         let ok = self
             .shared
             .user(&user)
             .is_some_and(|(_, u)| u.secret.verify_native(&self.login.scramble, &token));
-        let name = String::from_utf8_lossy(&user).into_owned();
+        if let Some(ip) = peer_ip {
+            if ok {
+                self.shared.login_throttle.succeeded(ip);
+            } else {
+                self.shared.login_throttle.failed(ip);
+            }
+        }
         if !ok {
             let using = if token.is_empty() { "NO" } else { "YES" };
             warn!(conn = self.id, user = %name, "COM_CHANGE_USER refused");
-            if let Ok(a) = self.client.stream().peer_addr() {
-                self.shared.login_throttle.failed(a.ip());
-            }
             let msg = format!("Access denied for user '{name}' (using password: {using})");
             let _ = self
                 .send_error(seq, &codes::ER_ACCESS_DENIED_ERROR, &msg)
