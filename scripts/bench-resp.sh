@@ -48,6 +48,8 @@ cat >"$work/rules/bench.toml" <<EOF
 name = "orders"
 kind = "sequence"
 EOF
+# idgate refuses a world-readable config that holds a plaintext password.
+umask 077
 cat >"$work/idgate.toml" <<EOF
 [server]
 listen = "127.0.0.1:$(free_port)"

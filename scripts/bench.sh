@@ -68,6 +68,9 @@
 # BENCH_DB / BENCH_IDS_DB (schemas, default sbtest / sbtest_ids),
 # BENCH_APP_USER / BENCH_APP_PASSWORD (idgate's [[users]] account, default sbtest).
 set -euo pipefail
+# idgate refuses a world-readable config that holds a plaintext password:
+# every file this script writes is its owner's only.
+umask 077
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 py=/usr/bin/python3 # Debian's python, which has python3-pymysql

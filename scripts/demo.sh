@@ -149,6 +149,8 @@ while port_in_use "$port"; do
   port=$((port + 1))
   ((port < 6100)) || die "no free port in 6033..6099"
 done
+# idgate refuses a world-readable config that holds a plaintext password.
+umask 077
 cat >"$demo_dir/idgate.toml" <<EOF
 # Written by scripts/demo.sh. See examples/ for every key, commented.
 [server]

@@ -23,6 +23,10 @@ pub struct Config {
     pub allocator: AllocatorConfig,
     /// Column rules; absent: idgate relays without injecting ids.
     pub rules: Option<RulesConfig>,
+    /// The text gave some password in plain text (`password`,
+    /// `backend_password`): the file must not be world-readable.
+    #[serde(skip)]
+    pub holds_plaintext: bool,
 }
 
 /// `[server]`.
@@ -61,9 +65,33 @@ pub struct ServerConfig {
 pub struct UserConfig {
     pub name: String,
     /// Plain text; checked with mysql_native_password (MySQL) or compared
-    /// as sent by `AUTH` (Redis protocol).
-    #[serde(default)]
-    pub password: String,
+    /// as sent by `AUTH` (Redis protocol). At most one of `password`,
+    /// `password_hash`, `password_file`, `password_env`; none: empty.
+    pub password: Option<String>,
+    /// `*` + 40 hex digits, as `SELECT PASSWORD('...')` prints it.
+    pub password_hash: Option<String>,
+    /// A file holding the password (one trailing newline stripped).
+    pub password_file: Option<PathBuf>,
+    /// An environment variable holding the password.
+    pub password_env: Option<String>,
+    /// The password as checked, from whichever key gave it (resolved on load).
+    #[serde(skip)]
+    pub secret: Secret,
+    /// The shard account this user's sessions log in to the shards with;
+    /// absent: `[backend]`'s.
+    pub backend_user: Option<String>,
+    /// That account's password (or `backend_password_file`/`_env`).
+    pub backend_password: Option<String>,
+    pub backend_password_file: Option<PathBuf>,
+    pub backend_password_env: Option<String>,
+    /// Accepted only to be refused with a reason: a hash cannot log in.
+    pub backend_password_hash: Option<String>,
+    /// The resolved shard account (user, password); `None`: `[backend]`'s.
+    #[serde(skip)]
+    pub shard_account: Option<(String, String)>,
+    /// Sessions of this user at once (MySQL listener, whole process); one
+    /// more gets error 1203. Absent: no limit of its own.
+    pub max_connections: Option<usize>,
     /// Generators this user may take ids from outside INSERTs (Redis
     /// protocol, NEXTVAL); absent: all of them. Grants as March has them, so
     /// one application cannot drain or probe another's generator.
@@ -85,13 +113,130 @@ impl UserConfig {
     }
 }
 
+/// A `[[users]]` password as idgate checks it. Its `Debug` shows no secret.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub enum Secret {
+    /// No password: only an empty one is accepted.
+    #[default]
+    Empty,
+    /// The password itself (`password`, `password_file`, `password_env`).
+    Plain(String),
+    /// SHA1(SHA1(password)) (`password_hash`): enough to check a
+    /// mysql_native_password scramble or a password sent in clear.
+    NativeHash([u8; 20]),
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Secret::Empty => "Empty",
+            Secret::Plain(_) => "Plain(..)",
+            Secret::NativeHash(_) => "NativeHash(..)",
+        })
+    }
+}
+
+fn sha1(parts: &[&[u8]]) -> [u8; 20] {
+    use sha1::Digest;
+    let mut h = sha1::Sha1::new();
+    for p in parts {
+        h.update(p);
+    }
+    h.finalize().into()
+}
+
+/// Equal in constant time (for equal lengths).
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The `*` + 40 upper-case hex digits form of SHA1(SHA1(`password`)), as
+/// MariaDB's `PASSWORD()` prints it (empty for an empty password).
+pub fn native_hash_text(password: &[u8]) -> String {
+    if password.is_empty() {
+        return String::new();
+    }
+    let h = sha1(&[&sha1(&[password])]);
+    let mut out = String::with_capacity(41);
+    out.push('*');
+    for b in h {
+        out.push_str(&format!("{b:02X}"));
+    }
+    out
+}
+
+/// Parses the `*HEX` form of [`native_hash_text`].
+pub fn parse_native_hash(text: &str) -> Option<[u8; 20]> {
+    let hex = text.strip_prefix('*')?;
+    if hex.len() != 40 || !hex.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 20];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+impl Secret {
+    /// SHA1(SHA1(password)); `None` for an empty password.
+    pub fn stage2(&self) -> Option<[u8; 20]> {
+        match self {
+            Secret::Empty => None,
+            Secret::Plain(p) if p.is_empty() => None,
+            Secret::Plain(p) => Some(sha1(&[&sha1(&[p.as_bytes()])])),
+            Secret::NativeHash(h) => Some(*h),
+        }
+    }
+
+    /// Whether there is no password.
+    pub fn is_empty(&self) -> bool {
+        self.stage2().is_none()
+    }
+
+    /// Checks a mysql_native_password `token` made with `nonce`: the token
+    /// is SHA1(pw) XOR SHA1(nonce + SHA1(SHA1(pw))), so SHA1(SHA1(pw)) alone
+    /// verifies it. An empty password takes an empty token only.
+    pub fn verify_native(&self, nonce: &[u8], token: &[u8]) -> bool {
+        let Some(stage2) = self.stage2() else {
+            return token.is_empty();
+        };
+        if token.len() != 20 {
+            return false;
+        }
+        let mask = sha1(&[nonce, &stage2]);
+        let mut stage1 = [0u8; 20];
+        for i in 0..20 {
+            stage1[i] = token[i] ^ mask[i];
+        }
+        same(&sha1(&[&stage1]), &stage2)
+    }
+
+    /// Checks a password sent in clear (Redis `AUTH`).
+    pub fn verify_plain(&self, sent: &[u8]) -> bool {
+        match self {
+            Secret::Plain(p) => same(p.as_bytes(), sent),
+            _ => match self.stage2() {
+                None => sent.is_empty(),
+                Some(h) => !sent.is_empty() && same(&sha1(&[&sha1(&[sent])]), &h),
+            },
+        }
+    }
+}
+
 /// `[backend]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BackendConfig {
     pub user: String,
+    /// Plain text, or from `password_file` / `password_env` (at most one;
+    /// none: empty). Resolved on load: after it, this holds the password.
     #[serde(default)]
     pub password: String,
+    pub password_file: Option<PathBuf>,
+    pub password_env: Option<String>,
+    /// Accepted only to be refused with a reason: a hash cannot log in.
+    pub password_hash: Option<String>,
     /// Milliseconds to connect and log in to a shard before giving up.
     #[serde(default = "default_connect_timeout")]
     pub connect_timeout_ms: u64,
@@ -260,6 +405,9 @@ pub enum ConfigError {
     /// Syntax errors and unknown keys (toml's message carries line and column).
     #[error("{path}: {message}")]
     Parse { path: String, message: String },
+    /// A file holding a plaintext password that others may read.
+    #[error("{path}: {reason}")]
+    WorldReadable { path: String, reason: String },
     #[error("{path}: {key}: {reason}")]
     Invalid {
         path: String,
@@ -276,8 +424,11 @@ impl Config {
             path: path.display().to_string(),
             source,
         })?;
-        let mut cfg = Config::parse(&text, &path.display().to_string())?;
         let base = path.parent().unwrap_or(Path::new("."));
+        let mut cfg = Config::parse_at(&text, &path.display().to_string(), base)?;
+        if cfg.holds_plaintext {
+            refuse_world_readable(path, "it holds a plaintext password")?;
+        }
         if let Some(r) = cfg.rules.as_mut() {
             if r.dir.is_relative() {
                 r.dir = base.join(&r.dir);
@@ -290,8 +441,14 @@ impl Config {
     }
 
     /// Parses and validates config text; `origin` names it in errors.
+    /// `password_file`s are read relative to the current directory.
     pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
-        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        Config::parse_at(text, origin, Path::new("."))
+    }
+
+    /// [`Config::parse`], with relative `password_file`s read from `base`.
+    fn parse_at(text: &str, origin: &str, base: &Path) -> Result<Config, ConfigError> {
+        let mut cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: origin.to_string(),
             message: e.to_string().trim_end().replace('\n', "\n  "),
         })?;
@@ -330,6 +487,7 @@ impl Config {
                 "at least one [[users]] entry is needed".into(),
             ));
         }
+        cfg.resolve_secrets(origin, base)?;
         for (i, u) in cfg.users.iter().enumerate() {
             if u.name.is_empty() {
                 return Err(invalid(
@@ -425,6 +583,111 @@ impl Config {
         Ok(cfg)
     }
 
+    /// Reads every password from the key that gives it (exactly one per
+    /// account), into [`UserConfig::secret`], [`UserConfig::shard_account`]
+    /// and [`BackendConfig::password`].
+    fn resolve_secrets(&mut self, origin: &str, base: &Path) -> Result<(), ConfigError> {
+        let invalid = |key: String, reason: String| ConfigError::Invalid {
+            path: origin.to_string(),
+            key,
+            reason,
+        };
+        let b = &mut self.backend;
+        if b.password_hash.is_some() {
+            return Err(invalid(
+                "backend.password_hash".into(),
+                "a hash is not enough to log in to a shard; give the password with password_file or password_env".into(),
+            ));
+        }
+        let given = [
+            ("password", !b.password.is_empty()),
+            ("password_file", b.password_file.is_some()),
+            ("password_env", b.password_env.is_some()),
+        ];
+        one_source("[backend]", &given).map_err(|r| invalid("backend".into(), r))?;
+        self.holds_plaintext |= !b.password.is_empty();
+        if let Some(p) = read_source(b.password_file.as_deref(), b.password_env.as_deref(), base)
+            .map_err(|r| invalid("backend".into(), r))?
+        {
+            b.password = p;
+        }
+        for (i, u) in self.users.iter_mut().enumerate() {
+            let who = format!("user {:?}", u.name);
+            let key = format!("users[{i}]");
+            let given = [
+                ("password", u.password.is_some()),
+                ("password_hash", u.password_hash.is_some()),
+                ("password_file", u.password_file.is_some()),
+                ("password_env", u.password_env.is_some()),
+            ];
+            one_source(&who, &given).map_err(|r| invalid(key.clone(), r))?;
+            self.holds_plaintext |= u.password.as_ref().is_some_and(|p| !p.is_empty());
+            u.secret = if let Some(p) = &u.password {
+                Secret::Plain(p.clone())
+            } else if let Some(h) = &u.password_hash {
+                match parse_native_hash(h) {
+                    Some(h) => Secret::NativeHash(h),
+                    None => return Err(invalid(
+                        format!("{key}.password_hash"),
+                        format!("{who}: not '*' followed by 40 hex digits (the form SELECT PASSWORD('...') and `idgate hash-password` print)"),
+                    )),
+                }
+            } else {
+                match read_source(u.password_file.as_deref(), u.password_env.as_deref(), base)
+                    .map_err(|r| invalid(key.clone(), format!("{who}: {r}")))?
+                {
+                    Some(p) => Secret::Plain(p),
+                    None => Secret::Empty,
+                }
+            };
+            if u.backend_password_hash.is_some() {
+                return Err(invalid(
+                    format!("{key}.backend_password_hash"),
+                    format!("{who}: a hash is not enough to log in to a shard; give the password with backend_password_file or backend_password_env"),
+                ));
+            }
+            let given = [
+                ("backend_password", u.backend_password.is_some()),
+                ("backend_password_file", u.backend_password_file.is_some()),
+                ("backend_password_env", u.backend_password_env.is_some()),
+            ];
+            one_source(&who, &given).map_err(|r| invalid(key.clone(), r))?;
+            self.holds_plaintext |= u.backend_password.as_ref().is_some_and(|p| !p.is_empty());
+            let password = match &u.backend_password {
+                Some(p) => Some(p.clone()),
+                None => read_source(
+                    u.backend_password_file.as_deref(),
+                    u.backend_password_env.as_deref(),
+                    base,
+                )
+                .map_err(|r| invalid(key.clone(), format!("{who}: {r}")))?,
+            };
+            u.shard_account = match (&u.backend_user, password) {
+                (Some(name), p) if !name.is_empty() => Some((name.clone(), p.unwrap_or_default())),
+                (Some(_), _) => {
+                    return Err(invalid(
+                        format!("{key}.backend_user"),
+                        format!("{who}: must not be empty"),
+                    ))
+                }
+                (None, Some(_)) => {
+                    return Err(invalid(
+                        format!("{key}.backend_user"),
+                        format!("{who}: a backend password needs backend_user (without both, the [backend] account is used)"),
+                    ))
+                }
+                (None, None) => None,
+            };
+            if u.max_connections == Some(0) {
+                return Err(invalid(
+                    format!("{key}.max_connections"),
+                    format!("{who}: must be at least 1"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The parsed `server.resp_listen` address, if one is configured.
     pub fn resp_addr(&self) -> Result<Option<SocketAddr>, String> {
         match &self.server.resp_listen {
@@ -443,6 +706,70 @@ impl Config {
             .parse()
             .map_err(|e| format!("{:?} is not ip:port ({e})", self.server.listen))
     }
+}
+
+/// Refuses more than one of the `given` keys of `who`'s account.
+fn one_source(who: &str, given: &[(&str, bool)]) -> Result<(), String> {
+    let set: Vec<&str> = given.iter().filter(|g| g.1).map(|g| g.0).collect();
+    if set.len() > 1 {
+        let keys: Vec<&str> = given.iter().map(|g| g.0).collect();
+        return Err(format!(
+            "{who}: give exactly one of {}, not {}",
+            keys.join(", "),
+            set.join(" and ")
+        ));
+    }
+    Ok(())
+}
+
+/// The password in file `file` (relative to `base`; one trailing newline
+/// stripped) or environment variable `env`; `None` when neither is given.
+fn read_source(
+    file: Option<&Path>,
+    env: Option<&str>,
+    base: &Path,
+) -> Result<Option<String>, String> {
+    if let Some(f) = file {
+        let path = if f.is_relative() {
+            base.join(f)
+        } else {
+            f.to_path_buf()
+        };
+        refuse_world_readable(&path, "it holds a password").map_err(|e| e.to_string())?;
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read password file {}: {e}", path.display()))?;
+        let text = text.strip_suffix('\n').unwrap_or(&text);
+        let text = text.strip_suffix('\r').unwrap_or(text);
+        return Ok(Some(text.to_string()));
+    }
+    if let Some(name) = env {
+        return match std::env::var(name) {
+            Ok(v) => Ok(Some(v)),
+            Err(e) => Err(format!("environment variable {name} (password_env): {e}")),
+        };
+    }
+    Ok(None)
+}
+
+/// Refuses a file every user of the machine may read (`mode & 0o004`).
+fn refuse_world_readable(path: &Path, why: &str) -> Result<(), ConfigError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = match std::fs::metadata(path) {
+        Ok(m) => m.permissions().mode(),
+        // Reading it reports the error.
+        Err(_) => return Ok(()),
+    };
+    if mode & 0o004 != 0 {
+        return Err(ConfigError::WorldReadable {
+            path: path.display().to_string(),
+            reason: format!(
+                "{why} and every user of this machine may read it (mode {:03o}); run `chmod 600 {}`",
+                mode & 0o777,
+                path.display()
+            ),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -577,6 +904,188 @@ address = "127.0.0.1:3306"
                 &format!("listen = \"127.0.0.1:6033\"\ndeadlock_check_ms = {good}"),
             );
             assert!(Config::parse(&text, "t.toml").is_ok(), "{good}");
+        }
+    }
+
+    fn user(extra: &str) -> String {
+        GOOD.replace("password = \"x\"", extra)
+    }
+
+    #[test]
+    fn password_sources_exactly_one() {
+        let e = Config::parse(&user("password = \"x\"\npassword_env = \"X\""), "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("users[0]") && e.contains("\"app\""), "{e}");
+        assert!(e.contains("password and password_env"), "{e}");
+        assert!(
+            e.contains("exactly one of password, password_hash, password_file, password_env"),
+            "{e}"
+        );
+        let e = Config::parse(
+            &user("password_hash = \"*B69027D44F6E5EDC07F1AEAD1477967B16F28227\"\npassword_file = \"f\""),
+            "t.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("password_hash and password_file"), "{e}");
+        // None: an empty password.
+        let c = Config::parse(&user(""), "t.toml").unwrap();
+        assert!(c.users[0].secret.is_empty());
+        assert!(!c.holds_plaintext);
+        assert!(Config::parse(GOOD, "t.toml").unwrap().holds_plaintext);
+    }
+
+    #[test]
+    fn password_hash_is_checked_and_verifies() {
+        for bad in [
+            "B69027D44F6E5EDC07F1AEAD1477967B16F28227",
+            "*B69027",
+            "*Z69027D44F6E5EDC07F1AEAD1477967B16F28227",
+            "x",
+        ] {
+            let e = Config::parse(&user(&format!("password_hash = \"{bad}\"")), "t.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("users[0].password_hash") && e.contains("40 hex digits"),
+                "{e}"
+            );
+        }
+        // Lower case hex is taken too.
+        let c = Config::parse(
+            &user("password_hash = \"*b69027d44f6e5edc07f1aead1477967b16f28227\""),
+            "t.toml",
+        )
+        .unwrap();
+        let s = &c.users[0].secret;
+        assert_eq!(
+            s,
+            &Secret::NativeHash(parse_native_hash(&native_hash_text(b"x")).unwrap())
+        );
+        assert!(format!("{s:?}").contains(".."));
+        let nonce = b"abcdefghijklmnopqrst";
+        let token = mysql_common::scramble::scramble_native(nonce, b"x").unwrap();
+        assert!(s.verify_native(nonce, &token));
+        assert!(Secret::Plain("x".into()).verify_native(nonce, &token));
+        let wrong = mysql_common::scramble::scramble_native(nonce, b"y").unwrap();
+        assert!(!s.verify_native(nonce, &wrong));
+        assert!(!s.verify_native(nonce, b""));
+        assert!(!s.verify_native(nonce, &token[..19]));
+        assert!(s.verify_plain(b"x") && !s.verify_plain(b"y") && !s.verify_plain(b""));
+        assert!(Secret::Empty.verify_native(nonce, b"") && Secret::Empty.verify_plain(b""));
+        assert!(!Secret::Empty.verify_plain(b"x"));
+        assert_eq!(native_hash_text(b""), "");
+    }
+
+    #[test]
+    fn password_env_and_file() {
+        let var = format!("IDGATE_CONFIG_TEST_PW_{}", std::process::id());
+        std::env::set_var(&var, "from-env");
+        let c = Config::parse(&user(&format!("password_env = \"{var}\"")), "t.toml").unwrap();
+        assert_eq!(c.users[0].secret, Secret::Plain("from-env".into()));
+        let e = Config::parse(
+            &user("password_env = \"IDGATE_NO_SUCH_VARIABLE_X\""),
+            "t.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("IDGATE_NO_SUCH_VARIABLE_X"), "{e}");
+
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("pw");
+        std::fs::write(&f, "from-file\n").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let text = format!(
+            "{}\n",
+            GOOD.replace("password = \"x\"", "password_file = \"pw\"")
+                .replace(
+                    "user = \"root\"",
+                    &format!("user = \"root\"\npassword_env = \"{var}\"")
+                )
+        );
+        let path = dir.path().join("idgate.toml");
+        std::fs::write(&path, &text).unwrap();
+        // No plaintext password in it: its mode does not matter.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let c = Config::load(&path).unwrap();
+        assert_eq!(c.users[0].secret, Secret::Plain("from-file".into()));
+        assert_eq!(c.backend.password, "from-env");
+        // A world-readable password file is refused, naming it.
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = Config::load(&path).unwrap_err().to_string();
+        assert!(
+            e.contains(&f.display().to_string()) && e.contains("chmod 600"),
+            "{e}"
+        );
+        // Group-readable is the operator's choice.
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o640)).unwrap();
+        assert!(Config::load(&path).is_ok());
+        // A config holding a plaintext password must not be world-readable.
+        std::fs::write(&path, GOOD).unwrap();
+        let e = Config::load(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("idgate.toml") && e.contains("plaintext") && e.contains("chmod 600"),
+            "{e}"
+        );
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(Config::load(&path).is_ok());
+        std::env::remove_var(&var);
+    }
+
+    #[test]
+    fn backend_accounts() {
+        let e = Config::parse(
+            &GOOD.replace(
+                "user = \"root\"",
+                "user = \"root\"\npassword_hash = \"*B69027D44F6E5EDC07F1AEAD1477967B16F28227\"",
+            ),
+            "t.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("backend.password_hash") && e.contains("password_file or password_env"),
+            "{e}"
+        );
+        let e = Config::parse(
+            &GOOD.replace(
+                "user = \"root\"",
+                "user = \"root\"\npassword = \"a\"\npassword_env = \"B\"",
+            ),
+            "t.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("[backend]") && e.contains("password and password_env"),
+            "{e}"
+        );
+        let c = Config::parse(
+            &user("password = \"x\"\nbackend_user = \"shop\"\nbackend_password = \"spw\"\nmax_connections = 2"),
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            c.users[0].shard_account,
+            Some(("shop".into(), "spw".into()))
+        );
+        assert_eq!(c.users[0].max_connections, Some(2));
+        assert!(Config::parse(GOOD, "t.toml").unwrap().users[0]
+            .shard_account
+            .is_none());
+        for (extra, key, says) in [
+            ("backend_password = \"spw\"", "users[0].backend_user", "needs backend_user"),
+            ("backend_user = \"\"", "users[0].backend_user", "must not be empty"),
+            ("backend_user = \"s\"\nbackend_password_hash = \"*B69027D44F6E5EDC07F1AEAD1477967B16F28227\"", "users[0].backend_password_hash", "backend_password_file or backend_password_env"),
+            ("backend_user = \"s\"\nbackend_password = \"a\"\nbackend_password_env = \"B\"", "users[0]", "backend_password and backend_password_env"),
+            ("max_connections = 0", "users[0].max_connections", "at least 1"),
+        ] {
+            let e = Config::parse(&user(&format!("password = \"x\"\n{extra}")), "t.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key) && e.contains(says) && e.contains("\"app\""), "{extra}: {e}");
         }
     }
 }

@@ -116,7 +116,7 @@ fn respond(head: &[u8], shared: &Shared) -> (&'static str, &'static str, String,
             {
                 let mut m = metrics(&stats, shared.sessions.len());
                 rules_metrics(&mut m, shared.rules.version(), &shared.rules.status());
-                m
+                m + &login_metrics(&shared.login_throttle)
             },
             head_only,
         ),
@@ -185,6 +185,21 @@ pub fn rules_metrics(out: &mut String, version: u64, st: &crate::frontend::live:
         let _ = writeln!(out, "# TYPE idgate_{name} {kind}");
         let _ = writeln!(out, "idgate_{name} {value}");
     }
+}
+
+/// Logins delayed after repeated failures from their address.
+fn login_metrics(t: &crate::throttle::LoginThrottle) -> String {
+    use std::sync::atomic::Ordering::Relaxed;
+    format!(
+        "# HELP idgate_login_delays_total Logins delayed after repeated failed logins from their address.\n\
+         # TYPE idgate_login_delays_total counter\n\
+         idgate_login_delays_total {}\n\
+         # HELP idgate_login_delay_seconds_total Time those logins were delayed.\n\
+         # TYPE idgate_login_delay_seconds_total counter\n\
+         idgate_login_delay_seconds_total {}\n",
+        t.delayed.load(Relaxed),
+        t.delayed_ms.load(Relaxed) as f64 / 1000.0
+    )
 }
 
 /// The Prometheus text exposition of `stats` and the session count.

@@ -4,7 +4,7 @@
 //! # Layout
 //!
 //! Dependencies point one way: (`server`, `http`) -> `frontend` -> (`sql`, `idgen`,
-//! `backend`) -> `shard` -> `protocol`; `resp` -> (`idgen`, `config`); `rules` -> `shard` (a rule builds its
+//! `backend`) -> `shard` -> `protocol`; `resp` -> (`idgen`, `config`, `throttle`); `throttle` -> `idgen`; `rules` -> `shard` (a rule builds its
 //! table's `shard::placement`); `sql` uses `shard`'s value types (`KeyValue`,
 //! `MergeSpec`); `config` and `collation` are leaves.
 //!
@@ -13,7 +13,8 @@
 //!   `collation/data/`), for placing rows by a string key and merging
 //!   scattered ORDER BY/MIN/MAX alike. A leaf.
 //! - [`config`]: `idgate.toml` (listen addresses, users, backend account, shards,
-//!   allocator store, rules directory), validated on load.
+//!   allocator store, rules directory), validated on load; passwords read
+//!   from their source (`password_hash`/`_file`/`_env`).
 //! - [`rules`]: `rules/*.toml`: generators and table column rules.
 //! - [`protocol`]: MySQL packet framing, handshake, OK/ERR packets, error codes,
 //!   column definitions and result-set rows. Bytes only, no SQL semantics.
@@ -21,8 +22,10 @@
 //! - [`frontend`]: client sessions, in folders by concern, imports one way
 //!   (handlers -> the session core and leaf modules; no cycle):
 //!   - `frontend/session/`: the core: a session's state and command loop,
-//!     login, its shard connections (`backends`: the one provider handlers
-//!     get a connection from, where a pool goes), prepared statements, SET
+//!     login, its limits (`limits`: sessions per user, the delay after
+//!     repeated failed logins), its shard connections (`backends`: the one
+//!     provider handlers get a connection from, where a pool goes; each
+//!     logs in with the user's shard account), prepared statements, SET
 //!     replay, the session registry and `KILL`;
 //!   - `frontend/write/`: ids filled (`inject`), read back (`capture`),
 //!     reported for INSERT IGNORE / ON DUPLICATE KEY UPDATE (`upsert`),
@@ -55,6 +58,8 @@
 //!   loop. Takes ids from the same [`idgen::Allocator`] as INSERTs.
 //! - [`listener`]: the accept loop both listeners share: connection
 //!   limit, accept backoff, graceful shutdown with a drain timeout. A leaf.
+//! - [`throttle`]: the delay for logins from an address after repeated
+//!   failures, shared by both listeners (uses only `idgen`'s `Clock`).
 //! - [`server`]: the MySQL listener on it (XA recovery and the deadlock
 //!   detector run alongside).
 //! - [`http`]: the admin HTTP listener (`/metrics`, `/healthz`).
@@ -72,3 +77,4 @@ pub mod rules;
 pub mod server;
 pub mod shard;
 pub mod sql;
+pub mod throttle;

@@ -34,6 +34,10 @@ enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
+    /// Print the `password_hash` of a password (`*` + 40 hex digits, as
+    /// MariaDB's `SELECT PASSWORD('...')`), read from stdin, or from a
+    /// prompt without echo on a terminal.
+    HashPassword,
     /// Work with rule files.
     Rules {
         #[command(subcommand)]
@@ -78,6 +82,20 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::HashPassword => match read_password() {
+            Ok(pw) if pw.is_empty() => {
+                eprintln!("empty password: an account without a password needs no password_hash");
+                ExitCode::FAILURE
+            }
+            Ok(pw) => {
+                println!("{}", idgate::config::native_hash_text(pw.as_bytes()));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("cannot read the password: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Rules {
             command: RulesCommand::Check { dir, config },
         } => match config.as_deref().map(Config::load).transpose() {
@@ -109,6 +127,39 @@ fn main() -> ExitCode {
             rt.block_on(serve(cfg))
         }
     }
+}
+
+/// One line from stdin (its line end stripped); on a terminal, after a
+/// prompt on stderr and with echo off.
+fn read_password() -> std::io::Result<String> {
+    use std::io::{BufRead, IsTerminal};
+    let stdin = std::io::stdin();
+    let mut line = String::new();
+    if stdin.is_terminal() {
+        eprint!("Password: ");
+        // SAFETY: tcgetattr/tcsetattr on fd 0 with a termios they fill in.
+        let saved = unsafe {
+            let mut t: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(0, &mut t) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let saved = t;
+            t.c_lflag &= !libc::ECHO;
+            libc::tcsetattr(0, libc::TCSANOW, &t);
+            saved
+        };
+        let r = stdin.lock().read_line(&mut line);
+        // SAFETY: restores the settings read above.
+        unsafe {
+            libc::tcsetattr(0, libc::TCSANOW, &saved);
+        }
+        eprintln!();
+        r?;
+    } else {
+        stdin.lock().read_line(&mut line)?;
+    }
+    let pw = line.strip_suffix('\n').unwrap_or(&line);
+    Ok(pw.strip_suffix('\r').unwrap_or(pw).to_string())
 }
 
 /// The config's shard names, in order: what rule files may name.
@@ -211,6 +262,7 @@ async fn serve(cfg: Config) -> ExitCode {
                 let service = Arc::new(idgate::resp::Service::new(
                     &shared.config,
                     allocator.clone(),
+                    shared.login_throttle.clone(),
                 ));
                 Some(tokio::spawn(idgate::resp::server::run(
                     l,

@@ -307,7 +307,7 @@ async fn spawn_binary(
         proxy::config_text_etcd(tb, prefix).replace("127.0.0.1:0", &addr.to_string())
     );
     let path = dir.join("idgate.toml");
-    std::fs::write(&path, cfg).unwrap();
+    support::write_private(&path, &cfg);
     let start = || {
         std::process::Command::new(env!("CARGO_BIN_EXE_idgate"))
             .arg("serve")

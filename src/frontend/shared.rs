@@ -28,8 +28,17 @@ pub struct ShardInfo {
 #[derive(Debug)]
 pub struct Shared {
     pub config: Config,
-    /// `[[users]]` by name: password.
-    pub users: HashMap<Vec<u8>, Vec<u8>>,
+    /// `[[users]]` by name: index in `config.users`.
+    pub users: HashMap<Vec<u8>, usize>,
+    /// Sessions open per user, under `[[users]] max_connections`.
+    pub user_slots: Arc<crate::frontend::session::limits::UserSlots>,
+    /// Failed logins per address, and the delay they earn (its clock can be
+    /// replaced before the server starts, for tests).
+    pub login_throttle: Arc<crate::throttle::LoginThrottle>,
+    /// How long a client may take to send each packet of its login (as
+    /// MariaDB's connect_timeout); then the connection is closed, so a
+    /// client that connects and sends nothing does not hold a slot.
+    pub login_timeout: Duration,
     /// Learned from the default shard; refreshed by every new shard connection.
     pub shard_info: RwLock<ShardInfo>,
     /// Column rules in force (`load()` is `None`: idgate only relays);
@@ -101,8 +110,10 @@ impl Shared {
         let users = config
             .users
             .iter()
-            .map(|u| (u.name.as_bytes().to_vec(), u.password.as_bytes().to_vec()))
+            .enumerate()
+            .map(|(i, u)| (u.name.as_bytes().to_vec(), i))
             .collect();
+        let user_slots = crate::frontend::session::limits::UserSlots::new(config.users.len());
         let routing = rules.as_ref().is_some_and(|r| r.is_sharded());
         Shared {
             routing,
@@ -119,8 +130,14 @@ impl Shared {
             watch: Default::default(),
             deadlocks_resolved: AtomicU64::new(0),
             deadlock_scans: AtomicU64::new(0),
+            login_throttle: Arc::new(crate::throttle::LoginThrottle::new(
+                Arc::new(crate::idgen::SystemClock::new()),
+                crate::throttle::MAX_ADDRESSES,
+            )),
+            login_timeout: crate::frontend::session::limits::LOGIN_TIMEOUT,
             config,
             users,
+            user_slots,
             shard_info: RwLock::new(ShardInfo {
                 server_version: b"5.5.5-10.11.0-MariaDB-idgate".to_vec(),
                 capabilities: cap::SUPPORTED,
@@ -148,6 +165,24 @@ impl Shared {
     /// A connection id no other session of this process has.
     pub fn connection_id(&self) -> u32 {
         self.next_connection_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The `[[users]]` entry called `name`.
+    pub fn user(&self, name: &[u8]) -> Option<(usize, &crate::config::UserConfig)> {
+        let i = *self.users.get(name)?;
+        Some((i, self.config.users.get(i)?))
+    }
+
+    /// The shard account (user, password) sessions of `user` log in to the
+    /// shards with: its own `backend_user`, or `[backend]`'s.
+    pub fn shard_account(&self, user: &str) -> (&str, &str) {
+        match self
+            .user(user.as_bytes())
+            .and_then(|(_, u)| u.shard_account.as_ref())
+        {
+            Some((n, p)) => (n, p),
+            None => (&self.config.backend.user, &self.config.backend.password),
+        }
     }
 
     /// Connection timeout for shards.

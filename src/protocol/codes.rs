@@ -36,6 +36,8 @@ codes! {
     ER_NET_PACKETS_OUT_OF_ORDER = (1156, "08S01");
     /// Got a packet bigger than max_allowed_packet.
     ER_NET_PACKET_TOO_LARGE = (1153, "08S01");
+    /// A user's `max_connections` (MariaDB: max_user_connections) reached.
+    ER_TOO_MANY_USER_CONNECTIONS = (1203, "42000");
     /// Malformed packet.
     ER_MALFORMED_PACKET = (1835, "HY000");
     /// Unknown column (an ORDER BY idgate cannot resolve).

@@ -12,8 +12,9 @@
 //!   pipelining (every complete command read is answered in one write).
 //! - `server.rs`: the accept loop, connection limit and graceful shutdown.
 //!
-//! Depends on `config` (users, grants) and `idgen` only; nothing here knows
-//! about MySQL.
+//! Depends on `config` (users, grants), `idgen` and `throttle` (the delay
+//! after failed logins, shared with the MySQL listener) only; nothing here
+//! knows about MySQL.
 //!
 //! # Commands
 //!
@@ -35,6 +36,8 @@ use std::sync::atomic::AtomicU64;
 
 use crate::config::{Config, UserConfig};
 use crate::idgen::Allocator;
+use crate::throttle::LoginThrottle;
+use std::sync::Arc;
 
 /// What every connection of the listener shares.
 #[derive(Debug)]
@@ -54,11 +57,19 @@ pub struct Service {
     max_connections: usize,
     /// How long connections may take to finish after shutdown starts.
     drain: std::time::Duration,
+    /// Failed logins per address (shared with the MySQL listener): AUTH
+    /// from an address with repeated failures waits first.
+    throttle: Arc<LoginThrottle>,
 }
 
 impl Service {
-    /// The service for `cfg`'s users and limits, taking ids from `allocator`.
-    pub fn new(cfg: &Config, allocator: Option<Allocator>) -> Service {
+    /// The service for `cfg`'s users and limits, taking ids from
+    /// `allocator`, delaying logins by `throttle`.
+    pub fn new(
+        cfg: &Config,
+        allocator: Option<Allocator>,
+        throttle: Arc<LoginThrottle>,
+    ) -> Service {
         let users = cfg.users.clone();
         let default_user = users.iter().position(|u| u.name == "default");
         Service {
@@ -68,6 +79,7 @@ impl Service {
             next_client_id: AtomicU64::new(1),
             max_connections: cfg.server.max_connections,
             drain: std::time::Duration::from_secs(cfg.server.drain_timeout_secs),
+            throttle,
         }
     }
 }

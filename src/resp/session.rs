@@ -15,7 +15,7 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::command::{shown, Command};
 use super::frame::{self, MAX_ARGS};
@@ -45,6 +45,8 @@ struct Conn {
     /// The last generator used, by name, with the grant already checked:
     /// a client taking ids from one generator skips the map lookup.
     last: Option<(Vec<u8>, Arc<Generator>)>,
+    /// The client's address (failed AUTHs are counted per address).
+    peer: Option<std::net::IpAddr>,
 }
 
 /// Serves one client until it quits, the connection fails, or `stop` turns true.
@@ -57,9 +59,7 @@ pub(super) async fn serve(
     mut stop: watch::Receiver<bool>,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) {
-    let user = svc
-        .default_user
-        .filter(|&i| svc.users[i].password.is_empty());
+    let user = svc.default_user.filter(|&i| svc.users[i].secret.is_empty());
     let mut conn = Conn {
         id: svc.next_client_id.fetch_add(1, Ordering::Relaxed),
         svc,
@@ -68,6 +68,7 @@ pub(super) async fn serve(
         name: None,
         ids: Vec::new(),
         last: None,
+        peer: stream.peer_addr().ok().map(|a| a.ip()),
     };
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
@@ -159,11 +160,6 @@ pub(super) async fn serve(
     }
 }
 
-/// Compares two byte strings in time that depends only on their lengths.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 const NOAUTH: &str = "NOAUTH Authentication required.";
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 
@@ -201,7 +197,7 @@ impl Conn {
                 reply::simple(out, "OK");
                 return true;
             }
-            Command::Auth { user, password } => match self.login(user, password) {
+            Command::Auth { user, password } => match self.login(user, password).await {
                 Ok(()) => reply::simple(out, "OK"),
                 Err(e) => reply::error(out, &e),
             },
@@ -209,7 +205,7 @@ impl Conn {
                 proto,
                 auth,
                 setname,
-            } => self.hello(proto, auth, setname, out),
+            } => self.hello(proto, auth, setname, out).await,
             Command::Select(0) => reply::simple(out, "OK"),
             Command::Select(_) => reply::error(out, "ERR DB index is out of range"),
             Command::ClientSetName(n) => match self.set_name(n) {
@@ -335,7 +331,9 @@ impl Conn {
 
     /// Logs in as `user` (`None`: the user named `default`). On failure the
     /// connection keeps the user it had.
-    fn login(&mut self, user: Option<&[u8]>, password: &[u8]) -> Result<(), String> {
+    /// From an address with repeated failed logins (either listener), it
+    /// waits first ([`crate::throttle`]).
+    async fn login(&mut self, user: Option<&[u8]>, password: &[u8]) -> Result<(), String> {
         let index = match user {
             Some(u) => self.svc.users.iter().position(|c| c.name.as_bytes() == u),
             None => match self.svc.default_user {
@@ -345,12 +343,34 @@ impl Conn {
                 }
             },
         };
-        match index {
-            Some(i) if same(self.svc.users[i].password.as_bytes(), password) => {
+        if let Some(ip) = self.peer {
+            let (delay, failures) = self.svc.throttle.delay(ip);
+            if !delay.is_zero() {
+                let name = String::from_utf8_lossy(user.unwrap_or(b"default"));
+                warn!(
+                    client = self.id,
+                    peer = %ip,
+                    user = %name.chars().take(64).collect::<String>(),
+                    failures,
+                    delay_ms = delay.as_millis() as u64,
+                    "resp: AUTH delayed after repeated failed logins from this address"
+                );
+                tokio::time::sleep(delay).await;
+            }
+        }
+        let accepted = index.filter(|&i| self.svc.users[i].secret.verify_plain(password));
+        if let Some(ip) = self.peer {
+            match accepted {
+                Some(_) => self.svc.throttle.succeeded(ip),
+                None => self.svc.throttle.failed(ip),
+            }
+        }
+        match accepted {
+            Some(i) => {
                 self.user = Some(i);
                 Ok(())
             }
-            _ => Err(WRONGPASS.into()),
+            None => Err(WRONGPASS.into()),
         }
     }
 
@@ -362,7 +382,7 @@ impl Conn {
         Ok(())
     }
 
-    fn hello(
+    async fn hello(
         &mut self,
         proto: Option<u8>,
         auth: Option<(&[u8], &[u8])>,
@@ -370,7 +390,7 @@ impl Conn {
         out: &mut Vec<u8>,
     ) {
         if let Some((u, p)) = auth {
-            if let Err(e) = self.login(Some(u), p) {
+            if let Err(e) = self.login(Some(u), p).await {
                 return reply::error(out, &e);
             }
         } else if self.user.is_none() {

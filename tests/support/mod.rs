@@ -159,5 +159,21 @@ pub async fn open_allocator_with(
     Allocator::with_options(store, clock, generators, options).await
 }
 
+/// Writes `text` to `path` readable by its owner only (mode 0600), as
+/// idgate requires of a file holding a plaintext password.
+pub fn write_private(path: &std::path::Path, text: &str) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
+    f.write_all(text.as_bytes())
+        .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
+
 pub mod process;
 pub mod proxy;

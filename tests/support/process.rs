@@ -11,19 +11,21 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Users every [`Idgate`] has: `app`/`secret` (all generators),
-/// `limited`/`lpw` (grant for `orders` only), `default`/`dpw`, and
-/// `dba`/`dbapw` with the admin privilege.
 /// The allocator bounds of every test process: far above any delay a
 /// loaded CI machine puts on an etcd call (an fsync) or a request, so no
 /// statement fails by chance (production: 2 s, 3 s and a 10 s lease).
 pub const TEST_ALLOCATOR_BOUNDS: &str =
     "lease_ttl_secs = 60\nstore_timeout_ms = 20000\nrequest_timeout_ms = 30000\n";
 
+/// Accounts of the test processes: `app`/`secret` (all generators),
+/// `limited`/`lpw` (grant for `orders` only), `default`/`dpw`, `dba`/`dbapw`
+/// with the admin privilege, and `hashed`, whose password "hpw" is given as
+/// its `password_hash`.
 pub const USERS: &str = "[[users]]\nname = \"app\"\npassword = \"secret\"\n\
 [[users]]\nname = \"limited\"\npassword = \"lpw\"\ngenerators = [\"orders\"]\n\
 [[users]]\nname = \"default\"\npassword = \"dpw\"\n\
-[[users]]\nname = \"dba\"\npassword = \"dbapw\"\nadmin = true\n";
+[[users]]\nname = \"dba\"\npassword = \"dbapw\"\nadmin = true\n\
+[[users]]\nname = \"hashed\"\npassword_hash = \"*0D1A4BC3689C270B9251B2A4704D402DA1F5CC0C\"\n";
 
 /// A free TCP port on 127.0.0.1 (bound and released: another process may
 /// take it in between, which only makes the start fail loudly).
@@ -111,7 +113,7 @@ impl Idgate {
             opts.server_extra, tb.user, tb.password, tb.etcd, opts.etcd_prefix
         );
         let path = dir.path().join("idgate.toml");
-        std::fs::write(&path, config).expect("config");
+        super::write_private(&path, &config);
         let log = std::fs::File::create(dir.path().join("idgate.log")).expect("log file");
         let bin = env!("CARGO_BIN_EXE_idgate");
         let mut cmd = match opts.wrapper.split_first() {

@@ -431,8 +431,7 @@ impl ProxyProcess {
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("idgate.toml");
-        std::fs::write(&path, config_text(tb, &addr.to_string(), server_extra))
-            .expect("write config");
+        super::write_private(&path, &config_text(tb, &addr.to_string(), server_extra));
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_idgate"))
             .arg("serve")
             .arg("--config")
@@ -594,6 +593,12 @@ impl RawClient {
     /// Connects and logs in, following an auth switch to mysql_native_password.
     pub async fn connect(addr: SocketAddr, spec: &LoginSpec) -> LoginOutcome {
         let stream = TcpStream::connect(addr).await.expect("connect");
+        Self::login_on(stream, spec).await
+    }
+
+    /// [`RawClient::connect`] on a connected `stream` (e.g. from a chosen
+    /// local address).
+    pub async fn login_on(stream: TcpStream, spec: &LoginSpec) -> LoginOutcome {
         let mut conn = PacketConn::new(stream);
         let (_, _, greeting) = read_packet(&mut conn).await.expect("greeting");
         if greeting.first() == Some(&reply::ERR) {

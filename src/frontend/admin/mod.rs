@@ -196,8 +196,7 @@ impl Session {
                     );
                     for shard in 0..self.backends.len() {
                         let shard_name = self.shared.config.shards[shard].name.clone();
-                        let b = self.backend(shard).await.map_err(CmdError::Backend)?;
-                        let max = match b.query_rows(&q).await {
+                        let max = match self.own_query(shard, &q).await {
                             Ok(r) => r.first().and_then(|r| r.first().cloned().flatten()),
                             // The table need not exist on every shard.
                             Err(crate::backend::BackendError::Server { err, .. })

@@ -725,12 +725,35 @@ impl Session {
             }
             token = buf;
         }
+        let name = String::from_utf8_lossy(&user).into_owned();
+        // A login like any other: delayed after repeated failures from
+        // this address, and counted.
+        let peer_ip = self.client.stream().peer_addr().ok().map(|a| a.ip());
+        if let Some(ip) = peer_ip {
+            let (delay, failures) = self.shared.login_throttle.delay(ip);
+            if !delay.is_zero() {
+                warn!(
+                    conn = self.id,
+                    peer = %ip,
+                    user = %name,
+                    failures,
+                    delay_ms = delay.as_millis() as u64,
+                    "COM_CHANGE_USER delayed after repeated failed logins from this address"
+                );
+                tokio::time::sleep(delay).await;
+            }
+        }
         let ok = self
             .shared
-            .users
-            .get(&user)
-            .is_some_and(|pw| handshake::verify_native(&self.login.scramble, pw, &token));
-        let name = String::from_utf8_lossy(&user).into_owned();
+            .user(&user)
+            .is_some_and(|(_, u)| u.secret.verify_native(&self.login.scramble, &token));
+        if let Some(ip) = peer_ip {
+            if ok {
+                self.shared.login_throttle.succeeded(ip);
+            } else {
+                self.shared.login_throttle.failed(ip);
+            }
+        }
         if !ok {
             let using = if token.is_empty() { "NO" } else { "YES" };
             warn!(conn = self.id, user = %name, "COM_CHANGE_USER refused");
@@ -740,6 +763,24 @@ impl Session {
                 .await;
             return Ok(Next::Quit);
         }
+        // The new user's own place under its max_connections (the old
+        // one's is given back once the switch is done).
+        let same_user = self.shared.user(&user).map(|(i, _)| i) == Some(self.user_slot.user());
+        if !same_user {
+            match super::acquire_slot(&self.shared, &name) {
+                Some(slot) => self.user_slot = slot,
+                None => {
+                    let (msg, _) = super::too_many_user_connections(&self.shared, &name);
+                    warn!(conn = self.id, user = %name, "COM_CHANGE_USER refused: {msg}");
+                    let _ = self
+                        .send_error(seq, &codes::ER_TOO_MANY_USER_CONNECTIONS, &msg)
+                        .await;
+                    return Ok(Next::Quit);
+                }
+            }
+        }
+        // Shard connections of the old user's account are closed: the new
+        // ones log in with the new user's (`Session::backend`).
         self.close_backends().await;
         self.forget_session_state();
         self.registered.control.set_user(&name);

@@ -9,6 +9,7 @@ use crate::protocol::handshake::{
 use crate::protocol::packet::{PacketConn, ReadError};
 use crate::protocol::reply;
 use rand::RngExt;
+use tracing::warn;
 
 /// Who logged in, and how.
 #[derive(Debug, Clone)]
@@ -36,6 +37,11 @@ pub enum LoginError {
     #[error("{message}")]
     Refused { code: ErrorCode, message: String },
 }
+
+/// Largest packet a client may send before it has authenticated: a
+/// handshake response with a long user name, schema and connection
+/// attributes fits many times; nothing bigger is read (or allocated).
+pub const MAX_PRE_AUTH_PACKET: usize = 16 << 10;
 
 /// A fresh 20-byte nonce of printable characters (no NUL: it is sent NUL-terminated).
 pub fn new_scramble() -> Vec<u8> {
@@ -73,7 +79,7 @@ pub async fn login(
     client.write_packet(0, &greeting.encode()).await?;
 
     let mut buf = Vec::new();
-    let seq = read(client, &mut buf, 1).await?;
+    let seq = read(client, shared, &mut buf, 1).await?;
     if buf.len() == SSL_REQUEST_LEN {
         return refuse(
             client,
@@ -110,21 +116,39 @@ pub async fn login(
                 &handshake::auth_switch_request(NATIVE_PASSWORD, &scramble),
             )
             .await?;
-        seq = read(client, &mut buf, seq + 1).await? + 1;
+        seq = read(client, shared, &mut buf, seq + 1).await? + 1;
         token = buf.clone();
     }
     let user = String::from_utf8_lossy(&hs.user).into_owned();
+    let peer_ip = client.stream().peer_addr().ok().map(|a| a.ip());
+    if let Some(ip) = peer_ip {
+        // After repeated failures from this address, every login from it
+        // waits before its password is checked (this connection only).
+        let (delay, failures) = shared.login_throttle.delay(ip);
+        if !delay.is_zero() {
+            warn!(
+                peer = %ip,
+                user = %user,
+                failures,
+                delay_ms = delay.as_millis() as u64,
+                "login delayed after repeated failed logins from this address"
+            );
+            tokio::time::sleep(delay).await;
+        }
+    }
     let accepted = shared
-        .users
-        .get(&hs.user)
-        .is_some_and(|pw| handshake::verify_native(&scramble, pw, &token));
+        .user(&hs.user)
+        .is_some_and(|(_, u)| u.secret.verify_native(&scramble, &token));
+    if let Some(ip) = peer_ip {
+        if accepted {
+            shared.login_throttle.succeeded(ip);
+        } else {
+            shared.login_throttle.failed(ip);
+        }
+    }
     if !accepted {
         let using = if token.is_empty() { "NO" } else { "YES" };
-        let peer = client
-            .stream()
-            .peer_addr()
-            .map(|a| a.ip().to_string())
-            .unwrap_or_default();
+        let peer = peer_ip.map(|a| a.to_string()).unwrap_or_default();
         return refuse(
             client,
             seq,
@@ -153,10 +177,21 @@ pub async fn login(
 
 async fn read(
     client: &mut PacketConn,
+    shared: &Shared,
     buf: &mut Vec<u8>,
     expected_seq: u8,
 ) -> Result<u8, LoginError> {
-    match client.read_packet(buf, 1 << 20).await {
+    let read = tokio::time::timeout(
+        shared.login_timeout,
+        client.read_packet(buf, MAX_PRE_AUTH_PACKET),
+    );
+    let Ok(read) = read.await else {
+        return Err(LoginError::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "the client sent nothing to log in with in time",
+        )));
+    };
+    match read {
         Ok(Some((first, last))) if first == expected_seq => Ok(last),
         Ok(Some(_)) => {
             refuse(
@@ -172,6 +207,17 @@ async fn read(
             "client closed the connection",
         ))),
         Err(ReadError::Io(e)) => Err(e.into()),
+        Err(ReadError::TooLarge(n)) => {
+            refuse(
+                client,
+                expected_seq,
+                codes::ER_NET_PACKET_TOO_LARGE,
+                format!(
+                    "Got a packet bigger than {MAX_PRE_AUTH_PACKET} bytes before authentication ({n} bytes or more)"
+                ),
+            )
+            .await
+        }
         Err(e) => {
             refuse(
                 client,

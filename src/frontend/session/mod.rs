@@ -3,13 +3,14 @@
 //! What each command does is dispatched in `engine.rs`.
 //!
 //! A session holds at most one connection per shard (`backends.rs`), opened
-//! the first time a command needs that shard (with the `[backend]` account
-//! and the client's schema, character set and capabilities) and kept for
-//! the session. Replies are relayed byte for byte.
+//! the first time a command needs that shard (with the user's shard
+//! account, `backend_user` or `[backend]`'s, and the client's schema,
+//! character set and capabilities) and kept for the session. Replies are relayed byte for byte.
 
 pub mod backends;
 mod engine;
 pub mod kill;
+pub mod limits;
 pub mod login;
 pub mod registry;
 pub mod replay;
@@ -148,6 +149,32 @@ pub struct Session {
     pub(in crate::frontend) rules_version: u64,
     /// The schema `SHOW IDGATE SESSIONS` shows (`registered`'s copy).
     pub(in crate::frontend) schema_shown: Option<String>,
+    /// The session's place under its user's `max_connections`, given back
+    /// when the session is dropped (however it ends).
+    pub(in crate::frontend) user_slot: limits::UserSlot,
+}
+
+/// A slot under `user`'s `max_connections`, if one is free.
+pub(in crate::frontend) fn acquire_slot(shared: &Shared, user: &str) -> Option<limits::UserSlot> {
+    let (i, u) = shared.user(user.as_bytes())?;
+    shared.user_slots.acquire(i, u.max_connections).ok()
+}
+
+/// MariaDB's message for error 1203, and the limit.
+pub(in crate::frontend) fn too_many_user_connections(
+    shared: &Shared,
+    user: &str,
+) -> (String, usize) {
+    let max = shared
+        .user(user.as_bytes())
+        .and_then(|(_, u)| u.max_connections)
+        .unwrap_or(0);
+    (
+        format!(
+            "User '{user}' has exceeded the 'max_user_connections' resource (current value: {max})"
+        ),
+        max,
+    )
 }
 
 /// Serves one accepted client connection until it quits, fails or the server
@@ -169,6 +196,17 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
             debug!(conn = id, %peer, "client left during login: {e}");
             return;
         }
+    };
+    let Some(user_slot) = acquire_slot(&shared, &login.user) else {
+        let (msg, _) = too_many_user_connections(&shared, &login.user);
+        warn!(conn = id, %peer, user = %login.user, "login refused: {msg}");
+        let _ = client
+            .write_packet(
+                login.reply_seq,
+                &reply::err_packet(&codes::ER_TOO_MANY_USER_CONNECTIONS, &msg),
+            )
+            .await;
+        return;
     };
     info!(conn = id, %peer, user = %login.user, db = ?login.database, "session opened");
     let shards = shared.config.shards.len();
@@ -204,6 +242,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
         rules: None,
         rules_version: 0,
         schema_shown: None,
+        user_slot,
     };
     session.rules_version = session.shared.rules.version();
     session.rules = session.shared.rules.load();
@@ -411,11 +450,13 @@ impl Session {
                 self.stmts.forget_shard(shard);
             }
             let s = &self.shared.config.shards[shard];
+            // The user's own shard account: the shard's GRANTs apply.
+            let (user, password) = self.shared.shard_account(&self.login.user);
             let params = ConnectParams {
                 shard: &s.name,
                 address: &s.address,
-                user: &self.shared.config.backend.user,
-                password: &self.shared.config.backend.password,
+                user,
+                password,
                 database: self.schema.as_deref(),
                 charset: self.login.charset,
                 capabilities: self.login.capabilities,
@@ -469,6 +510,28 @@ impl Session {
                 shard: String::new(),
                 source: std::io::Error::other("no connection"),
             })
+    }
+
+    /// Runs a query of idgate's own on `shard` with the `[backend]` account:
+    /// on the session's connection when the session uses that account,
+    /// otherwise on a connection of idgate's own, so what the user's
+    /// shard account may not see does not change what idgate learns.
+    pub(in crate::frontend) async fn own_query(
+        &mut self,
+        shard: usize,
+        q: &str,
+    ) -> Result<Vec<Vec<Option<String>>>, BackendError> {
+        let own_account = self
+            .shared
+            .user(self.login.user.as_bytes())
+            .is_some_and(|(_, u)| u.shard_account.is_some());
+        if !own_account {
+            return self.backend(shard).await?.query_rows(q).await;
+        }
+        let mut c = self.shared.side_connection(shard).await?;
+        let rows = c.query_rows(q).await;
+        let _ = c.send(&[cmd::QUIT]).await;
+        rows
     }
 
     /// Sends `payload` to `shard` as it is and relays the reply. Returns the

@@ -122,8 +122,9 @@ impl Session {
             quote_string(schema),
             quote_string(table)
         );
-        let b = self.backend(0).await.map_err(CmdError::Backend)?;
-        let rows = b.query_rows(&q).await.map_err(CmdError::Backend)?;
+        // The `[backend]` account's view: the cache is every session's, and
+        // a user's own shard account may see fewer columns.
+        let rows = self.own_query(0, &q).await.map_err(CmdError::Backend)?;
         let mut cols = Vec::with_capacity(rows.len());
         let mut types = Vec::with_capacity(rows.len());
         for r in rows {
