@@ -980,10 +980,12 @@ address = "127.0.0.1:3306"
 
     #[test]
     fn password_env_and_file() {
-        let var = format!("IDGATE_CONFIG_TEST_PW_{}", std::process::id());
-        std::env::set_var(&var, "from-env");
+        // A variable every process has: setting one would race with other
+        // tests' threads reading the environment.
+        let var = "PATH";
+        let value = std::env::var(var).expect("PATH is set");
         let c = Config::parse(&user(&format!("password_env = \"{var}\"")), "t.toml").unwrap();
-        assert_eq!(c.users[0].secret, Secret::Plain("from-env".into()));
+        assert_eq!(c.users[0].secret, Secret::Plain(value.clone()));
         let e = Config::parse(
             &user("password_env = \"IDGATE_NO_SUCH_VARIABLE_X\""),
             "t.toml",
@@ -1011,7 +1013,7 @@ address = "127.0.0.1:3306"
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let c = Config::load(&path).unwrap();
         assert_eq!(c.users[0].secret, Secret::Plain("from-file".into()));
-        assert_eq!(c.backend.password, "from-env");
+        assert_eq!(c.backend.password, value);
         // A world-readable password file is refused, naming it.
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
         let e = Config::load(&path).unwrap_err().to_string();
@@ -1031,7 +1033,6 @@ address = "127.0.0.1:3306"
         );
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert!(Config::load(&path).is_ok());
-        std::env::remove_var(&var);
     }
 
     #[test]

@@ -310,8 +310,10 @@ async fn password_file_and_env_and_world_readable_files_are_refused() {
     write_mode(&pwfile, "filepw\n", 0o600);
     let bfile = dir.path().join("backend.pw");
     write_mode(&bfile, &format!("{}\n", tb.password), 0o600);
-    let var = format!("IDGATE_SEC_TEST_{}", std::process::id());
-    std::env::set_var(&var, "envpw");
+    // A variable every process has: setting one here would race with
+    // other tests' threads reading the environment.
+    let var = "PATH";
+    let envpw = std::env::var(var).expect("PATH is set");
     let mut shards = String::new();
     for (i, s) in tb.shards.iter().enumerate() {
         shards.push_str(&format!("[[shards]]\nname = \"s{i}\"\naddress = \"{s}\"\n"));
@@ -331,7 +333,7 @@ async fn password_file_and_env_and_world_readable_files_are_refused() {
     assert!(ok, "{out}{err}");
 
     let p = Proxy::start_config(Config::load(&path).unwrap(), true).await;
-    for (user, pw) in [("fromfile", "filepw"), ("fromenv", "envpw")] {
+    for (user, pw) in [("fromfile", "filepw"), ("fromenv", envpw.as_str())] {
         let mut c = Conn::new(opts(&p, user, pw, None)).await.unwrap();
         let one: Option<i64> = c.query_first("SELECT 1").await.unwrap();
         assert_eq!(one, Some(1), "{user}");
@@ -373,7 +375,6 @@ async fn password_file_and_env_and_world_readable_files_are_refused() {
         err.contains("\"fromfile\"") && err.contains("password_hash and password_file"),
         "{err}"
     );
-    std::env::remove_var(&var);
 }
 
 #[tokio::test]
