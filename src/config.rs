@@ -4,6 +4,7 @@
 //! Unknown keys are errors; errors name the file, the line where toml can
 //! tell it, and the key.
 
+pub use crate::tls::ShardTlsMode;
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -53,6 +54,14 @@ pub struct ServerConfig {
     /// cycles across shards, when statements are routed; 0 turns it off.
     #[serde(default = "default_deadlock_check_ms")]
     pub deadlock_check_ms: u64,
+    /// TLS certificate chain (PEM) offered to clients, with `tls_key`; none:
+    /// idgate does not offer TLS. Re-read on SIGHUP (sessions keep theirs).
+    pub tls_cert: Option<PathBuf>,
+    /// Private key (PEM) of `tls_cert`.
+    pub tls_key: Option<PathBuf>,
+    /// Clients that do not switch to TLS are refused (error 3159).
+    #[serde(default)]
+    pub require_tls: bool,
 }
 
 /// `[[users]]`: one account of idgate's own.
@@ -68,6 +77,9 @@ pub struct UserConfig {
     /// protocol, NEXTVAL); absent: all of them. Grants as March has them, so
     /// one application cannot drain or probe another's generator.
     pub generators: Option<Vec<String>>,
+    /// This user must log in over TLS (error 3159 otherwise).
+    #[serde(default)]
+    pub require_tls: bool,
 }
 
 impl UserConfig {
@@ -91,6 +103,13 @@ pub struct BackendConfig {
     /// Milliseconds to connect and log in to a shard before giving up.
     #[serde(default = "default_connect_timeout")]
     pub connect_timeout_ms: u64,
+    /// TLS towards the shards: `disabled`, `preferred` (when a shard
+    /// offers it), `required`, `verify_ca` (the certificate must be signed
+    /// by `tls_ca`).
+    #[serde(default)]
+    pub tls: ShardTlsMode,
+    /// CA certificates (PEM) for `tls = "verify_ca"`.
+    pub tls_ca: Option<PathBuf>,
 }
 
 /// `[[shards]]`.
@@ -238,7 +257,37 @@ impl Config {
         if cfg.allocator.file_path.is_relative() {
             cfg.allocator.file_path = base.join(&cfg.allocator.file_path);
         }
+        for p in [
+            cfg.server.tls_cert.as_mut(),
+            cfg.server.tls_key.as_mut(),
+            cfg.backend.tls_ca.as_mut(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+        cfg.check_tls_files(&path.display().to_string())?;
         Ok(cfg)
+    }
+
+    /// Reads the TLS files the config names, so a bad path or PEM is
+    /// reported when the config is checked, not at the first connection.
+    pub fn check_tls_files(&self, origin: &str) -> Result<(), ConfigError> {
+        let invalid = |key: &str, reason: String| ConfigError::Invalid {
+            path: origin.to_string(),
+            key: key.to_string(),
+            reason,
+        };
+        if let (Some(cert), Some(key)) = (&self.server.tls_cert, &self.server.tls_key) {
+            crate::tls::server_config(cert, key).map_err(|e| invalid("server.tls_cert", e))?;
+        }
+        if let Some(ca) = &self.backend.tls_ca {
+            crate::tls::ca_roots(ca).map_err(|e| invalid("backend.tls_ca", e))?;
+        }
+        Ok(())
     }
 
     /// Parses and validates config text; `origin` names it in errors.
@@ -276,6 +325,34 @@ impl Config {
                 format!("{d}: must be 0 (off) or between 150 and 60000"),
             ));
         }
+        match (&cfg.server.tls_cert, &cfg.server.tls_key) {
+            (Some(_), None) => {
+                return Err(invalid(
+                    "server.tls_key",
+                    "tls_cert is set: its private key is needed too".into(),
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(invalid(
+                    "server.tls_cert",
+                    "tls_key is set: its certificate is needed too".into(),
+                ))
+            }
+            _ => {}
+        }
+        let tls_on = cfg.server.tls_cert.is_some();
+        if cfg.server.require_tls && !tls_on {
+            return Err(invalid(
+                "server.require_tls",
+                "needs server.tls_cert and server.tls_key".into(),
+            ));
+        }
+        if cfg.backend.tls == ShardTlsMode::VerifyCa && cfg.backend.tls_ca.is_none() {
+            return Err(invalid(
+                "backend.tls_ca",
+                "tls = \"verify_ca\" needs the CA certificate file".into(),
+            ));
+        }
         if cfg.users.is_empty() {
             return Err(invalid(
                 "users",
@@ -293,6 +370,12 @@ impl Config {
                 return Err(invalid(
                     &format!("users[{i}].name"),
                     format!("user {:?} is defined twice", u.name),
+                ));
+            }
+            if u.require_tls && !tls_on {
+                return Err(invalid(
+                    &format!("users[{i}].require_tls"),
+                    "needs server.tls_cert and server.tls_key".into(),
                 ));
             }
         }

@@ -6,7 +6,7 @@
 //! Dependencies point one way: (`server`, `http`) -> `frontend` -> (`sql`, `idgen`,
 //! `backend`) -> `shard` -> `protocol`; `resp` -> (`idgen`, `config`); `rules` -> `shard` (a rule builds its
 //! table's `shard::placement`); `sql` uses `shard`'s value types (`KeyValue`,
-//! `MergeSpec`); `config` and `collation` are leaves.
+//! `MergeSpec`); `config` -> `tls`; `tls` and `collation` are leaves.
 //!
 //! - [`collation`]: how MariaDB compares strings (weights of the
 //!   collations idgate reproduces, read from the server into
@@ -14,6 +14,9 @@
 //!   scattered ORDER BY/MIN/MAX alike. A leaf.
 //! - [`config`]: `idgate.toml` (listen addresses, users, backend account, shards,
 //!   allocator store, rules directory), validated on load.
+//! - [`tls`]: rustls (ring) for both sides: the reloadable acceptor for
+//!   clients (`[server] tls_cert`/`tls_key`), the connector for shards
+//!   (`[backend] tls`/`tls_ca`), PEM checks for `config`. A leaf.
 //! - [`rules`]: `rules/*.toml`: generators and table column rules.
 //! - [`protocol`]: MySQL packet framing, handshake, OK/ERR packets, error codes,
 //!   column definitions and result-set rows. Bytes only, no SQL semantics.
@@ -72,3 +75,4 @@ pub mod rules;
 pub mod server;
 pub mod shard;
 pub mod sql;
+pub mod tls;

@@ -583,6 +583,19 @@ impl Session {
                 .await;
             return Ok(Next::Quit);
         }
+        // A user that must use TLS cannot be reached from a plaintext
+        // session either.
+        if !self.client.is_tls() && self.shared.user_requires_tls(&user) {
+            warn!(conn = self.id, user = %name, "COM_CHANGE_USER refused: TLS required");
+            let msg = format!(
+                "{} (user '{name}' requires TLS)",
+                crate::frontend::session::login::INSECURE_REFUSED
+            );
+            let _ = self
+                .send_error(seq, &codes::ER_SECURE_TRANSPORT_REQUIRED, &msg)
+                .await;
+            return Ok(Next::Quit);
+        }
         self.close_backends().await;
         self.forget_session_state();
         self.registered.control.set_user(&name);

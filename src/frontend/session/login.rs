@@ -35,7 +35,15 @@ pub enum LoginError {
     Io(#[from] std::io::Error),
     #[error("{message}")]
     Refused { code: ErrorCode, message: String },
+    /// The TLS handshake after the client's SSL request failed (nothing can
+    /// be sent: the client reads TLS records now).
+    #[error("TLS handshake failed: {0}")]
+    Tls(std::io::Error),
 }
+
+/// MySQL's message for error 3159.
+pub(in crate::frontend) const INSECURE_REFUSED: &str =
+    "Connections using insecure transport are prohibited while --require_secure_transport=ON.";
 
 /// A fresh 20-byte nonce of printable characters (no NUL: it is sent NUL-terminated).
 pub fn new_scramble() -> Vec<u8> {
@@ -54,7 +62,11 @@ pub async fn login(
     let scramble = new_scramble();
     // LONG_PASSWORD only if the shard offers it: MariaDB leaves it out and
     // uses the extended capabilities instead; idgate mirrors that.
-    let offered = (cap::SUPPORTED & info.capabilities) | cap::REQUIRED | cap::PLUGIN_AUTH;
+    let tls = shared.client_tls.as_ref().map(|t| t.acceptor());
+    let offered = (cap::SUPPORTED & info.capabilities)
+        | cap::REQUIRED
+        | cap::PLUGIN_AUTH
+        | if tls.is_some() { cap::SSL } else { 0 };
     let offered_ext = if offered & cap::LONG_PASSWORD == 0 {
         info.ext_capabilities & cap::EXT_SUPPORTED
     } else {
@@ -73,13 +85,28 @@ pub async fn login(
     client.write_packet(0, &greeting.encode()).await?;
 
     let mut buf = Vec::new();
-    let seq = read(client, &mut buf, 1).await?;
+    let mut seq = read_first(client, &mut buf).await?;
     if buf.len() == SSL_REQUEST_LEN {
+        let Some(acceptor) = tls else {
+            return refuse(
+                client,
+                seq + 1,
+                codes::ER_HANDSHAKE_ERROR,
+                "TLS is not configured on idgate (no [server] tls_cert); connect without SSL"
+                    .into(),
+            )
+            .await;
+        };
+        if let Err(e) = client.accept_tls(&acceptor).await {
+            return Err(LoginError::Tls(e));
+        }
+        seq = read(client, &mut buf, seq + 1).await?;
+    } else if shared.config.server.require_tls {
         return refuse(
             client,
             seq + 1,
-            codes::ER_HANDSHAKE_ERROR,
-            "TLS is not supported by idgate; connect without SSL".into(),
+            codes::ER_SECURE_TRANSPORT_REQUIRED,
+            INSECURE_REFUSED.into(),
         )
         .await;
     }
@@ -121,8 +148,8 @@ pub async fn login(
     if !accepted {
         let using = if token.is_empty() { "NO" } else { "YES" };
         let peer = client
-            .stream()
-            .peer_addr()
+            .tcp()
+            .and_then(|s| s.peer_addr().ok())
             .map(|a| a.ip().to_string())
             .unwrap_or_default();
         return refuse(
@@ -130,6 +157,17 @@ pub async fn login(
             seq,
             codes::ER_ACCESS_DENIED_ERROR,
             format!("Access denied for user '{user}'@'{peer}' (using password: {using})"),
+        )
+        .await;
+    }
+    // Checked once the password is: the refusal tells nothing about
+    // which accounts exist.
+    if !client.is_tls() && shared.user_requires_tls(&hs.user) {
+        return refuse(
+            client,
+            seq,
+            codes::ER_SECURE_TRANSPORT_REQUIRED,
+            format!("{INSECURE_REFUSED} (user '{user}' requires TLS)"),
         )
         .await;
     }
@@ -150,6 +188,54 @@ pub async fn login(
         scramble,
     })
 }
+
+/// Reads the client's first packet (its handshake response or an SSL
+/// request) without reading past it: after an SSL request the next bytes
+/// are the TLS handshake's.
+async fn read_first(client: &mut PacketConn, buf: &mut Vec<u8>) -> Result<u8, LoginError> {
+    client.fill_exact(4).await?;
+    let head = client.buffered();
+    if head.first() == Some(&0x16) && head.get(1) == Some(&0x03) {
+        // A TLS record (a ClientHello) instead of a MySQL packet.
+        return refuse(
+            client,
+            1,
+            codes::ER_HANDSHAKE_ERROR,
+            "Bad handshake: a TLS handshake arrived without an SSL request (MySQL clients switch to TLS inside the protocol)".into(),
+        )
+        .await;
+    }
+    let Some(h) = client.header_at(0) else {
+        return Err(LoginError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+    };
+    if h.seq != 1 {
+        return refuse(
+            client,
+            1,
+            codes::ER_NET_PACKETS_OUT_OF_ORDER,
+            "Got packets out of order".into(),
+        )
+        .await;
+    }
+    if h.len >= MAX_FIRST_PACKET {
+        return refuse(
+            client,
+            2,
+            codes::ER_HANDSHAKE_ERROR,
+            format!("Bad handshake: a handshake response of {} bytes", h.len),
+        )
+        .await;
+    }
+    client.fill_exact(4 + h.len).await?;
+    buf.clear();
+    buf.extend_from_slice(client.buffered().get(4..4 + h.len).unwrap_or_default());
+    client.consume(4 + h.len);
+    Ok(h.seq)
+}
+
+/// Largest first packet accepted from a client (a handshake response with
+/// long connection attributes is a few KiB).
+const MAX_FIRST_PACKET: usize = 1 << 20;
 
 async fn read(
     client: &mut PacketConn,

@@ -161,6 +161,10 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
             debug!(conn = id, %peer, "client left during login: {e}");
             return;
         }
+        Err(LoginError::Tls(e)) => {
+            warn!(conn = id, %peer, "TLS handshake with the client failed: {e}");
+            return;
+        }
     };
     info!(conn = id, %peer, user = %login.user, db = ?login.database, "session opened");
     let shards = shared.config.shards.len();
@@ -320,6 +324,7 @@ impl Session {
             | BackendError::Timeout { shard, .. }
             | BackendError::Server { shard, .. }
             | BackendError::Plugin { shard, .. }
+            | BackendError::Tls { shard, .. }
             | BackendError::Protocol { shard, .. }
             | BackendError::StateLost { shard, .. }
             | BackendError::Lost { shard, .. } => {
@@ -401,6 +406,7 @@ impl Session {
             let params = ConnectParams {
                 shard: &s.name,
                 address: &s.address,
+                tls: &self.shared.shard_tls,
                 user: &self.shared.config.backend.user,
                 password: &self.shared.config.backend.password,
                 database: self.schema.as_deref(),
@@ -790,7 +796,8 @@ impl Session {
             BackendError::Server { err, .. } => err.payload(""),
             BackendError::Connect { .. }
             | BackendError::Timeout { .. }
-            | BackendError::Plugin { .. } => {
+            | BackendError::Plugin { .. }
+            | BackendError::Tls { .. } => {
                 reply::err_packet(&codes::CR_CONN_HOST_ERROR, &e.to_string())
             }
             BackendError::Lost { .. }
@@ -829,8 +836,13 @@ fn closed_by_peer(b: &BackendConn) -> bool {
     if !b.conn.buffered().is_empty() {
         return true;
     }
+    let Some(tcp) = b.conn.tcp() else {
+        return true;
+    };
+    // On TLS too: any byte on an idle connection (an alert, a record with an
+    // error packet) means the shard is done with it.
     let mut probe = [0u8; 1];
-    match b.conn.stream().try_read(&mut probe) {
+    match tcp.try_read(&mut probe) {
         Ok(_) => true,
         Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
     }
