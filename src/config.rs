@@ -583,4 +583,66 @@ address = "127.0.0.1:3306"
             assert!(Config::parse(&text, "t.toml").is_ok(), "{good}");
         }
     }
+
+    #[test]
+    fn tls_keys_are_checked_and_name_the_key() {
+        let c = Config::parse(GOOD, "t.toml").unwrap();
+        assert_eq!(c.backend.tls, ShardTlsMode::Preferred);
+        assert!(!c.server.require_tls && c.server.tls_cert.is_none());
+        let server = |extra: &str| {
+            GOOD.replace(
+                "listen = \"127.0.0.1:6033\"",
+                &format!("listen = \"127.0.0.1:6033\"\n{extra}"),
+            )
+        };
+        for (text, key) in [
+            (server("tls_cert = \"a.pem\""), "server.tls_key"),
+            (server("tls_key = \"a.key\""), "server.tls_cert"),
+            (server("require_tls = true"), "server.require_tls"),
+            (
+                GOOD.replace("[[users]]\n", "[[users]]\nrequire_tls = true\n"),
+                "users[0].require_tls",
+            ),
+            (
+                format!("{GOOD}\n[backend]\n"),
+                "", // a second [backend] table: a parse error
+            ),
+        ] {
+            let e = Config::parse(&text, "t.toml").unwrap_err().to_string();
+            assert!(e.contains(key), "{key}: {e}");
+        }
+        let verify = GOOD.replace("[backend]\n", "[backend]\ntls = \"verify_ca\"\n");
+        let e = Config::parse(&verify, "t.toml").unwrap_err().to_string();
+        assert!(e.contains("backend.tls_ca"), "{e}");
+        let bad_mode = GOOD.replace("[backend]\n", "[backend]\ntls = \"sometimes\"\n");
+        assert!(Config::parse(&bad_mode, "t.toml").is_err());
+
+        // Files are read at load: a missing or non-PEM file names the key.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("junk.pem"), "not pem").unwrap();
+        for (extra_server, extra_backend, key) in [
+            (
+                "tls_cert = \"missing.pem\"\ntls_key = \"missing.key\"",
+                "",
+                "server.tls_cert",
+            ),
+            (
+                "tls_cert = \"junk.pem\"\ntls_key = \"junk.pem\"",
+                "",
+                "server.tls_cert",
+            ),
+            (
+                "",
+                "tls = \"verify_ca\"\ntls_ca = \"junk.pem\"",
+                "backend.tls_ca",
+            ),
+        ] {
+            let text = server(extra_server)
+                .replace("[backend]\n", &format!("[backend]\n{extra_backend}\n"));
+            let path = dir.path().join("idgate.toml");
+            std::fs::write(&path, text).unwrap();
+            let e = Config::load(&path).unwrap_err().to_string();
+            assert!(e.contains(key), "{key}: {e}");
+        }
+    }
 }
