@@ -55,25 +55,31 @@ ensure_packages() {
 
 # TLS material for the shards and for idgate's own listener in tests: a CA,
 # two server certificates it signed for 127.0.0.1/localhost (the second for
-# certificate reloads), and an unrelated CA (a certificate that must not verify).
+# certificate reloads), a client certificate (sysbench sends one with TLS on),
+# and an unrelated CA (a certificate that must not verify).
 tls_material() {
-  [ -f "$tls_dir/server2.pem" ] && return 0
   mkdir -p "$tls_dir"
-  log "tls: generating a CA and server certificates in $tls_dir"
-  local ext="$tls_dir/san.ext" ossl=(openssl)
+  local ext="$tls_dir/san.ext" ca n serial
   printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' >"$ext"
+  # Each file only when missing: running shards keep what they loaded.
   for ca in ca other-ca; do
-    "${ossl[@]}" req -x509 -newkey rsa:2048 -nodes -days 3650 -sha256 \
+    [ -f "$tls_dir/$ca.pem" ] && continue
+    log "tls: generating $tls_dir/$ca.pem"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -sha256 \
       -keyout "$tls_dir/$ca.key" -out "$tls_dir/$ca.pem" -subj "/CN=idgate testbed $ca" \
       -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
   done
-  local n serial=1000
-  for n in server server2; do
-    serial=$((serial + 1))
-    "${ossl[@]}" req -newkey rsa:2048 -nodes -keyout "$tls_dir/$n.key" -out "$tls_dir/$n.csr" \
+  # server, server2: for 127.0.0.1/localhost; client: sysbench's (bench.sh --tls).
+  for n in server:1001 server2:1002 client:2001; do
+    serial=${n#*:} n=${n%%:*}
+    [ -f "$tls_dir/$n.pem" ] && continue
+    log "tls: generating $tls_dir/$n.pem"
+    openssl req -newkey rsa:2048 -nodes -keyout "$tls_dir/$n.key" -out "$tls_dir/$n.csr" \
       -subj "/CN=idgate testbed $n" 2>/dev/null
-    "${ossl[@]}" x509 -req -in "$tls_dir/$n.csr" -CA "$tls_dir/ca.pem" -CAkey "$tls_dir/ca.key" \
-      -set_serial "$serial" -days 3650 -sha256 -extfile "$ext" -out "$tls_dir/$n.pem" 2>/dev/null
+    local extargs=(-extfile "$ext")
+    [ "$n" = client ] && extargs=()
+    openssl x509 -req -in "$tls_dir/$n.csr" -CA "$tls_dir/ca.pem" -CAkey "$tls_dir/ca.key" \
+      -set_serial "$serial" -days 3650 -sha256 "${extargs[@]}" -out "$tls_dir/$n.pem" 2>/dev/null
     rm -f "$tls_dir/$n.csr"
   done
 }
