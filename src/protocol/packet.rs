@@ -395,4 +395,32 @@ mod tests {
         ));
         writer.await.unwrap();
     }
+
+    #[tokio::test]
+    async fn fill_exact_never_reads_past_what_it_was_asked_for() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let writer = tokio::spawn(async move {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            let mut buf = Vec::new();
+            frame(&mut buf, 1, &[9u8; 32]);
+            // What a TLS client sends right after its SSL request.
+            buf.extend_from_slice(&[0x16, 0x03, 0x01, 0x00, 0x05, 1, 2, 3, 4, 5]);
+            s.write_all(&buf).await.unwrap();
+            s
+        });
+        let (s, _) = listener.accept().await.unwrap();
+        let _keep = writer.await.unwrap();
+        let mut c = PacketConn::new(s);
+        c.fill_exact(4).await.unwrap();
+        assert_eq!(c.header_at(0), Some(RawHeader { len: 32, seq: 1 }));
+        c.fill_exact(36).await.unwrap();
+        assert_eq!(c.buffered().len(), 36, "read past the packet");
+        c.consume(36);
+        let mut rest = [0u8; 10];
+        let tcp = c.tcp().unwrap();
+        tcp.readable().await.unwrap();
+        assert_eq!(tcp.try_read(&mut rest).unwrap(), 10);
+        assert_eq!(rest[0], 0x16);
+    }
 }
