@@ -166,7 +166,8 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
             return;
         }
     };
-    info!(conn = id, %peer, user = %login.user, db = ?login.database, "session opened");
+    let tls = client.is_tls();
+    info!(conn = id, %peer, user = %login.user, db = ?login.database, tls, "session opened");
     let shards = shared.config.shards.len();
     let shared_registry = shared.sessions.clone();
     let login_user = login.user.clone();
