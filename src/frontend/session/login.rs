@@ -41,6 +41,10 @@ pub enum LoginError {
     Tls(std::io::Error),
 }
 
+/// A client that asked for TLS and stalls in the handshake gives its
+/// connection slot back after this long.
+const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// MySQL's message for error 3159.
 pub(in crate::frontend) const INSECURE_REFUSED: &str =
     "Connections using insecure transport are prohibited while --require_secure_transport=ON.";
@@ -97,8 +101,15 @@ pub async fn login(
             )
             .await;
         };
-        if let Err(e) = client.accept_tls(&acceptor).await {
-            return Err(LoginError::Tls(e));
+        match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, client.accept_tls(&acceptor)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(LoginError::Tls(e)),
+            Err(_) => {
+                return Err(LoginError::Tls(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the client did not finish the TLS handshake within 30 s",
+                )))
+            }
         }
         seq = read(client, &mut buf, seq + 1).await?;
     } else if shared.config.server.require_tls {
