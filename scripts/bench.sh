@@ -24,6 +24,11 @@
 #   --no-idle          skip the idle-session step
 #   --no-idgate        measure direct and HAProxy only
 #   --no-build         do not run `cargo build --release`; use the existing binary
+#   --tls              TLS on every hop: sysbench asks for TLS (--mysql-ssl=on),
+#                      idgate serves the test bed's certificate and logs in to
+#                      the shard over TLS (backend tls = "required"), HAProxy
+#                      (mode tcp) passes TLS through to MariaDB; compare the
+#                      proxies' CPU per statement
 #   --no-control       leave out the A/A control: a second, identical HAProxy
 #                      (target haproxy2) in every workload, whose ratio
 #                      haproxy2/haproxy shows the run's noise floor (default: on)
@@ -87,6 +92,7 @@ do_idle=1
 do_idgate=1
 do_build=1
 do_control=1
+do_tls=0
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 
@@ -106,6 +112,7 @@ while (($#)); do
     --no-build) do_build=0 ;;
     --control) do_control=1 ;;
     --no-control) do_control=0 ;;
+    --tls) do_tls=1 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -123,6 +130,7 @@ db=${BENCH_DB:-sbtest}
 ids_db=${BENCH_IDS_DB:-sbtest_ids}
 sh_db=${BENCH_SHARDED_DB:-sbtest_sh}
 idgate_bin=${IDGATE_BIN:-$repo/target/release/idgate}
+tls_dir=${IDGATE_TESTBED_DIR:-$repo/testbed}/tls # made by scripts/testbed.sh
 idgate_base_bin=${IDGATE_BASE_BIN:-}
 
 stamp=$(date +%Y%m%d-%H%M%S)
@@ -275,9 +283,16 @@ name = "$ids_db.sbtest1"
 column = "id"
 generator = "sbtest_ids"
 EOF
+  local backend_tls=disabled server_tls=""
+  if ((do_tls)); then
+    backend_tls=required
+    server_tls="tls_cert = \"$tls_dir/server.pem\"
+tls_key = \"$tls_dir/server.key\""
+  fi
   cat >"$tmp/idgate.toml" <<EOF
 [server]
 listen = "$host:$port"
+$server_tls
 
 [[users]]
 name = "$app_user"
@@ -286,6 +301,10 @@ password = "$app_password"
 [backend]
 user = "$backend_user"
 password = "$backend_password"
+# The test bed's shards offer TLS and idgate's default (preferred) would take
+# it; sysbench and HAProxy talk to them in clear text, so idgate does too
+# (with --tls all three use TLS).
+tls = "$backend_tls"
 
 [[shards]]
 name = "s0"
@@ -362,6 +381,11 @@ start_idgate() {
     if [ -x "$idgate_base_bin" ]; then
       local port_base; port_base=$(free_port)
       sed "s/^listen = \"$host:$port\"/listen = \"$host:$port_base\"/" "$tmp/idgate.toml" >"$tmp/idgate_base.toml"
+      # A base binary from before the TLS keys (it refuses unknown keys) had
+      # no TLS at all: the lines go.
+      if ! "$idgate_base_bin" check --config "$tmp/idgate_base.toml" >/dev/null 2>&1; then
+        sed -i -e '/^tls = /d' -e '/^tls_cert = /d' -e '/^tls_key = /d' "$tmp/idgate_base.toml"
+      fi
       launch_idgate idgate_base "$tmp/idgate_base.toml" "$port_base"
     else
       log "idgate_base SKIPPED: no binary at $idgate_base_bin"
@@ -380,6 +404,8 @@ sb_common() { # sb_common PORT USER PASSWORD DB
   printf '%s\n' --db-driver=mysql --mysql-host="$host" --mysql-port="$1" \
     --mysql-user="$2" --mysql-password="$3" --mysql-db="$4" \
     --tables=1 --table-size="$table_size"
+  ((do_tls)) && echo --mysql-ssl=on
+  return 0
 }
 
 prepare_data() {
@@ -587,8 +613,19 @@ fi
 
 mkdir -p "$outdir"
 tmp=$(mktemp -d /tmp/idgate-bench.XXXXXX)
+if ((do_tls)); then
+  # sysbench 1.0 reads its TLS files from the working directory under fixed
+  # names; the client certificate is the test bed's (the shards check it
+  # against their CA when it is sent).
+  [ -f "$tls_dir/client.pem" ] || die "no $tls_dir/client.pem: run scripts/testbed.sh up"
+  mkdir -p "$tmp/sbtls"
+  cp "$tls_dir/ca.pem" "$tmp/sbtls/cacert.pem"
+  cp "$tls_dir/client.pem" "$tmp/sbtls/client-cert.pem"
+  cp "$tls_dir/client.key" "$tmp/sbtls/client-key.pem"
+  cd "$tmp/sbtls"
+fi
 {
-  echo "# idgate bench $stamp mode=$mode host=$(hostname) cpus=$(nproc) rounds=$rounds time=${duration}s warmup=${warmup}s threads=$threads table_size=$table_size"
+  echo "# idgate bench $stamp mode=$mode tls=$do_tls host=$(hostname) cpus=$(nproc) rounds=$rounds time=${duration}s warmup=${warmup}s threads=$threads table_size=$table_size"
   echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "# commit $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown); $(sysbench --version); $(mariadb --version | sed 's/^mariadb *//'); server $(sql_s0 'SELECT VERSION()')"
   printf '# run\tworkload\ttarget\tround\ttps\tp95_ms\twrites\terrors\n'

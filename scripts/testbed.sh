@@ -8,6 +8,10 @@
 #   scripts/testbed.sh status   show what is running
 #   scripts/testbed.sh env      print the environment the tests read
 #
+# The shards serve TLS (certificates made with openssl in $dir/tls, see
+# tls_material) and have an account that logs in only over TLS
+# (idgate_tls, REQUIRE SSL).
+#
 # Ports (override with the same variables): IDGATE_TB_S0_PORT=33061,
 # IDGATE_TB_S1_PORT=33062, IDGATE_TB_S2_PORT=33063, IDGATE_TB_ETCD_PORT=23790
 # (peer port +10).
@@ -21,6 +25,10 @@ etcd_port=${IDGATE_TB_ETCD_PORT:-23790}
 etcd_peer_port=$((etcd_port + 10))
 user=idgate
 password=idgate
+# A shard account MariaDB accepts only over TLS (REQUIRE SSL).
+tls_user=idgate_tls
+tls_password=idgate_tls
+tls_dir="$dir/tls"
 
 log() { printf '[testbed] %s\n' "$*" >&2; }
 
@@ -29,7 +37,7 @@ log() { printf '[testbed] %s\n' "$*" >&2; }
 # that etcd-client's build imports; protobuf-compiler only recommends it, and
 # recommends are not installed here.
 packages=(mariadb-server mariadb-client etcd-server etcd-client sysbench haproxy
-          protobuf-compiler libprotobuf-dev python3-pymysql curl)
+          protobuf-compiler libprotobuf-dev python3-pymysql curl openssl)
 
 ensure_packages() {
   local missing=()
@@ -43,6 +51,37 @@ ensure_packages() {
   $sudo apt-get update -qq
   # policy-rc.d keeps the packages' own service from starting; we run our own.
   DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+}
+
+# TLS material for the shards and for idgate's own listener in tests: a CA,
+# two server certificates it signed for 127.0.0.1/localhost (the second for
+# certificate reloads), a client certificate (sysbench sends one with TLS on),
+# and an unrelated CA (a certificate that must not verify).
+tls_material() {
+  mkdir -p "$tls_dir"
+  local ext="$tls_dir/san.ext" ca n serial
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' >"$ext"
+  # Each file only when missing: running shards keep what they loaded.
+  for ca in ca other-ca; do
+    [ -f "$tls_dir/$ca.pem" ] && continue
+    log "tls: generating $tls_dir/$ca.pem"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -sha256 \
+      -keyout "$tls_dir/$ca.key" -out "$tls_dir/$ca.pem" -subj "/CN=idgate testbed $ca" \
+      -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
+  done
+  # server, server2: for 127.0.0.1/localhost; client: sysbench's (bench.sh --tls).
+  for n in server:1001 server2:1002 client:2001; do
+    serial=${n#*:} n=${n%%:*}
+    [ -f "$tls_dir/$n.pem" ] && continue
+    log "tls: generating $tls_dir/$n.pem"
+    openssl req -newkey rsa:2048 -nodes -keyout "$tls_dir/$n.key" -out "$tls_dir/$n.csr" \
+      -subj "/CN=idgate testbed $n" 2>/dev/null
+    local extargs=(-extfile "$ext")
+    [ "$n" = client ] && extargs=()
+    openssl x509 -req -in "$tls_dir/$n.csr" -CA "$tls_dir/ca.pem" -CAkey "$tls_dir/ca.key" \
+      -set_serial "$serial" -days 3650 -sha256 "${extargs[@]}" -out "$tls_dir/$n.pem" 2>/dev/null
+    rm -f "$tls_dir/$n.csr"
+  done
 }
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
@@ -75,6 +114,7 @@ mariadb_up() { # mariadb_up INDEX
     --innodb-flush-log-at-trx-commit=2 --sync-binlog=0 \
     --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci \
     --max-allowed-packet=256M \
+    --ssl-ca="$tls_dir/ca.pem" --ssl-cert="$tls_dir/server.pem" --ssl-key="$tls_dir/server.key" \
     >"$d/stdout.log" 2>&1 &
   wait_until 60 "s$i (see $d/error.log)" mariadb-admin --no-defaults --socket="$sock" -uroot ping
   mariadb --no-defaults --socket="$sock" -uroot <<SQL
@@ -82,6 +122,10 @@ CREATE USER IF NOT EXISTS '$user'@'127.0.0.1' IDENTIFIED BY '$password';
 CREATE USER IF NOT EXISTS '$user'@'localhost' IDENTIFIED BY '$password';
 GRANT ALL PRIVILEGES ON *.* TO '$user'@'127.0.0.1' WITH GRANT OPTION;
 GRANT ALL PRIVILEGES ON *.* TO '$user'@'localhost' WITH GRANT OPTION;
+CREATE USER IF NOT EXISTS '$tls_user'@'127.0.0.1' IDENTIFIED BY '$tls_password' REQUIRE SSL;
+CREATE USER IF NOT EXISTS '$tls_user'@'localhost' IDENTIFIED BY '$tls_password' REQUIRE SSL;
+GRANT ALL PRIVILEGES ON *.* TO '$tls_user'@'127.0.0.1' WITH GRANT OPTION;
+GRANT ALL PRIVILEGES ON *.* TO '$tls_user'@'localhost' WITH GRANT OPTION;
 CREATE DATABASE IF NOT EXISTS sbtest;
 FLUSH PRIVILEGES;
 SQL
@@ -121,12 +165,19 @@ cmd_env() {
   echo "export IDGATE_TEST_ETCD=http://127.0.0.1:$etcd_port"
   echo "export IDGATE_TEST_USER=$user"
   echo "export IDGATE_TEST_PASSWORD=$password"
+  echo "export IDGATE_TEST_TLS_USER=$tls_user"
+  echo "export IDGATE_TEST_TLS_PASSWORD=$tls_password"
+  echo "export IDGATE_TEST_TLS_DIR=$tls_dir"
+  echo "export IDGATE_TEST_TLS_CA=$tls_dir/ca.pem"
+  echo "export IDGATE_TEST_TLS_CERT=$tls_dir/server.pem"
+  echo "export IDGATE_TEST_TLS_KEY=$tls_dir/server.key"
 }
 
 case "${1:-}" in
   up)
     ensure_packages
     mkdir -p "$dir"
+    tls_material
     mariadb_up 0
     mariadb_up 1
     mariadb_up 2

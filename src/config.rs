@@ -4,6 +4,7 @@
 //! Unknown keys are errors; errors name the file, the line where toml can
 //! tell it, and the key.
 
+pub use crate::tls::ShardTlsMode;
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -57,6 +58,14 @@ pub struct ServerConfig {
     /// cycles across shards, when statements are routed; 0 turns it off.
     #[serde(default = "default_deadlock_check_ms")]
     pub deadlock_check_ms: u64,
+    /// TLS certificate chain (PEM) offered to clients, with `tls_key`; none:
+    /// idgate does not offer TLS. Re-read on SIGHUP (sessions keep theirs).
+    pub tls_cert: Option<PathBuf>,
+    /// Private key (PEM) of `tls_cert`.
+    pub tls_key: Option<PathBuf>,
+    /// Clients that do not switch to TLS are refused (error 3159).
+    #[serde(default)]
+    pub require_tls: bool,
 }
 
 /// `[[users]]`: one account of idgate's own.
@@ -100,6 +109,9 @@ pub struct UserConfig {
     /// `IDGATE RESERVE`, `IDGATE RELOAD RULES`); default false.
     #[serde(default)]
     pub admin: bool,
+    /// This user must log in over TLS (error 3159 otherwise).
+    #[serde(default)]
+    pub require_tls: bool,
 }
 
 impl UserConfig {
@@ -240,6 +252,13 @@ pub struct BackendConfig {
     /// Milliseconds to connect and log in to a shard before giving up.
     #[serde(default = "default_connect_timeout")]
     pub connect_timeout_ms: u64,
+    /// TLS towards the shards: `disabled`, `preferred` (when a shard
+    /// offers it), `required`, `verify_ca` (the certificate must be signed
+    /// by `tls_ca`).
+    #[serde(default)]
+    pub tls: ShardTlsMode,
+    /// CA certificates (PEM) for `tls = "verify_ca"`.
+    pub tls_ca: Option<PathBuf>,
 }
 
 /// `[[shards]]`.
@@ -437,7 +456,37 @@ impl Config {
         if cfg.allocator.file_path.is_relative() {
             cfg.allocator.file_path = base.join(&cfg.allocator.file_path);
         }
+        for p in [
+            cfg.server.tls_cert.as_mut(),
+            cfg.server.tls_key.as_mut(),
+            cfg.backend.tls_ca.as_mut(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+        cfg.check_tls_files(&path.display().to_string())?;
         Ok(cfg)
+    }
+
+    /// Reads the TLS files the config names, so a bad path or PEM is
+    /// reported when the config is checked, not at the first connection.
+    pub fn check_tls_files(&self, origin: &str) -> Result<(), ConfigError> {
+        let invalid = |key: &str, reason: String| ConfigError::Invalid {
+            path: origin.to_string(),
+            key: key.to_string(),
+            reason,
+        };
+        if let (Some(cert), Some(key)) = (&self.server.tls_cert, &self.server.tls_key) {
+            crate::tls::server_config(cert, key).map_err(|e| invalid("server.tls_cert", e))?;
+        }
+        if let Some(ca) = &self.backend.tls_ca {
+            crate::tls::ca_roots(ca).map_err(|e| invalid("backend.tls_ca", e))?;
+        }
+        Ok(())
     }
 
     /// Parses and validates config text; `origin` names it in errors.
@@ -481,6 +530,34 @@ impl Config {
                 format!("{d}: must be 0 (off) or between 150 and 60000"),
             ));
         }
+        match (&cfg.server.tls_cert, &cfg.server.tls_key) {
+            (Some(_), None) => {
+                return Err(invalid(
+                    "server.tls_key",
+                    "tls_cert is set: its private key is needed too".into(),
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(invalid(
+                    "server.tls_cert",
+                    "tls_key is set: its certificate is needed too".into(),
+                ))
+            }
+            _ => {}
+        }
+        let tls_on = cfg.server.tls_cert.is_some();
+        if cfg.server.require_tls && !tls_on {
+            return Err(invalid(
+                "server.require_tls",
+                "needs server.tls_cert and server.tls_key".into(),
+            ));
+        }
+        if cfg.backend.tls == ShardTlsMode::VerifyCa && cfg.backend.tls_ca.is_none() {
+            return Err(invalid(
+                "backend.tls_ca",
+                "tls = \"verify_ca\" needs the CA certificate file".into(),
+            ));
+        }
         if cfg.users.is_empty() {
             return Err(invalid(
                 "users",
@@ -499,6 +576,12 @@ impl Config {
                 return Err(invalid(
                     &format!("users[{i}].name"),
                     format!("user {:?} is defined twice", u.name),
+                ));
+            }
+            if u.require_tls && !tls_on {
+                return Err(invalid(
+                    &format!("users[{i}].require_tls"),
+                    "needs server.tls_cert and server.tls_key".into(),
                 ));
             }
         }
@@ -1087,6 +1170,68 @@ address = "127.0.0.1:3306"
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(key) && e.contains(says) && e.contains("\"app\""), "{extra}: {e}");
+        }
+    }
+
+    #[test]
+    fn tls_keys_are_checked_and_name_the_key() {
+        let c = Config::parse(GOOD, "t.toml").unwrap();
+        assert_eq!(c.backend.tls, ShardTlsMode::Preferred);
+        assert!(!c.server.require_tls && c.server.tls_cert.is_none());
+        let server = |extra: &str| {
+            GOOD.replace(
+                "listen = \"127.0.0.1:6033\"",
+                &format!("listen = \"127.0.0.1:6033\"\n{extra}"),
+            )
+        };
+        for (text, key) in [
+            (server("tls_cert = \"a.pem\""), "server.tls_key"),
+            (server("tls_key = \"a.key\""), "server.tls_cert"),
+            (server("require_tls = true"), "server.require_tls"),
+            (
+                GOOD.replace("[[users]]\n", "[[users]]\nrequire_tls = true\n"),
+                "users[0].require_tls",
+            ),
+            (
+                format!("{GOOD}\n[backend]\n"),
+                "", // a second [backend] table: a parse error
+            ),
+        ] {
+            let e = Config::parse(&text, "t.toml").unwrap_err().to_string();
+            assert!(e.contains(key), "{key}: {e}");
+        }
+        let verify = GOOD.replace("[backend]\n", "[backend]\ntls = \"verify_ca\"\n");
+        let e = Config::parse(&verify, "t.toml").unwrap_err().to_string();
+        assert!(e.contains("backend.tls_ca"), "{e}");
+        let bad_mode = GOOD.replace("[backend]\n", "[backend]\ntls = \"sometimes\"\n");
+        assert!(Config::parse(&bad_mode, "t.toml").is_err());
+
+        // Files are read at load: a missing or non-PEM file names the key.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("junk.pem"), "not pem").unwrap();
+        for (extra_server, extra_backend, key) in [
+            (
+                "tls_cert = \"missing.pem\"\ntls_key = \"missing.key\"",
+                "",
+                "server.tls_cert",
+            ),
+            (
+                "tls_cert = \"junk.pem\"\ntls_key = \"junk.pem\"",
+                "",
+                "server.tls_cert",
+            ),
+            (
+                "",
+                "tls = \"verify_ca\"\ntls_ca = \"junk.pem\"",
+                "backend.tls_ca",
+            ),
+        ] {
+            let text = server(extra_server)
+                .replace("[backend]\n", &format!("[backend]\n{extra_backend}\n"));
+            let path = dir.path().join("idgate.toml");
+            std::fs::write(&path, text).unwrap();
+            let e = Config::load(&path).unwrap_err().to_string();
+            assert!(e.contains(key), "{key}: {e}");
         }
     }
 }

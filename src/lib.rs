@@ -6,7 +6,7 @@
 //! Dependencies point one way: (`server`, `http`) -> `frontend` -> (`sql`, `idgen`,
 //! `backend`) -> `shard` -> `protocol`; `resp` -> (`idgen`, `config`, `throttle`); `throttle` -> `idgen`; `rules` -> `shard` (a rule builds its
 //! table's `shard::placement`); `sql` uses `shard`'s value types (`KeyValue`,
-//! `MergeSpec`); `config` and `collation` are leaves.
+//! `MergeSpec`); `config` -> `tls`; `tls` and `collation` are leaves.
 //!
 //! - [`collation`]: how MariaDB compares strings (weights of the
 //!   collations idgate reproduces, read from the server into
@@ -15,6 +15,9 @@
 //! - [`config`]: `idgate.toml` (listen addresses, users, backend account, shards,
 //!   allocator store, rules directory), validated on load; passwords read
 //!   from their source (`password_hash`/`_file`/`_env`).
+//! - [`tls`]: rustls (ring) for both sides: the reloadable acceptor for
+//!   clients (`[server] tls_cert`/`tls_key`), the connector for shards
+//!   (`[backend] tls`/`tls_ca`), PEM checks for `config`. A leaf.
 //! - [`rules`]: `rules/*.toml`: generators and table column rules.
 //! - [`protocol`]: MySQL packet framing, handshake, OK/ERR packets, error codes,
 //!   column definitions and result-set rows. Bytes only, no SQL semantics.
@@ -78,3 +81,4 @@ pub mod server;
 pub mod shard;
 pub mod sql;
 pub mod throttle;
+pub mod tls;

@@ -26,8 +26,38 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// Re-reads the client certificate and key on every SIGHUP: new
+/// connections get the new certificate, sessions keep theirs. A file that
+/// does not load leaves the old certificate in use (logged).
+fn reload_on_sighup(tls: Arc<crate::tls::ClientTls>) -> Option<AbortOnDrop> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hup = match signal(SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("no SIGHUP handler, the TLS certificate is not reloaded: {e}");
+            return None;
+        }
+    };
+    Some(AbortOnDrop(tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            match tls.reload() {
+                Ok(()) => tracing::info!(
+                    cert = %tls.cert_path().display(),
+                    "SIGHUP: TLS certificate reloaded"
+                ),
+                Err(e) => {
+                    tracing::error!("SIGHUP: TLS certificate not reloaded, the old one stays: {e}")
+                }
+            }
+        }
+    })))
+}
+
 /// Serves clients on `listener` until `shutdown` completes.
 pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Future<Output = ()>) {
+    // Registered before the first client is accepted: a SIGHUP sent once
+    // a client got in is never the default action (exit).
+    let _tls_reload = shared.client_tls.clone().and_then(reload_on_sighup);
     crate::frontend::txn::recovery::start(&shared).await;
     // The deadlock detector runs as long as the server (through the drain:
     // sessions finishing their transactions can still deadlock).

@@ -156,6 +156,7 @@ async fn connect(tb: &Testbed, shard: usize, db: &str, deprecate_eof: bool) -> B
     let params = ConnectParams {
         shard: &name,
         address: &tb.shards[shard],
+        tls: &idgate::tls::ShardTls::default(),
         user: &tb.user,
         password: &tb.password,
         database: Some(db),

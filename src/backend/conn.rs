@@ -1,11 +1,14 @@
 //! One connection from idgate to a shard, logged in with the `[backend]` account.
 
 use crate::protocol::consts::cap;
-use crate::protocol::handshake::{self, ClientHandshake, ServerHandshake, NATIVE_PASSWORD};
+use crate::protocol::handshake::{
+    self, ClientHandshake, ServerHandshake, NATIVE_PASSWORD, SSL_REQUEST_LEN,
+};
 use crate::protocol::packet::{frame, PacketConn, ReadError};
 use crate::protocol::reply::{self, ErrPacket};
 use crate::protocol::response::{Expect, Kind, Tracker};
 use crate::protocol::{consts, Malformed};
+use crate::tls::ShardTls;
 use std::time::Duration;
 use tokio::net::TcpStream;
 
@@ -31,6 +34,13 @@ pub enum BackendError {
     Plugin { shard: String, plugin: String },
     #[error("shard {shard}: {source}")]
     Protocol { shard: String, source: Malformed },
+    /// TLS to the shard could not be had as `[backend] tls` asks.
+    #[error("shard {shard} ({address}): TLS: {reason}")]
+    Tls {
+        shard: String,
+        address: String,
+        reason: String,
+    },
     /// A reopened connection could not be given the session's state back.
     #[error("shard {shard}: the connection was reopened, but the session's state could not be restored: {reason}")]
     StateLost { shard: String, reason: String },
@@ -47,6 +57,8 @@ pub enum BackendError {
 pub struct ConnectParams<'a> {
     pub shard: &'a str,
     pub address: &'a str,
+    /// Whether and how the connection is encrypted (`[backend] tls`).
+    pub tls: &'a ShardTls,
     pub user: &'a str,
     pub password: &'a str,
     /// The client's current schema.
@@ -154,6 +166,27 @@ impl BackendConn {
         if p.attrs.is_some() && hs.capabilities & cap::CONNECT_ATTRS != 0 {
             caps |= cap::CONNECT_ATTRS;
         }
+        let tls_err = |reason: String| BackendError::Tls {
+            shard: shard.clone(),
+            address: p.address.to_string(),
+            reason,
+        };
+        let connector = match p.tls.connector().map_err(tls_err)? {
+            Some(c) if hs.capabilities & cap::SSL != 0 => Some(c),
+            _ if p.tls.required() => {
+                return Err(tls_err(format!(
+                    "the shard does not offer TLS, and [backend] tls = \"{}\" requires it",
+                    match p.tls.mode {
+                        crate::tls::ShardTlsMode::VerifyCa => "verify_ca",
+                        _ => "required",
+                    }
+                )))
+            }
+            _ => None,
+        };
+        if connector.is_some() {
+            caps |= cap::SSL;
+        }
         let response = ClientHandshake {
             capabilities: caps,
             ext_capabilities: ext_caps,
@@ -165,8 +198,24 @@ impl BackendConn {
             auth_plugin: Some(NATIVE_PASSWORD.to_vec()),
             attrs: p.attrs.map(<[u8]>::to_vec),
         };
+        let encoded = response.encode();
         let mut out = Vec::new();
-        frame(&mut out, seq.wrapping_add(1), &response.encode());
+        let mut seq = seq;
+        if let Some(connector) = connector {
+            // The SSL request is the start of the handshake response.
+            frame(
+                &mut out,
+                seq.wrapping_add(1),
+                encoded.get(..SSL_REQUEST_LEN).unwrap_or_default(),
+            );
+            conn.write_raw(&out).await.map_err(lost)?;
+            out.clear();
+            conn.connect_tls(connector, crate::tls::server_name(p.address))
+                .await
+                .map_err(|e| tls_err(format!("handshake failed: {e}")))?;
+            seq = seq.wrapping_add(1);
+        }
+        frame(&mut out, seq.wrapping_add(1), &encoded);
         conn.write_raw(&out).await.map_err(lost)?;
         loop {
             let (_, seq) = read(&mut conn, &mut buf, &shard).await?;
@@ -177,7 +226,7 @@ impl BackendConn {
                         BackendConn {
                             conn,
                             shard,
-                            capabilities: caps,
+                            capabilities: caps & !cap::SSL,
                             connection_id: hs.connection_id,
                             status: ok.status,
                             login_ok: std::mem::take(&mut buf),

@@ -90,6 +90,11 @@ pub struct Shared {
     /// Times the detector read the shards' lock waits (it does only when a
     /// statement of a registered session has run longer than its interval).
     pub deadlock_scans: AtomicU64,
+    /// TLS towards clients (`[server] tls_cert`); `None`: not offered.
+    /// Reloaded on SIGHUP (see `server.rs`).
+    pub client_tls: Option<Arc<crate::tls::ClientTls>>,
+    /// TLS towards shards (`[backend] tls`).
+    pub shard_tls: crate::tls::ShardTls,
     next_connection_id: AtomicU32,
     /// When the server state was made (uptime in `SHOW IDGATE STATUS`).
     pub started: std::time::Instant,
@@ -115,7 +120,23 @@ impl Shared {
             .collect();
         let user_slots = crate::frontend::session::limits::UserSlots::new(config.users.len());
         let routing = rules.as_ref().is_some_and(|r| r.is_sharded());
+        // The files were checked when the config was loaded; one that went
+        // bad since leaves TLS off (clients that require it are refused).
+        let client_tls = match (&config.server.tls_cert, &config.server.tls_key) {
+            (Some(cert), Some(key)) => match crate::tls::ClientTls::load(cert, key) {
+                Ok(t) => Some(Arc::new(t)),
+                Err(e) => {
+                    tracing::error!("server.tls_cert: {e}; TLS is not offered to clients");
+                    None
+                }
+            },
+            _ => None,
+        };
+        let shard_tls =
+            crate::tls::ShardTls::new(config.backend.tls, config.backend.tls_ca.as_deref());
         Shared {
+            client_tls,
+            shard_tls,
             routing,
             pending_xa: parking_lot::Mutex::new(Vec::new()),
             shard_connects: config.shards.iter().map(|_| AtomicU64::new(0)).collect(),
@@ -155,6 +176,14 @@ impl Shared {
     /// Whether `user` has the admin privilege (`[[users]] admin = true`).
     pub fn is_admin(&self, user: &str) -> bool {
         self.config.users.iter().any(|u| u.name == user && u.admin)
+    }
+
+    /// Whether `[[users]]` account `name` must log in over TLS.
+    pub fn user_requires_tls(&self, name: &[u8]) -> bool {
+        self.config
+            .users
+            .iter()
+            .any(|u| u.require_tls && u.name.as_bytes() == name)
     }
 
     /// The generator called `name`.
@@ -212,6 +241,7 @@ impl Shared {
         let params = ConnectParams {
             shard: &s.name,
             address: &s.address,
+            tls: &self.shard_tls,
             user: &self.config.backend.user,
             password: &self.config.backend.password,
             database: None,

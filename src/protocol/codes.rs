@@ -26,6 +26,8 @@ codes! {
     ER_HANDSHAKE_ERROR = (1043, "08S01");
     /// Access denied for user.
     ER_ACCESS_DENIED_ERROR = (1045, "28000");
+    /// Connections using insecure transport are prohibited (`require_tls`).
+    ER_SECURE_TRANSPORT_REQUIRED = (3159, "HY000");
     /// No database selected.
     ER_NO_DB_ERROR = (1046, "3D000");
     /// Unknown command.

@@ -4,6 +4,7 @@
 //! - [`codes`]: server error codes and SQLSTATEs idgate sends.
 //! - [`wire`]: a bounds-checked reader and writers for protocol integers and strings.
 //! - [`packet`]: framing (3-byte length, sequence id, 16 MiB split packets) over a stream.
+//! - [`stream`]: that stream: plain TCP, or TLS after an upgrade.
 //! - [`handshake`]: the initial handshake, both as server (to clients) and as client (to shards).
 //! - [`reply`]: OK, ERR and EOF packets.
 //! - [`response`]: where a server's reply to a command ends (result sets, multi-results).
@@ -22,6 +23,7 @@ pub mod response;
 pub mod resultset;
 pub mod row;
 pub mod stmt;
+pub mod stream;
 pub mod wire;
 
 /// A packet that does not follow the protocol. Never a panic: the session

@@ -6,9 +6,9 @@
 //! and a payload that is an exact multiple ends with an empty packet.
 
 use super::consts::MAX_PAYLOAD;
-use bytes::{Buf, BytesMut};
+use super::stream::Stream;
+use bytes::{Buf, BufMut, BytesMut};
 use std::io;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Initial read buffer size; buffers that grew past [`SHRINK_ABOVE`] are given back when idle.
@@ -35,7 +35,7 @@ pub enum ReadError {
 /// packets of a reply that arrived in one read and pass them on in one write.
 #[derive(Debug)]
 pub struct PacketConn {
-    stream: TcpStream,
+    stream: Stream,
     rbuf: BytesMut,
     /// `Some` while the last packet written is held back ([`PacketConn::hold_last`]).
     held: Option<Vec<u8>>,
@@ -55,7 +55,7 @@ impl PacketConn {
     pub fn new(stream: TcpStream) -> Self {
         let _ = stream.set_nodelay(true);
         PacketConn {
-            stream,
+            stream: Stream::Plain(stream),
             rbuf: BytesMut::with_capacity(READ_CHUNK),
             held: None,
         }
@@ -123,9 +123,71 @@ impl PacketConn {
         Ok(())
     }
 
-    /// The underlying stream (peer address, shutdown).
-    pub fn stream(&self) -> &TcpStream {
-        &self.stream
+    /// The TCP socket under the connection (peer address, a readiness
+    /// probe); `None` after a failed TLS handshake.
+    pub fn tcp(&self) -> Option<&TcpStream> {
+        self.stream.tcp()
+    }
+
+    /// The peer's IP address (plain or TLS).
+    pub fn peer_ip(&self) -> Option<std::net::IpAddr> {
+        self.tcp().and_then(|s| s.peer_addr().ok()).map(|a| a.ip())
+    }
+
+    /// Whether the connection is encrypted.
+    pub fn is_tls(&self) -> bool {
+        self.stream.is_tls()
+    }
+
+    /// Upgrades the connection to TLS as the server (after a client's SSL
+    /// request). Bytes already buffered would be part of the TLS handshake:
+    /// with any, the upgrade is refused (read the SSL request with
+    /// [`PacketConn::fill_exact`]).
+    pub async fn accept_tls(&mut self, acceptor: &tokio_rustls::TlsAcceptor) -> io::Result<()> {
+        self.check_unbuffered()?;
+        self.stream.accept_tls(acceptor).await
+    }
+
+    /// Upgrades the connection to TLS as the client (after idgate's own SSL
+    /// request to a shard).
+    pub async fn connect_tls(
+        &mut self,
+        connector: &tokio_rustls::TlsConnector,
+        server_name: rustls_pki_types::ServerName<'static>,
+    ) -> io::Result<()> {
+        self.check_unbuffered()?;
+        self.stream.connect_tls(connector, server_name).await
+    }
+
+    fn check_unbuffered(&self) -> io::Result<()> {
+        if self.rbuf.is_empty() && self.held.as_ref().is_none_or(|h| h.is_empty()) {
+            Ok(())
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "data received before the TLS handshake",
+            ))
+        }
+    }
+
+    /// Reads until exactly `n` bytes are buffered, never more (the bytes
+    /// after a client's SSL request belong to the TLS handshake).
+    pub async fn fill_exact(&mut self, n: usize) -> io::Result<()> {
+        while self.rbuf.len() < n {
+            let want = n - self.rbuf.len();
+            self.rbuf.reserve(want);
+            let got = self
+                .stream
+                .read_buf(&mut (&mut self.rbuf).limit(want))
+                .await?;
+            if got == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "connection closed by peer",
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Bytes read from the socket and not yet consumed.
@@ -284,6 +346,7 @@ pub fn frame(out: &mut Vec<u8>, mut seq: u8, payload: &[u8]) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::AsyncWriteExt;
 
     #[test]
     fn frame_splits_at_16_mib_and_ends_with_an_empty_packet_on_exact_multiples() {
@@ -336,5 +399,33 @@ mod tests {
             })
         ));
         writer.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn fill_exact_never_reads_past_what_it_was_asked_for() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let writer = tokio::spawn(async move {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            let mut buf = Vec::new();
+            frame(&mut buf, 1, &[9u8; 32]);
+            // What a TLS client sends right after its SSL request.
+            buf.extend_from_slice(&[0x16, 0x03, 0x01, 0x00, 0x05, 1, 2, 3, 4, 5]);
+            s.write_all(&buf).await.unwrap();
+            s
+        });
+        let (s, _) = listener.accept().await.unwrap();
+        let _keep = writer.await.unwrap();
+        let mut c = PacketConn::new(s);
+        c.fill_exact(4).await.unwrap();
+        assert_eq!(c.header_at(0), Some(RawHeader { len: 32, seq: 1 }));
+        c.fill_exact(36).await.unwrap();
+        assert_eq!(c.buffered().len(), 36, "read past the packet");
+        c.consume(36);
+        let mut rest = [0u8; 10];
+        let tcp = c.tcp().unwrap();
+        tcp.readable().await.unwrap();
+        assert_eq!(tcp.try_read(&mut rest).unwrap(), 10);
+        assert_eq!(rest[0], 0x16);
     }
 }

@@ -29,6 +29,20 @@ pub struct Testbed {
     /// Account with all privileges on every shard.
     pub user: String,
     pub password: String,
+    /// The same privileges, but MariaDB accepts it only over TLS (REQUIRE SSL).
+    pub tls_user: String,
+    pub tls_password: String,
+    /// The test bed's TLS material (`scripts/testbed.sh` makes it): `ca.pem`
+    /// signed `server.pem` and `server2.pem` (for 127.0.0.1 and localhost,
+    /// with their `.key`); `other-ca.pem` signed nothing here.
+    pub tls_dir: std::path::PathBuf,
+}
+
+impl Testbed {
+    /// A file of the test bed's TLS material (see [`Testbed::tls_dir`]).
+    pub fn tls_file(&self, name: &str) -> String {
+        self.tls_dir.join(name).display().to_string()
+    }
 }
 
 fn env_or(key: &str, default: &str) -> String {
@@ -57,6 +71,13 @@ pub fn testbed() -> Option<Testbed> {
         etcd: env_or("IDGATE_TEST_ETCD", "http://127.0.0.1:23790"),
         user: env_or("IDGATE_TEST_USER", "idgate"),
         password: env_or("IDGATE_TEST_PASSWORD", "idgate"),
+        tls_user: env_or("IDGATE_TEST_TLS_USER", "idgate_tls"),
+        tls_password: env_or("IDGATE_TEST_TLS_PASSWORD", "idgate_tls"),
+        tls_dir: env_or(
+            "IDGATE_TEST_TLS_DIR",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/testbed/tls"),
+        )
+        .into(),
     };
     let etcd_addr = tb.etcd.trim_start_matches("http://").to_string();
     let missing: Vec<&str> = tb

@@ -728,7 +728,7 @@ impl Session {
         let name = String::from_utf8_lossy(&user).into_owned();
         // A login like any other: delayed after repeated failures from
         // this address, and counted.
-        let peer_ip = self.client.stream().peer_addr().ok().map(|a| a.ip());
+        let peer_ip = self.client.peer_ip();
         if let Some(ip) = peer_ip {
             let (delay, failures) = self.shared.login_throttle.delay(ip);
             if !delay.is_zero() {
@@ -760,6 +760,19 @@ impl Session {
             let msg = format!("Access denied for user '{name}' (using password: {using})");
             let _ = self
                 .send_error(seq, &codes::ER_ACCESS_DENIED_ERROR, &msg)
+                .await;
+            return Ok(Next::Quit);
+        }
+        // A user that must use TLS cannot be reached from a plaintext
+        // session either.
+        if !self.client.is_tls() && self.shared.user_requires_tls(&user) {
+            warn!(conn = self.id, user = %name, "COM_CHANGE_USER refused: TLS required");
+            let msg = format!(
+                "{} (user '{name}' requires TLS)",
+                crate::frontend::session::login::INSECURE_REFUSED
+            );
+            let _ = self
+                .send_error(seq, &codes::ER_SECURE_TRANSPORT_REQUIRED, &msg)
                 .await;
             return Ok(Next::Quit);
         }

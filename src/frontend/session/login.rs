@@ -36,12 +36,24 @@ pub enum LoginError {
     Io(#[from] std::io::Error),
     #[error("{message}")]
     Refused { code: ErrorCode, message: String },
+    /// The TLS handshake after the client's SSL request failed (nothing can
+    /// be sent: the client reads TLS records now).
+    #[error("TLS handshake failed: {0}")]
+    Tls(std::io::Error),
 }
 
 /// Largest packet a client may send before it has authenticated: a
 /// handshake response with a long user name, schema and connection
 /// attributes fits many times; nothing bigger is read (or allocated).
 pub const MAX_PRE_AUTH_PACKET: usize = 16 << 10;
+
+/// A client that asked for TLS and stalls in the handshake gives its
+/// connection slot back after this long.
+const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// MySQL's message for error 3159.
+pub(in crate::frontend) const INSECURE_REFUSED: &str =
+    "Connections using insecure transport are prohibited while --require_secure_transport=ON.";
 
 /// A fresh 20-byte nonce of printable characters (no NUL: it is sent NUL-terminated).
 pub fn new_scramble() -> Vec<u8> {
@@ -60,7 +72,11 @@ pub async fn login(
     let scramble = new_scramble();
     // LONG_PASSWORD only if the shard offers it: MariaDB leaves it out and
     // uses the extended capabilities instead; idgate mirrors that.
-    let offered = (cap::SUPPORTED & info.capabilities) | cap::REQUIRED | cap::PLUGIN_AUTH;
+    let tls = shared.client_tls.as_ref().map(|t| t.acceptor());
+    let offered = (cap::SUPPORTED & info.capabilities)
+        | cap::REQUIRED
+        | cap::PLUGIN_AUTH
+        | if tls.is_some() { cap::SSL } else { 0 };
     let offered_ext = if offered & cap::LONG_PASSWORD == 0 {
         info.ext_capabilities & cap::EXT_SUPPORTED
     } else {
@@ -79,13 +95,42 @@ pub async fn login(
     client.write_packet(0, &greeting.encode()).await?;
 
     let mut buf = Vec::new();
-    let seq = read(client, shared, &mut buf, 1).await?;
+    let first = tokio::time::timeout(shared.login_timeout, read_first(client, &mut buf));
+    let Ok(first) = first.await else {
+        return Err(LoginError::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "the client sent nothing to log in with in time",
+        )));
+    };
+    let mut seq = first?;
     if buf.len() == SSL_REQUEST_LEN {
+        let Some(acceptor) = tls else {
+            return refuse(
+                client,
+                seq + 1,
+                codes::ER_HANDSHAKE_ERROR,
+                "TLS is not configured on idgate (no [server] tls_cert); connect without SSL"
+                    .into(),
+            )
+            .await;
+        };
+        match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, client.accept_tls(&acceptor)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(LoginError::Tls(e)),
+            Err(_) => {
+                return Err(LoginError::Tls(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the client did not finish the TLS handshake within 30 s",
+                )))
+            }
+        }
+        seq = read(client, shared, &mut buf, seq + 1).await?;
+    } else if shared.config.server.require_tls {
         return refuse(
             client,
             seq + 1,
-            codes::ER_HANDSHAKE_ERROR,
-            "TLS is not supported by idgate; connect without SSL".into(),
+            codes::ER_SECURE_TRANSPORT_REQUIRED,
+            INSECURE_REFUSED.into(),
         )
         .await;
     }
@@ -120,7 +165,7 @@ pub async fn login(
         token = buf.clone();
     }
     let user = String::from_utf8_lossy(&hs.user).into_owned();
-    let peer_ip = client.stream().peer_addr().ok().map(|a| a.ip());
+    let peer_ip = client.peer_ip();
     if let Some(ip) = peer_ip {
         // After repeated failures from this address, every login from it
         // waits before its password is checked (this connection only).
@@ -157,6 +202,17 @@ pub async fn login(
         )
         .await;
     }
+    // Checked once the password is: the refusal tells nothing about
+    // which accounts exist.
+    if !client.is_tls() && shared.user_requires_tls(&hs.user) {
+        return refuse(
+            client,
+            seq,
+            codes::ER_SECURE_TRANSPORT_REQUIRED,
+            format!("{INSECURE_REFUSED} (user '{user}' requires TLS)"),
+        )
+        .await;
+    }
     Ok(Login {
         reply_seq: seq,
         user,
@@ -173,6 +229,53 @@ pub async fn login(
         attrs: hs.attrs,
         scramble,
     })
+}
+
+/// Reads the client's first packet (its handshake response or an SSL
+/// request) without reading past it: after an SSL request the next bytes
+/// are the TLS handshake's.
+async fn read_first(client: &mut PacketConn, buf: &mut Vec<u8>) -> Result<u8, LoginError> {
+    client.fill_exact(4).await?;
+    let head = client.buffered();
+    if head.first() == Some(&0x16) && head.get(1) == Some(&0x03) {
+        // A TLS record (a ClientHello) instead of a MySQL packet.
+        return refuse(
+            client,
+            1,
+            codes::ER_HANDSHAKE_ERROR,
+            "Bad handshake: a TLS handshake arrived without an SSL request (MySQL clients switch to TLS inside the protocol)".into(),
+        )
+        .await;
+    }
+    let Some(h) = client.header_at(0) else {
+        return Err(LoginError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+    };
+    if h.seq != 1 {
+        return refuse(
+            client,
+            1,
+            codes::ER_NET_PACKETS_OUT_OF_ORDER,
+            "Got packets out of order".into(),
+        )
+        .await;
+    }
+    if h.len > MAX_PRE_AUTH_PACKET {
+        return refuse(
+            client,
+            2,
+            codes::ER_NET_PACKET_TOO_LARGE,
+            format!(
+                "Got a packet bigger than {MAX_PRE_AUTH_PACKET} bytes before authentication ({} bytes)",
+                h.len
+            ),
+        )
+        .await;
+    }
+    client.fill_exact(4 + h.len).await?;
+    buf.clear();
+    buf.extend_from_slice(client.buffered().get(4..4 + h.len).unwrap_or_default());
+    client.consume(4 + h.len);
+    Ok(h.seq)
 }
 
 async fn read(

@@ -196,6 +196,10 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
             debug!(conn = id, %peer, "client left during login: {e}");
             return;
         }
+        Err(LoginError::Tls(e)) => {
+            warn!(conn = id, %peer, "TLS handshake with the client failed: {e}");
+            return;
+        }
     };
     let Some(user_slot) = acquire_slot(&shared, &login.user) else {
         let (msg, _) = too_many_user_connections(&shared, &login.user);
@@ -208,7 +212,8 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
             .await;
         return;
     };
-    info!(conn = id, %peer, user = %login.user, db = ?login.database, "session opened");
+    let tls = client.is_tls();
+    info!(conn = id, %peer, user = %login.user, db = ?login.database, tls, "session opened");
     let shards = shared.config.shards.len();
     let shared_registry = shared.sessions.clone();
     let login_user = login.user.clone();
@@ -372,6 +377,7 @@ impl Session {
             | BackendError::Timeout { shard, .. }
             | BackendError::Server { shard, .. }
             | BackendError::Plugin { shard, .. }
+            | BackendError::Tls { shard, .. }
             | BackendError::Protocol { shard, .. }
             | BackendError::StateLost { shard, .. }
             | BackendError::Lost { shard, .. } => {
@@ -455,6 +461,7 @@ impl Session {
             let params = ConnectParams {
                 shard: &s.name,
                 address: &s.address,
+                tls: &self.shared.shard_tls,
                 user,
                 password,
                 database: self.schema.as_deref(),
@@ -871,7 +878,8 @@ impl Session {
             BackendError::Server { err, .. } => err.payload(""),
             BackendError::Connect { .. }
             | BackendError::Timeout { .. }
-            | BackendError::Plugin { .. } => {
+            | BackendError::Plugin { .. }
+            | BackendError::Tls { .. } => {
                 reply::err_packet(&codes::CR_CONN_HOST_ERROR, &e.to_string())
             }
             BackendError::Lost { .. }
@@ -910,8 +918,13 @@ fn closed_by_peer(b: &BackendConn) -> bool {
     if !b.conn.buffered().is_empty() {
         return true;
     }
+    let Some(tcp) = b.conn.tcp() else {
+        return true;
+    };
+    // On TLS too: any byte on an idle connection (an alert, a record with an
+    // error packet) means the shard is done with it.
     let mut probe = [0u8; 1];
-    match b.conn.stream().try_read(&mut probe) {
+    match tcp.try_read(&mut probe) {
         Ok(_) => true,
         Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
     }
