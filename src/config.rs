@@ -1230,6 +1230,9 @@ address = "127.0.0.1:3306"
                 .replace("[backend]\n", &format!("[backend]\n{extra_backend}\n"));
             let path = dir.path().join("idgate.toml");
             std::fs::write(&path, text).unwrap();
+            // It holds a plaintext password: owner-only, or that is refused first.
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
             let e = Config::load(&path).unwrap_err().to_string();
             assert!(e.contains(key), "{key}: {e}");
         }
