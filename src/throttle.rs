@@ -78,6 +78,24 @@ impl LoginThrottle {
         (d, count)
     }
 
+    /// Waits the delay the next login from `ip` has earned ([`LoginThrottle::delay`];
+    /// none for the first failures), logging it with the address, the user
+    /// and `what` is delayed. Only the caller's connection waits.
+    pub async fn wait(&self, ip: IpAddr, user: &str, what: &str) {
+        let (delay, failures) = self.delay(ip);
+        if delay.is_zero() {
+            return;
+        }
+        tracing::warn!(
+            peer = %ip,
+            user = %user.chars().take(64).collect::<String>(),
+            failures,
+            delay_ms = delay.as_millis() as u64,
+            "{what} delayed after repeated failed logins from this address"
+        );
+        tokio::time::sleep(delay).await;
+    }
+
     /// Records a failed login from `ip`.
     pub fn failed(&self, ip: IpAddr) {
         let now = self.clock.mono_ms();

@@ -15,7 +15,7 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
-use tracing::{debug, warn};
+use tracing::debug;
 
 use super::command::{shown, Command};
 use super::frame::{self, MAX_ARGS};
@@ -344,19 +344,8 @@ impl Conn {
             },
         };
         if let Some(ip) = self.peer {
-            let (delay, failures) = self.svc.throttle.delay(ip);
-            if !delay.is_zero() {
-                let name = String::from_utf8_lossy(user.unwrap_or(b"default"));
-                warn!(
-                    client = self.id,
-                    peer = %ip,
-                    user = %name.chars().take(64).collect::<String>(),
-                    failures,
-                    delay_ms = delay.as_millis() as u64,
-                    "resp: AUTH delayed after repeated failed logins from this address"
-                );
-                tokio::time::sleep(delay).await;
-            }
+            let name = String::from_utf8_lossy(user.unwrap_or(b"default"));
+            self.svc.throttle.wait(ip, &name, "resp: AUTH").await;
         }
         let accepted = index.filter(|&i| self.svc.users[i].secret.verify_plain(password));
         if let Some(ip) = self.peer {

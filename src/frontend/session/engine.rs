@@ -730,18 +730,10 @@ impl Session {
         // this address, and counted.
         let peer_ip = self.client.peer_ip();
         if let Some(ip) = peer_ip {
-            let (delay, failures) = self.shared.login_throttle.delay(ip);
-            if !delay.is_zero() {
-                warn!(
-                    conn = self.id,
-                    peer = %ip,
-                    user = %name,
-                    failures,
-                    delay_ms = delay.as_millis() as u64,
-                    "COM_CHANGE_USER delayed after repeated failed logins from this address"
-                );
-                tokio::time::sleep(delay).await;
-            }
+            self.shared
+                .login_throttle
+                .wait(ip, &name, "COM_CHANGE_USER")
+                .await;
         }
         let ok = self
             .shared

@@ -9,7 +9,6 @@ use crate::protocol::handshake::{
 use crate::protocol::packet::{PacketConn, ReadError};
 use crate::protocol::reply;
 use rand::RngExt;
-use tracing::warn;
 
 /// Who logged in, and how.
 #[derive(Debug, Clone)]
@@ -169,17 +168,7 @@ pub async fn login(
     if let Some(ip) = peer_ip {
         // After repeated failures from this address, every login from it
         // waits before its password is checked (this connection only).
-        let (delay, failures) = shared.login_throttle.delay(ip);
-        if !delay.is_zero() {
-            warn!(
-                peer = %ip,
-                user = %user,
-                failures,
-                delay_ms = delay.as_millis() as u64,
-                "login delayed after repeated failed logins from this address"
-            );
-            tokio::time::sleep(delay).await;
-        }
+        shared.login_throttle.wait(ip, &user, "login").await;
     }
     let accepted = shared
         .user(&hs.user)
