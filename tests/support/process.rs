@@ -133,6 +133,9 @@ impl Idgate {
         for (k, v) in &opts.env {
             cmd.env(k, v);
         }
+        // Its own process group: a wrapper such as faketime forks idgate as
+        // its child, and killing only the wrapper would leave idgate running.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let child = cmd.spawn().expect("start idgate");
         let mut p = Idgate {
             child,
@@ -186,8 +189,19 @@ impl Idgate {
 
     /// kill -9, and waits for the process to be gone.
     pub fn kill9(&mut self) {
-        let _ = self.child.kill();
+        self.kill_group();
         let _ = self.child.wait();
+    }
+
+    /// SIGKILL to the process and everything it started (its group).
+    fn kill_group(&mut self) {
+        let pid = self.child.id() as libc::pid_t;
+        // SAFETY: kill(2) with a negative pid signals the process group
+        // `pid` leads (made by `process_group(0)` at spawn); no memory is
+        // involved.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
     }
 
     /// SIGTERM, then waits (up to 60 s) for a clean exit; returns its status.
@@ -224,10 +238,10 @@ impl Idgate {
 
 impl Drop for Idgate {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        // The whole group, also when the wrapper has exited already and
+        // left idgate behind.
+        self.kill_group();
+        let _ = self.child.wait();
     }
 }
 
