@@ -68,8 +68,9 @@ pub struct ServerConfig {
     pub require_tls: bool,
 }
 
-/// `[[users]]`: one account of idgate's own.
-#[derive(Debug, Clone, Deserialize)]
+/// `[[users]]`: one account of idgate's own. Its `Debug` leaves the
+/// passwords out (a config printed in a log must not leak them).
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UserConfig {
     pub name: String,
@@ -112,6 +113,36 @@ pub struct UserConfig {
     /// This user must log in over TLS (error 3159 otherwise).
     #[serde(default)]
     pub require_tls: bool,
+}
+
+/// `Some("..")` for a password that is set, `None` for one that is not.
+fn hidden<T>(v: &Option<T>) -> Option<&'static str> {
+    v.as_ref().map(|_| "..")
+}
+
+impl std::fmt::Debug for UserConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserConfig")
+            .field("name", &self.name)
+            .field("password", &hidden(&self.password))
+            .field("password_hash", &hidden(&self.password_hash))
+            .field("password_file", &self.password_file)
+            .field("password_env", &self.password_env)
+            .field("secret", &self.secret)
+            .field("backend_user", &self.backend_user)
+            .field("backend_password", &hidden(&self.backend_password))
+            .field("backend_password_file", &self.backend_password_file)
+            .field("backend_password_env", &self.backend_password_env)
+            .field(
+                "shard_account",
+                &self.shard_account.as_ref().map(|(u, _)| (u, "..")),
+            )
+            .field("max_connections", &self.max_connections)
+            .field("generators", &self.generators)
+            .field("admin", &self.admin)
+            .field("require_tls", &self.require_tls)
+            .finish_non_exhaustive()
+    }
 }
 
 impl UserConfig {
@@ -237,7 +268,7 @@ impl Secret {
 }
 
 /// `[backend]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BackendConfig {
     pub user: String,
@@ -259,6 +290,21 @@ pub struct BackendConfig {
     pub tls: ShardTlsMode,
     /// CA certificates (PEM) for `tls = "verify_ca"`.
     pub tls_ca: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for BackendConfig {
+    /// The password left out, as for [`UserConfig`].
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackendConfig")
+            .field("user", &self.user)
+            .field("password", &(!self.password.is_empty()).then_some(".."))
+            .field("password_file", &self.password_file)
+            .field("password_env", &self.password_env)
+            .field("connect_timeout_ms", &self.connect_timeout_ms)
+            .field("tls", &self.tls)
+            .field("tls_ca", &self.tls_ca)
+            .finish_non_exhaustive()
+    }
 }
 
 /// `[[shards]]`.
@@ -895,6 +941,19 @@ address = "127.0.0.1:3306"
         assert!(!c.users[0].may_use("invoices"));
         let none = GOOD.replace("password = \"x\"", "password = \"x\"\ngenerators = []");
         assert!(!Config::parse(&none, "t.toml").unwrap().users[0].may_use("orders"));
+    }
+
+    #[test]
+    fn debug_output_leaves_passwords_out() {
+        let text = GOOD
+            .replace("password = \"x\"", "password = \"user-secret\"\nbackend_user = \"u\"\nbackend_password = \"shard-secret\"")
+            .replace("user = \"root\"", "user = \"root\"\npassword = \"backend-secret\"");
+        let c = Config::parse(&text, "t.toml").unwrap();
+        let d = format!("{c:?}");
+        for secret in ["user-secret", "shard-secret", "backend-secret"] {
+            assert!(!d.contains(secret), "{secret} in {d}");
+        }
+        assert!(d.contains("\"app\"") && d.contains("\"root\""), "{d}");
     }
 
     #[test]
