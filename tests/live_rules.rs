@@ -657,10 +657,11 @@ async fn show_idgate_sessions_lists_idgate_sessions() {
     assert_eq!(text(a, 3), Some(bed.schema.clone()));
     assert_eq!(text(a, 4).as_deref(), Some("s0"));
     assert_eq!(text(a, 5).as_deref(), Some("1"), "in a transaction");
-    assert_eq!(text(a, 6).as_deref(), Some("Sleep"));
+    assert_eq!(text(a, 6).as_deref(), Some("0"), "plain TCP");
+    assert_eq!(text(a, 7).as_deref(), Some("Sleep"));
     let d = find(dba.id());
     assert_eq!(text(d, 1).as_deref(), Some(ADMIN));
-    assert_eq!(text(d, 6).as_deref(), Some("Query"));
+    assert_eq!(text(d, 7).as_deref(), Some("Query"));
     assert_eq!(text(d, 5).as_deref(), Some("0"));
     app.query_drop("COMMIT").await.unwrap();
     let rows: Vec<Row> = dba.query("SHOW IDGATE SESSIONS").await.unwrap();

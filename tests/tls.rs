@@ -95,6 +95,22 @@ async fn mysql_async_and_sqlx_log_in_over_tls_and_verify_the_certificate() {
     let mut c = Conn::new(tls_opts(&tb, &proxy)).await.expect("TLS login");
     let v: Option<i64> = c.query_first("SELECT 1 + 1").await.unwrap();
     assert_eq!(v, Some(2));
+    // Operators see it: the session's Tls column, and the listener's mode.
+    let id = c.id().to_string();
+    let rows: Vec<mysql_async::Row> = c.query("SHOW IDGATE SESSIONS").await.unwrap();
+    let me = rows
+        .iter()
+        .find(|r| r.get::<String, _>(0).as_deref() == Some(id.as_str()))
+        .expect("this session listed");
+    assert_eq!(me.get::<String, _>(6).as_deref(), Some("1"), "Tls");
+    let rows: Vec<(String, Option<String>)> = c.query("SHOW IDGATE STATUS").await.unwrap();
+    let get = |k: &str| {
+        rows.iter()
+            .find(|(n, _)| n == k)
+            .and_then(|(_, v)| v.clone())
+    };
+    assert_eq!(get("tls_clients").as_deref(), Some("offered"));
+    assert_eq!(get("tls_shards").as_deref(), Some("preferred"));
     c.disconnect().await.unwrap();
 
     // A plaintext client still gets in (require_tls is off).

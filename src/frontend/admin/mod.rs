@@ -16,7 +16,7 @@
 //!   was applied, reloads, uptime, the store, sessions.
 //! - `SHOW IDGATE SESSIONS`: idgate's client sessions, like SHOW
 //!   PROCESSLIST: id, user, client address, schema, shards connected, in a
-//!   transaction, the command and for how long.
+//!   transaction, TLS, the command and for how long.
 //! - `IDGATE RELOAD RULES`: reads the rules directory again and applies it
 //!   all or nothing (`live.rs`); answers with what changed, or an error
 //!   listing every reason (file:line).
@@ -344,6 +344,7 @@ impl Session {
                             .join(","),
                     ),
                     Some(if v.in_txn { "1" } else { "0" }.into()),
+                    Some(if v.tls { "1" } else { "0" }.into()),
                     Some(command.into()),
                     Some(v.secs.to_string()),
                 ]
@@ -358,6 +359,7 @@ impl Session {
                 ("db", Text),
                 ("Shards", Text),
                 ("In_transaction", UInt),
+                ("Tls", UInt),
                 ("Command", Text),
                 ("Time", UInt),
             ],
@@ -397,6 +399,32 @@ impl Session {
             ("rules_last_reload_at", st.last_attempt.map(time)),
             ("rules_last_error", st.last_error),
             ("store", Some(store)),
+            (
+                "tls_clients",
+                Some(
+                    match (
+                        &self.shared.config.server.tls_cert,
+                        self.shared.config.server.require_tls,
+                    ) {
+                        (None, _) => "off",
+                        (Some(_), false) => "offered",
+                        (Some(_), true) => "required",
+                    }
+                    .into(),
+                ),
+            ),
+            (
+                "tls_shards",
+                Some(
+                    match self.shared.config.backend.tls {
+                        crate::tls::ShardTlsMode::Disabled => "disabled",
+                        crate::tls::ShardTlsMode::Preferred => "preferred",
+                        crate::tls::ShardTlsMode::Required => "required",
+                        crate::tls::ShardTlsMode::VerifyCa => "verify_ca",
+                    }
+                    .into(),
+                ),
+            ),
             ("sessions", Some(self.shared.sessions.len().to_string())),
         ]
         .into_iter()

@@ -240,7 +240,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
         xa_seq: 0,
         diag_shards: vec![0],
         serving_diag: false,
-        registered: shared_registry.register(id, &login_user, &peer, shards),
+        registered: shared_registry.register(id, &login_user, &peer, tls, shards),
         watched: None,
         watching: false,
         killed: false,

@@ -31,6 +31,8 @@ pub struct Control {
     pub(in crate::frontend) since_us: AtomicU64,
     /// The session was in a transaction when its last command ended.
     pub(in crate::frontend) in_txn: AtomicBool,
+    /// The client connection is encrypted.
+    pub(in crate::frontend) tls: bool,
 }
 
 /// [`Control::command`] between commands (no command has this byte).
@@ -94,6 +96,8 @@ pub struct SessionView {
     /// Shard indexes the session has a connection to.
     pub shards: Vec<usize>,
     pub in_txn: bool,
+    /// The client connection is encrypted.
+    pub tls: bool,
     /// The command byte, or [`IDLE`].
     pub command: u8,
     /// Seconds in that command (or idle).
@@ -107,6 +111,7 @@ impl Registry {
         id: u32,
         user: &str,
         peer: &str,
+        tls: bool,
         shards: usize,
     ) -> Registered {
         let control = Arc::new(Control {
@@ -119,6 +124,7 @@ impl Registry {
             command: AtomicU8::new(IDLE),
             since_us: AtomicU64::new(self.now_us()),
             in_txn: AtomicBool::new(false),
+            tls,
         });
         self.sessions.lock().insert(id, control.clone());
         Registered {
@@ -159,6 +165,7 @@ impl Registry {
                     .map(|(i, _)| i)
                     .collect(),
                 in_txn: c.in_txn.load(Ordering::Relaxed),
+                tls: c.tls,
                 command: c.command.load(Ordering::Relaxed),
                 secs: now.saturating_sub(c.since_us.load(Ordering::Relaxed)) / 1_000_000,
             })
