@@ -149,8 +149,10 @@ while port_in_use "$port"; do
   port=$((port + 1))
   ((port < 6100)) || die "no free port in 6033..6099"
 done
-# idgate refuses a world-readable config that holds a plaintext password.
+# idgate refuses a world-readable config that holds a plaintext password:
+# written afresh (a file left by an earlier run keeps its old mode).
 umask 077
+rm -f "$demo_dir/idgate.toml"
 cat >"$demo_dir/idgate.toml" <<EOF
 # Written by scripts/demo.sh. See examples/ for every key, commented.
 [server]
