@@ -629,6 +629,27 @@ fn sighup_reloads_the_rules_of_the_binary() {
     ));
 }
 
+/// The `SHOW IDGATE SESSIONS` row of session `id` once `ready` holds for
+/// it (up to 60 s; it must hold by then).
+async fn session_when(c: &mut Conn, id: u32, ready: impl Fn(&Row) -> bool) -> Row {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let rows: Vec<Row> = c.query("SHOW IDGATE SESSIONS").await.unwrap();
+        let row = rows
+            .into_iter()
+            .find(|r| text(r, 0) == Some(id.to_string()))
+            .unwrap_or_else(|| panic!("session {id} listed"));
+        if ready(&row) {
+            return row;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "session {id}: {row:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// `SHOW IDGATE SESSIONS`: every session of the process, with its user,
 /// address, schema, shards, transaction and command.
 #[tokio::test]
@@ -641,35 +662,26 @@ async fn show_idgate_sessions_lists_idgate_sessions() {
     insert(&mut app, "orders", 1).await.unwrap();
     let app_id = app.id();
     let mut dba = bed.dba().await;
-    let rows: Vec<Row> = dba.query("SHOW IDGATE SESSIONS").await.unwrap();
-    let find = |id: u32| {
-        rows.iter()
-            .find(|r| text(r, 0) == Some(id.to_string()))
-            .unwrap_or_else(|| panic!("session {id} listed"))
-    };
-    let a = find(app_id);
-    assert_eq!(text(a, 1).as_deref(), Some("app"));
+    // A session records the end of a command just after its reply has
+    // gone out: another session may look in between, so wait for it.
+    let a = session_when(&mut dba, app_id, |r| text(r, 7).as_deref() == Some("Sleep")).await;
+    assert_eq!(text(&a, 1).as_deref(), Some("app"));
     assert!(
-        text(a, 2).unwrap().starts_with("127.0.0.1:"),
+        text(&a, 2).unwrap().starts_with("127.0.0.1:"),
         "{:?}",
-        text(a, 2)
+        text(&a, 2)
     );
-    assert_eq!(text(a, 3), Some(bed.schema.clone()));
-    assert_eq!(text(a, 4).as_deref(), Some("s0"));
-    assert_eq!(text(a, 5).as_deref(), Some("1"), "in a transaction");
-    assert_eq!(text(a, 6).as_deref(), Some("0"), "plain TCP");
-    assert_eq!(text(a, 7).as_deref(), Some("Sleep"));
-    let d = find(dba.id());
-    assert_eq!(text(d, 1).as_deref(), Some(ADMIN));
-    assert_eq!(text(d, 7).as_deref(), Some("Query"));
-    assert_eq!(text(d, 5).as_deref(), Some("0"));
+    assert_eq!(text(&a, 3), Some(bed.schema.clone()));
+    assert_eq!(text(&a, 4).as_deref(), Some("s0"));
+    assert_eq!(text(&a, 5).as_deref(), Some("1"), "in a transaction");
+    assert_eq!(text(&a, 6).as_deref(), Some("0"), "plain TCP");
+    let dba_id = dba.id();
+    let d = session_when(&mut dba, dba_id, |_| true).await;
+    assert_eq!(text(&d, 1).as_deref(), Some(ADMIN));
+    assert_eq!(text(&d, 7).as_deref(), Some("Query"));
+    assert_eq!(text(&d, 5).as_deref(), Some("0"));
     app.query_drop("COMMIT").await.unwrap();
-    let rows: Vec<Row> = dba.query("SHOW IDGATE SESSIONS").await.unwrap();
-    let a = rows
-        .iter()
-        .find(|r| text(r, 0) == Some(app_id.to_string()))
-        .unwrap();
-    assert_eq!(text(a, 5).as_deref(), Some("0"), "committed");
+    session_when(&mut dba, app_id, |r| text(r, 5).as_deref() == Some("0")).await;
     drop((app, dba));
     bed.stop().await;
 }

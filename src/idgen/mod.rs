@@ -141,6 +141,14 @@ impl Allocator {
         let options = AllocatorOptions {
             timeout: Duration::from_millis(cfg.request_timeout_ms),
         };
+        let store = Allocator::open_store(cfg).await?;
+        Allocator::with_options(store, Arc::new(SystemClock::new()), generators, options).await
+    }
+
+    /// The store `[allocator]` describes, opened with its bounds
+    /// (`store_timeout_ms` per call, `lease_ttl_secs`): what
+    /// [`Allocator::open`] puts the generators on.
+    pub async fn open_store(cfg: &AllocatorConfig) -> Result<Arc<dyn Store>, IdgenError> {
         let store: Arc<dyn Store> = match cfg.store {
             StoreKind::Etcd => Arc::new(
                 EtcdStore::connect(
@@ -163,7 +171,7 @@ impl Allocator {
                 Arc::new(opened.map_err(IdgenError::Open)?)
             }
         };
-        Allocator::with_options(store, Arc::new(SystemClock::new()), generators, options).await
+        Ok(store)
     }
 
     /// Same as [`Allocator::open`] with an explicit store and clock (tests,

@@ -11,10 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idgate::config::{AllocatorConfig, StoreKind};
-use idgate::idgen::{
-    Allocator, AllocatorOptions, Clock, EtcdOptions, EtcdStore, FileStore, IdgenError, Store,
-    StoreError,
-};
+use idgate::idgen::{Allocator, AllocatorOptions, Clock, IdgenError};
 use idgate::rules::spec::GeneratorRule;
 
 /// Addresses and credentials of the running test bed.
@@ -154,28 +151,15 @@ pub async fn open_allocator_with(
     clock: Arc<dyn Clock>,
     timeout: Duration,
 ) -> Result<Allocator, IdgenError> {
-    let store: Arc<dyn Store> = match cfg.store {
-        StoreKind::Etcd => Arc::new(
-            EtcdStore::connect(
-                &cfg.etcd_endpoints,
-                &cfg.etcd_prefix,
-                EtcdOptions {
-                    timeout: ETCD_CALL_TIMEOUT,
-                    lease_ttl: Duration::from_secs(cfg.lease_ttl_secs).max(MIN_LEASE_TTL),
-                },
-            )
-            .await
-            .map_err(IdgenError::Open)?,
-        ),
-        StoreKind::File => {
-            let path = cfg.file_path.clone();
-            let opened =
-                tokio::task::spawn_blocking(move || FileStore::open(&path, FILE_WRITE_TIMEOUT))
-                    .await
-                    .map_err(|e| IdgenError::Open(StoreError::Unavailable(e.to_string())))?;
-            Arc::new(opened.map_err(IdgenError::Open)?)
-        }
+    // The production path with the bounds above in the config.
+    let mut cfg = cfg.clone();
+    let call = match cfg.store {
+        StoreKind::Etcd => ETCD_CALL_TIMEOUT,
+        StoreKind::File => FILE_WRITE_TIMEOUT,
     };
+    cfg.store_timeout_ms = call.as_millis() as u64;
+    cfg.lease_ttl_secs = cfg.lease_ttl_secs.max(MIN_LEASE_TTL.as_secs());
+    let store = Allocator::open_store(&cfg).await?;
     let options = AllocatorOptions { timeout };
     Allocator::with_options(store, clock, generators, options).await
 }
