@@ -340,6 +340,32 @@ async fn a_transaction_keeps_the_rules_it_began_with() {
     bed.stop().await;
 }
 
+/// Under `autocommit = 0` a transaction starts with the first statement
+/// and ends with COMMIT: the session keeps its rules inside it, and takes
+/// the new ones after it (it is not "in a transaction" forever).
+#[tokio::test]
+async fn autocommit_off_sessions_take_new_rules_between_transactions() {
+    let Some(bed) = Bed::start("lr_ac0").await else {
+        return;
+    };
+    let mut app = bed.app().await;
+    app.query_drop("SET autocommit = 0").await.unwrap();
+    let first = insert(&mut app, "orders", 1).await.unwrap();
+    assert!(first > 0);
+    bed.write("a.toml", "");
+    reload(&mut bed.dba().await).await.expect("reload");
+    let second = insert(&mut app, "orders", 2)
+        .await
+        .expect("old rules inside");
+    assert!(second > first);
+    app.query_drop("COMMIT").await.unwrap();
+    let e = insert(&mut app, "orders", 3).await.unwrap_err();
+    assert_eq!(code(&e), Some(1364), "new rules after COMMIT: {e}");
+    app.query_drop("ROLLBACK").await.unwrap();
+    drop(app);
+    bed.stop().await;
+}
+
 #[tokio::test]
 async fn refused_reloads_leave_the_rules_in_force_and_say_why() {
     let Some(bed) = Bed::start("lr_refuse").await else {

@@ -43,7 +43,7 @@ impl Session {
     fn command_done(&mut self) {
         let c = &self.registered.control;
         c.set_command(registry::IDLE, self.shared.sessions.now_us());
-        let in_txn = self.in_txn();
+        let in_txn = self.txn_open();
         if c.in_txn.load(std::sync::atomic::Ordering::Relaxed) != in_txn {
             c.in_txn.store(in_txn, std::sync::atomic::Ordering::Relaxed);
         }
@@ -132,7 +132,9 @@ impl Session {
     /// rules it began with).
     #[cold]
     fn take_new_rules(&mut self) {
-        if self.in_txn() {
+        // Not `in_txn`: under autocommit off that is always true, and such
+        // a session would never take new rules.
+        if self.txn_open() {
             return;
         }
         self.rules_version = self.shared.rules.version();

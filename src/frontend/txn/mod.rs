@@ -53,7 +53,7 @@ pub(in crate::frontend) const ER_MULTI_SHARD_TXN: ErrorCode = ErrorCode {
 impl Session {
     /// The session runs in a transaction: an explicit one, or autocommit off.
     pub(in crate::frontend) fn in_txn(&self) -> bool {
-        if self.txn_begin.is_some() || self.txn_xa.is_some() {
+        if self.txn_open() {
             return true;
         }
         let autocommit = self
@@ -62,6 +62,14 @@ impl Session {
             .next()
             .is_none_or(|b| b.status & status::AUTOCOMMIT != 0);
         !autocommit
+    }
+
+    /// A transaction has begun and not ended: an explicit or XA one, or
+    /// one a statement started under autocommit off (between COMMIT and
+    /// the next statement there is none).
+    pub(in crate::frontend) fn txn_open(&self) -> bool {
+        self.txn_begin.is_some()
+            || self.txn_xa.is_some()
             || self
                 .backends
                 .conns()

@@ -12,17 +12,6 @@ use std::time::Duration;
 use tracing::{debug, warn};
 
 impl Session {
-    /// The session's transaction is open: XA, an explicit plain one, or a
-    /// shard connection inside one (autocommit off after its first statement).
-    fn txn_open(&self) -> bool {
-        self.txn_xa.is_some()
-            || self.txn_begin.is_some()
-            || self
-                .backends
-                .conns()
-                .any(|b| b.status & status::IN_TRANS != 0)
-    }
-
     /// How long a session waits for the detector's KILL to be answered.
     fn kill_wait(&self) -> Duration {
         self.shared.connect_timeout() * 2
