@@ -11,7 +11,7 @@ use std::path::Path;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use idgate::collation::Charset;
-use idgate::frontend::route::shardkey::{canonical, KeyType, Purpose};
+use idgate::frontend::shardkey::{canonical, KeyType, Purpose};
 use idgate::rules::RuleSet;
 use idgate::shard::placement::{KeyValue, Placement};
 

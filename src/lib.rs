@@ -22,28 +22,27 @@
 //! - [`protocol`]: MySQL packet framing, handshake, OK/ERR packets, error codes,
 //!   column definitions and result-set rows. Bytes only, no SQL semantics.
 //! - [`backend`]: one client connection from idgate to a shard.
-//! - [`frontend`]: client sessions, in folders by concern, imports one way
-//!   (handlers -> the session core and leaf modules; no cycle):
-//!   - `frontend/session/`: the core: a session's state and command loop,
-//!     login, its limits (`limits`: sessions per user, the delay after
-//!     repeated failed logins), its shard connections (`backends`: the one
-//!     provider handlers get a connection from, where a pool goes; each
-//!     logs in with the user's shard account), prepared statements, SET
-//!     replay, the session registry and `KILL`;
-//!   - `frontend/write/`: ids filled (`inject`), read back (`capture`),
-//!     reported for INSERT IGNORE / ON DUPLICATE KEY UPDATE (`upsert`),
-//!     split executes (`inline`), multi-statement queries (`multi`),
-//!     `LAST_INSERT_ID()` across shards (`lastid`);
-//!   - `frontend/route/`: statements on sharded and broadcast tables: shard
-//!     keys (`shardkey`), scattered SELECTs (`scatter`), merged cursors;
-//!   - `frontend/txn/`: transactions across shards, XA, the XA commit log
-//!     and recovery, the deadlock detector;
-//!   - `frontend/admin/`: idgate's own statements and diagnostics;
-//!   - `frontend/{shared,columns,errors,oks}.rs`: process-wide state, the
-//!     column cache, refusal errors, combined OK packets.
+//! - [`frontend`]: client sessions, in three layers, each using only
+//!   itself and the layers below (checked by `tests/layers.rs`):
+//!   - the core: `frontend/session/` (a session's state, its shard
+//!     connections (`backends`: the one provider handlers get a connection
+//!     from, where a pool goes; each logs in with the user's shard account),
+//!     forwarding, login and its limits, what it reads of the session from a
+//!     shard, ids read back, `LAST_INSERT_ID()`, prepared statements, SET
+//!     replay, KILL) and `frontend/txn/` (transactions across shards, XA,
+//!     the XA log and recovery, the deadlock detector), with
+//!     `frontend/{shared,live,columns,shardkey,errors,oks,returned}.rs`;
+//!   - the handlers, side by side, none calling another:
+//!     `frontend/write/` (INSERTs into rule tables: ids filled, split per
+//!     shard, upserts), `frontend/route/` (statements on sharded and
+//!     broadcast tables: routing, scatter, cursors, diagnostics),
+//!     `frontend/admin/` (idgate's own statements);
+//!   - `frontend/engine/`: the command loop and the dispatch (one match on
+//!     the statement's classification), and multi-statement queries.
 //! - [`sql`]: `sql::statement`: one classification per statement (its
 //!   kind: admin, KILL, diagnostics, BEGIN/COMMIT, savepoint, other; its
-//!   first keyword; the keyword helpers, once), which the session's command
+//!   first keyword; the keyword helpers, once; a multi-statement query cut
+//!   into statements), which the session's command
 //!   loop matches on once; parse, plan and splice INSERT statements
 //!   (`sql::convert`: what MariaDB stores in an integer column for a
 //!   literal or bound value; `sql::update`: UPDATEs of the id column;

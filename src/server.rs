@@ -7,7 +7,7 @@
 //! (`frontend::deadlock`) runs alongside for as long.
 
 use crate::frontend::txn::deadlock;
-use crate::frontend::{session, Shared};
+use crate::frontend::Shared;
 use crate::listener::{self, Limits};
 use crate::protocol::codes;
 use crate::protocol::packet::PacketConn;
@@ -72,7 +72,7 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Futu
     let serve = |stream, permit, stop| {
         let shared = shared.clone();
         async move {
-            session::serve(shared, stream, stop).await;
+            crate::frontend::engine::serve(shared, stream, stop).await;
             drop(permit);
         }
     };

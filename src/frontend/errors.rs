@@ -1,6 +1,7 @@
 //! The MySQL errors idgate's handlers answer with for statements they
 //! refuse (shards' own errors are relayed as they are).
 
+use crate::frontend::session::CmdError;
 use crate::protocol::codes::ErrorCode;
 use crate::sql::SqlError;
 
@@ -24,4 +25,9 @@ pub fn sql_error_code(e: &SqlError) -> ErrorCode {
         code: e.code(),
         state: e.sqlstate(),
     }
+}
+
+/// A statement idgate cannot route correctly, and why (error 1235).
+pub(in crate::frontend) fn refuse(message: String) -> CmdError {
+    CmdError::Refused(ER_NOT_ROUTABLE, format!("idgate: {message}"))
 }

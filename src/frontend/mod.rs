@@ -1,56 +1,47 @@
 //! The client side: one task per client connection.
 //!
-//! Folders by concern; imports point one way (no cycle): the handlers in
-//! `write`, `route`, `txn` and `admin` use the session core (`session`:
-//! the session's state, its shard connections, the command loop) and the
-//! leaf modules (`errors`, `oks`, the type-only files such as
-//! `txn::watchlist`, `session::registry`, `write::readback`); `shared` and
-//! `columns` are process-wide state below all of them. The core names no
-//! handler's types. Handlers still call each other's methods on
-//! `Session` (`impl Session` blocks in several files).
+//! Three layers; each uses only its own folder and the layers below it
+//! (checked on the source by `tests/layers.rs`):
 //!
-//! - [`shared`]: state shared by all sessions (config, users, what the
-//!   shards announce, rules, allocator).
-//! - [`live`]: the rules in force (a version and an atomic pointer), and
-//!   reloading them while idgate runs.
-//! - [`columns`]: the column order and types of rule tables, cached.
-//! - [`errors`]: the MySQL errors handlers answer refused statements with.
-//! - [`oks`]: the OK packets of a write on several shards, combined.
-//! - [`session`]: one client session: per-session state and I/O (`mod.rs`),
-//!   the command dispatch (`engine`: one match per command, COM_QUERY by its
-//!   `sql::statement` classification),
-//!   `login` (handshake and authentication), `backends` (the session's
-//!   shard connections: the one provider handlers get a connection from),
-//!   `stmt` (prepared statements, their ids on each shard, a merged
-//!   cursor's rows), `replay` (`SET` statements replayed on a reopened
-//!   shard connection), `registry` (every session, for `KILL`), `kill`
-//!   (`KILL` of idgate sessions, never relayed).
-//! - [`write`]: writes into rule tables: `inject` (filling ids), `capture`
-//!   (ids read back and observed; `readback`: what a statement left to
-//!   read), `upsert` (INSERT IGNORE / ON DUPLICATE KEY
-//!   UPDATE replies), `inline`, `multi` (several statements in one query),
-//!   `lastid` (`LAST_INSERT_ID()` across shard connections).
-//! - [`route`]: statements on sharded and broadcast tables (which shards,
-//!   INSERT splitting, DDL on every shard): `shardkey` (shard keys made
-//!   canonical by type and collation), `target` (where a prepared INSERT
-//!   goes), `scatter` (a SELECT on several
-//!   shards: concatenated or merged), `cursor` (a cursor over several
-//!   shards).
-//! - [`txn`]: transactions across shards: `xa` (atomic writes to several
-//!   shards), `xalog` (two-phase commit decisions in the allocator's
-//!   store), `recovery` (finishing dead servers' branches), `watchlist`
-//!   (the sessions in transactions as the deadlock detector sees them),
-//!   `watch` (what a session does about it), `deadlock` (the detector).
-//! - [`admin`]: idgate's own statements, and `diag` (`SHOW WARNINGS` and
-//!   friends from the shards that ran the last statement).
+//! 1. **The core**: a session's state and the primitives every handler
+//!    uses. [`session`] (the state, its shard connections, forwarding and
+//!    relaying, what it reads of the session from a shard (`facts`), ids
+//!    read back after a write (`capture`), `LAST_INSERT_ID()` across shard
+//!    connections (`lastid`), prepared statements, SET replay, KILL) and
+//!    [`txn`] (every statement forwarded to a shard joins the session's
+//!    transaction there, so transactions, XA, the XA log and recovery, the
+//!    deadlock watch and detector are part of the core; so are the
+//!    BEGIN/COMMIT/SAVEPOINT statements that drive them), with the files
+//!    beside them: [`shared`] (state every session shares), [`live`] (the
+//!    rules in force, reloads), [`columns`] (column cache), [`shardkey`]
+//!    (shard keys made canonical by type and collation), [`errors`],
+//!    [`oks`] (a write's OK packets from several shards combined),
+//!    [`returned`] (a RETURNING result turned back into an OK).
+//! 2. **The handlers**, one folder per concern, side by side: none calls
+//!    another. [`write`]: INSERTs into rule tables (`inject`: ids filled;
+//!    `split`: an INSERT placed by shard key and split per shard; `upsert`:
+//!    INSERT IGNORE / ON DUPLICATE KEY UPDATE replies; `captured`: prepared
+//!    statements whose ids are read back; `inline`: a prepared execute run
+//!    as its text). [`route`]: statements on sharded and broadcast tables
+//!    (routing, `scatter`: a SELECT on several shards, `cursor`: a cursor
+//!    over several shards, `diag`: SHOW WARNINGS and friends from the shards
+//!    that ran the last statement). [`admin`]: idgate's own statements.
+//! 3. **The engine** ([`engine`]): a connection's life (login, the command
+//!    loop) and the dispatch: one match per command, COM_QUERY by its
+//!    `sql::statement` classification, each arm calling one handler; and
+//!    `multi`, a query of several statements run through the dispatch one by
+//!    one.
 
 pub mod admin;
 pub mod columns;
+pub mod engine;
 pub mod errors;
 pub mod live;
 pub mod oks;
+pub mod returned;
 pub mod route;
 pub mod session;
+pub mod shardkey;
 pub mod shared;
 pub mod txn;
 pub mod write;

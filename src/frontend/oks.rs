@@ -1,7 +1,7 @@
 //! The OK packets of a write that ran on several shards (or on every copy
 //! of a broadcast table), combined into the one the client gets.
 
-use crate::frontend::write::upsert::Returned;
+use crate::frontend::returned::Returned;
 use crate::protocol::reply::{self, OkPacket};
 use crate::protocol::wire::put_lenenc_bytes;
 

@@ -27,8 +27,6 @@
 //! 1227. `IDGATE SET FLOOR <value>` keeps `allocator.floor_headroom` ids
 //! free below the generator's `max`.
 
-pub mod diag;
-
 use crate::frontend::session::{CmdError, Session};
 use crate::protocol::codes;
 use crate::protocol::consts::cap;

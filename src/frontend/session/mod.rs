@@ -8,10 +8,13 @@
 //! character set and capabilities) and kept for the session. Replies are relayed byte for byte.
 
 pub mod backends;
-mod engine;
+pub mod capture;
+mod facts;
 pub mod kill;
+pub mod lastid;
 pub mod limits;
 pub mod login;
+pub mod readback;
 pub mod registry;
 pub mod replay;
 pub mod stmt;
@@ -19,23 +22,21 @@ pub mod stmt;
 use crate::backend::relay::{relay_reply, Action, Hook, RelayError};
 use crate::backend::{BackendConn, BackendError, ConnectParams};
 use crate::frontend::session::backends::Backends;
-use crate::frontend::session::login::{Login, LoginError};
+use crate::frontend::session::login::Login;
 use crate::frontend::session::replay::SessionState;
 use crate::frontend::session::stmt::Statements;
 use crate::frontend::shared::Shared;
 use crate::protocol::codes::{self, ErrorCode};
 use crate::protocol::consts::{cmd, status};
-use crate::protocol::packet::{PacketConn, ReadError};
+use crate::protocol::packet::PacketConn;
 use crate::protocol::reply::{self, OkPacket};
 use crate::protocol::response::{Expect, Kind, Tracker};
 use crate::protocol::stmt as wire_stmt;
 use crate::protocol::wire::Cursor;
 use crate::sql::SqlModes;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tokio::net::TcpStream;
-use tokio::sync::watch;
-use tracing::{debug, info, warn};
+use std::time::Duration;
+use tracing::{debug, warn};
 
 /// A shard connection unused for this long is checked for a close by the
 /// shard (wait_timeout, restart) before the next command is sent on it.
@@ -74,7 +75,7 @@ impl From<RelayError> for CmdError {
 }
 
 /// What to do after a command.
-enum Next {
+pub(in crate::frontend) enum Next {
     Continue,
     Quit,
 }
@@ -177,86 +178,6 @@ pub(in crate::frontend) fn too_many_user_connections(
     )
 }
 
-/// Serves one accepted client connection until it quits, fails or the server
-/// drains. Never panics on anything the client or a shard sends.
-pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::Receiver<bool>) {
-    let peer = stream
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
-    let id = shared.connection_id();
-    let mut client = PacketConn::new(stream);
-    let login = match login::login(&mut client, &shared, id).await {
-        Ok(l) => l,
-        Err(LoginError::Refused { code, message }) => {
-            warn!(conn = id, %peer, code = code.code, "login refused: {message}");
-            return;
-        }
-        Err(LoginError::Io(e)) => {
-            debug!(conn = id, %peer, "client left during login: {e}");
-            return;
-        }
-        Err(LoginError::Tls(e)) => {
-            warn!(conn = id, %peer, "TLS handshake with the client failed: {e}");
-            return;
-        }
-    };
-    let Some(user_slot) = acquire_slot(&shared, &login.user) else {
-        let (msg, _) = too_many_user_connections(&shared, &login.user);
-        warn!(conn = id, %peer, user = %login.user, "login refused: {msg}");
-        let _ = client
-            .write_packet(
-                login.reply_seq,
-                &reply::err_packet(&codes::ER_TOO_MANY_USER_CONNECTIONS, &msg),
-            )
-            .await;
-        return;
-    };
-    let tls = client.is_tls();
-    info!(conn = id, %peer, user = %login.user, db = ?login.database, tls, "session opened");
-    let shards = shared.config.shards.len();
-    let shared_registry = shared.sessions.clone();
-    let login_user = login.user.clone();
-    let mut session = Session {
-        schema: login.database.clone(),
-        shared,
-        client,
-        id,
-        login,
-        backends: Backends::new(shards),
-        stmts: Statements::default(),
-        buf: Vec::new(),
-        next_seq: 0,
-        sql_modes: None,
-        client_cs: None,
-        state: SessionState::default(),
-        txn_begin: None,
-        txn_write: None,
-        txn_xa: None,
-        txn_savepoints: Vec::new(),
-        savepoints_on: Vec::new(),
-        lid_home: 0,
-        lid_synced: u64::MAX,
-        xa_seq: 0,
-        diag_shards: vec![0],
-        serving_diag: false,
-        registered: shared_registry.register(id, &login_user, &peer, tls, shards),
-        watched: None,
-        watching: false,
-        killed: false,
-        rules: None,
-        rules_version: 0,
-        schema_shown: None,
-        user_slot,
-    };
-    session.rules_version = session.shared.rules.version();
-    session.rules = session.shared.rules.load();
-    let started = Instant::now();
-    let reason = session.run(&mut shutdown).await;
-    session.close_backends().await;
-    info!(conn = id, %peer, secs = started.elapsed().as_secs_f64(), "session closed: {reason}");
-}
-
 impl Drop for Session {
     /// Out of the deadlock detector's registry, also when the session's task
     /// is cut (drain timeout) or panics.
@@ -266,112 +187,12 @@ impl Drop for Session {
 }
 
 impl Session {
-    async fn run(&mut self, shutdown: &mut watch::Receiver<bool>) -> String {
-        // A client that names a database at login learns at once whether it
-        // exists, as with a direct connection.
-        let seq = self.login.reply_seq;
-        let mut login_ok = None;
-        if self.schema.is_some() {
-            match self.backend(0).await {
-                // The shard's own OK: it carries the schema change for
-                // clients that track session state.
-                Ok(b) => login_ok = Some(std::mem::take(&mut b.login_ok)),
-                Err(e) => {
-                    let _ = self.send_backend_error(seq, &e).await;
-                    return format!("login database refused: {e}");
-                }
-            }
-        }
-        let sent = match login_ok {
-            Some(ok) => self.client.write_packet(seq, &ok).await.map(|_| ()),
-            None => self
-                .send_ok(seq, status::AUTOCOMMIT)
-                .await
-                .map_err(|e| match e {
-                    CmdError::ClientGone(io) => io,
-                    other => std::io::Error::other(other.to_string()),
-                }),
-        };
-        if let Err(e) = sent {
-            return e.to_string();
-        }
-        let max_packet = self.shared.config.server.max_packet;
-        let mut draining = *shutdown.borrow();
-        let control = self.registered.control.clone();
-        loop {
-            if draining && !self.in_transaction() {
-                return "server shutting down".into();
-            }
-            if control.is_killed() {
-                return "killed by KILL from another session".into();
-            }
-            let mut buf = std::mem::take(&mut self.buf);
-            let read = tokio::select! {
-                r = self.client.read_packet(&mut buf, max_packet) => r,
-                _ = control.killed() => {
-                    self.buf = buf;
-                    continue;
-                }
-                _ = shutdown.changed(), if !draining => {
-                    draining = true;
-                    self.buf = buf;
-                    continue;
-                }
-            };
-            let next = match read {
-                Ok(None) => return "client closed the connection".into(),
-                Ok(Some((0, last))) if buf.is_empty() => {
-                    // MariaDB reads an empty command packet as COM_SLEEP:
-                    // "Unknown command", and the connection stays open.
-                    self.next_seq = last.wrapping_add(1);
-                    self.send_error(1, &codes::ER_UNKNOWN_COM_ERROR, "Unknown command")
-                        .await
-                        .map(|_| Next::Continue)
-                        .map_err(CmdError::ClientGone)
-                }
-                Ok(Some((0, last))) => {
-                    self.next_seq = last.wrapping_add(1);
-                    self.command(&buf).await
-                }
-                Ok(Some(_)) | Err(ReadError::OutOfOrder { .. }) => {
-                    let _ = self
-                        .send_error(
-                            1,
-                            &codes::ER_NET_PACKETS_OUT_OF_ORDER,
-                            "Got packets out of order",
-                        )
-                        .await;
-                    return "packets out of order".into();
-                }
-                Err(ReadError::TooLarge(n)) => {
-                    let _ = self
-                        .send_error(
-                            1,
-                            &codes::ER_NET_PACKET_TOO_LARGE,
-                            &format!("Got a packet bigger than 'max_packet' ({n} bytes or more)"),
-                        )
-                        .await;
-                    return "packet too large".into();
-                }
-                Err(ReadError::Io(e)) => return format!("client connection error: {e}"),
-            };
-            self.buf = buf;
-            match next {
-                Ok(Next::Continue) => {}
-                Ok(Next::Quit) => return "client quit".into(),
-                Err(CmdError::ClientGone(e)) => return format!("client connection lost: {e}"),
-                Err(CmdError::End(why)) => return why,
-                Err(CmdError::Backend(e)) => {
-                    return format!("closed after shard failure in a transaction: {e}")
-                }
-                Err(e) => return e.to_string(),
-            }
-        }
-    }
-
     /// Reports a shard failure to the client and drops that shard connection.
     /// Inside a transaction the session ends too: its transaction is gone.
-    async fn shard_failed(&mut self, e: BackendError) -> Result<Next, CmdError> {
+    pub(in crate::frontend) async fn shard_failed(
+        &mut self,
+        e: BackendError,
+    ) -> Result<Next, CmdError> {
         let (shard, was_in_trans) = match &e {
             BackendError::Connect { shard, .. }
             | BackendError::Timeout { shard, .. }
@@ -422,7 +243,7 @@ impl Session {
             .unwrap_or(status::AUTOCOMMIT)
     }
 
-    fn in_transaction(&self) -> bool {
+    pub(in crate::frontend) fn in_transaction(&self) -> bool {
         self.backends
             .open()
             .any(|(_, b)| b.status & status::IN_TRANS != 0)
@@ -760,7 +581,12 @@ impl Session {
     /// `bid`: its parameter number as the shard's statement counts it (idgate
     /// may have added parameters before it). `None`: malformed, or not a
     /// parameter the shard statement has (dropped, as MariaDB drops it).
-    fn long_data_packet(&mut self, id: u32, bid: u32, payload: &[u8]) -> Option<Vec<u8>> {
+    pub(in crate::frontend) fn long_data_packet(
+        &mut self,
+        id: u32,
+        bid: u32,
+        payload: &[u8],
+    ) -> Option<Vec<u8>> {
         if payload.len() < 7 {
             return None;
         }
@@ -800,7 +626,7 @@ impl Session {
     /// Forgets the session's per-connection state (COM_RESET_CONNECTION,
     /// COM_CHANGE_USER): prepared statements, recorded SETs, the
     /// transaction, where the last insert id is.
-    fn forget_session_state(&mut self) {
+    pub(in crate::frontend) fn forget_session_state(&mut self) {
         self.watch_deregister();
         self.stmts.clear();
         self.state.clear();
@@ -812,7 +638,7 @@ impl Session {
         self.lid_synced = u64::MAX;
     }
 
-    async fn close_backends(&mut self) {
+    pub(in crate::frontend) async fn close_backends(&mut self) {
         for shard in 0..self.backends.len() {
             if let Some(mut conn) = self.backends.release(shard) {
                 let _ = conn.send(&[cmd::QUIT]).await;
@@ -873,7 +699,11 @@ impl Session {
 
     /// Tells the client about a shard failure: a shard's own error keeps its
     /// code and text; idgate's errors name the shard.
-    async fn send_backend_error(&mut self, seq: u8, e: &BackendError) -> std::io::Result<()> {
+    pub(in crate::frontend) async fn send_backend_error(
+        &mut self,
+        seq: u8,
+        e: &BackendError,
+    ) -> std::io::Result<()> {
         let payload = match e {
             BackendError::Server { err, .. } => err.payload(""),
             BackendError::Connect { .. }
@@ -889,6 +719,58 @@ impl Session {
             }
         };
         self.client.write_packet(seq, &payload).await.map(|_| ())
+    }
+
+    /// Records that the client statement being run goes to `shards` (their
+    /// diagnostics are the session's now), unless it is a diagnostics
+    /// statement itself.
+    pub(in crate::frontend) fn note_diag(&mut self, shards: &[usize]) {
+        if !self.serving_diag && !shards.is_empty() {
+            self.diag_shards.clear();
+            self.diag_shards.extend_from_slice(shards);
+        }
+    }
+
+    /// Sends one packet as the whole reply to the current command.
+    pub(in crate::frontend) async fn reply_packet(
+        &mut self,
+        payload: &[u8],
+    ) -> Result<(), CmdError> {
+        let seq = self.next_seq;
+        let last = self
+            .client
+            .write_packet(seq, payload)
+            .await
+            .map_err(CmdError::ClientGone)?;
+        // A query of several statements goes on after it (`multi.rs`).
+        self.next_seq = last.wrapping_add(1);
+        Ok(())
+    }
+
+    /// The rule at `routed` (a [`crate::sql::RuleHit`]'s).
+    pub(in crate::frontend) fn entry_at(
+        &self,
+        routed: Option<usize>,
+    ) -> Option<&crate::rules::TableEntry> {
+        self.rules.as_ref()?.entries().get(routed?)
+    }
+    /// The placement of the rule at `routed`.
+    pub(in crate::frontend) fn placement_at(
+        &self,
+        routed: Option<usize>,
+    ) -> Option<&crate::shard::placement::Placement> {
+        self.entry_at(routed)?.placement()
+    }
+
+    /// Reports an error of idgate's own (a refused statement) to the client.
+    pub(in crate::frontend) async fn send_refusal(
+        &mut self,
+        code: &ErrorCode,
+        message: &str,
+    ) -> Result<(), CmdError> {
+        self.send_error(self.next_seq, code, message)
+            .await
+            .map_err(CmdError::ClientGone)
     }
 }
 

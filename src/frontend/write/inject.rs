@@ -17,11 +17,10 @@
 //! COM_STMT_EXECUTE: fresh ids at every execute, added to the parameter block.
 
 use crate::backend::relay::Action;
-use crate::frontend::columns::ColumnType;
 use crate::frontend::errors::ER_AUTOINC_READ_FAILED;
-use crate::frontend::route::target::InsertTargets;
+use crate::frontend::session::readback::Captured;
 use crate::frontend::session::{CmdError, Session};
-use crate::frontend::write::readback::Captured;
+use crate::frontend::write::target::InsertTargets;
 use crate::frontend::write::upsert::{self, After, Returned, Step, Tracked};
 use crate::protocol::codes::{self, ErrorCode};
 use crate::protocol::consts::{cap, cmd};
@@ -29,7 +28,6 @@ use crate::protocol::reply;
 use crate::protocol::reply::{ok_info, parse_records};
 use crate::protocol::response::{Expect, Kind};
 use crate::protocol::stmt::{self as wire_stmt, types, ParamType};
-use crate::sql::SqlModes;
 use crate::sql::{
     self, BackendParam, BoundId, LastRow, Plan, PlanCtx, PreparePlan, PrepareRewrite, Report,
     SqlError, StmtInfo, Upserts,
@@ -43,36 +41,7 @@ const ER_TRUNCATED_WRONG_VALUE: ErrorCode = ErrorCode {
     state: "22007",
 };
 
-/// Table doesn't exist (an INSERT without column list into a missing table).
-const ER_NO_SUCH_TABLE: ErrorCode = ErrorCode {
-    code: 1146,
-    state: "42S02",
-};
-
 impl Session {
-    /// The session's `sql_mode` flags, read from the default shard when not
-    /// known (a new shard connection, or after a statement that set it).
-    pub(in crate::frontend) async fn sql_modes(&mut self) -> Result<SqlModes, CmdError> {
-        if let Some(m) = self.sql_modes {
-            return Ok(m);
-        }
-        let mode = self.first_value("SELECT @@SESSION.sql_mode").await?;
-        let m = SqlModes::parse(&mode);
-        self.sql_modes = Some(m);
-        Ok(m)
-    }
-
-    /// The first value of the first row `sql` returns on the default
-    /// shard (a session variable); empty for NULL or no row.
-    pub(in crate::frontend) async fn first_value(&mut self, sql: &str) -> Result<String, CmdError> {
-        let b = self.backend(0).await.map_err(CmdError::Backend)?;
-        let rows = b.query_rows(sql).await.map_err(CmdError::Backend)?;
-        Ok(rows
-            .first()
-            .and_then(|r| r.first().cloned().flatten())
-            .unwrap_or_default())
-    }
-
     /// Plans `sql` with the session's context, fetching a table's column
     /// order when the planner asks for it.
     pub(in crate::frontend) async fn plan<T>(
@@ -108,54 +77,6 @@ impl Session {
             codes::ER_UNKNOWN_ERROR,
             "idgate: the column order of the table kept changing while planning; try again".into(),
         ))
-    }
-
-    /// Reads the columns of `schema.table` (order, types, collations) into
-    /// the shared cache.
-    pub(in crate::frontend) async fn fetch_columns(
-        &mut self,
-        schema: &str,
-        table: &str,
-    ) -> Result<(), CmdError> {
-        let q = format!(
-            "SELECT COLUMN_NAME, LOWER(DATA_TYPE), COLLATION_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '{}' AND TABLE_NAME = '{}' ORDER BY ORDINAL_POSITION",
-            quote_string(schema),
-            quote_string(table)
-        );
-        // The `[backend]` account's view: the cache is every session's, and
-        // a user's own shard account may see fewer columns.
-        let rows = self.own_query(0, &q).await.map_err(CmdError::Backend)?;
-        let mut cols = Vec::with_capacity(rows.len());
-        let mut types = Vec::with_capacity(rows.len());
-        for r in rows {
-            let mut r = r.into_iter();
-            let Some(Some(name)) = r.next() else { continue };
-            cols.push(name);
-            types.push(ColumnType {
-                data_type: r.next().flatten().unwrap_or_default(),
-                collation: r.next().flatten(),
-            });
-        }
-        if cols.is_empty() {
-            return Err(CmdError::Refused(
-                ER_NO_SUCH_TABLE,
-                format!("Table '{schema}.{table}' doesn't exist"),
-            ));
-        }
-        self.shared.columns.put(schema, table, cols, types);
-        Ok(())
-    }
-
-    /// Reads the session's current schema back from the default shard (after
-    /// a query that may have run `USE` among other statements).
-    pub(in crate::frontend) async fn refresh_schema(&mut self) -> Result<(), CmdError> {
-        let b = self.backend(0).await.map_err(CmdError::Backend)?;
-        let rows = b
-            .query_rows("SELECT DATABASE()")
-            .await
-            .map_err(CmdError::Backend)?;
-        self.schema = rows.first().and_then(|r| r.first().cloned().flatten());
-        Ok(())
     }
 
     /// COM_QUERY when rules are configured.
@@ -410,22 +331,6 @@ impl Session {
         Ok(())
     }
 
-    /// Gives the shard's session `id` as its last insert id, so
-    /// `LAST_INSERT_ID()` returns it (`DO` keeps the statement's warnings).
-    /// Detached: its reply is read before the next command to the shard.
-    pub(in crate::frontend) async fn set_last_insert_id(
-        &mut self,
-        shard: usize,
-        id: u64,
-    ) -> Result<(), CmdError> {
-        let b = self.backend(shard).await.map_err(CmdError::Backend)?;
-        let q = format!("\x03DO LAST_INSERT_ID({id})");
-        b.send_detached(q.as_bytes())
-            .await
-            .map_err(CmdError::Backend)?;
-        Ok(())
-    }
-
     /// Appends `count` ids of `generator` to `ids`.
     async fn take_ids(
         &self,
@@ -571,7 +476,7 @@ impl Session {
                 let keys: Vec<u64> = ids.iter().chain(&exec.observed).copied().collect();
                 let param = |i: usize| match (e.values.get(i), client_types.get(i)) {
                     _ if is_long(i) => None,
-                    (Some(v), Some(t)) => crate::frontend::route::shardkey::key_value(*t, *v),
+                    (Some(v), Some(t)) => crate::frontend::shardkey::key_value(*t, *v),
                     _ => None,
                 };
                 // A tracked upsert on every copy of a broadcast table runs
@@ -778,17 +683,6 @@ impl Session {
         }
         self.reply_packet(&ok).await
     }
-
-    /// Reports an error of idgate's own (a refused statement) to the client.
-    pub(in crate::frontend) async fn send_refusal(
-        &mut self,
-        code: &ErrorCode,
-        message: &str,
-    ) -> Result<(), CmdError> {
-        self.send_error(self.next_seq, code, message)
-            .await
-            .map_err(CmdError::ClientGone)
-    }
 }
 
 /// A statement's text for planning: borrowed when it is UTF-8; otherwise a
@@ -904,11 +798,6 @@ fn replace_last_insert_id(p: &[u8], v: u64) -> Action {
         }
         _ => Action::Keep,
     }
-}
-
-/// Escapes a string for a single-quoted SQL literal.
-fn quote_string(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('\'', "''")
 }
 
 fn not_utf8(rule: Option<(&str, &str)>) -> SqlError {

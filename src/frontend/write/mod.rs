@@ -1,23 +1,23 @@
-//! Writes into rule tables: ids filled, read back and reported.
+//! Writes into rule tables: ids filled and reported (a handler folder:
+//! it uses the core, never `route/` or `admin/`).
 //!
 //! - `inject.rs`: filling ids: planning, allocating and splicing for
 //!   COM_QUERY, COM_STMT_PREPARE and COM_STMT_EXECUTE; what the client is
 //!   told.
-//! - `capture.rs`: ids written as expressions, variables or subqueries
-//!   (and UPDATEs of the id column): read back after the statement, before
-//!   the client's reply, and observed.
+//! - `split.rs`: an INSERT into a sharded or broadcast rule table: rows
+//!   placed by shard key, split per shard, run atomically, the replies
+//!   combined; where a prepared INSERT's execute goes (`target.rs`).
+//! - `captured.rs`: prepared statements whose ids are read back (the core's
+//!   `session::capture` does the reading).
 //! - `upsert.rs`: the reply of an INSERT IGNORE / ON DUPLICATE KEY UPDATE
 //!   written by `sql::upsert`: the id MariaDB would report, and what
-//!   `LAST_INSERT_ID()` needs afterwards; RETURNING turned back into an OK.
+//!   `LAST_INSERT_ID()` needs afterwards.
 //! - `inline.rs`: a prepared execute written as its text, for one that must
 //!   be split by row.
-//! - `multi.rs`: a query of several statements, run one by one.
-//! - `lastid.rs`: the session's `LAST_INSERT_ID()` across shard connections.
 
-pub mod capture;
+pub mod captured;
 pub mod inject;
 pub mod inline;
-pub mod lastid;
-pub mod multi;
-pub mod readback;
+pub mod split;
+pub mod target;
 pub mod upsert;

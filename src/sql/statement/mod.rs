@@ -16,12 +16,14 @@ pub mod admin;
 pub mod diag;
 pub mod keyword;
 pub mod kill;
+pub mod several;
 pub mod txn;
 
 pub use admin::{Admin, AdminError};
 pub use diag::Diag;
 pub use keyword::{first_keyword, keyword_start};
 pub use kill::Kill;
+pub use several::split_statements;
 pub use txn::{SavepointOp, TxnStmt};
 
 /// What a statement is, as the session dispatches it.

@@ -68,14 +68,4 @@ impl Session {
         self.serving_diag = false;
         result
     }
-
-    /// Records that the client statement being run goes to `shards` (their
-    /// diagnostics are the session's now), unless it is a diagnostics
-    /// statement itself.
-    pub(in crate::frontend) fn note_diag(&mut self, shards: &[usize]) {
-        if !self.serving_diag && !shards.is_empty() {
-            self.diag_shards.clear();
-            self.diag_shards.extend_from_slice(shards);
-        }
-    }
 }

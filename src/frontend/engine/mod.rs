@@ -1,22 +1,120 @@
-//! The command loop's dispatch: one match on the command byte, and for
-//! COM_QUERY one match on the statement's classification
-//! ([`crate::sql::statement::classify`]), each arm calling its handler
-//! (the `impl Session` methods of `write/`, `route/`, `txn/`, `admin/`
-//! and this folder). The session's state and I/O primitives are in
-//! `mod.rs`.
+//! The query engine, the top of the frontend: a client connection's life
+//! ([`serve`]: login, then the command loop), and the dispatch: one match
+//! on the command byte and, for COM_QUERY, one match on the statement's
+//! classification ([`crate::sql::statement::classify`]), each arm calling
+//! its handler (the `impl Session` methods of `write/`, `route/`,
+//! `admin/`, the transaction statements of `txn/`, and `multi`: a query of
+//! several statements, each run through this dispatch again). Nothing
+//! below calls up into it. The session's state and I/O primitives are in
+//! `session/`.
 
-use super::{registry, CmdError, Next, Session};
+pub mod multi;
+
 use crate::backend::relay::Action;
+use crate::frontend::route::QueryRoute;
+use crate::frontend::session::backends::Backends;
+use crate::frontend::session::login::{self, LoginError};
+use crate::frontend::session::replay::SessionState;
 use crate::frontend::session::stmt::PreparedStmt;
+use crate::frontend::session::stmt::Statements;
+use crate::frontend::session::{
+    acquire_slot, registry, too_many_user_connections, CmdError, Next, Session,
+};
+use crate::frontend::shared::Shared;
 use crate::protocol::codes;
 use crate::protocol::consts::{cap, cmd, status};
 use crate::protocol::handshake::{self, NATIVE_PASSWORD};
+use crate::protocol::packet::{PacketConn, ReadError};
+use crate::protocol::reply;
 use crate::protocol::response::{Expect, Kind};
 use crate::protocol::stmt as wire_stmt;
 use crate::protocol::wire::Cursor;
 use crate::sql::statement::{self, keyword, TxnStmt};
 use std::sync::Arc;
-use tracing::{debug, warn};
+use std::time::Instant;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+/// Serves one accepted client connection until it quits, fails or the server
+/// drains. Never panics on anything the client or a shard sends.
+pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::Receiver<bool>) {
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let id = shared.connection_id();
+    let mut client = PacketConn::new(stream);
+    let login = match login::login(&mut client, &shared, id).await {
+        Ok(l) => l,
+        Err(LoginError::Refused { code, message }) => {
+            warn!(conn = id, %peer, code = code.code, "login refused: {message}");
+            return;
+        }
+        Err(LoginError::Io(e)) => {
+            debug!(conn = id, %peer, "client left during login: {e}");
+            return;
+        }
+        Err(LoginError::Tls(e)) => {
+            warn!(conn = id, %peer, "TLS handshake with the client failed: {e}");
+            return;
+        }
+    };
+    let Some(user_slot) = acquire_slot(&shared, &login.user) else {
+        let (msg, _) = too_many_user_connections(&shared, &login.user);
+        warn!(conn = id, %peer, user = %login.user, "login refused: {msg}");
+        let _ = client
+            .write_packet(
+                login.reply_seq,
+                &reply::err_packet(&codes::ER_TOO_MANY_USER_CONNECTIONS, &msg),
+            )
+            .await;
+        return;
+    };
+    let tls = client.is_tls();
+    info!(conn = id, %peer, user = %login.user, db = ?login.database, tls, "session opened");
+    let shards = shared.config.shards.len();
+    let shared_registry = shared.sessions.clone();
+    let login_user = login.user.clone();
+    let mut session = Session {
+        schema: login.database.clone(),
+        shared,
+        client,
+        id,
+        login,
+        backends: Backends::new(shards),
+        stmts: Statements::default(),
+        buf: Vec::new(),
+        next_seq: 0,
+        sql_modes: None,
+        client_cs: None,
+        state: SessionState::default(),
+        txn_begin: None,
+        txn_write: None,
+        txn_xa: None,
+        txn_savepoints: Vec::new(),
+        savepoints_on: Vec::new(),
+        lid_home: 0,
+        lid_synced: u64::MAX,
+        xa_seq: 0,
+        diag_shards: vec![0],
+        serving_diag: false,
+        registered: shared_registry.register(id, &login_user, &peer, tls, shards),
+        watched: None,
+        watching: false,
+        killed: false,
+        rules: None,
+        rules_version: 0,
+        schema_shown: None,
+        user_slot,
+    };
+    session.rules_version = session.shared.rules.version();
+    session.rules = session.shared.rules.load();
+    let started = Instant::now();
+    let reason = session.run(&mut shutdown).await;
+    session.close_backends().await;
+    info!(conn = id, %peer, secs = started.elapsed().as_secs_f64(), "session closed: {reason}");
+}
 
 /// How a shard's prepare response is turned into the client's.
 struct PrepareShape {
@@ -31,7 +129,7 @@ struct PrepareShape {
 impl Session {
     /// Handles one command. Shard failures are reported to the client here;
     /// an `Err` means the session must end.
-    pub(super) async fn command(&mut self, payload: &[u8]) -> Result<Next, CmdError> {
+    pub(in crate::frontend) async fn command(&mut self, payload: &[u8]) -> Result<Next, CmdError> {
         let now = self.shared.sessions.now_us();
         self.registered.control.set_command(payload[0], now);
         let r = self.dispatch(payload).await;
@@ -160,8 +258,13 @@ impl Session {
             statement::Kind::Savepoint(op, name) if routing => return self.savepoint(payload, op, name).await,
             _ => {}
         }
-        if routing && self.query_routed(payload).await? {
-            return Ok(());
+        if routing {
+            match self.query_routed(payload).await? {
+                QueryRoute::NotRouted => {}
+                QueryRoute::Done => return Ok(()),
+                // Several statements: each runs as if sent alone (`multi`).
+                QueryRoute::Several(parts) => return Box::pin(self.multi(payload, parts)).await,
+            }
         }
         let mut handled = false;
         if self.rules.is_some() {
@@ -426,7 +529,7 @@ impl Session {
                 let release = self.start_captures();
                 match self.execute_stmt(id, payload).await {
                     Ok(()) => {
-                        let c = crate::frontend::write::readback::Captured {
+                        let c = crate::frontend::session::readback::Captured {
                             generator: &h.generator,
                             captures: &[],
                             highest: true,
@@ -774,10 +877,11 @@ impl Session {
         // one's is given back once the switch is done).
         let same_user = self.shared.user(&user).map(|(i, _)| i) == Some(self.user_slot.user());
         if !same_user {
-            match super::acquire_slot(&self.shared, &name) {
+            match crate::frontend::session::acquire_slot(&self.shared, &name) {
                 Some(slot) => self.user_slot = slot,
                 None => {
-                    let (msg, _) = super::too_many_user_connections(&self.shared, &name);
+                    let (msg, _) =
+                        crate::frontend::session::too_many_user_connections(&self.shared, &name);
                     warn!(conn = self.id, user = %name, "COM_CHANGE_USER refused: {msg}");
                     let _ = self
                         .send_error(seq, &codes::ER_TOO_MANY_USER_CONNECTIONS, &msg)
@@ -804,5 +908,108 @@ impl Session {
         }
         self.send_ok(seq, status::AUTOCOMMIT).await?;
         Ok(Next::Continue)
+    }
+
+    async fn run(&mut self, shutdown: &mut watch::Receiver<bool>) -> String {
+        // A client that names a database at login learns at once whether it
+        // exists, as with a direct connection.
+        let seq = self.login.reply_seq;
+        let mut login_ok = None;
+        if self.schema.is_some() {
+            match self.backend(0).await {
+                // The shard's own OK: it carries the schema change for
+                // clients that track session state.
+                Ok(b) => login_ok = Some(std::mem::take(&mut b.login_ok)),
+                Err(e) => {
+                    let _ = self.send_backend_error(seq, &e).await;
+                    return format!("login database refused: {e}");
+                }
+            }
+        }
+        let sent = match login_ok {
+            Some(ok) => self.client.write_packet(seq, &ok).await.map(|_| ()),
+            None => self
+                .send_ok(seq, status::AUTOCOMMIT)
+                .await
+                .map_err(|e| match e {
+                    CmdError::ClientGone(io) => io,
+                    other => std::io::Error::other(other.to_string()),
+                }),
+        };
+        if let Err(e) = sent {
+            return e.to_string();
+        }
+        let max_packet = self.shared.config.server.max_packet;
+        let mut draining = *shutdown.borrow();
+        let control = self.registered.control.clone();
+        loop {
+            if draining && !self.in_transaction() {
+                return "server shutting down".into();
+            }
+            if control.is_killed() {
+                return "killed by KILL from another session".into();
+            }
+            let mut buf = std::mem::take(&mut self.buf);
+            let read = tokio::select! {
+                r = self.client.read_packet(&mut buf, max_packet) => r,
+                _ = control.killed() => {
+                    self.buf = buf;
+                    continue;
+                }
+                _ = shutdown.changed(), if !draining => {
+                    draining = true;
+                    self.buf = buf;
+                    continue;
+                }
+            };
+            let next = match read {
+                Ok(None) => return "client closed the connection".into(),
+                Ok(Some((0, last))) if buf.is_empty() => {
+                    // MariaDB reads an empty command packet as COM_SLEEP:
+                    // "Unknown command", and the connection stays open.
+                    self.next_seq = last.wrapping_add(1);
+                    self.send_error(1, &codes::ER_UNKNOWN_COM_ERROR, "Unknown command")
+                        .await
+                        .map(|_| Next::Continue)
+                        .map_err(CmdError::ClientGone)
+                }
+                Ok(Some((0, last))) => {
+                    self.next_seq = last.wrapping_add(1);
+                    self.command(&buf).await
+                }
+                Ok(Some(_)) | Err(ReadError::OutOfOrder { .. }) => {
+                    let _ = self
+                        .send_error(
+                            1,
+                            &codes::ER_NET_PACKETS_OUT_OF_ORDER,
+                            "Got packets out of order",
+                        )
+                        .await;
+                    return "packets out of order".into();
+                }
+                Err(ReadError::TooLarge(n)) => {
+                    let _ = self
+                        .send_error(
+                            1,
+                            &codes::ER_NET_PACKET_TOO_LARGE,
+                            &format!("Got a packet bigger than 'max_packet' ({n} bytes or more)"),
+                        )
+                        .await;
+                    return "packet too large".into();
+                }
+                Err(ReadError::Io(e)) => return format!("client connection error: {e}"),
+            };
+            self.buf = buf;
+            match next {
+                Ok(Next::Continue) => {}
+                Ok(Next::Quit) => return "client quit".into(),
+                Err(CmdError::ClientGone(e)) => return format!("client connection lost: {e}"),
+                Err(CmdError::End(why)) => return why,
+                Err(CmdError::Backend(e)) => {
+                    return format!("closed after shard failure in a transaction: {e}")
+                }
+                Err(e) => return e.to_string(),
+            }
+        }
     }
 }

@@ -75,4 +75,20 @@ impl Session {
         self.lid_synced |= bit(shard);
         Ok(())
     }
+
+    /// Gives the shard's session `id` as its last insert id, so
+    /// `LAST_INSERT_ID()` returns it (`DO` keeps the statement's warnings).
+    /// Detached: its reply is read before the next command to the shard.
+    pub(in crate::frontend) async fn set_last_insert_id(
+        &mut self,
+        shard: usize,
+        id: u64,
+    ) -> Result<(), CmdError> {
+        let b = self.backend(shard).await.map_err(CmdError::Backend)?;
+        let q = format!("\x03DO LAST_INSERT_ID({id})");
+        b.send_detached(q.as_bytes())
+            .await
+            .map_err(CmdError::Backend)?;
+        Ok(())
+    }
 }

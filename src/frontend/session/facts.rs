@@ -1,0 +1,90 @@
+//! What idgate reads of a session from its default shard when it needs it:
+//! the `sql_mode` flags, a session variable, the current schema, and the
+//! columns of a table (into the shared cache). Every handler that plans or
+//! places a statement uses these, so they live in the core.
+
+use crate::frontend::columns::ColumnType;
+use crate::frontend::session::{CmdError, Session};
+use crate::protocol::codes::ErrorCode;
+use crate::sql::SqlModes;
+
+/// Table doesn't exist (an INSERT without column list into a missing table).
+const ER_NO_SUCH_TABLE: ErrorCode = ErrorCode {
+    code: 1146,
+    state: "42S02",
+};
+
+/// Escapes a string for a single-quoted SQL literal.
+fn quote_string(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('\'', "''")
+}
+
+impl Session {
+    /// The session's `sql_mode` flags, read from the default shard when not
+    /// known (a new shard connection, or after a statement that set it).
+    pub(in crate::frontend) async fn sql_modes(&mut self) -> Result<SqlModes, CmdError> {
+        if let Some(m) = self.sql_modes {
+            return Ok(m);
+        }
+        let mode = self.first_value("SELECT @@SESSION.sql_mode").await?;
+        let m = SqlModes::parse(&mode);
+        self.sql_modes = Some(m);
+        Ok(m)
+    }
+    /// The first value of the first row `sql` returns on the default
+    /// shard (a session variable); empty for NULL or no row.
+    pub(in crate::frontend) async fn first_value(&mut self, sql: &str) -> Result<String, CmdError> {
+        let b = self.backend(0).await.map_err(CmdError::Backend)?;
+        let rows = b.query_rows(sql).await.map_err(CmdError::Backend)?;
+        Ok(rows
+            .first()
+            .and_then(|r| r.first().cloned().flatten())
+            .unwrap_or_default())
+    }
+    /// Reads the columns of `schema.table` (order, types, collations) into
+    /// the shared cache.
+    pub(in crate::frontend) async fn fetch_columns(
+        &mut self,
+        schema: &str,
+        table: &str,
+    ) -> Result<(), CmdError> {
+        let q = format!(
+            "SELECT COLUMN_NAME, LOWER(DATA_TYPE), COLLATION_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '{}' AND TABLE_NAME = '{}' ORDER BY ORDINAL_POSITION",
+            quote_string(schema),
+            quote_string(table)
+        );
+        // The `[backend]` account's view: the cache is every session's, and
+        // a user's own shard account may see fewer columns.
+        let rows = self.own_query(0, &q).await.map_err(CmdError::Backend)?;
+        let mut cols = Vec::with_capacity(rows.len());
+        let mut types = Vec::with_capacity(rows.len());
+        for r in rows {
+            let mut r = r.into_iter();
+            let Some(Some(name)) = r.next() else { continue };
+            cols.push(name);
+            types.push(ColumnType {
+                data_type: r.next().flatten().unwrap_or_default(),
+                collation: r.next().flatten(),
+            });
+        }
+        if cols.is_empty() {
+            return Err(CmdError::Refused(
+                ER_NO_SUCH_TABLE,
+                format!("Table '{schema}.{table}' doesn't exist"),
+            ));
+        }
+        self.shared.columns.put(schema, table, cols, types);
+        Ok(())
+    }
+    /// Reads the session's current schema back from the default shard (after
+    /// a query that may have run `USE` among other statements).
+    pub(in crate::frontend) async fn refresh_schema(&mut self) -> Result<(), CmdError> {
+        let b = self.backend(0).await.map_err(CmdError::Backend)?;
+        let rows = b
+            .query_rows("SELECT DATABASE()")
+            .await
+            .map_err(CmdError::Backend)?;
+        self.schema = rows.first().and_then(|r| r.first().cloned().flatten());
+        Ok(())
+    }
+}
