@@ -13,6 +13,8 @@
 //!   shards announce, rules, allocator).
 //! - [`live`]: the rules in force (a version and an atomic pointer), and
 //!   reloading them while idgate runs.
+//! - [`follow`]: following the versions published through etcd
+//!   (`[rules] source = "etcd"`).
 //! - [`columns`]: the column order and types of rule tables, cached.
 //! - [`errors`]: the MySQL errors handlers answer refused statements with.
 //! - [`oks`]: the OK packets of a write on several shards, combined.
@@ -47,6 +49,7 @@
 pub mod admin;
 pub mod columns;
 pub mod errors;
+pub mod follow;
 pub mod live;
 pub mod oks;
 pub mod route;
