@@ -747,7 +747,8 @@ impl Config {
             if r.cache_file.is_some() && r.source != RulesSource::Etcd {
                 return Err(invalid(
                     "rules.cache_file",
-                    "is a copy of rules published through etcd: it needs rules.source = \"etcd\"".into(),
+                    "is a copy of rules published through etcd: it needs rules.source = \"etcd\""
+                        .into(),
                 ));
             }
         }
@@ -986,8 +987,13 @@ address = "127.0.0.1:3306"
         assert_eq!(r.dir, PathBuf::from("rules"));
         assert_eq!(r.cache_file, Some(PathBuf::from("rules-cache")));
         let file_store = GOOD.to_string() + "[rules]\nsource = \"etcd\"\n";
-        let e = Config::parse(&file_store, "t.toml").unwrap_err().to_string();
-        assert!(e.contains("rules.source") && e.contains("store = \"etcd\""), "{e}");
+        let e = Config::parse(&file_store, "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("rules.source") && e.contains("store = \"etcd\""),
+            "{e}"
+        );
         let cache_dir = GOOD.to_string() + "[rules]\ncache_file = \"c\"\n";
         let e = Config::parse(&cache_dir, "t.toml").unwrap_err().to_string();
         assert!(e.contains("rules.cache_file"), "{e}");

@@ -105,7 +105,10 @@ fn main() -> ExitCode {
                 println!("{}: ok", config.display());
                 match &cfg.rules {
                     Some(r) if r.source == RulesSource::Etcd => {
-                        println!("rules: published in etcd (see `idgate rules history --config {}`)", config.display());
+                        println!(
+                            "rules: published in etcd (see `idgate rules history --config {}`)",
+                            config.display()
+                        );
                         ExitCode::SUCCESS
                     }
                     Some(r) => check_rules(&r.dir, Some(&shard_names(&cfg))),

@@ -85,8 +85,12 @@ async fn schema(tb: &support::Testbed, tag: &str) -> String {
         0,
         &[
             &format!("CREATE DATABASE `{schema}`"),
-            &format!("CREATE TABLE `{schema}`.orders (id BIGINT UNSIGNED PRIMARY KEY, v INT NOT NULL)"),
-            &format!("CREATE TABLE `{schema}`.notes (id BIGINT UNSIGNED PRIMARY KEY, v INT NOT NULL)"),
+            &format!(
+                "CREATE TABLE `{schema}`.orders (id BIGINT UNSIGNED PRIMARY KEY, v INT NOT NULL)"
+            ),
+            &format!(
+                "CREATE TABLE `{schema}`.notes (id BIGINT UNSIGNED PRIMARY KEY, v INT NOT NULL)"
+            ),
         ],
     )
     .await;
@@ -191,14 +195,22 @@ fn two_idgates_converge_on_pushed_versions() {
     let a = Idgate::start(&tb, &etcd_options(&prefix, None, &ca));
     // Nothing published yet: it relays, and says version 0.
     let out = push(&rules, &a.config());
-    assert!(out.starts_with("published rules version 1 (first version: 1 generator(s), 1 table rule(s))"), "{out}");
+    assert!(
+        out.starts_with(
+            "published rules version 1 (first version: 1 generator(s), 1 table rule(s))"
+        ),
+        "{out}"
+    );
     let b = Idgate::start(&tb, &etcd_options(&prefix, None, &cb));
     rt.block_on(async {
         let mut ca_conn = login(&a, "app", "secret", &schema).await;
         let mut cb_conn = login(&b, "app", "secret", &schema).await;
         // a applies version 1 from the watch, b started with it.
         until_status(&mut ca_conn, "rules_version", "1", || a.log()).await;
-        assert_eq!(status(&mut cb_conn, "rules_version").await.as_deref(), Some("1"));
+        assert_eq!(
+            status(&mut cb_conn, "rules_version").await.as_deref(),
+            Some("1")
+        );
         assert_eq!(
             status(&mut cb_conn, "rules_source").await,
             Some(format!("etcd {prefix}/rules/"))
@@ -208,7 +220,10 @@ fn two_idgates_converge_on_pushed_versions() {
         // Version 2 adds notes: both take it, sessions stay open.
         write(&rules, "notes.toml", &notes_rule(&schema));
         let out = push(&rules, &a.config());
-        assert!(out.contains("version 2") && out.contains("table added"), "{out}");
+        assert!(
+            out.contains("version 2") && out.contains("table added"),
+            "{out}"
+        );
         let ia = until_notes_ruled(&mut ca_conn, || a.log()).await;
         let ib = until_notes_ruled(&mut cb_conn, || b.log()).await;
         assert!(ia >= 5000 && ib >= 5000 && ia != ib, "{ia} {ib}");
@@ -219,10 +234,16 @@ fn two_idgates_converge_on_pushed_versions() {
             .iter()
             .filter_map(|r| r.get::<Option<String>, _>(6).flatten())
             .collect();
-        assert!(origins.iter().any(|o| o == "v2/notes.toml:7"), "{origins:?}");
+        assert!(
+            origins.iter().any(|o| o == "v2/notes.toml:7"),
+            "{origins:?}"
+        );
         // The cache file holds version 2 (written after it applied).
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while !std::fs::read_to_string(&ca).unwrap_or_default().contains("version = 2") {
+        while !std::fs::read_to_string(&ca)
+            .unwrap_or_default()
+            .contains("version = 2")
+        {
             assert!(std::time::Instant::now() < deadline, "{}", a.log());
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -240,29 +261,50 @@ fn two_idgates_converge_on_pushed_versions() {
         let h = String::from_utf8_lossy(&h.stdout).into_owned();
         let lines: Vec<&str> = h.lines().collect();
         assert_eq!(lines.len(), 2, "{h}");
-        assert!(lines[0].contains("dba-test@") && lines[0].contains("first version"), "{h}");
-        assert!(lines[1].starts_with('*') && lines[1].contains(&format!("table added {schema}.notes")), "{h}");
+        assert!(
+            lines[0].contains("dba-test@") && lines[0].contains("first version"),
+            "{h}"
+        );
+        assert!(
+            lines[1].starts_with('*') && lines[1].contains(&format!("table added {schema}.notes")),
+            "{h}"
+        );
         let shown = rules_cmd(&a.config(), &["show", "2"]);
         assert!(shown.status.success(), "{}", text(&shown));
         let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
-        assert!(shown.contains("# ---- notes.toml ----") && shown.contains(&notes_rule(&schema)), "{shown}");
+        assert!(
+            shown.contains("# ---- notes.toml ----") && shown.contains(&notes_rule(&schema)),
+            "{shown}"
+        );
         let missing = rules_cmd(&a.config(), &["show", "9"]);
         assert!(!missing.status.success());
-        assert!(text(&missing).contains("there is no rules version 9"), "{}", text(&missing));
+        assert!(
+            text(&missing).contains("there is no rules version 9"),
+            "{}",
+            text(&missing)
+        );
 
         // Rollback to version 1: published as version 3, notes loses its
         // rule on both (an INSERT without id fails again, 1364).
         let rb = rules_cmd(&a.config(), &["rollback", "1"]);
         assert!(rb.status.success(), "{}", text(&rb));
         let rb = String::from_utf8_lossy(&rb.stdout).into_owned();
-        assert!(rb.contains("version 3 (rollback to version 1: ") && rb.contains("table removed"), "{rb}");
+        assert!(
+            rb.contains("version 3 (rollback to version 1: ") && rb.contains("table removed"),
+            "{rb}"
+        );
         until_status(&mut ca_conn, "rules_version", "3", || a.log()).await;
         until_status(&mut cb_conn, "rules_version", "3", || b.log()).await;
         let e = insert(&mut cb_conn, "notes", 3).await.unwrap_err();
         assert_eq!(code(&e), Some(1364), "{e}");
         assert!(insert(&mut cb_conn, "orders", 3).await.unwrap() > 0);
         let h = String::from_utf8_lossy(&rules_cmd(&a.config(), &["history"]).stdout).into_owned();
-        assert!(h.lines().nth(2).is_some_and(|l| l.contains("rollback to version 1")), "{h}");
+        assert!(
+            h.lines()
+                .nth(2)
+                .is_some_and(|l| l.contains("rollback to version 1")),
+            "{h}"
+        );
         let _ = ca_conn.disconnect().await;
         let _ = cb_conn.disconnect().await;
     });
@@ -286,27 +328,60 @@ fn refused_pushes_publish_nothing() {
     let a = Idgate::start(&tb, &etcd_options(&prefix, None, &work.path().join("c")));
     push(&rules, &a.config());
     // A broken file.
-    write(&rules, "broken.toml", "[[table]]\nname = \"x.y\"\ncolumn = 3\n");
-    let o = idgate(&["rules", "push", &rules.display().to_string(), "--config", &a.config().display().to_string()]);
+    write(
+        &rules,
+        "broken.toml",
+        "[[table]]\nname = \"x.y\"\ncolumn = 3\n",
+    );
+    let o = idgate(&[
+        "rules",
+        "push",
+        &rules.display().to_string(),
+        "--config",
+        &a.config().display().to_string(),
+    ]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(err.contains("refused, nothing was published") && err.contains("broken.toml:3:"), "{err}");
+    assert!(
+        err.contains("refused, nothing was published") && err.contains("broken.toml:3:"),
+        "{err}"
+    );
     std::fs::remove_file(rules.join("broken.toml")).unwrap();
     // A change a reload refuses: a generator's start.
-    write(&rules, "orders.toml", &orders_rule(&schema, 10).replace("batch = 10", "batch = 10\nstart = 7"));
-    let o = rules_cmd(&a.config(), &["check", &rules.display().to_string(), "--against-store"]);
+    write(
+        &rules,
+        "orders.toml",
+        &orders_rule(&schema, 10).replace("batch = 10", "batch = 10\nstart = 7"),
+    );
+    let o = rules_cmd(
+        &a.config(),
+        &["check", &rules.display().to_string(), "--against-store"],
+    );
     assert!(!o.status.success());
     let t = text(&o);
     assert!(t.contains("orders.toml:2:") && t.contains("start"), "{t}");
-    let o = idgate(&["rules", "push", &rules.display().to_string(), "--config", &a.config().display().to_string()]);
+    let o = idgate(&[
+        "rules",
+        "push",
+        &rules.display().to_string(),
+        "--config",
+        &a.config().display().to_string(),
+    ]);
     assert!(!o.status.success());
     assert!(text(&o).contains("orders.toml:2:"), "{}", text(&o));
     // `check --against-store` of an allowed change lists it.
     write(&rules, "orders.toml", &orders_rule(&schema, 25));
-    let o = rules_cmd(&a.config(), &["check", &rules.display().to_string(), "--against-store"]);
+    let o = rules_cmd(
+        &a.config(),
+        &["check", &rules.display().to_string(), "--against-store"],
+    );
     assert!(o.status.success(), "{}", text(&o));
     let t = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(t.contains("OK as a change of published version 1") && t.contains("generator changed orders (batch)"), "{t}");
+    assert!(
+        t.contains("OK as a change of published version 1")
+            && t.contains("generator changed orders (batch)"),
+        "{t}"
+    );
     // Nothing was published by the refused pushes.
     let h = String::from_utf8_lossy(&rules_cmd(&a.config(), &["history"]).stdout).into_owned();
     assert_eq!(h.lines().count(), 1, "{h}");
@@ -314,18 +389,27 @@ fn refused_pushes_publish_nothing() {
     // version 1 loses to one that published version 2 meanwhile.
     rt.block_on(async {
         let cfg = idgate::config::Config::load(&a.config()).unwrap();
-        let store = idgate::idgen::Allocator::open_store(&cfg.allocator).await.unwrap();
+        let store = idgate::idgen::Allocator::open_store(&cfg.allocator)
+            .await
+            .unwrap();
         let published = idgate::publish::Published::new(store, support::ETCD_CALL_TIMEOUT);
         let read = published.current().await.unwrap();
         assert_eq!(read.map(|r| r.0), Some(1));
         push(&rules, &a.config()); // version 2, batch 25
-        let who = idgate::publish::Who { user: "late".into(), host: "h".into() };
+        let who = idgate::publish::Who {
+            user: "late".into(),
+            host: "h".into(),
+        };
         let e = published
             .publish(read, vec![], vec![], None, &who, 0)
             .await
             .unwrap_err();
         let msg = e.to_string();
-        assert!(msg.starts_with("version 2 was published by dba-test@") && msg.contains("nothing was published"), "{msg}");
+        assert!(
+            msg.starts_with("version 2 was published by dba-test@")
+                && msg.contains("nothing was published"),
+            "{msg}"
+        );
         assert_eq!(published.current().await.unwrap().map(|r| r.0), Some(2));
         assert_eq!(published.history().await.unwrap().len(), 2);
         let mut c = login(&a, "app", "secret", &schema).await;
@@ -371,8 +455,18 @@ impl PrivateEtcd {
         let child = Command::new("etcd")
             .args(["--name", "private", "--data-dir"])
             .arg(self.dir.path().join("data"))
-            .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
-            .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
+            .args([
+                "--listen-client-urls",
+                &client,
+                "--advertise-client-urls",
+                &client,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer,
+                "--initial-advertise-peer-urls",
+                &peer,
+            ])
             .args(["--initial-cluster", &format!("private={peer}")])
             .stdout(Stdio::null())
             .stderr(log)
@@ -382,7 +476,10 @@ impl PrivateEtcd {
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         let addr = format!("127.0.0.1:{}", self.port);
         while std::net::TcpStream::connect(&addr).is_err() {
-            assert!(std::time::Instant::now() < deadline, "private etcd did not start");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "private etcd did not start"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -407,7 +504,9 @@ impl Drop for PrivateEtcd {
 #[test]
 fn an_idgate_started_while_etcd_is_down_uses_its_cache_file() {
     let Some(tb) = support::testbed() else { return };
-    let Some(mut etcd) = PrivateEtcd::start() else { return };
+    let Some(mut etcd) = PrivateEtcd::start() else {
+        return;
+    };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let schema = rt.block_on(schema(&tb, "re_cache"));
     let prefix = support::unique("/re-cache");
@@ -443,7 +542,9 @@ fn an_idgate_started_while_etcd_is_down_uses_its_cache_file() {
     rt.block_on(async {
         let mut c = login(&p, "app", "secret", &schema).await;
         assert_eq!(status(&mut c, "rules_version").await.as_deref(), Some("1"));
-        let from = status(&mut c, "rules_started_from").await.unwrap_or_default();
+        let from = status(&mut c, "rules_started_from")
+            .await
+            .unwrap_or_default();
         assert!(from.starts_with("cache file "), "{from}");
         let n: Option<u64> = c.query_first("SELECT COUNT(*) FROM orders").await.unwrap();
         assert_eq!(n, Some(0));
@@ -453,7 +554,11 @@ fn an_idgate_started_while_etcd_is_down_uses_its_cache_file() {
             .query_drop("INSERT INTO orders (id, v) VALUES (77, 1)")
             .await
             .unwrap_err();
-        assert_eq!(code(&e), Some(1467), "an explicit id waits for its generator too: {e}");
+        assert_eq!(
+            code(&e),
+            Some(1467),
+            "an explicit id waits for its generator too: {e}"
+        );
         let metrics = p.http_get("/metrics");
         assert!(metrics.contains("idgate_rules_from_cache 1"), "{metrics}");
 
@@ -481,7 +586,10 @@ fn an_idgate_started_while_etcd_is_down_uses_its_cache_file() {
         let _ = c.disconnect().await;
     });
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(&cache).unwrap_or_default().contains("version = 2") {
+    while !std::fs::read_to_string(&cache)
+        .unwrap_or_default()
+        .contains("version = 2")
+    {
         assert!(std::time::Instant::now() < deadline, "{}", p.log());
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -553,8 +661,13 @@ fn pushes_under_an_insert_load_fail_no_statement() {
             write(&rules, "orders.toml", &orders_rule(&schema, 10 + v));
             let cfg = a.config();
             let rules = rules.clone();
-            let out = tokio::task::spawn_blocking(move || push(&rules, &cfg)).await.unwrap();
-            assert!(out.starts_with(&format!("published rules version {v} ")), "{out}");
+            let out = tokio::task::spawn_blocking(move || push(&rules, &cfg))
+                .await
+                .unwrap();
+            assert!(
+                out.starts_with(&format!("published rules version {v} ")),
+                "{out}"
+            );
         }
         let want = versions.to_string();
         for p in [&a, &b] {
@@ -572,7 +685,10 @@ fn pushes_under_an_insert_load_fail_no_statement() {
         let mut c = login(&a, "app", "secret", &schema).await;
         let n: Option<u64> = c.query_first("SELECT COUNT(*) FROM orders").await.unwrap();
         assert_eq!(n, Some(all.len() as u64));
-        assert_eq!(status(&mut c, "rules_failed_reloads").await.as_deref(), Some("0"));
+        assert_eq!(
+            status(&mut c, "rules_failed_reloads").await.as_deref(),
+            Some("0")
+        );
         let _ = c.disconnect().await;
     });
     drop((a, b));

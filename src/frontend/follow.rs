@@ -62,7 +62,10 @@ impl Shared {
             Ok(Some(b)) if b.meta.version > self.rules.version() => b,
             Ok(_) => return Ok(unchanged()),
             Err(why) => {
-                warn!("cannot read the published rules; version {} stays: {why}", self.rules.version());
+                warn!(
+                    "cannot read the published rules; version {} stays: {why}",
+                    self.rules.version()
+                );
                 return Err(Refusal {
                     why,
                     transient: true,
@@ -102,7 +105,12 @@ impl Shared {
     /// it cannot be written: the next start without etcd would be refused
     /// or start from an older version).
     pub async fn write_cache(&self, bundle: crate::rules::bundle::Bundle) {
-        let Some(path) = self.config.rules.as_ref().and_then(|r| r.cache_file.clone()) else {
+        let Some(path) = self
+            .config
+            .rules
+            .as_ref()
+            .and_then(|r| r.cache_file.clone())
+        else {
             return;
         };
         let v = bundle.meta.version;
@@ -170,10 +178,15 @@ pub fn start_pending(shared: Arc<Shared>) -> Option<tokio::task::JoinHandle<()>>
             match allocator.apply(&missing, &[]).await {
                 Ok(()) => {
                     let names: Vec<&str> = missing.iter().map(|g| g.name.as_str()).collect();
-                    info!("the store answers: generators started: {}", names.join(", "));
+                    info!(
+                        "the store answers: generators started: {}",
+                        names.join(", ")
+                    );
                 }
                 Err(e) => {
-                    warn!("generators not started yet (their INSERTs fail with 1467 until then): {e}");
+                    warn!(
+                        "generators not started yet (their INSERTs fail with 1467 until then): {e}"
+                    );
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(5));
                 }

@@ -292,33 +292,33 @@ pub struct Refusal {
 
 /// Logs an applied or refused reload.
 pub(crate) fn log_outcome(r: &Result<Reloaded, String>) {
-        match r {
-            Ok(done) if done.diff.is_empty() => {
-                info!(version = done.version, "rules reloaded: nothing changed")
-            }
-            Ok(done) => {
-                let summary: Vec<String> = done
-                    .diff
-                    .lines()
-                    .into_iter()
-                    .map(|(what, name, detail)| {
-                        if detail.is_empty() {
-                            format!("{what} {name}")
-                        } else {
-                            format!("{what} {name} ({detail})")
-                        }
-                    })
-                    .collect();
-                info!(
-                    version = done.version,
-                    "rules reloaded: {}",
-                    summary.join("; ")
-                );
-            }
-            Err(e) => {
-                error!("rules reload refused, the rules in force stay:\n{e}");
-            }
+    match r {
+        Ok(done) if done.diff.is_empty() => {
+            info!(version = done.version, "rules reloaded: nothing changed")
         }
+        Ok(done) => {
+            let summary: Vec<String> = done
+                .diff
+                .lines()
+                .into_iter()
+                .map(|(what, name, detail)| {
+                    if detail.is_empty() {
+                        format!("{what} {name}")
+                    } else {
+                        format!("{what} {name} ({detail})")
+                    }
+                })
+                .collect();
+            info!(
+                version = done.version,
+                "rules reloaded: {}",
+                summary.join("; ")
+            );
+        }
+        Err(e) => {
+            error!("rules reload refused, the rules in force stay:\n{e}");
+        }
+    }
 }
 
 /// `t` as `YYYY-MM-DD HH:MM:SS` UTC (MySQL's DATETIME text).

@@ -90,7 +90,10 @@ pub async fn run(cfg: &Config, op: Op, who: &Who, out: &mut dyn Write) -> Result
             let meta = match push(&published, &files, &shards, None, who, now_unix()).await {
                 Ok(m) => m,
                 Err(PushError::Unchanged(n)) => {
-                    w(out, format!("nothing to publish: version {n} in force has the same rules"));
+                    w(
+                        out,
+                        format!("nothing to publish: version {n} in force has the same rules"),
+                    );
                     return Ok(());
                 }
                 Err(e) => return Err(refusal(e)),
@@ -121,7 +124,10 @@ pub async fn run(cfg: &Config, op: Op, who: &Who, out: &mut dyn Write) -> Result
             let meta = match push(&published, &files, &shards, Some(n), who, now_unix()).await {
                 Ok(m) => m,
                 Err(PushError::Unchanged(n)) => {
-                    w(out, format!("nothing to publish: version {n} in force has the same rules"));
+                    w(
+                        out,
+                        format!("nothing to publish: version {n} in force has the same rules"),
+                    );
                     return Ok(());
                 }
                 Err(e) => return Err(refusal(e)),

@@ -149,7 +149,10 @@ impl Published {
     /// Every version's metadata, oldest first.
     pub async fn history(&self) -> Result<Vec<Meta>, String> {
         let docs = self
-            .bounded("listing rules versions", self.store.list_docs("rules/meta/"))
+            .bounded(
+                "listing rules versions",
+                self.store.list_docs("rules/meta/"),
+            )
             .await?;
         let mut out = Vec::with_capacity(docs.len());
         for (key, raw) in docs {

@@ -68,12 +68,26 @@ async fn the_second_of_two_concurrent_pushes_loses() {
         .unwrap();
     let read_by_both = p.current().await.unwrap();
     let won = p
-        .publish(read_by_both, files("# ann\n"), vec![], None, &who("ann"), 11)
+        .publish(
+            read_by_both,
+            files("# ann\n"),
+            vec![],
+            None,
+            &who("ann"),
+            11,
+        )
         .await
         .unwrap();
     assert_eq!(won.version, 2);
     let lost = p
-        .publish(read_by_both, files("# bob\n"), vec![], None, &who("bob"), 12)
+        .publish(
+            read_by_both,
+            files("# bob\n"),
+            vec![],
+            None,
+            &who("bob"),
+            12,
+        )
         .await
         .unwrap_err();
     let PushError::Lost(msg) = lost else {
@@ -85,7 +99,10 @@ async fn the_second_of_two_concurrent_pushes_loses() {
     );
     assert!(msg.contains("nothing was published"), "{msg}");
     assert_eq!(p.current().await.unwrap().map(|c| c.0), Some(2));
-    assert_eq!(p.fetch_current().await.unwrap().unwrap().files, files("# ann\n"));
+    assert_eq!(
+        p.fetch_current().await.unwrap().unwrap().files,
+        files("# ann\n")
+    );
     assert_eq!(p.history().await.unwrap().len(), 2);
     // Two first pushes into an empty store: the same.
     let (_, q) = published();
@@ -117,7 +134,14 @@ async fn a_lost_reply_is_resolved_by_reading_the_version_back() {
     // A store that fails outright: nothing is written, the error says so.
     m.set_fault(Fault::Fail);
     let e = p
-        .publish(p.current().await.ok().flatten(), files("x"), vec![], None, &who("a"), 1)
+        .publish(
+            p.current().await.ok().flatten(),
+            files("x"),
+            vec![],
+            None,
+            &who("a"),
+            1,
+        )
         .await;
     m.set_fault(Fault::None);
     assert!(matches!(e, Err(PushError::Store(_))), "{e:?}");
@@ -128,8 +152,8 @@ async fn a_lost_reply_is_resolved_by_reading_the_version_back() {
 #[tokio::test]
 async fn the_state_file_cannot_hold_published_rules() {
     let dir = tempfile::tempdir().unwrap();
-    let fs = crate::idgen::FileStore::open(&dir.path().join("state"), Duration::from_secs(5))
-        .unwrap();
+    let fs =
+        crate::idgen::FileStore::open(&dir.path().join("state"), Duration::from_secs(5)).unwrap();
     let p = Published::new(Arc::new(fs), Duration::from_secs(5));
     let e = p.fetch(1).await.unwrap_err();
     assert!(e.contains("store = \"etcd\""), "{e}");

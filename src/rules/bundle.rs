@@ -205,7 +205,10 @@ mod tests {
             ),
         ]);
         let e = b.rules(&["s0"], &ok).unwrap_err().to_string();
-        assert!(e.starts_with("v7/b.toml:6: table `shop.orders`: unknown generator"), "{e}");
+        assert!(
+            e.starts_with("v7/b.toml:6: table `shop.orders`: unknown generator"),
+            "{e}"
+        );
         let good = bundle(vec![(
             "a.toml",
             "[[generator]]\nname = \"orders\"\nkind = \"sequence\"\n\n[[table]]\nname = \"shop.orders\"\ncolumn = \"id\"\ngenerator = \"orders\"\n",

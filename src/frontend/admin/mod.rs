@@ -399,7 +399,10 @@ impl Session {
             ("rules_reloads", Some(st.reloads.to_string())),
             ("rules_failed_reloads", Some(st.failed_reloads.to_string())),
             ("rules_last_reload_at", st.last_attempt.map(time)),
-            ("rules_failed_version", st.failed_version.map(|v| v.to_string())),
+            (
+                "rules_failed_version",
+                st.failed_version.map(|v| v.to_string()),
+            ),
             ("rules_last_error", st.last_error),
             ("store", Some(store)),
             (
