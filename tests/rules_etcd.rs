@@ -694,3 +694,76 @@ fn pushes_under_an_insert_load_fail_no_statement() {
     drop((a, b));
     rt.block_on(drop_schema(&tb, &schema));
 }
+
+/// A version an idgate cannot apply: it keeps the rules in force and says
+/// why (STATUS, metrics, log). Here the first version shards a table,
+/// which an idgate that started without routing cannot take live; one
+/// started afterwards takes it.
+#[test]
+fn an_idgate_that_cannot_apply_a_version_keeps_its_rules_and_says_why() {
+    let Some(tb) = support::testbed() else { return };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let schema = rt.block_on(schema(&tb, "re_fail"));
+    // The sharded table lives on both shards.
+    rt.block_on(proxy::admin(
+        &tb,
+        1,
+        &[
+            &format!("CREATE DATABASE `{schema}`"),
+            &format!(
+                "CREATE TABLE `{schema}`.orders (id BIGINT UNSIGNED PRIMARY KEY, v INT NOT NULL)"
+            ),
+        ],
+    ));
+    let prefix = support::unique("/re-fail");
+    let work = tempfile::tempdir().unwrap();
+    let rules = work.path().join("rules");
+    std::fs::create_dir(&rules).unwrap();
+    write(
+        &rules,
+        "orders.toml",
+        &(orders_rule(&schema, 10)
+            + "shard_key = \"id\"\nsharding = \"mod\"\nshards = [\"s0\", \"s1\"]\n"),
+    );
+    let a = Idgate::start(&tb, &etcd_options(&prefix, None, &work.path().join("a")));
+    push(&rules, &a.config());
+    rt.block_on(async {
+        let mut c = login(&a, "app", "secret", &schema).await;
+        until_status(&mut c, "rules_failed_version", "1", || a.log()).await;
+        assert_eq!(status(&mut c, "rules_version").await.as_deref(), Some("0"));
+        let why = status(&mut c, "rules_last_error").await.unwrap_or_default();
+        assert!(
+            why.starts_with("version 1: v1/orders.toml:") && why.contains("routing on"),
+            "{why}"
+        );
+        let m = a.http_get("/metrics");
+        assert!(
+            m.contains("idgate_rules_failed_version 1")
+                && m.contains("idgate_rules_failed_reloads_total 1"),
+            "{m}"
+        );
+        assert!(
+            a.log().contains("published rules version 1 not applied"),
+            "{}",
+            a.log()
+        );
+        // Still serving: the table has no rule here, so no id is filled.
+        let e = insert(&mut c, "orders", 1).await.unwrap_err();
+        assert_eq!(code(&e), Some(1364), "{e}");
+        let _ = c.disconnect().await;
+    });
+    let b = Idgate::start(&tb, &etcd_options(&prefix, None, &work.path().join("b")));
+    rt.block_on(async {
+        let mut c = login(&b, "app", "secret", &schema).await;
+        assert_eq!(status(&mut c, "rules_version").await.as_deref(), Some("1"));
+        assert!(insert(&mut c, "orders", 1).await.unwrap() > 0);
+        let _ = c.disconnect().await;
+    });
+    drop((a, b));
+    rt.block_on(drop_schema(&tb, &schema));
+    rt.block_on(proxy::admin(
+        &tb,
+        1,
+        &[&format!("DROP DATABASE IF EXISTS `{schema}`")],
+    ));
+}
