@@ -129,16 +129,27 @@ pub fn follow(shared: Arc<Shared>) -> Option<tokio::task::JoinHandle<()>> {
     let mut rx = shared.allocator.as_ref()?.store().follow(CURRENT)?;
     Some(tokio::spawn(async move {
         let mut backoff = Duration::from_millis(200);
+        // The newest version refused here (not a store failure): it is not
+        // tried again, a newer one is.
+        let mut refused = 0;
         loop {
             let seen = *rx.borrow_and_update();
-            let refused = shared.rules.status().failed_version;
-            let retry = if seen > shared.rules.version() && refused.is_none_or(|r| r < seen) {
+            let retry = if seen > shared.rules.version() && seen > refused {
                 match shared.catch_up().await {
                     Ok(_) => {
                         backoff = Duration::from_millis(200);
                         false
                     }
-                    Err(e) => e.transient,
+                    Err(e) if e.transient => true,
+                    Err(_) => {
+                        refused = shared
+                            .rules
+                            .status()
+                            .failed_version
+                            .unwrap_or(seen)
+                            .max(seen);
+                        false
+                    }
                 }
             } else {
                 false
@@ -193,4 +204,130 @@ pub fn start_pending(shared: Arc<Shared>) -> Option<tokio::task::JoinHandle<()>>
             }
         }
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::idgen::{Allocator, Fault, MemoryStore, Store, SystemClock};
+    use crate::publish::Who;
+    use crate::rules::bundle::BundleFile;
+
+    const CONFIG: &str = "[server]\nlisten = \"127.0.0.1:0\"\n\
+        [[users]]\nname = \"app\"\npassword = \"x\"\n\
+        [backend]\nuser = \"root\"\n\
+        [[shards]]\nname = \"s0\"\naddress = \"127.0.0.1:3306\"\n\
+        [allocator]\nstore = \"etcd\"\netcd_endpoints = [\"http://127.0.0.1:1\"]\n\
+        [rules]\nsource = \"etcd\"\n";
+
+    fn files(tables: &[&str]) -> Vec<BundleFile> {
+        let mut text = String::from("[[generator]]\nname = \"g\"\nkind = \"sequence\"\n");
+        for t in tables {
+            text.push_str(&format!(
+                "\n[[table]]\nname = \"{t}\"\ncolumn = \"id\"\ngenerator = \"g\"\n"
+            ));
+        }
+        vec![BundleFile {
+            name: "a.toml".into(),
+            text,
+        }]
+    }
+
+    async fn until(what: &str, f: impl Fn() -> bool) {
+        for _ in 0..6000 {
+            if f() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("{what} never happened");
+    }
+
+    /// The follower applies each published version; a version the store
+    /// fails to deliver is tried again; a version refused here is not, and
+    /// the next one applies.
+    #[tokio::test]
+    async fn follows_retries_store_failures_and_skips_refused_versions() {
+        let m = MemoryStore::new();
+        let store: Arc<dyn Store> = m.clone();
+        let cfg = Config::parse(CONFIG, "t.toml").unwrap();
+        let allocator = Allocator::with_store(store.clone(), Arc::new(SystemClock::new()), &[])
+            .await
+            .unwrap();
+        let shared = Arc::new(Shared::with_rules(
+            cfg,
+            Some(Arc::new(crate::rules::RuleSet::default())),
+            Some(allocator.clone()),
+        ));
+        shared.rules.start_at(0, None);
+        let task = follow(shared.clone()).expect("the memory store follows");
+        let published = Published::new(store, Duration::from_secs(5));
+        let who = Who {
+            user: "u".into(),
+            host: "h".into(),
+        };
+        let push = |f: Vec<BundleFile>| {
+            let published = published.clone();
+            let who = who.clone();
+            async move {
+                let cur = published.current().await.unwrap();
+                published
+                    .publish(cur, f, vec![], None, &who, 0)
+                    .await
+                    .unwrap()
+            }
+        };
+        push(files(&["s.a"])).await;
+        until("version 1", || shared.rules.version() == 1).await;
+        assert!(allocator.generator("g").is_some());
+
+        // The store fails while version 2 is fetched: tried again.
+        let cur = published.current().await.unwrap();
+        let store2 = m.clone();
+        let p2 = published.clone();
+        let who2 = who.clone();
+        let publish = tokio::spawn(async move {
+            let r = p2
+                .publish(cur, files(&["s.a", "s.b"]), vec![], None, &who2, 0)
+                .await;
+            // The follower wakes on the write; fail its reads for a while.
+            store2.set_fault(Fault::Fail);
+            r
+        });
+        publish.await.unwrap().unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(shared.rules.version(), 1, "applied through a failing store");
+        m.set_fault(Fault::None);
+        until("version 2 after the store recovered", || {
+            shared.rules.version() == 2
+        })
+        .await;
+
+        // Version 3 changes the generator's start: refused here, kept so.
+        let mut bad = files(&["s.a", "s.b"]);
+        bad[0].text = bad[0]
+            .text
+            .replace("kind = \"sequence\"", "kind = \"sequence\"\nstart = 9");
+        push(bad).await;
+        until("version 3 refused", || {
+            shared.rules.status().failed_version == Some(3)
+        })
+        .await;
+        assert_eq!(shared.rules.version(), 2);
+        let st = shared.rules.status();
+        assert!(
+            st.last_error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("version 3: v3/a.toml:2: ")),
+            "{st:?}"
+        );
+        // Version 4 (back to version 2's files) applies.
+        push(files(&["s.a"])).await;
+        until("version 4", || shared.rules.version() == 4).await;
+        assert_eq!(shared.rules.status().failed_version, None);
+        assert_eq!(shared.rules.load().unwrap().tables().len(), 1);
+        task.abort();
+        allocator.shutdown().await;
+    }
 }
