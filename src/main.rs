@@ -219,14 +219,32 @@ fn rules_command(command: RulesCommand) -> ExitCode {
     }
 }
 
-/// The OS user running the command (`USER`, `LOGNAME`, else the uid).
+/// The OS user running the command (`USER`, `LOGNAME`, else the name of
+/// the uid in the password database, else the uid).
 fn os_user() -> String {
-    std::env::var("USER")
+    if let Some(u) = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
         .ok()
         .filter(|u| !u.is_empty())
-        // SAFETY: getuid(2) has no preconditions and cannot fail.
-        .unwrap_or_else(|| format!("uid {}", unsafe { libc::getuid() }))
+    {
+        return u;
+    }
+    // SAFETY: getuid(2) has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let mut buf = vec![0 as libc::c_char; 4096];
+    // SAFETY: an all-zero passwd is a valid value to be overwritten.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call, `buf.len()` is the
+    // buffer's size; on success `found` points at `pwd`, whose strings
+    // live in `buf`, read before `buf` is dropped.
+    let r = unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut found) };
+    if r == 0 && !found.is_null() && !pwd.pw_name.is_null() {
+        // SAFETY: getpwuid_r wrote a NUL-terminated name into `buf`.
+        let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) };
+        return name.to_string_lossy().into_owned();
+    }
+    format!("uid {uid}")
 }
 
 /// This machine's host name (`gethostname(2)`).

@@ -229,7 +229,10 @@ fn two_idgates_converge_on_pushed_versions() {
         let ib = until_notes_ruled(&mut cb_conn, || b.log()).await;
         // A figure, not an assertion: how long after the push returned
         // both served the new rule (polling every 50 ms).
-        eprintln!("version 2 in force on both {:?} after the push", pushed.elapsed());
+        eprintln!(
+            "version 2 in force on both {:?} after the push",
+            pushed.elapsed()
+        );
         assert!(ia >= 5000 && ib >= 5000 && ia != ib, "{ia} {ib}");
         until_status(&mut cb_conn, "rules_version", "2", || b.log()).await;
         // SHOW IDGATE RULES names the published file and line.

@@ -14,6 +14,11 @@
 //! then does it add and tune generators ([`crate::idgen::Allocator::apply`])
 //! and publish the new set. On any error nothing changes and the errors are
 //! returned (and logged by the caller).
+//!
+//! With `[rules] source = "etcd"` the rules come from the published
+//! versions instead of the directory: `follow.rs` loads each version and
+//! applies it through the same [`Shared::apply_rules`], and the version
+//! number in force is the published one.
 
 use crate::frontend::shared::Shared;
 use crate::rules::diff::RuleDiff;
