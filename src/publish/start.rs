@@ -85,3 +85,72 @@ pub async fn initial(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::idgen::{Fault, MemoryStore, Store};
+    use crate::publish::Who;
+    use crate::rules::bundle::BundleFile;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    const RULE: &str = "[[generator]]\nname = \"g\"\nkind = \"sequence\"\n\n[[table]]\nname = \"s.t\"\ncolumn = \"id\"\ngenerator = \"g\"\n";
+
+    #[tokio::test]
+    async fn etcd_first_then_the_cache_file_else_refused() {
+        let m = MemoryStore::new();
+        let store: Arc<dyn Store> = m.clone();
+        let p = Published::new(store, Duration::from_secs(5));
+        let shards = vec!["s0".to_string()];
+        let dir = tempfile::tempdir().unwrap();
+        let cache_path = dir.path().join("cache");
+        // Nothing published: empty rules, version 0.
+        let i = initial(&p, Some(&cache_path), &shards).await.unwrap();
+        assert_eq!((i.version, i.rules.tables().len()), (0, 0));
+        let who = Who {
+            user: "u".into(),
+            host: "h".into(),
+        };
+        let files = vec![BundleFile {
+            name: "a.toml".into(),
+            text: RULE.into(),
+        }];
+        p.publish(None, files, vec![], None, &who, 0).await.unwrap();
+        let i = initial(&p, Some(&cache_path), &shards).await.unwrap();
+        assert_eq!((i.version, i.rules.tables().len()), (1, 1));
+        assert!(i.from_cache.is_none());
+        // etcd unreachable, no cache file: refused, saying why.
+        m.set_fault(Fault::Fail);
+        let e = initial(&p, Some(&cache_path), &shards).await.unwrap_err();
+        assert!(e.contains("does not exist"), "{e}");
+        let e = initial(&p, None, &shards).await.unwrap_err();
+        assert!(e.contains("cache_file is not set"), "{e}");
+        // With the cache file: from it, saying so.
+        cache::write(&cache_path, i.bundle.as_ref().unwrap()).unwrap();
+        let c = initial(&p, Some(&cache_path), &shards).await.unwrap();
+        assert_eq!((c.version, c.rules.tables().len()), (1, 1));
+        assert!(
+            c.from_cache
+                .as_deref()
+                .is_some_and(|f| f.starts_with("cache file ") && f.contains("(version 1)")),
+            "{:?}",
+            c.from_cache
+        );
+        // A published version that names a shard this config lacks: refused.
+        m.set_fault(Fault::None);
+        let sharded = vec![BundleFile {
+            name: "a.toml".into(),
+            text: format!("{RULE}shard_key = \"id\"\nshards = [\"s0\", \"s9\"]\n"),
+        }];
+        let cur = p.current().await.unwrap();
+        p.publish(cur, sharded, vec![], None, &who, 0)
+            .await
+            .unwrap();
+        let e = initial(&p, Some(&cache_path), &shards).await.unwrap_err();
+        assert!(
+            e.starts_with("published rules version 2 cannot be used with this config:\nv2/a.toml:"),
+            "{e}"
+        );
+    }
+}
