@@ -184,6 +184,9 @@ pub fn start_pending(shared: Arc<Shared>) -> Option<tokio::task::JoinHandle<()>>
                 .cloned()
                 .collect();
             if missing.is_empty() {
+                // The XA commit log could not be opened at start either
+                // (it leases a node id in the store): now it can.
+                crate::frontend::txn::recovery::start(&shared).await;
                 return;
             }
             match allocator.apply(&missing, &[]).await {
