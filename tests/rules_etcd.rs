@@ -774,3 +774,93 @@ fn an_idgate_that_cannot_apply_a_version_keeps_its_rules_and_says_why() {
         &[&format!("DROP DATABASE IF EXISTS `{schema}`")],
     ));
 }
+
+/// `sysbench oltp_insert` (4 threads, text INSERTs with `id = 0`) into a
+/// rule table through an idgate following etcd while the DBA pushes
+/// changed rules again and again: sysbench stops at the first failed
+/// statement, so a clean run of all its events means none failed; every
+/// row has a unique generated id; idgate ends on the last version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sysbench_inserts_run_through_pushes() {
+    let Some(tb) = support::testbed() else { return };
+    let schema = support::unique("re_sb");
+    proxy::create_sbtest(&tb, &schema).await;
+    let rule = |batch: u64| {
+        format!(
+            "[[generator]]\nname = \"sb\"\nkind = \"sequence\"\nbatch = {batch}\n\n\
+             [[table]]\nname = \"{schema}.sbtest1\"\ncolumn = \"id\"\ngenerator = \"sb\"\n"
+        )
+    };
+    let work = tempfile::tempdir().unwrap();
+    let rules = work.path().join("rules");
+    std::fs::create_dir(&rules).unwrap();
+    write(&rules, "sb.toml", &rule(100));
+    let prefix = support::unique("/re-sb");
+    let opts = etcd_options(&prefix, None, &work.path().join("cache"));
+    let tb_start = tb.clone();
+    let p = tokio::task::spawn_blocking(move || Idgate::start(&tb_start, &opts))
+        .await
+        .unwrap();
+    let cfg = p.config();
+    {
+        let (r, c) = (rules.clone(), cfg.clone());
+        tokio::task::spawn_blocking(move || push(&r, &c))
+            .await
+            .unwrap();
+    }
+    let mut c = login(&p, "app", "secret", &schema).await;
+    until_status(&mut c, "rules_version", "1", || p.log()).await;
+    let args = [
+        "--auto-inc=on",
+        "--tables=1",
+        "--table-size=10000",
+        "--threads=4",
+        "--events=20000",
+        "--time=600",
+    ];
+    let (addr, db) = (p.mysql, schema.clone());
+    let run =
+        tokio::spawn(async move { proxy::sysbench(addr, &db, "oltp_insert", &args, "run").await });
+    let mut version = 1u64;
+    while !run.is_finished() || version < 4 {
+        version += 1;
+        write(&rules, "sb.toml", &rule(100 + version));
+        if version % 2 == 0 {
+            write(&rules, "other.toml", &notes_rule(&schema));
+        } else {
+            let _ = std::fs::remove_file(rules.join("other.toml"));
+        }
+        let (r, cf) = (rules.clone(), cfg.clone());
+        let out = tokio::task::spawn_blocking(move || push(&r, &cf))
+            .await
+            .unwrap();
+        assert!(
+            out.starts_with(&format!("published rules version {version} ")),
+            "{out}"
+        );
+    }
+    let out = run.await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "sysbench failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    until_status(&mut c, "rules_version", &version.to_string(), || p.log()).await;
+    let (n, distinct, zeros): (u64, u64, u64) = c
+        .query_first("SELECT COUNT(*), COUNT(DISTINCT id), SUM(id = 0) FROM sbtest1")
+        .await
+        .unwrap()
+        .unwrap();
+    eprintln!("sysbench through {} pushes: {n} rows", version - 1);
+    assert_eq!(n, 20_000, "{stdout}");
+    assert_eq!(distinct, n, "ids are unique");
+    assert_eq!(zeros, 0);
+    assert_eq!(
+        status(&mut c, "rules_failed_reloads").await.as_deref(),
+        Some("0")
+    );
+    let _ = c.disconnect().await;
+    drop(p);
+    drop_schema(&tb, &schema).await;
+}
