@@ -533,6 +533,10 @@ fn an_idgate_started_while_etcd_is_down_uses_its_cache_file() {
     let config_copy = work.path().join("idgate.toml");
     std::fs::copy(first.config(), &config_copy).unwrap();
     drop(first);
+    // Version 2 (notes gets a rule) is published after that idgate's last
+    // look: its cache file stays at version 1.
+    write(&rules, "notes.toml", &notes_rule(&schema));
+    push(&rules, &config_copy);
     etcd.down();
 
     // Without a cache file: refused, saying why.
@@ -569,7 +573,11 @@ fn an_idgate_started_while_etcd_is_down_uses_its_cache_file() {
         let metrics = p.http_get("/metrics");
         assert!(metrics.contains("idgate_rules_from_cache 1"), "{metrics}");
 
-        // etcd is back: the generators start, the watch catches up.
+        // Serving version 1 from the cache: notes has no rule.
+        let e = insert(&mut c, "notes", 1).await.unwrap_err();
+        assert_eq!(code(&e), Some(1364), "{e}");
+        // etcd is back: the generators start, and the watch, made again,
+        // reads the version published meanwhile (no new push) and applies it.
         etcd.up();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
         loop {
@@ -586,16 +594,18 @@ fn an_idgate_started_while_etcd_is_down_uses_its_cache_file() {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        write(&rules, "notes.toml", &notes_rule(&schema));
-        push(&rules, &config_copy);
         until_notes_ruled(&mut c, || p.log()).await;
         until_status(&mut c, "rules_version", "2", || p.log()).await;
+        // And it follows what is pushed from now on.
+        write(&rules, "orders.toml", &orders_rule(&schema, 20));
+        push(&rules, &config_copy);
+        until_status(&mut c, "rules_version", "3", || p.log()).await;
         let _ = c.disconnect().await;
     });
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while !std::fs::read_to_string(&cache)
         .unwrap_or_default()
-        .contains("version = 2")
+        .contains("version = 3")
     {
         assert!(std::time::Instant::now() < deadline, "{}", p.log());
         std::thread::sleep(Duration::from_millis(50));
