@@ -321,8 +321,33 @@ pub struct ShardConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RulesConfig {
-    /// Directory whose `*.toml` files are loaded (relative to the config file).
+    /// Directory whose `*.toml` files are loaded (relative to the config
+    /// file); with `source = "etcd"`, only what `rules check` reads by
+    /// default.
+    #[serde(default = "default_rules_dir")]
     pub dir: PathBuf,
+    /// Where the rules in force come from: the directory (default), or the
+    /// versions `idgate rules push` publishes in etcd (`crate::publish`).
+    #[serde(default)]
+    pub source: RulesSource,
+    /// With `source = "etcd"`: a local copy of the version applied last,
+    /// so idgate can start while etcd is down (relative to the config file).
+    pub cache_file: Option<PathBuf>,
+}
+
+/// `[rules] source`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RulesSource {
+    /// `rules.dir`, read at start, `kill -HUP` and `IDGATE RELOAD RULES`.
+    #[default]
+    Dir,
+    /// The version published under `<allocator.etcd_prefix>/rules/`, followed.
+    Etcd,
+}
+
+fn default_rules_dir() -> PathBuf {
+    "rules".into()
 }
 
 /// `[allocator]`: where generator state is persisted.
@@ -497,6 +522,9 @@ impl Config {
         if let Some(r) = cfg.rules.as_mut() {
             if r.dir.is_relative() {
                 r.dir = base.join(&r.dir);
+            }
+            if let Some(c) = r.cache_file.as_mut().filter(|c| c.is_relative()) {
+                *c = base.join(&*c);
             }
         }
         if cfg.allocator.file_path.is_relative() {
@@ -708,6 +736,21 @@ impl Config {
                 "allocator.etcd_endpoints",
                 "store = \"etcd\" needs at least one endpoint".into(),
             ));
+        }
+        if let Some(r) = &cfg.rules {
+            if r.source == RulesSource::Etcd && cfg.allocator.store != StoreKind::Etcd {
+                return Err(invalid(
+                    "rules.source",
+                    "\"etcd\" needs [allocator] store = \"etcd\" (the rules are published under its etcd_prefix)".into(),
+                ));
+            }
+            if r.cache_file.is_some() && r.source != RulesSource::Etcd {
+                return Err(invalid(
+                    "rules.cache_file",
+                    "is a copy of rules published through etcd: it needs rules.source = \"etcd\""
+                        .into(),
+                ));
+            }
         }
         Ok(cfg)
     }
@@ -927,6 +970,35 @@ address = "127.0.0.1:3306"
         assert!(c.rules.is_none());
         assert!(c.server.resp_listen.is_none());
         assert!(c.users[0].may_use("anything"));
+    }
+
+    #[test]
+    fn rules_source_and_cache_file() {
+        let dir = GOOD.to_string() + "[rules]\ndir = \"r\"\n";
+        let c = Config::parse(&dir, "t.toml").unwrap();
+        let r = c.rules.unwrap();
+        assert_eq!(r.source, RulesSource::Dir);
+        assert_eq!(r.cache_file, None);
+        let etcd = GOOD.to_string()
+            + "[allocator]\nstore = \"etcd\"\netcd_endpoints = [\"http://127.0.0.1:2379\"]\n\
+               [rules]\nsource = \"etcd\"\ncache_file = \"rules-cache\"\n";
+        let r = Config::parse(&etcd, "t.toml").unwrap().rules.unwrap();
+        assert_eq!(r.source, RulesSource::Etcd);
+        assert_eq!(r.dir, PathBuf::from("rules"));
+        assert_eq!(r.cache_file, Some(PathBuf::from("rules-cache")));
+        let file_store = GOOD.to_string() + "[rules]\nsource = \"etcd\"\n";
+        let e = Config::parse(&file_store, "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("rules.source") && e.contains("store = \"etcd\""),
+            "{e}"
+        );
+        let cache_dir = GOOD.to_string() + "[rules]\ncache_file = \"c\"\n";
+        let e = Config::parse(&cache_dir, "t.toml").unwrap_err().to_string();
+        assert!(e.contains("rules.cache_file"), "{e}");
+        let bad = GOOD.to_string() + "[rules]\nsource = \"zk\"\n";
+        assert!(Config::parse(&bad, "t.toml").is_err());
     }
 
     #[test]

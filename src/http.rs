@@ -159,7 +159,7 @@ pub fn rules_metrics(out: &mut String, version: u64, st: &crate::frontend::live:
         (
             "rules_version",
             "gauge",
-            "Version of the rules in force (1: as started; +1 per applied reload).",
+            "Version of the rules in force (rules.dir: 1 as started, +1 per applied reload; etcd: the published version).",
             version,
         ),
         (
@@ -179,6 +179,18 @@ pub fn rules_metrics(out: &mut String, version: u64, st: &crate::frontend::live:
             "gauge",
             "When a reload was last tried, applied or not (0: never).",
             st.last_attempt.map_or(0, unix),
+        ),
+        (
+            "rules_failed_version",
+            "gauge",
+            "rules.source = \"etcd\": the published version last refused here (0: none since the last applied one).",
+            st.failed_version.unwrap_or(0),
+        ),
+        (
+            "rules_from_cache",
+            "gauge",
+            "1: the rules idgate started with came from its cache file (etcd was unreachable).",
+            u64::from(st.started_from.is_some()),
         ),
     ] {
         let _ = writeln!(out, "# HELP idgate_{name} {help}");

@@ -19,6 +19,9 @@
 //!   clients (`[server] tls_cert`/`tls_key`), the connector for shards
 //!   (`[backend] tls`/`tls_ca`), PEM checks for `config`. A leaf.
 //! - [`rules`]: `rules/*.toml`: generators and table column rules.
+//! - [`publish`]: rules published through etcd (`idgate rules push`):
+//!   versions with a compare-and-swap, history, the local cache file.
+//!   `publish` -> (`rules`, `idgen`); `frontend` follows the versions.
 //! - [`protocol`]: MySQL packet framing, handshake, OK/ERR packets, error codes,
 //!   column definitions and result-set rows. Bytes only, no SQL semantics.
 //! - [`backend`]: one client connection from idgate to a shard.
@@ -74,6 +77,7 @@ pub mod http;
 pub mod idgen;
 pub mod listener;
 pub mod protocol;
+pub mod publish;
 pub mod resp;
 pub mod rules;
 pub mod server;

@@ -1,7 +1,7 @@
 //! The `idgate` command line.
 
 use clap::{Parser, Subcommand};
-use idgate::config::Config;
+use idgate::config::{Config, RulesSource};
 use idgate::frontend::Shared;
 use idgate::idgen::Allocator;
 use idgate::rules::RuleSet;
@@ -55,6 +55,37 @@ enum RulesCommand {
         /// shard names are not checked (the output says so).
         #[arg(long, short)]
         config: Option<PathBuf>,
+        /// Also check DIR as a change of the rules in force (the published
+        /// version with rules.source = "etcd", else rules.dir), with the
+        /// checks of a reload that read the store (needs --config).
+        #[arg(long)]
+        against_store: bool,
+    },
+    /// Validate DIR (as `check --against-store`) and publish it in etcd as
+    /// the next rules version; idgates with rules.source = "etcd" apply it.
+    Push {
+        /// The rules directory.
+        dir: PathBuf,
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// List the published rules versions: number, time, who, what changed.
+    History {
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Print the files of published version VERSION.
+    Show {
+        version: u64,
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Publish the files of version VERSION again, as the next version
+    /// (checked as a push).
+    Rollback {
+        version: u64,
+        #[arg(long, short)]
+        config: PathBuf,
     },
 }
 
@@ -73,6 +104,13 @@ fn main() -> ExitCode {
             Ok(cfg) => {
                 println!("{}: ok", config.display());
                 match &cfg.rules {
+                    Some(r) if r.source == RulesSource::Etcd => {
+                        println!(
+                            "rules: published in etcd (see `idgate rules history --config {}`)",
+                            config.display()
+                        );
+                        ExitCode::SUCCESS
+                    }
                     Some(r) => check_rules(&r.dir, Some(&shard_names(&cfg))),
                     None => ExitCode::SUCCESS,
                 }
@@ -96,15 +134,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Rules {
-            command: RulesCommand::Check { dir, config },
-        } => match config.as_deref().map(Config::load).transpose() {
-            Ok(cfg) => check_rules(&dir, cfg.as_ref().map(shard_names).as_deref()),
-            Err(e) => {
-                eprintln!("{e}");
-                ExitCode::FAILURE
-            }
-        },
+        Command::Rules { command } => rules_command(command),
         Command::Serve { config } => {
             let cfg = match Config::load(&config) {
                 Ok(c) => c,
@@ -127,6 +157,118 @@ fn main() -> ExitCode {
             rt.block_on(serve(cfg))
         }
     }
+}
+
+/// `idgate rules ...`.
+fn rules_command(command: RulesCommand) -> ExitCode {
+    use idgate::publish::cli::{self, Op};
+    let (config, op) = match command {
+        RulesCommand::Check {
+            dir,
+            config,
+            against_store: false,
+        } => {
+            return match config.as_deref().map(Config::load).transpose() {
+                Ok(cfg) => check_rules(&dir, cfg.as_ref().map(shard_names).as_deref()),
+                Err(e) => {
+                    eprintln!("{e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        RulesCommand::Check {
+            config: None,
+            against_store: true,
+            ..
+        } => {
+            eprintln!("--against-store needs --config (the store and the rules in force are the config's)");
+            return ExitCode::FAILURE;
+        }
+        RulesCommand::Check {
+            dir,
+            config: Some(config),
+            against_store: true,
+        } => (config, Op::Check(dir)),
+        RulesCommand::Push { dir, config } => (config, Op::Push(dir)),
+        RulesCommand::History { config } => (config, Op::History),
+        RulesCommand::Show { version, config } => (config, Op::Show(version)),
+        RulesCommand::Rollback { version, config } => (config, Op::Rollback(version)),
+    };
+    let cfg = match Config::load(&config) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let who = idgate::publish::Who {
+        user: os_user(),
+        host: host_name(),
+    };
+    let mut out = std::io::stdout();
+    match rt.block_on(cli::run(&cfg, op, &who, &mut out)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The OS user running the command (`USER`, `LOGNAME`, else the name of
+/// the uid in the password database, else the uid).
+fn os_user() -> String {
+    if let Some(u) = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .ok()
+        .filter(|u| !u.is_empty())
+    {
+        return u;
+    }
+    // SAFETY: getuid(2) has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let mut buf = vec![0 as libc::c_char; 4096];
+    // SAFETY: an all-zero passwd is a valid value to be overwritten.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call, `buf.len()` is the
+    // buffer's size; on success `found` points at `pwd`, whose strings
+    // live in `buf`, read before `buf` is dropped.
+    let r = unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut found) };
+    if r == 0 && !found.is_null() && !pwd.pw_name.is_null() {
+        // SAFETY: getpwuid_r wrote a NUL-terminated name into `buf`.
+        let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) };
+        return name.to_string_lossy().into_owned();
+    }
+    format!("uid {uid}")
+}
+
+/// This machine's host name (`gethostname(2)`).
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname writes at
+    // most that many bytes.
+    let r = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if r != 0 {
+        return "unknown".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// A runtime for the commands that talk to the store.
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("cannot start the runtime: {e}");
+            ExitCode::FAILURE
+        })
 }
 
 /// One line from stdin (its line end stripped); on a terminal, after a
@@ -186,8 +328,20 @@ async fn serve(cfg: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // With rules.source = "etcd": where the rules came from (logged below).
+    let mut published = None;
     let (rules, allocator) = match &cfg.rules {
         None => (None, None),
+        Some(r) if r.source == RulesSource::Etcd => match start_published(&cfg, r).await {
+            Ok((rules, allocator, initial)) => {
+                published = Some(initial);
+                (Some(Arc::new(rules)), Some(allocator))
+            }
+            Err(e) => {
+                error!("{e}");
+                return ExitCode::FAILURE;
+            }
+        },
         Some(r) => {
             let rules =
                 match RuleSet::load_dir(&r.dir, &shard_names(&cfg), &idgate::idgen::validate) {
@@ -214,6 +368,21 @@ async fn serve(cfg: Config) -> ExitCode {
         }
     };
     let shared = Arc::new(Shared::with_rules(cfg, rules, allocator.clone()));
+    if let Some(initial) = published {
+        shared
+            .rules
+            .start_at(initial.version, initial.from_cache.clone());
+        if initial.from_cache.is_none() {
+            if let Some(b) = initial.bundle {
+                shared.write_cache(b).await;
+            }
+        } else {
+            // Its generators start once etcd answers.
+            idgate::frontend::follow::start_pending(shared.clone());
+        }
+        // Every new version is applied as it is published.
+        idgate::frontend::follow::follow(shared.clone());
+    }
     if let Err(e) = shared.probe_default_shard().await {
         warn!("{e}; serving anyway with a default version string until a shard answers");
     }
@@ -290,6 +459,53 @@ async fn serve(cfg: Config) -> ExitCode {
         a.shutdown().await;
     }
     ExitCode::SUCCESS
+}
+
+/// `rules.source = "etcd"`: the rules to start with (published now, or
+/// the cache file while etcd is down) and the allocator: with the
+/// generators prepared, or, from the cache file, with none running yet
+/// (`follow::start_pending` starts them once etcd answers).
+async fn start_published(
+    cfg: &Config,
+    r: &idgate::config::RulesConfig,
+) -> Result<(RuleSet, Allocator, idgate::publish::start::Initial), String> {
+    use idgate::idgen::{AllocatorOptions, SystemClock};
+    let store = Allocator::open_store(&cfg.allocator)
+        .await
+        .map_err(|e| format!("cannot open the id allocator: {e}"))?;
+    let timeout = std::time::Duration::from_millis(cfg.allocator.store_timeout_ms);
+    let published = idgate::publish::Published::new(store.clone(), timeout);
+    let mut initial =
+        idgate::publish::start::initial(&published, r.cache_file.as_deref(), &shard_names(cfg))
+            .await
+            .map_err(|e| format!("rules refused: {e}"))?;
+    let rules = std::mem::take(&mut initial.rules);
+    let options = AllocatorOptions {
+        timeout: std::time::Duration::from_millis(cfg.allocator.request_timeout_ms),
+    };
+    let prepared: &[idgate::rules::GeneratorRule] = match &initial.from_cache {
+        None => rules.generators(),
+        Some(_) => &[],
+    };
+    let allocator = Allocator::with_options(store, Arc::new(SystemClock::new()), prepared, options)
+        .await
+        .map_err(|e| format!("cannot open the id allocator: {e}"))?;
+    match (&initial.from_cache, initial.version) {
+        (Some(from), _) => warn!(
+            "rules from the {from}; INSERTs that need ids fail with 1467 until etcd answers, then idgate catches up with the published version"
+        ),
+        (None, 0) => warn!(
+            prefix = %cfg.allocator.etcd_prefix,
+            "no rules version published yet (rules.source = \"etcd\"): idgate relays every statement until `idgate rules push`"
+        ),
+        (None, v) => info!(
+            version = v,
+            generators = rules.generators().len(),
+            tables = rules.tables().len(),
+            "rules loaded from etcd"
+        ),
+    }
+    Ok((rules, allocator, initial))
 }
 
 async fn reload_on_hangup(shared: Arc<idgate::frontend::Shared>) {

@@ -14,6 +14,11 @@
 //! then does it add and tune generators ([`crate::idgen::Allocator::apply`])
 //! and publish the new set. On any error nothing changes and the errors are
 //! returned (and logged by the caller).
+//!
+//! With `[rules] source = "etcd"` the rules come from the published
+//! versions instead of the directory: `follow.rs` loads each version and
+//! applies it through the same [`Shared::apply_rules`], and the version
+//! number in force is the published one.
 
 use crate::frontend::shared::Shared;
 use crate::rules::diff::RuleDiff;
@@ -32,7 +37,7 @@ pub struct LiveRules {
     version: AtomicU64,
     status: parking_lot::Mutex<RulesStatus>,
     /// One reload at a time.
-    reloading: tokio::sync::Mutex<()>,
+    pub(crate) reloading: tokio::sync::Mutex<()>,
 }
 
 /// What operators see of the rules (`SHOW IDGATE STATUS`, /metrics).
@@ -48,6 +53,12 @@ pub struct RulesStatus {
     pub last_attempt: Option<SystemTime>,
     /// Why the last reload was refused, if it was.
     pub last_error: Option<String>,
+    /// `source = "etcd"`: the published version that could not be applied
+    /// last (the rules in force stayed); cleared when a version applies.
+    pub failed_version: Option<u64>,
+    /// `source = "etcd"`: where the rules idgate started with came from,
+    /// when not from etcd (the cache file, etcd being unreachable).
+    pub started_from: Option<String>,
 }
 
 impl LiveRules {
@@ -62,6 +73,8 @@ impl LiveRules {
                 failed_reloads: 0,
                 last_attempt: None,
                 last_error: None,
+                failed_version: None,
+                started_from: None,
             }),
             reloading: tokio::sync::Mutex::new(()),
         }
@@ -89,22 +102,41 @@ impl LiveRules {
         self.status.lock().clone()
     }
 
-    fn publish(&self, rules: RuleSet) -> u64 {
+    /// `source = "etcd"`: the rules idgate starts with are published
+    /// version `version` (0: nothing published yet), read from etcd or,
+    /// said by `from`, from elsewhere (the cache file).
+    pub fn start_at(&self, version: u64, from: Option<String>) {
+        self.version.store(version, Ordering::Release);
+        self.status.lock().started_from = from;
+    }
+
+    /// Makes `rules` the rules in force: as version `version` (a published
+    /// version), or the next one.
+    fn publish(&self, rules: RuleSet, version: Option<u64>) -> u64 {
         self.current.store(Some(Arc::new(rules)));
-        let v = self.version.fetch_add(1, Ordering::AcqRel) + 1;
+        let v = match version {
+            Some(v) => {
+                self.version.store(v, Ordering::Release);
+                v
+            }
+            None => self.version.fetch_add(1, Ordering::AcqRel) + 1,
+        };
         let mut s = self.status.lock();
         s.applied_at = SystemTime::now();
         s.reloads += 1;
         s.last_attempt = Some(s.applied_at);
         s.last_error = None;
+        s.failed_version = None;
         v
     }
 
-    fn refused(&self, why: &str) {
+    /// A reload (of published version `version`, if one) was refused.
+    pub(crate) fn refused(&self, why: &str, version: Option<u64>) {
         let mut s = self.status.lock();
         s.failed_reloads += 1;
         s.last_attempt = Some(SystemTime::now());
         s.last_error = Some(why.to_string());
+        s.failed_version = version;
     }
 }
 
@@ -123,41 +155,26 @@ impl Shared {
     /// the module doc). Errors: every reason, one per line (`file:line:
     /// reason` where there is a place).
     pub async fn reload_rules(&self) -> Result<Reloaded, String> {
+        if self
+            .config
+            .rules
+            .as_ref()
+            .is_some_and(|r| r.source == crate::config::RulesSource::Etcd)
+        {
+            // The published version is the source: catch up with it.
+            return self.catch_up().await.map_err(|e| e.why);
+        }
         let _one = self.rules.reloading.lock().await;
         let r = self.try_reload().await;
-        match &r {
-            Ok(done) if done.diff.is_empty() => {
-                info!(version = done.version, "rules reloaded: nothing changed")
-            }
-            Ok(done) => {
-                let summary: Vec<String> = done
-                    .diff
-                    .lines()
-                    .into_iter()
-                    .map(|(what, name, detail)| {
-                        if detail.is_empty() {
-                            format!("{what} {name}")
-                        } else {
-                            format!("{what} {name} ({detail})")
-                        }
-                    })
-                    .collect();
-                info!(
-                    version = done.version,
-                    "rules reloaded: {}",
-                    summary.join("; ")
-                );
-            }
-            Err(e) => {
-                self.rules.refused(e);
-                error!("rules reload refused, the rules in force stay:\n{e}");
-            }
+        log_outcome(&r);
+        if let Err(e) = &r {
+            self.rules.refused(e, None);
         }
         r
     }
 
     async fn try_reload(&self) -> Result<Reloaded, String> {
-        let (Some(cfg), Some(allocator)) = (&self.config.rules, &self.allocator) else {
+        let Some(cfg) = &self.config.rules else {
             return Err("idgate runs without [rules] (it only relays): there are no rules to reload; add [rules] to the config and restart".into());
         };
         let dir = cfg.dir.clone();
@@ -168,9 +185,26 @@ impl Shared {
         .await
         .map_err(|e| format!("reading the rules failed: {e}"))?
         .map_err(|e| e.to_string())?;
+        self.apply_rules(new, None).await.map_err(|e| e.why)
+    }
+
+    /// Applies `new` (published version `version`, if one) with the checks
+    /// of a reload (see the module doc). The caller holds `reloading`.
+    pub(crate) async fn apply_rules(
+        &self,
+        new: RuleSet,
+        version: Option<u64>,
+    ) -> Result<Reloaded, Refusal> {
+        let refused = |why: String| Refusal {
+            why,
+            transient: false,
+        };
+        let Some(allocator) = &self.allocator else {
+            return Err(refused("idgate runs without [rules] (it only relays): there are no rules to reload; add [rules] to the config and restart".into()));
+        };
         let old = self.rules.load().unwrap_or_default();
-        let diff = crate::rules::diff::diff(&old, &new).map_err(|e| e.to_string())?;
-        if diff.is_empty() {
+        let diff = crate::rules::diff::diff(&old, &new).map_err(|e| refused(e.to_string()))?;
+        if diff.is_empty() && version.is_none_or(|v| v == self.rules.version()) {
             return Ok(Reloaded {
                 version: self.rules.version(),
                 diff,
@@ -178,16 +212,29 @@ impl Shared {
         }
         let mut problems = Vec::new();
         for (table, from, to) in &diff.moved {
-            let Some(prev) = allocator.generator(from) else {
-                continue; // never ran: it issued nothing
-            };
-            let r = match allocator.generator(to) {
-                Some(next) => next.check_takes_over(&prev).await,
-                None => {
-                    let rule = new
-                        .generator(to)
-                        .expect("the loader checked table generators");
-                    prev.check_new_takes_over(rule).await
+            let r = match (allocator.generator(from), allocator.generator(to)) {
+                (Some(prev), Some(next)) => next.check_takes_over(&prev).await,
+                (Some(prev), None) => match new.generator(to) {
+                    Some(rule) => prev.check_new_takes_over(rule).await,
+                    None => Err(format!("generator {to:?} is not defined")),
+                },
+                // Not running (yet: started from the cache file while etcd
+                // was down): checked from the store alone.
+                (None, _) => {
+                    let timeout =
+                        std::time::Duration::from_millis(self.config.allocator.store_timeout_ms);
+                    let moved = [(table.clone(), from.clone(), to.clone())];
+                    crate::idgen::check_moves(
+                        &allocator.store(),
+                        old.generators(),
+                        new.generators(),
+                        &moved,
+                        timeout,
+                    )
+                    .await
+                    .into_iter()
+                    .next()
+                    .map_or(Ok(()), |(_, why)| Err(why))
                 }
             };
             if let Err(why) = r {
@@ -203,7 +250,7 @@ impl Shared {
             }
         }
         if !problems.is_empty() {
-            return Err(problems.join("\n"));
+            return Err(refused(problems.join("\n")));
         }
         let added: Vec<_> = new
             .generators()
@@ -213,23 +260,69 @@ impl Shared {
             .cloned()
             .collect();
         // A generator removed earlier and added back: it is still running,
-        // so it is tuned (or refused) like a changed one.
+        // so it is tuned (or refused) like a changed one. One not running
+        // yet (idgate started from its cache file while etcd was down) is
+        // started with its new rule by `follow::start_pending`.
         let tuned: Vec<_> = new
             .generators()
             .iter()
+            .filter(|g| allocator.generator(&g.name).is_some())
             .filter(|g| {
                 diff.generators_tuned.iter().any(|(n, _)| *n == g.name)
-                    || (diff.generators_added.contains(&g.name)
-                        && allocator.generator(&g.name).is_some())
+                    || diff.generators_added.contains(&g.name)
             })
             .cloned()
             .collect();
-        allocator
-            .apply(&added, &tuned)
-            .await
-            .map_err(|e| e.to_string())?;
-        let version = self.rules.publish(new);
+        allocator.apply(&added, &tuned).await.map_err(|e| Refusal {
+            transient: !matches!(
+                e,
+                crate::idgen::IdgenError::Invalid { .. } | crate::idgen::IdgenError::Duplicate(_)
+            ),
+            why: e.to_string(),
+        })?;
+        let version = self.rules.publish(new, version);
         Ok(Reloaded { version, diff })
+    }
+}
+
+/// Why rules were not applied.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    /// Every reason, one per line.
+    pub why: String,
+    /// The store failed (trying again later may work), rather than the
+    /// rules being refused.
+    pub transient: bool,
+}
+
+/// Logs an applied or refused reload.
+pub(crate) fn log_outcome(r: &Result<Reloaded, String>) {
+    match r {
+        Ok(done) if done.diff.is_empty() => {
+            info!(version = done.version, "rules reloaded: nothing changed")
+        }
+        Ok(done) => {
+            let summary: Vec<String> = done
+                .diff
+                .lines()
+                .into_iter()
+                .map(|(what, name, detail)| {
+                    if detail.is_empty() {
+                        format!("{what} {name}")
+                    } else {
+                        format!("{what} {name} ({detail})")
+                    }
+                })
+                .collect();
+            info!(
+                version = done.version,
+                "rules reloaded: {}",
+                summary.join("; ")
+            );
+        }
+        Err(e) => {
+            error!("rules reload refused, the rules in force stay:\n{e}");
+        }
     }
 }
 

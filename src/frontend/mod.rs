@@ -13,7 +13,8 @@
 //!    deadlock watch and detector are part of the core; so are the
 //!    BEGIN/COMMIT/SAVEPOINT statements that drive them), with the files
 //!    beside them: [`shared`] (state every session shares), [`live`] (the
-//!    rules in force, reloads), [`columns`] (column cache), [`shardkey`]
+//!    rules in force, reloads), [`follow`] (following the versions published
+//!    through etcd, `[rules] source = "etcd"`), [`columns`] (column cache), [`shardkey`]
 //!    (shard keys made canonical by type and collation), [`errors`],
 //!    [`oks`] (a write's OK packets from several shards combined),
 //!    [`returned`] (a RETURNING result turned back into an OK).
@@ -36,6 +37,7 @@ pub mod admin;
 pub mod columns;
 pub mod engine;
 pub mod errors;
+pub mod follow;
 pub mod live;
 pub mod oks;
 pub mod returned;

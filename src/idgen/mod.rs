@@ -322,6 +322,53 @@ impl Allocator {
     }
 }
 
+/// For `idgate rules push` and `rules check --against-store`, without a
+/// running allocator: each table of `moved` (table, old generator, new
+/// generator) that the store says may not move, with why. `old` are the
+/// generators of the rules in force, `new` those of the new rules. Reads
+/// the store only (no segment is reserved, nothing is written).
+pub async fn check_moves(
+    store: &Arc<dyn Store>,
+    old: &[GeneratorRule],
+    new: &[GeneratorRule],
+    moved: &[(String, String, String)],
+    timeout: Duration,
+) -> Vec<(String, String)> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+    let build = |rule: &GeneratorRule| -> Result<Generator, String> {
+        let params = params::resolve(rule)?;
+        Ok(Generator::new(
+            &rule.name,
+            params,
+            store.clone(),
+            clock.clone(),
+            timeout,
+        ))
+    };
+    let mut problems = Vec::new();
+    for (table, from, to) in moved {
+        let Some(prev) = old.iter().find(|g| g.name == *from) else {
+            continue;
+        };
+        let r = async {
+            let prev = build(prev)?;
+            match (
+                old.iter().find(|g| g.name == *to),
+                new.iter().find(|g| g.name == *to),
+            ) {
+                (Some(existing), _) => build(existing)?.check_takes_over(&prev).await,
+                (None, Some(rule)) => prev.check_new_takes_over(rule).await,
+                (None, None) => Err(format!("generator {to:?} is not defined")),
+            }
+        }
+        .await;
+        if let Err(why) = r {
+            problems.push((table.clone(), why));
+        }
+    }
+    problems
+}
+
 /// Creates and prepares a generator for each of `rules` (none may be in
 /// `existing`); on an error stops the ones prepared and returns it.
 async fn prepare_all(

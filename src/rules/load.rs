@@ -340,6 +340,47 @@ impl RuleSet {
     }
 }
 
+impl RuleSet {
+    /// Loads rule files given as `(name, text)`, as [`RuleSet::load_dir`]
+    /// loads a directory's (same checks); each `name` is the file errors
+    /// and origins name (a published version names its files
+    /// `v<N>/<file>`, see [`super::bundle`]).
+    ///
+    /// # Errors
+    /// As [`RuleSet::load_dir`].
+    pub fn load_files<S: AsRef<str>>(
+        files: &[(PathBuf, String)],
+        shards: &[S],
+        validate_generator: GeneratorCheck<'_>,
+    ) -> Result<RuleSet, RulesError> {
+        let mut loader = Loader {
+            shards: Some(names(shards)),
+            ..Loader::default()
+        };
+        for (file, text) in files {
+            loader.add_file(file, text, validate_generator);
+        }
+        loader.finish()
+    }
+}
+
+/// The `*.toml` files of `dir` with their text, sorted by name: what
+/// [`RuleSet::load_dir`] loads (for publishing them as one version).
+///
+/// # Errors
+/// [`RulesError`] naming each file or the directory that cannot be read.
+pub fn read_files(dir: &Path) -> Result<Vec<(PathBuf, String)>, RulesError> {
+    let mut loader = Loader::default();
+    let files = read_dir_files(dir, &mut loader);
+    if loader.problems.is_empty() {
+        Ok(files)
+    } else {
+        Err(RulesError {
+            problems: loader.problems,
+        })
+    }
+}
+
 fn names<S: AsRef<str>>(shards: &[S]) -> Vec<String> {
     shards.iter().map(|s| s.as_ref().to_string()).collect()
 }

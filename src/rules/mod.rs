@@ -3,6 +3,8 @@
 //! Files:
 //! - `spec.rs`: the schema of one rule file (`[[generator]]`, `[[table]]`).
 //! - `load.rs`: loading a directory, whole-set validation, `rules check`.
+//! - `bundle.rs`: [`bundle::Bundle`], a published rules version (the
+//!   files as text, who, when, what changed), as stored in etcd.
 //! - `ruleset.rs`: [`RuleSet`], the validated rules indexed for lookups
 //!   (matching rules: see its module doc).
 //! - `sharding.rs`: the sharding keys of a table rule: checks (unknown
@@ -12,6 +14,7 @@
 //! - `names.rs`: which identifiers rule files may use.
 //! - `error.rs`: [`RulesError`], every problem as `file:line: reason`.
 
+pub mod bundle;
 pub mod diff;
 pub mod error;
 pub mod load;
@@ -21,6 +24,6 @@ mod sharding;
 pub mod spec;
 
 pub use error::{Problem, RulesError};
-pub use load::{check_dir, GeneratorCheck};
+pub use load::{check_dir, read_files, GeneratorCheck};
 pub use ruleset::{Origin, RuleSet, TableEntry};
 pub use spec::{GeneratorKind, GeneratorRule, RangeRule, RuleFile, TableRule, TimeUnit};

@@ -74,6 +74,10 @@ pub struct Options {
     pub env: Vec<(String, String)>,
     /// MySQL and RESP ports to reuse (a restart); `None`: fresh ones.
     pub ports: Option<(u16, u16)>,
+    /// The `[rules]` table's keys; `None`: `dir = "rules"`.
+    pub rules_section: Option<String>,
+    /// etcd endpoint instead of the test bed's (a test's private etcd).
+    pub etcd: Option<String>,
 }
 
 /// A running `idgate serve`, killed (-9) when dropped.
@@ -92,6 +96,33 @@ impl Idgate {
     /// Starts idgate with `opts` and waits (up to 60 s) until its RESP
     /// listener answers PING.
     pub fn start(tb: &Testbed, opts: &Options) -> Idgate {
+        let mut p = Idgate::spawn(tb, opts);
+        p.wait_ready();
+        p
+    }
+
+    /// Starts idgate with `opts` and returns once it serves (`Ok`) or has
+    /// exited (`Err`: its log), waiting up to 120 s.
+    pub fn try_start(tb: &Testbed, opts: &Options) -> Result<Idgate, String> {
+        let mut p = Idgate::spawn(tb, opts);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Ok(Some(st)) = p.child.try_wait() {
+                return Err(format!("exited ({st}):\n{}", p.log()));
+            }
+            if p.ping() {
+                return Ok(p);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "idgate neither served nor exited within 120 s:\n{}",
+                p.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn spawn(tb: &Testbed, opts: &Options) -> Idgate {
         let dir = tempfile::tempdir().expect("temp dir");
         std::fs::create_dir(dir.path().join("rules")).expect("rules dir");
         std::fs::write(dir.path().join("rules/test.toml"), &opts.rules).expect("rules");
@@ -109,8 +140,13 @@ impl Idgate {
              [backend]\nuser = \"{}\"\npassword = \"{}\"\n{shards}\
              [allocator]\nstore = \"etcd\"\netcd_endpoints = [\"{}\"]\netcd_prefix = \"{}\"\n\
              {TEST_ALLOCATOR_BOUNDS}\
-             [rules]\ndir = \"rules\"\n",
-            opts.server_extra, tb.user, tb.password, tb.etcd, opts.etcd_prefix
+             [rules]\n{}\n",
+            opts.server_extra,
+            tb.user,
+            tb.password,
+            opts.etcd.as_deref().unwrap_or(&tb.etcd),
+            opts.etcd_prefix,
+            opts.rules_section.as_deref().unwrap_or("dir = \"rules\"")
         );
         let path = dir.path().join("idgate.toml");
         super::write_private(&path, &config);
@@ -137,15 +173,30 @@ impl Idgate {
         // its child, and killing only the wrapper would leave idgate running.
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let child = cmd.spawn().expect("start idgate");
-        let mut p = Idgate {
+        Idgate {
             child,
             mysql,
             resp,
             admin,
             dir,
+        }
+    }
+
+    /// Whether the RESP listener answers PING.
+    fn ping(&self) -> bool {
+        let Ok(mut s) = TcpStream::connect(self.resp) else {
+            return false;
         };
-        p.wait_ready();
-        p
+        let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+        let mut out = Vec::new();
+        s.write_all(b"PING\r\nQUIT\r\n").is_ok()
+            && s.read_to_end(&mut out).is_ok()
+            && out == b"+PONG\r\n+OK\r\n"
+    }
+
+    /// The path of its config file (for the `idgate rules` commands).
+    pub fn config(&self) -> PathBuf {
+        self.dir.path().join("idgate.toml")
     }
 
     fn wait_ready(&mut self) {

@@ -392,9 +392,15 @@ impl Session {
                     .as_ref()
                     .map(|r| r.dir.display().to_string()),
             ),
+            ("rules_source", Some(self.shared.rules_source())),
+            ("rules_started_from", st.started_from),
             ("rules_reloads", Some(st.reloads.to_string())),
             ("rules_failed_reloads", Some(st.failed_reloads.to_string())),
             ("rules_last_reload_at", st.last_attempt.map(time)),
+            (
+                "rules_failed_version",
+                st.failed_version.map(|v| v.to_string()),
+            ),
             ("rules_last_error", st.last_error),
             ("store", Some(store)),
             (

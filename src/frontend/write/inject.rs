@@ -357,12 +357,19 @@ impl Session {
         if explicit.is_empty() {
             return Ok(());
         }
-        if let Some(g) = self.shared.generator(generator) {
-            for &id in explicit {
-                g.observe(id)
-                    .await
-                    .map_err(|e| CmdError::Refused(ER_AUTOINC_READ_FAILED, e.to_string()))?;
-            }
+        // A rule's generator not running yet (started from the rules cache
+        // file while etcd was down): an explicit id it cannot observe
+        // could be issued again later, so the statement is refused until it runs.
+        let Some(g) = self.shared.generator(generator) else {
+            return Err(CmdError::Refused(
+                ER_AUTOINC_READ_FAILED,
+                format!("generator {generator} is not loaded"),
+            ));
+        };
+        for &id in explicit {
+            g.observe(id)
+                .await
+                .map_err(|e| CmdError::Refused(ER_AUTOINC_READ_FAILED, e.to_string()))?;
         }
         Ok(())
     }

@@ -384,6 +384,77 @@ impl Store for EtcdStore {
         Some(rx)
     }
 
+    fn load_doc<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<Vec<u8>>> {
+        Box::pin(async move {
+            let full = self.key(key);
+            let resp = self
+                .bounded(self.client.clone().get(full.as_str(), None))
+                .await?;
+            Ok(resp.kvs().first().map(|kv| kv.value().to_vec()))
+        })
+    }
+
+    fn list_docs<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<(String, Vec<u8>)>> {
+        Box::pin(async move {
+            let full = self.key(prefix);
+            let resp = self
+                .bounded(
+                    self.client
+                        .clone()
+                        .get(full.as_str(), Some(GetOptions::new().with_prefix())),
+                )
+                .await?;
+            let strip = format!("{}/", self.prefix);
+            let mut out: Vec<(String, Vec<u8>)> = resp
+                .kvs()
+                .iter()
+                .filter_map(|kv| {
+                    let k = kv.key_str().ok()?;
+                    Some((k.strip_prefix(&strip)?.to_string(), kv.value().to_vec()))
+                })
+                .collect();
+            out.sort_by(|a, b| a.0.cmp(&b.0));
+            Ok(out)
+        })
+    }
+
+    fn publish<'a>(
+        &'a self,
+        key: &'a str,
+        expected: Option<u64>,
+        value: u64,
+        docs: &'a [(String, Vec<u8>)],
+    ) -> StoreFuture<'a, Option<u64>> {
+        Box::pin(async move {
+            let full = self.key(key);
+            let cmp = match expected {
+                None => Compare::version(full.as_str(), CompareOp::Equal, 0),
+                Some(v) => Compare::mod_revision(
+                    full.as_str(),
+                    CompareOp::Equal,
+                    i64::try_from(v).unwrap_or(i64::MAX),
+                ),
+            };
+            let mut ops: Vec<TxnOp> = docs
+                .iter()
+                .map(|(k, v)| TxnOp::put(self.key(k), v.clone(), None))
+                .collect();
+            ops.push(TxnOp::put(full.as_str(), value.to_string(), None));
+            let txn = Txn::new().when([cmp]).and_then(ops);
+            let resp = self.bounded(self.client.clone().txn(txn)).await?;
+            if !resp.succeeded() {
+                return Ok(None);
+            }
+            let revision = resp.header().map(|h| h.revision()).unwrap_or(0);
+            match u64::try_from(revision) {
+                Ok(r) if r > 0 => Ok(Some(r)),
+                _ => Err(StoreError::Unavailable(
+                    "etcd: txn response without a revision".into(),
+                )),
+            }
+        })
+    }
+
     fn describe(&self) -> String {
         format!("etcd {} prefix {}", self.endpoints.join(","), self.prefix)
     }

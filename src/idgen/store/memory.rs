@@ -43,6 +43,8 @@ struct Inner {
     members: HashMap<(String, i64), (u64, Arc<LeaseState>)>,
     /// Followed counters.
     followers: HashMap<String, tokio::sync::watch::Sender<u64>>,
+    /// Documents by key (sorted, for listing by prefix).
+    docs: std::collections::BTreeMap<String, Vec<u8>>,
 }
 
 impl Inner {
@@ -370,6 +372,56 @@ impl Store for MemoryStore {
             .entry(key.to_string())
             .or_insert_with(|| tokio::sync::watch::channel(current).0);
         Some(tx.subscribe())
+    }
+
+    fn load_doc<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<Vec<u8>>> {
+        Box::pin(async move {
+            self.enter().await?;
+            Ok(self.inner.lock().docs.get(key).cloned())
+        })
+    }
+
+    fn list_docs<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<(String, Vec<u8>)>> {
+        Box::pin(async move {
+            self.enter().await?;
+            Ok(self
+                .inner
+                .lock()
+                .docs
+                .range(prefix.to_string()..)
+                .take_while(|(k, _)| k.starts_with(prefix))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect())
+        })
+    }
+
+    fn publish<'a>(
+        &'a self,
+        key: &'a str,
+        expected: Option<u64>,
+        value: u64,
+        docs: &'a [(String, Vec<u8>)],
+    ) -> StoreFuture<'a, Option<u64>> {
+        Box::pin(async move {
+            let lose = self.enter().await?;
+            let result = {
+                let mut inner = self.inner.lock();
+                if inner.values.get(key).map(|v| v.version) != expected {
+                    None
+                } else {
+                    for (k, v) in docs {
+                        inner.docs.insert(k.clone(), v.clone());
+                    }
+                    let version = inner.set(key, value);
+                    self.writes.fetch_add(1, Ordering::Relaxed);
+                    Some(version)
+                }
+            };
+            if lose {
+                return Err(StoreError::Injected);
+            }
+            Ok(result)
+        })
     }
 
     fn describe(&self) -> String {

@@ -215,8 +215,44 @@ pub trait Store: Send + Sync + 'static {
         })
     }
 
+    /// Reads a document (bytes idgate wrote with [`Store::publish`], e.g.
+    /// a published rules version); `None` if absent.
+    fn load_doc<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<Vec<u8>>> {
+        let _ = key;
+        Box::pin(async { Err(no_docs(self.describe())) })
+    }
+
+    /// The documents whose key starts with `prefix`: (key relative to the
+    /// store's own prefix, bytes), in key order.
+    fn list_docs<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<(String, Vec<u8>)>> {
+        let _ = prefix;
+        Box::pin(async { Err(no_docs(self.describe())) })
+    }
+
+    /// One transaction: if counter `key`'s version is still `expected`
+    /// (`None`: absent), sets it to `value` and writes every document of
+    /// `docs`; else changes nothing. Returns the new version, or `None`
+    /// when the comparison failed (someone else moved the counter first).
+    fn publish<'a>(
+        &'a self,
+        key: &'a str,
+        expected: Option<u64>,
+        value: u64,
+        docs: &'a [(String, Vec<u8>)],
+    ) -> StoreFuture<'a, Option<u64>> {
+        let _ = (key, expected, value, docs);
+        Box::pin(async { Err(no_docs(self.describe())) })
+    }
+
     /// A short description for logs and stats (`etcd http://...`, `file /path`).
     fn describe(&self) -> String;
+}
+
+/// What a store that keeps no documents (the state file) answers.
+fn no_docs(store: String) -> StoreError {
+    StoreError::Unavailable(format!(
+        "{store} keeps no published rules (rules published with `idgate rules push` need [allocator] store = \"etcd\")"
+    ))
 }
 
 /// Raises a followed value (never lowers it).
