@@ -14,6 +14,7 @@ use crate::protocol::handshake::{self, NATIVE_PASSWORD};
 use crate::protocol::response::{Expect, Kind};
 use crate::protocol::stmt as wire_stmt;
 use crate::protocol::wire::Cursor;
+use crate::frontend::admin::sequence::SeqOutcome;
 use crate::sql::statement::{self, keyword, TxnStmt};
 use std::sync::Arc;
 use tracing::{debug, warn};
@@ -144,6 +145,14 @@ impl Session {
     pub(in crate::frontend) async fn query(&mut self, payload: &[u8]) -> Result<(), CmdError> {
         let sql = &payload[1..];
         let stmt = statement::classify(sql);
+        if stmt.sequences {
+            // `NEXTVAL(idgate.g)` and friends (`admin/sequence.rs`).
+            match self.query_sequences(sql).await? {
+                SeqOutcome::NotOurs => {}
+                SeqOutcome::Answered => return Ok(()),
+                SeqOutcome::Rewritten(p) => return Box::pin(self.query(&p)).await,
+            }
+        }
         let routing = self.shared.routing;
         match stmt.kind {
             statement::Kind::Admin(cmd) => return self.admin(cmd).await,
@@ -235,6 +244,16 @@ impl Session {
         payload: &[u8],
     ) -> Result<(PreparedStmt, PrepareShape), CmdError> {
         let client_prepare = payload.to_vec();
+        // Calls on idgate's generators: the shard prepares placeholders
+        // (each execute plans it again with values: `admin/sequence.rs`).
+        let (seq_text, sequence) = match statement::sequence::may_have(&payload[1..]) {
+            true => match self.prepare_sequences(payload).await? {
+                Some((text, s)) => (Some(text), Some(s)),
+                None => (None, None),
+            },
+            false => (None, None),
+        };
+        let payload = seq_text.as_deref().unwrap_or(payload);
         if statement::kill::parse(&payload[1..]).is_some() {
             // Prepared, the id would reach a shard as a thread id.
             return Err(CmdError::Refused(
@@ -315,6 +334,7 @@ impl Session {
             highest,
             client_prepare,
             rules_version: self.rules_version,
+            sequence,
         };
         let hide_columns = stmt
             .plan
@@ -332,6 +352,9 @@ impl Session {
 
     async fn prepare(&mut self, payload: &[u8]) -> Result<(), CmdError> {
         let (stmt, shape) = self.build_stmt(payload).await?;
+        if let Some(names) = stmt.sequence.as_ref().and_then(|s| s.found.select_only.clone()) {
+            return self.prepare_answered(stmt, &names).await;
+        }
         let PrepareShape {
             client_params,
             hide_columns,
@@ -414,10 +437,16 @@ impl Session {
         let Ok(id) = wire_stmt::stmt_id(&payload[1..]) else {
             return self.malformed("COM_STMT_EXECUTE").await;
         };
-        if self.stmts.get_mut(id).is_some_and(|s| {
+        let sequence = self.stmts.get_mut(id).and_then(|s| s.sequence.clone());
+        if let Some(seq) = sequence {
+            // Fresh values for its calls (`admin/sequence.rs`).
+            if self.execute_sequences(id, &seq).await? {
+                return Ok(());
+            }
+        } else if self.stmts.get_mut(id).is_some_and(|s| {
             s.rules_version != self.rules_version && !s.long_params.contains(&true)
         }) {
-            self.replan(id).await?;
+            self.replan(id, None).await?;
         }
         let highest = self.stmts.get_mut(id).and_then(|s| s.highest.clone());
         let result = match highest {
@@ -521,7 +550,7 @@ impl Session {
         {
             // With the first long data of an execute: once a shard holds
             // some, the execute runs on the plan that has it.
-            if let Err(e) = self.replan(id).await {
+            if let Err(e) = self.replan(id, None).await {
                 debug!(
                     conn = self.id,
                     stmt = id,
@@ -599,11 +628,17 @@ impl Session {
     /// id and parameter count stay; the shards' statements are closed and
     /// prepared again as the new plan says (at once on the shard it runs
     /// on first, elsewhere when an execute needs them).
-    async fn replan(&mut self, id: u32) -> Result<(), CmdError> {
+    /// `text`: the COM_STMT_PREPARE payload to plan instead of the
+    /// client's (its sequence calls replaced by values).
+    pub(in crate::frontend) async fn replan(
+        &mut self,
+        id: u32,
+        text: Option<Vec<u8>>,
+    ) -> Result<(), CmdError> {
         let Some(old) = self.stmts.get_mut(id) else {
             return Ok(());
         };
-        let client_prepare = old.client_prepare.clone();
+        let client_prepare = text.unwrap_or_else(|| old.client_prepare.clone());
         let (fresh, shape) = self.build_stmt(&client_prepare).await?;
         let Some(old) = self.stmts.get_mut(id) else {
             return Ok(());

@@ -147,6 +147,9 @@ pub struct Session {
     pub(in crate::frontend) rules: Option<Arc<crate::rules::RuleSet>>,
     /// The version of `rules`.
     pub(in crate::frontend) rules_version: u64,
+    /// What `LASTVAL(idgate.g)` answers: the last id `NEXTVAL` gave this
+    /// session, per generator (`admin/sequence.rs`).
+    pub(in crate::frontend) last_values: crate::frontend::admin::sequence::LastValues,
     /// The schema `SHOW IDGATE SESSIONS` shows (`registered`'s copy).
     pub(in crate::frontend) schema_shown: Option<String>,
     /// The session's place under its user's `max_connections`, given back
@@ -246,6 +249,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
         killed: false,
         rules: None,
         rules_version: 0,
+        last_values: Default::default(),
         schema_shown: None,
         user_slot,
     };
@@ -810,6 +814,7 @@ impl Session {
         self.forget_savepoints();
         self.lid_home = 0;
         self.lid_synced = u64::MAX;
+        self.last_values.clear();
     }
 
     async fn close_backends(&mut self) {
