@@ -38,12 +38,15 @@
 //!     keys (`shardkey`), scattered SELECTs (`scatter`), merged cursors;
 //!   - `frontend/txn/`: transactions across shards, XA, the XA commit log
 //!     and recovery, the deadlock detector;
-//!   - `frontend/admin/`: idgate's own statements and diagnostics;
+//!   - `frontend/admin/`: idgate's own statements and diagnostics, and
+//!     the sequence functions on its generators (`sequence`:
+//!     `NEXTVAL(idgate.g)`, `LASTVAL`, `SETVAL` = `floor`'s SET FLOOR);
 //!   - `frontend/{shared,columns,errors,oks}.rs`: process-wide state, the
 //!     column cache, refusal errors, combined OK packets.
 //! - [`sql`]: `sql::statement`: one classification per statement (its
 //!   kind: admin, KILL, diagnostics, BEGIN/COMMIT, savepoint, other; its
-//!   first keyword; the keyword helpers, once), which the session's command
+//!   first keyword; the keyword helpers; whether it may call a sequence
+//!   function on idgate's generators, `sql::statement::sequence`, once), which the session's command
 //!   loop matches on once; parse, plan and splice INSERT statements
 //!   (`sql::convert`: what MariaDB stores in an integer column for a
 //!   literal or bound value; `sql::update`: UPDATEs of the id column;

@@ -98,7 +98,9 @@ fn int(v: &Value) -> Option<i64> {
 }
 
 fn values(row: &Row) -> Vec<Option<i64>> {
-    (0..row.len()).map(|i| int(&row.as_ref(i).unwrap().clone())).collect()
+    (0..row.len())
+        .map(|i| int(&row.as_ref(i).unwrap().clone()))
+        .collect()
 }
 
 async fn one(c: &mut Conn, sql: &str) -> Row {
@@ -121,18 +123,18 @@ async fn differential_text() {
     let ours = "idgate.orders";
     let theirs = format!("`{schema}`.s");
     for sql in [
-        "SELECT LASTVAL(X)",
-        "SELECT PREVIOUS VALUE FOR X",
-        "SELECT NEXTVAL(X)",
-        "SELECT NEXT VALUE FOR X, LASTVAL(X)",
-        "SELECT lastval(X), nextval(X), NEXTVAL(X), lastval(X)",
-        "SELECT NEXTVAL(X) AS id",
+        "SELECT LASTVAL(SEQ)",
+        "SELECT PREVIOUS VALUE FOR SEQ",
+        "SELECT NEXTVAL(SEQ)",
+        "SELECT NEXT VALUE FOR SEQ, LASTVAL(SEQ)",
+        "SELECT lastval(SEQ), nextval(SEQ), NEXTVAL(SEQ), lastval(SEQ)",
+        "SELECT NEXTVAL(SEQ) AS id",
     ] {
-        let a = one(&mut ig, &sql.replace('X', ours)).await;
-        let b = one(&mut db, &sql.replace('X', &theirs)).await;
+        let a = one(&mut ig, &sql.replace("SEQ", ours)).await;
+        let b = one(&mut db, &sql.replace("SEQ", &theirs)).await;
         let named = |s: Vec<(String, ColumnType, bool, bool, u32)>, from: &str| {
             s.into_iter()
-                .map(|(n, t, nn, u, l)| (n.replace(from, "X"), t, nn, u, l))
+                .map(|(n, t, nn, u, l)| (n.replace(from, "SEQ"), t, nn, u, l))
                 .collect::<Vec<_>>()
         };
         assert_eq!(named(shape(&a), ours), named(shape(&b), &theirs), "{sql}");
@@ -164,7 +166,10 @@ async fn differential_text() {
         n
     );
     // Inside INSERT values, each row a fresh value, LASTVAL the last.
-    for (c, seq, table) in [(&mut ig, ours, "plain"), (&mut db, theirs.as_str(), "direct")] {
+    for (c, seq, table) in [
+        (&mut ig, ours, "plain"),
+        (&mut db, theirs.as_str(), "direct"),
+    ] {
         c.query_drop(format!(
             "INSERT INTO {table} (id, v) VALUES (NEXTVAL({seq}), 1), (NEXT VALUE FOR {seq}, 2)"
         ))
@@ -196,10 +201,7 @@ async fn differential_prepared() {
     let theirs = format!("`{schema}`.s");
     let mut shapes = Vec::new();
     for (c, seq) in [(&mut ig, "idgate.orders"), (&mut db, theirs.as_str())] {
-        let last = c
-            .prep(format!("SELECT LASTVAL({seq})"))
-            .await
-            .unwrap();
+        let last = c.prep(format!("SELECT LASTVAL({seq})")).await.unwrap();
         let r: Row = c.exec_first(&last, ()).await.unwrap().unwrap();
         assert_eq!(values(&r), vec![None], "{seq}");
         let next = c
@@ -215,7 +217,7 @@ async fn differential_prepared() {
             shapes.push(
                 shape(&r)
                     .into_iter()
-                    .map(|(n, t, nn, u, l)| (n.replace(seq, "X"), t, nn, u, l))
+                    .map(|(n, t, nn, u, l)| (n.replace(seq, "SEQ"), t, nn, u, l))
                     .collect::<Vec<_>>(),
             );
         }
@@ -223,16 +225,24 @@ async fn differential_prepared() {
         let r: Row = c.exec_first(&last, ()).await.unwrap().unwrap();
         assert_eq!(values(&r), vec![Some(seen[2])], "{seq}");
         // Inside a prepared INSERT, with a bound value beside it.
-        let table = if seq.starts_with("idgate") { "orders" } else { "direct" };
+        let table = if seq.starts_with("idgate") {
+            "orders"
+        } else {
+            "direct"
+        };
         let ins = c
-            .prep(format!("INSERT INTO {table} (id, v) VALUES (NEXTVAL({seq}), ?)"))
+            .prep(format!(
+                "INSERT INTO {table} (id, v) VALUES (NEXTVAL({seq}), ?)"
+            ))
             .await
             .unwrap();
         for v in 10..13 {
             c.exec_drop(&ins, (v,)).await.unwrap();
         }
         let rows: Vec<(i64, i32)> = c
-            .query(format!("SELECT id, v FROM {table} WHERE v >= 10 ORDER BY v"))
+            .query(format!(
+                "SELECT id, v FROM {table} WHERE v >= 10 ORDER BY v"
+            ))
             .await
             .unwrap();
         assert_eq!(rows.len(), 3, "{table}");
@@ -260,8 +270,13 @@ async fn inserts_routing_and_multi_statements() {
         .await
         .unwrap();
     let taken = values(&one(&mut c, "SELECT LASTVAL(idgate.orders)").await)[0].unwrap();
-    c.query_drop("INSERT INTO orders (v) VALUES (2)").await.unwrap();
-    let rows: Vec<(i64, i32)> = c.query("SELECT id, v FROM orders ORDER BY v").await.unwrap();
+    c.query_drop("INSERT INTO orders (v) VALUES (2)")
+        .await
+        .unwrap();
+    let rows: Vec<(i64, i32)> = c
+        .query("SELECT id, v FROM orders ORDER BY v")
+        .await
+        .unwrap();
     assert_eq!(rows[0], (taken, 1));
     assert!(rows[1].0 > taken, "{rows:?}");
     // Sharded by id: each row on the shard its value says (mod 2).
@@ -299,14 +314,22 @@ async fn inserts_routing_and_multi_statements() {
     drop(r);
     assert_eq!(values(&first[0])[0], values(&second[0])[0]);
     // SET takes one value; the variable keeps it.
-    c.query_drop("SET @v = NEXT VALUE FOR idgate.orders").await.unwrap();
+    c.query_drop("SET @v = NEXT VALUE FOR idgate.orders")
+        .await
+        .unwrap();
     let v: Option<i64> = c.query_first("SELECT @v").await.unwrap();
     assert_eq!(
         v,
         values(&one(&mut c, "SELECT LASTVAL(idgate.orders)").await)[0]
     );
     // A snowflake generator too.
-    let e = values(&one(&mut c, "SELECT NEXTVAL(idgate.events), NEXTVAL(idgate.events)").await);
+    let e = values(
+        &one(
+            &mut c,
+            "SELECT NEXTVAL(idgate.events), NEXTVAL(idgate.events)",
+        )
+        .await,
+    );
     assert!(e[0].unwrap() < e[1].unwrap(), "{e:?}");
     let _ = c.disconnect().await;
     proxy::teardown(&tb, p, &schema).await;
@@ -337,7 +360,10 @@ async fn refusals_and_setval() {
             .unwrap_err(),
     );
     assert_eq!(n, 1142, "{m}");
-    assert!(m.contains("'limited'") && m.contains("`idgate`.`events`"), "{m}");
+    assert!(
+        m.contains("'limited'") && m.contains("`idgate`.`events`"),
+        "{m}"
+    );
     let (n, m) = code(
         lim.query_drop("SELECT PREVIOUS VALUE FOR idgate.events")
             .await
@@ -354,9 +380,21 @@ async fn refusals_and_setval() {
         ("SELECT NEXTVAL(idgate.nope)", 4091, "nope"),
         ("SELECT NEXTVAL(`IDGATE`.`nope`)", 4091, "nope"),
         ("SELECT SETVAL(idgate.orders, 5000)", 1227, "SETVAL"),
-        ("SELECT NEXTVAL(idgate.orders) FROM orders", 1235, "NEXTVAL(idgate.orders)"),
-        ("UPDATE orders SET v = NEXTVAL(idgate.orders)", 1235, "UPDATE"),
-        ("INSERT INTO plain (id, v) SELECT NEXTVAL(idgate.orders), 1", 1235, "INSERT"),
+        (
+            "SELECT NEXTVAL(idgate.orders) FROM orders",
+            1235,
+            "NEXTVAL(idgate.orders)",
+        ),
+        (
+            "UPDATE orders SET v = NEXTVAL(idgate.orders)",
+            1235,
+            "UPDATE",
+        ),
+        (
+            "INSERT INTO plain (id, v) SELECT NEXTVAL(idgate.orders), 1",
+            1235,
+            "INSERT",
+        ),
     ] {
         let (n, m) = code(c.query_drop(sql).await.unwrap_err());
         assert_eq!(n, want, "{sql}: {m}");

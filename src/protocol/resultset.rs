@@ -237,4 +237,47 @@ mod tests {
             assert!(t.is_done(), "deprecate_eof={deprecate}");
         }
     }
+
+    /// Feeds framed packets to a tracker: every packet in order, and the
+    /// tracker done exactly at the end.
+    fn complete(bytes: &[u8], expect: Expect, deprecate: bool) -> Vec<Vec<u8>> {
+        let mut t = Tracker::new(expect, deprecate, 0);
+        let mut pos = 0;
+        let mut packets = Vec::new();
+        while pos < bytes.len() {
+            let len = u32::from_le_bytes([bytes[pos], bytes[pos + 1], bytes[pos + 2], 0]) as usize;
+            assert!(!t.is_done());
+            t.feed(len, &bytes[pos + 4..pos + 4 + len]).unwrap();
+            packets.push(bytes[pos + 4..pos + 4 + len].to_vec());
+            pos += 4 + len;
+        }
+        assert!(t.is_done(), "deprecate_eof={deprecate}");
+        packets
+    }
+
+    #[test]
+    fn answered_prepares_and_binary_rows_are_complete() {
+        for deprecate in [false, true] {
+            let framing = Framing {
+                deprecate_eof: deprecate,
+                extended_metadata: false,
+            };
+            let p = complete(
+                &prepare_ok(1, 7, &["NEXTVAL(idgate.o)", "l"], framing),
+                Expect::Prepare,
+                deprecate,
+            );
+            assert_eq!(&p[0][1..5], &7u32.to_le_bytes());
+            assert_eq!(&p[0][5..9], &[2, 0, 0, 0]);
+            let r = complete(
+                &binary_bigint_row(1, &["a", "b"], &[Some(-5), None], framing, 2),
+                Expect::Results,
+                deprecate,
+            );
+            // The row: header, NULL bitmap (b is column 1: bit 3), -5.
+            let row = &r[if deprecate { 3 } else { 4 }];
+            assert_eq!(row[..2], [0, 0b1000]);
+            assert_eq!(row[2..], (-5i64).to_le_bytes());
+        }
+    }
 }

@@ -216,7 +216,11 @@ impl Session {
 
     /// The generator a call names (exactly, else the one that matches
     /// ignoring case), checked for the user's grant.
-    fn sequence_generator(&self, written: &str, op: Op) -> Result<(String, Arc<Generator>), CmdError> {
+    fn sequence_generator(
+        &self,
+        written: &str,
+        op: Op,
+    ) -> Result<(String, Arc<Generator>), CmdError> {
         let unknown = || {
             CmdError::Refused(
                 codes::ER_UNKNOWN_SEQUENCES,

@@ -7,6 +7,7 @@
 
 use super::{registry, CmdError, Next, Session};
 use crate::backend::relay::Action;
+use crate::frontend::admin::sequence::SeqOutcome;
 use crate::frontend::session::stmt::PreparedStmt;
 use crate::protocol::codes;
 use crate::protocol::consts::{cap, cmd, status};
@@ -14,7 +15,6 @@ use crate::protocol::handshake::{self, NATIVE_PASSWORD};
 use crate::protocol::response::{Expect, Kind};
 use crate::protocol::stmt as wire_stmt;
 use crate::protocol::wire::Cursor;
-use crate::frontend::admin::sequence::SeqOutcome;
 use crate::sql::statement::{self, keyword, TxnStmt};
 use std::sync::Arc;
 use tracing::{debug, warn};
@@ -352,7 +352,11 @@ impl Session {
 
     async fn prepare(&mut self, payload: &[u8]) -> Result<(), CmdError> {
         let (stmt, shape) = self.build_stmt(payload).await?;
-        if let Some(names) = stmt.sequence.as_ref().and_then(|s| s.found.select_only.clone()) {
+        if let Some(names) = stmt
+            .sequence
+            .as_ref()
+            .and_then(|s| s.found.select_only.clone())
+        {
             return self.prepare_answered(stmt, &names).await;
         }
         let PrepareShape {

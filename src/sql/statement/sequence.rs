@@ -186,10 +186,10 @@ fn word(sql: &str, t: &Token, kw: &str) -> bool {
 fn ident(sql: &str, t: &Token) -> Option<String> {
     let text = sql.get(t.start..t.end)?;
     match t.kind {
-        Tok::Word if !text.as_bytes()[0].is_ascii_digit() => Some(text.to_string()),
+        Tok::Word if !text.as_bytes().first()?.is_ascii_digit() => Some(text.to_string()),
         Tok::QuotedIdent => {
             let q = text.chars().next()?;
-            let inner = text.get(1..text.len() - 1)?;
+            let inner = text.get(1..text.len().checked_sub(1)?)?;
             Some(inner.replace(&format!("{q}{q}"), &q.to_string()))
         }
         _ => None,
@@ -206,11 +206,7 @@ fn qualified(sql: &str, toks: &[Token], i: usize) -> Option<(String, usize)> {
 }
 
 /// The call starting at token `i`, if one does: it and the token after it.
-fn call_at(
-    sql: &str,
-    toks: &[Token],
-    i: usize,
-) -> Result<Option<(Call, usize)>, SequenceError> {
+fn call_at(sql: &str, toks: &[Token], i: usize) -> Result<Option<(Call, usize)>, SequenceError> {
     let t = &toks[i];
     if t.kind != Tok::Word || (i > 0 && toks[i - 1].is(b'.')) {
         return Ok(None);
@@ -295,9 +291,12 @@ fn setval_args(
         return Ok(None);
     };
     let value = match n.kind {
-        Tok::Number => sql[n.start..n.end]
-            .parse::<u64>()
-            .map_err(|_| bad(&format!("{:?} is not an integer of 64 bits", &sql[n.start..n.end])))?,
+        Tok::Number => sql[n.start..n.end].parse::<u64>().map_err(|_| {
+            bad(&format!(
+                "{:?} is not an integer of 64 bits",
+                &sql[n.start..n.end]
+            ))
+        })?,
         Tok::Punct(b'-') => return Err(bad("idgate's generators issue no negative ids")),
         _ => return Err(bad("the value must be an integer literal")),
     };
@@ -316,7 +315,9 @@ fn setval_args(
         if toks.get(k).is_some_and(|t| t.is(b',')) {
             let round = toks.get(k + 1).map(|r| &sql[r.start..r.end]);
             if round != Some("0") {
-                return Err(bad("idgate's generators have no rounds (cycles): the round must be 0"));
+                return Err(bad(
+                    "idgate's generators have no rounds (cycles): the round must be 0",
+                ));
             }
             k += 2;
         }
@@ -338,9 +339,7 @@ fn check_placement(sql: &str, toks: &[Token], calls: &[Call]) -> Result<(), Sequ
     // A `FROM` that is not `FROM DUAL`, a `SELECT`/`TABLE` after the first
     // word (INSERT ... SELECT, a subquery), outside the calls themselves.
     let has_from = toks.iter().enumerate().any(|(i, t)| {
-        !inside(t)
-            && word(sql, t, "from")
-            && !toks.get(i + 1).is_some_and(|n| word(sql, n, "dual"))
+        !inside(t) && word(sql, t, "from") && !toks.get(i + 1).is_some_and(|n| word(sql, n, "dual"))
     });
     let has_select = toks
         .iter()
@@ -352,10 +351,9 @@ fn check_placement(sql: &str, toks: &[Token], calls: &[Call]) -> Result<(), Sequ
         "SET" | "DO" | "CALL" => has_from,
         "UPDATE" | "DELETE" => true,
         _ => {
-            let c = &calls[0];
+            let first = calls.first().map(text).unwrap_or_default();
             return Err(SequenceError::Placement(format!(
-                "{} in a {kw} statement: idgate evaluates calls on its generators (the `idgate` schema) in SELECT, INSERT, REPLACE, SET, DO and CALL only",
-                text(c)
+                "{first} in a {kw} statement: idgate evaluates calls on its generators (the `idgate` schema) in SELECT, INSERT, REPLACE, SET, DO, CALL, and LASTVAL also in UPDATE and DELETE"
             )));
         }
     };
@@ -389,7 +387,10 @@ fn select_only(sql: &str, toks: &[Token], calls: &[Call]) -> Option<Vec<String>>
         let mut alias = |k: &mut usize| -> Option<()> {
             let t = toks.get(*k)?;
             name = ident(sql, t).or_else(|| {
-                (t.kind == Tok::Str).then(|| sql[t.start + 1..t.end - 1].to_string())
+                (t.kind == Tok::Str)
+                    .then(|| sql.get(t.start + 1..t.end.checked_sub(1)?))
+                    .flatten()
+                    .map(str::to_string)
             })?;
             *k += 1;
             Some(())
@@ -464,7 +465,11 @@ mod tests {
             calls("select lastval(idgate.o), previous value for idgate.`a``b`"),
             vec![
                 (Op::Last, "o".into(), "lastval(idgate.o)".into()),
-                (Op::Last, "a`b".into(), "previous value for idgate.`a``b`".into()),
+                (
+                    Op::Last,
+                    "a`b".into(),
+                    "previous value for idgate.`a``b`".into()
+                ),
             ]
         );
         assert_eq!(
@@ -479,7 +484,9 @@ mod tests {
             ansi_quotes: true,
             ..Modes::default()
         };
-        let s = find("SELECT NEXTVAL(\"idgate\".\"orders\")", ansi).unwrap().unwrap();
+        let s = find("SELECT NEXTVAL(\"idgate\".\"orders\")", ansi)
+            .unwrap()
+            .unwrap();
         assert_eq!(s.calls[0].generator, "orders");
     }
 
@@ -520,7 +527,12 @@ mod tests {
 
     #[test]
     fn placement() {
-        let refused = |sql: &str| matches!(find(sql, Modes::default()), Err(SequenceError::Placement(_)));
+        let refused = |sql: &str| {
+            matches!(
+                find(sql, Modes::default()),
+                Err(SequenceError::Placement(_))
+            )
+        };
         for sql in [
             "SELECT NEXTVAL(idgate.o) FROM t",
             "SELECT (SELECT NEXTVAL(idgate.o) FROM t)",
