@@ -165,6 +165,13 @@ async fn differential_text() {
         values(&one(&mut ig, "SELECT LASTVAL(idgate.orders)").await)[0],
         n
     );
+    // COM_RESET_CONNECTION: what MariaDB does with LASTVAL, idgate does.
+    let _ = one(&mut db, &format!("SELECT NEXTVAL({theirs})")).await;
+    ig.reset().await.unwrap();
+    db.reset().await.unwrap();
+    let a = values(&one(&mut ig, "SELECT LASTVAL(idgate.orders)").await);
+    let b = values(&one(&mut db, &format!("SELECT LASTVAL({theirs})")).await);
+    assert_eq!(a[0].is_none(), b[0].is_none(), "after a reset: {a:?} {b:?}");
     // Inside INSERT values, each row a fresh value, LASTVAL the last.
     for (c, seq, table) in [
         (&mut ig, ours, "plain"),
