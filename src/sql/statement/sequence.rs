@@ -8,9 +8,9 @@
 //! sequence on the shard and passes through untouched.
 //!
 //! Cost: [`may_have`] is the check every statement pays, a case-insensitive
-//! search for `idgate` driven by `memchr2` on its rarer letter `g`, then one
-//! for `val`/`value`. Only a statement that has both is tokenized
-//! ([`find`]).
+//! search for `idgate` as a qualifier (`idgate.`, `` `idgate`. ``) driven by
+//! `memchr2` on its rarer letter `g`, then one for `val`/`value`. Only a
+//! statement that has both is tokenized ([`find`], at most [`MAX_TOKENS`]).
 //!
 //! Placement rules ([`find`] refuses what idgate cannot evaluate as
 //! MariaDB would): idgate takes every value before the statement is sent
@@ -22,7 +22,7 @@
 //! defaults, `WITH`, ...). `LASTVAL` is the same for every row and is
 //! allowed in SELECT/UPDATE/DELETE with `FROM`/`WHERE`.
 
-use crate::sql::lexer::{Kind as Tok, Lexer, Modes, Token};
+use crate::sql::lexer::{is_ident_byte, Kind as Tok, Lexer, Modes, Token};
 
 /// What a call does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +87,8 @@ pub fn may_have(sql: &[u8]) -> bool {
     has_idgate(sql) && super::keyword::contains_ignore_case(sql, b"val")
 }
 
+/// `idgate` as a qualifier: the word (not inside a longer name such as
+/// `idgate_log`), then an optional closing quote, spaces, and `.`.
 fn has_idgate(sql: &[u8]) -> bool {
     // `g` is rarer in SQL text than `i`: scan for it, then look around.
     memchr::memchr2_iter(b'g', b'G', sql).any(|i| {
@@ -94,8 +96,25 @@ fn has_idgate(sql: &[u8]) -> bool {
             && sql
                 .get(i - 2..i + 4)
                 .is_some_and(|w| w.eq_ignore_ascii_case(b"idgate"))
+            && !(i > 2 && sql.get(i - 3).is_some_and(|&b| is_ident_byte(b)))
+            && {
+                let mut k = i + 4;
+                if matches!(sql.get(k), Some(b'`' | b'"')) {
+                    k += 1;
+                }
+                while sql.get(k).is_some_and(u8::is_ascii_whitespace) {
+                    k += 1;
+                }
+                sql.get(k) == Some(&b'.')
+            }
     })
 }
+
+/// Most tokens [`find`] holds for one text: a statement with calls that
+/// is longer is refused rather than tokenized into memory (24 bytes a
+/// token): 4 Mi tokens, 96 MiB at most. A 100,000-row INSERT with a call
+/// in each row is about 1 Mi.
+pub const MAX_TOKENS: usize = 4 << 20;
 
 /// The calls on idgate generators in `sql`: `Ok(None)` when there are none
 /// (the statement is not idgate's business).
@@ -109,6 +128,11 @@ pub fn find(sql: &str, modes: Modes) -> Result<Option<Sequences>, SequenceError>
     while let Some(t) = lexer.next_token() {
         if t.kind == Tok::Unterminated {
             break;
+        }
+        if toks.len() == MAX_TOKENS {
+            return Err(SequenceError::Placement(format!(
+                "a statement of more than {MAX_TOKENS} tokens that may call a sequence function on an idgate generator (it names `idgate.`): split it"
+            )));
         }
         toks.push(t);
     }
@@ -448,7 +472,11 @@ mod tests {
         assert!(!may_have(b"INSERT INTO t (id) VALUES (1)"));
         assert!(!may_have(b"SELECT * FROM idgate_users"));
         assert!(!may_have(b"gate"));
-        assert!(may_have(b"INSERT INTO idgate_users VALUES (1)"));
+        assert!(!may_have(b"INSERT INTO idgate_users VALUES (1)"));
+        assert!(!may_have(b"INSERT INTO my_idgate.t VALUES (1)"));
+        assert!(may_have(b"SELECT NEXTVAL(`idgate` . `o`)"));
+        assert!(may_have(b"SELECT NEXTVAL(\"IDGATE\".o)"));
+        assert!(may_have(b"INSERT INTO idgate.t VALUES (1)"));
     }
 
     #[test]
