@@ -320,6 +320,15 @@ async fn inserts_routing_and_multi_statements() {
     let second: Vec<Row> = r.collect().await.unwrap();
     drop(r);
     assert_eq!(values(&first[0])[0], values(&second[0])[0]);
+    // The shard answers them: the columns keep the calls' names.
+    assert_eq!(
+        first[0].columns_ref()[0].name_str(),
+        "NEXTVAL(idgate.orders)"
+    );
+    assert_eq!(
+        second[0].columns_ref()[0].name_str(),
+        "LASTVAL(idgate.orders)"
+    );
     // SET takes one value; the variable keeps it.
     c.query_drop("SET @v = NEXT VALUE FOR idgate.orders")
         .await

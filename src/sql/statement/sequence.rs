@@ -54,6 +54,10 @@ pub struct Call {
     pub op: Op,
     /// The generator's name as written, unquoted.
     pub generator: String,
+    /// A whole select-list item without an alias (`SELECT NEXTVAL(idgate.g),
+    /// NOW()`): its value is written ``v AS `<call text>` ``, so the column
+    /// keeps the name MariaDB gives it.
+    pub named: bool,
 }
 
 /// The calls of a statement (in text order) and its shape.
@@ -166,6 +170,7 @@ pub fn find(sql: &str, modes: Modes) -> Result<Option<Sequences>, SequenceError>
     for &(from, to, c0, c1) in &stmts {
         if c0 < c1 {
             check_placement(sql, &toks[from..to], &calls[c0..c1])?;
+            mark_named(sql, &toks[from..to], &mut calls[c0..c1]);
         }
     }
     let select_only = match stmts.as_slice() {
@@ -179,8 +184,48 @@ pub fn find(sql: &str, modes: Modes) -> Result<Option<Sequences>, SequenceError>
     Ok(Some(Sequences { calls, select_only }))
 }
 
+/// Marks the calls of a SELECT (`toks`: one statement) that are whole
+/// select-list items without an alias: at paren depth 0, after `SELECT` or
+/// `,`, before `,`, `FROM` or the end.
+fn mark_named(sql: &str, toks: &[Token], calls: &mut [Call]) {
+    if !toks.first().is_some_and(|t| word(sql, t, "select")) {
+        return;
+    }
+    let mut depth = 0i32;
+    let mut k = 0;
+    let mut calls = calls.iter_mut().peekable();
+    while let Some(t) = toks.get(k) {
+        let Some(c) = calls.peek_mut() else {
+            return;
+        };
+        if t.start == c.start {
+            let before = k.checked_sub(1).and_then(|b| toks.get(b));
+            let mut after = k;
+            while toks.get(after).is_some_and(|a| a.end <= c.end) {
+                after += 1;
+            }
+            let next = toks.get(after);
+            // MariaDB takes aliases up to 256 characters.
+            c.named = depth == 0
+                && c.end - c.start <= 256
+                && before.is_some_and(|b| b.is(b',') || word(sql, b, "select"))
+                && next.is_none_or(|n| n.is(b',') || word(sql, n, "from"));
+            calls.next();
+            k = after;
+            continue;
+        }
+        if t.is(b'(') {
+            depth += 1;
+        } else if t.is(b')') {
+            depth -= 1;
+        }
+        k += 1;
+    }
+}
+
 /// `sql` with each call replaced by its value (`None`: `NULL`), spliced
-/// into the original text (everything else byte for byte).
+/// into the original text (everything else byte for byte); a
+/// [`Call::named`] one keeps its text as the column name.
 pub fn substitute(sql: &str, calls: &[Call], values: &[Option<u64>]) -> String {
     let mut out = String::with_capacity(sql.len() + 8 * calls.len());
     let mut at = 0;
@@ -195,6 +240,11 @@ pub fn substitute(sql: &str, calls: &[Call], values: &[Option<u64>]) -> String {
                 out.push(' ');
             }
             None => out.push_str(" NULL "),
+        }
+        if c.named {
+            out.push_str("AS `");
+            out.push_str(&sql[c.start..c.end].replace('`', "``"));
+            out.push_str("` ");
         }
         at = c.end;
     }
@@ -267,6 +317,7 @@ fn call_at(sql: &str, toks: &[Token], i: usize) -> Result<Option<(Call, usize)>,
             end: close.end,
             op,
             generator,
+            named: false,
         };
         return Ok(Some((call, k + 1)));
     }
@@ -290,6 +341,7 @@ fn call_at(sql: &str, toks: &[Token], i: usize) -> Result<Option<(Call, usize)>,
         end: toks[k - 1].end,
         op,
         generator,
+        named: false,
     };
     Ok(Some((call, k)))
 }
@@ -590,6 +642,33 @@ mod tests {
             find("SELECT SETVAL(idgate.o, 5, TRUE, 2)", Modes::default()),
             Err(SequenceError::Arguments(_))
         ));
+    }
+
+    #[test]
+    fn whole_select_items_keep_their_name() {
+        let sub = |sql: &str| {
+            let s = find(sql, Modes::default()).unwrap().unwrap();
+            let v: Vec<Option<u64>> = s.calls.iter().map(|_| Some(5)).collect();
+            substitute(sql, &s.calls, &v)
+        };
+        assert_eq!(
+            sub("SELECT NEXTVAL(idgate.o), NOW(); SELECT 1"),
+            "SELECT  5 AS `NEXTVAL(idgate.o)` , NOW(); SELECT 1"
+        );
+        assert_eq!(
+            sub("SELECT 1, NEXTVAL(idgate.`o`)"),
+            "SELECT 1,  5 AS `NEXTVAL(idgate.``o``)` "
+        );
+        assert_eq!(sub("SELECT NEXTVAL(idgate.o) + 1"), "SELECT  5  + 1");
+        assert_eq!(sub("SELECT NEXTVAL(idgate.o) x, 2"), "SELECT  5  x, 2");
+        assert_eq!(
+            sub("SELECT ABS(NEXTVAL(idgate.o)), 2"),
+            "SELECT ABS( 5 ), 2"
+        );
+        assert_eq!(
+            sub("INSERT INTO t VALUES (NEXTVAL(idgate.o))"),
+            "INSERT INTO t VALUES ( 5 )"
+        );
     }
 
     #[test]
