@@ -186,6 +186,11 @@ fn classify(c: &mut Criterion) {
             "INSERT INTO shop.orders (sku, qty) VALUES ('a', 1)",
         ),
         ("commit", "COMMIT"),
+        // Passes the cheap check for sequence calls (`sequences`).
+        (
+            "nextval",
+            "INSERT INTO shop.orders (id, qty) VALUES (NEXTVAL(idgate.orders), 1)",
+        ),
     ] {
         g.bench_function(format!("classify_{name}"), |b| {
             b.iter(|| statement::classify(black_box(sql.as_bytes())))
@@ -193,7 +198,25 @@ fn classify(c: &mut Criterion) {
         g.bench_function(format!("every_parser_{name}"), |b| {
             b.iter(|| every_parser(black_box(sql.as_bytes())))
         });
+        // The part of `classify` the sequence functions added (issue 16
+        // part 4): what a statement without them pays.
+        g.bench_function(format!("sequence_check_{name}"), |b| {
+            b.iter(|| statement::sequence::may_have(black_box(sql.as_bytes())))
+        });
     }
+    // What a statement that passed the check costs before its values are
+    // taken: the recognizer (tokenize, placement) and the splice.
+    let seq_sql = "INSERT INTO shop.orders (id, qty) VALUES (NEXTVAL(idgate.orders), 1)";
+    g.bench_function("sequence_find_substitute", |b| {
+        b.iter(|| {
+            let found = statement::sequence::find(black_box(seq_sql), Default::default())
+                .ok()
+                .flatten()
+                .map(|f| f.calls)
+                .unwrap_or_default();
+            statement::sequence::substitute(seq_sql, &found, &[Some(1_000_001)])
+        })
+    });
     g.finish();
 }
 

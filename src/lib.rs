@@ -39,13 +39,16 @@
 //!     `frontend/write/` (INSERTs into rule tables: ids filled, split per
 //!     shard, upserts), `frontend/route/` (statements on sharded and
 //!     broadcast tables: routing, scatter, cursors, diagnostics),
-//!     `frontend/admin/` (idgate's own statements);
+//!     `frontend/admin/` (idgate's own statements, and the sequence
+//!     functions on its generators: `sequence`: `NEXTVAL(idgate.g)`,
+//!     `LASTVAL`, `SETVAL` = `floor`'s SET FLOOR);
 //!   - `frontend/engine/`: the command loop and the dispatch (one match on
 //!     the statement's classification), and multi-statement queries.
 //! - [`sql`]: `sql::statement`: one classification per statement (its
 //!   kind: admin, KILL, diagnostics, BEGIN/COMMIT, savepoint, other; its
-//!   first keyword; the keyword helpers, once; a multi-statement query cut
-//!   into statements), which the session's command
+//!   first keyword; the keyword helpers, once; whether it may call a
+//!   sequence function on idgate's generators, `sql::statement::sequence`;
+//!   a multi-statement query cut into statements), which the session's command
 //!   loop matches on once; parse, plan and splice INSERT statements
 //!   (`sql::convert`: what MariaDB stores in an integer column for a
 //!   literal or bound value; `sql::update`: UPDATEs of the id column;

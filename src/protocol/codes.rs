@@ -54,6 +54,13 @@ codes! {
     ER_WRONG_ARGUMENTS = (1210, "HY000");
     /// A statement needs a privilege the account lacks (idgate: `admin`).
     ER_SPECIFIC_ACCESS_DENIED_ERROR = (1227, "42000");
+    /// A command denied on a table (idgate: a generator the user has no
+    /// grant for, named as the table `idgate`.`g`, as MariaDB names a
+    /// sequence a user may not use).
+    ER_TABLEACCESS_DENIED_ERROR = (1142, "42000");
+    /// Unknown SEQUENCE (MariaDB's error for `NEXTVAL` of a sequence that
+    /// does not exist; idgate: a generator not in the rules in force).
+    ER_UNKNOWN_SEQUENCES = (4091, "42S02");
     /// Unknown error.
     ER_UNKNOWN_ERROR = (1105, "HY000");
     /// Unknown thread id (KILL of a session that does not exist).

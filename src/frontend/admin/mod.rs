@@ -21,11 +21,20 @@
 //!   all or nothing (`live.rs`); answers with what changed, or an error
 //!   listing every reason (file:line).
 //!
+//! - `floor.rs`: `IDGATE SET FLOOR` with its checks (also `SETVAL`).
+//! - `sequence.rs`: `NEXTVAL(idgate.g)`, `LASTVAL`, `SETVAL` and their
+//!   `NEXT VALUE FOR` / `PREVIOUS VALUE FOR` spellings, in any statement:
+//!   values taken from the generators and answered or written into the
+//!   statement (`sql::statement::sequence` recognises them).
+//!
 //! Parsing is pure (`sql::statement::admin`); `Session::admin` executes a command.
 //! `SHOW IDGATE ...` is open to every account; a statement that changes
 //! state needs the admin privilege (`[[users]] admin = true`), else error
 //! 1227. `IDGATE SET FLOOR <value>` keeps `allocator.floor_headroom` ids
 //! free below the generator's `max`.
+
+pub mod floor;
+pub mod sequence;
 
 use crate::frontend::session::{CmdError, Session};
 use crate::protocol::codes;
@@ -128,18 +137,7 @@ impl Session {
                 value,
             } => {
                 let g = generator(&name)?;
-                let (first, max) = g.bounds();
-                let keep = self.shared.config.allocator.floor_headroom.ids(first, max);
-                if value > max.saturating_sub(keep) {
-                    return Err(CmdError::Refused(
-                        codes::ER_WRONG_ARGUMENTS,
-                        format!(
-                            "idgate: IDGATE SET FLOOR {name} {value} refused: it would leave generator {name:?} fewer than {keep} ids before its max {max} (allocator.floor_headroom); the highest floor allowed is {}",
-                            max.saturating_sub(keep)
-                        ),
-                    ));
-                }
-                g.set_floor(value).await.map_err(idgate_err)?;
+                self.set_floor_checked(&g, &name, value).await?;
                 self.send_ok(self.next_seq, self.status()).await
             }
             Admin::Reserve {

@@ -11,6 +11,7 @@
 pub mod multi;
 
 use crate::backend::relay::Action;
+use crate::frontend::admin::sequence::SeqOutcome;
 use crate::frontend::route::QueryRoute;
 use crate::frontend::session::backends::Backends;
 use crate::frontend::session::login::{self, LoginError};
@@ -105,6 +106,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
         killed: false,
         rules: None,
         rules_version: 0,
+        last_values: Default::default(),
         schema_shown: None,
         user_slot,
     };
@@ -242,6 +244,14 @@ impl Session {
     pub(in crate::frontend) async fn query(&mut self, payload: &[u8]) -> Result<(), CmdError> {
         let sql = &payload[1..];
         let stmt = statement::classify(sql);
+        if stmt.sequences {
+            // `NEXTVAL(idgate.g)` and friends (`admin/sequence.rs`).
+            match self.query_sequences(sql).await? {
+                SeqOutcome::NotOurs => {}
+                SeqOutcome::Answered => return Ok(()),
+                SeqOutcome::Rewritten(p) => return Box::pin(self.query(&p)).await,
+            }
+        }
         let routing = self.shared.routing;
         match stmt.kind {
             statement::Kind::Admin(cmd) => return self.admin(cmd).await,
@@ -338,6 +348,16 @@ impl Session {
         payload: &[u8],
     ) -> Result<(PreparedStmt, PrepareShape), CmdError> {
         let client_prepare = payload.to_vec();
+        // Calls on idgate's generators: the shard prepares placeholders
+        // (each execute plans it again with values: `admin/sequence.rs`).
+        let (seq_text, sequence) = match statement::sequence::may_have(&payload[1..]) {
+            true => match self.prepare_sequences(payload).await? {
+                Some((text, s)) => (Some(text), Some(s)),
+                None => (None, None),
+            },
+            false => (None, None),
+        };
+        let payload = seq_text.as_deref().unwrap_or(payload);
         if statement::kill::parse(&payload[1..]).is_some() {
             // Prepared, the id would reach a shard as a thread id.
             return Err(CmdError::Refused(
@@ -418,6 +438,7 @@ impl Session {
             highest,
             client_prepare,
             rules_version: self.rules_version,
+            sequence,
         };
         let hide_columns = stmt
             .plan
@@ -435,6 +456,13 @@ impl Session {
 
     async fn prepare(&mut self, payload: &[u8]) -> Result<(), CmdError> {
         let (stmt, shape) = self.build_stmt(payload).await?;
+        if let Some(names) = stmt
+            .sequence
+            .as_ref()
+            .and_then(|s| s.found.select_only.clone())
+        {
+            return self.prepare_answered(stmt, &names).await;
+        }
         let PrepareShape {
             client_params,
             hide_columns,
@@ -517,10 +545,17 @@ impl Session {
         let Ok(id) = wire_stmt::stmt_id(&payload[1..]) else {
             return self.malformed("COM_STMT_EXECUTE").await;
         };
-        if self.stmts.get_mut(id).is_some_and(|s| {
+        let sequence = self.stmts.get_mut(id).and_then(|s| s.sequence.clone());
+        if let Some(seq) = sequence {
+            // Fresh values for its calls (`admin/sequence.rs`).
+            match self.execute_sequences(id, &seq).await? {
+                None => return Ok(()),
+                Some(text) => self.replan(id, Some(text)).await?,
+            }
+        } else if self.stmts.get_mut(id).is_some_and(|s| {
             s.rules_version != self.rules_version && !s.long_params.contains(&true)
         }) {
-            self.replan(id).await?;
+            self.replan(id, None).await?;
         }
         let highest = self.stmts.get_mut(id).and_then(|s| s.highest.clone());
         let result = match highest {
@@ -624,7 +659,7 @@ impl Session {
         {
             // With the first long data of an execute: once a shard holds
             // some, the execute runs on the plan that has it.
-            if let Err(e) = self.replan(id).await {
+            if let Err(e) = self.replan(id, None).await {
                 debug!(
                     conn = self.id,
                     stmt = id,
@@ -702,11 +737,17 @@ impl Session {
     /// id and parameter count stay; the shards' statements are closed and
     /// prepared again as the new plan says (at once on the shard it runs
     /// on first, elsewhere when an execute needs them).
-    async fn replan(&mut self, id: u32) -> Result<(), CmdError> {
+    /// `text`: the COM_STMT_PREPARE payload to plan instead of the
+    /// client's (its sequence calls replaced by values).
+    pub(in crate::frontend) async fn replan(
+        &mut self,
+        id: u32,
+        text: Option<Vec<u8>>,
+    ) -> Result<(), CmdError> {
         let Some(old) = self.stmts.get_mut(id) else {
             return Ok(());
         };
-        let client_prepare = old.client_prepare.clone();
+        let client_prepare = text.unwrap_or_else(|| old.client_prepare.clone());
         let (fresh, shape) = self.build_stmt(&client_prepare).await?;
         let Some(old) = self.stmts.get_mut(id) else {
             return Ok(());

@@ -17,6 +17,7 @@ pub mod login;
 pub mod readback;
 pub mod registry;
 pub mod replay;
+pub mod seqstate;
 pub mod stmt;
 
 use crate::backend::relay::{relay_reply, Action, Hook, RelayError};
@@ -148,6 +149,9 @@ pub struct Session {
     pub(in crate::frontend) rules: Option<Arc<crate::rules::RuleSet>>,
     /// The version of `rules`.
     pub(in crate::frontend) rules_version: u64,
+    /// What `LASTVAL(idgate.g)` answers: the last id `NEXTVAL` gave this
+    /// session, per generator (`admin/sequence.rs`).
+    pub(in crate::frontend) last_values: seqstate::LastValues,
     /// The schema `SHOW IDGATE SESSIONS` shows (`registered`'s copy).
     pub(in crate::frontend) schema_shown: Option<String>,
     /// The session's place under its user's `max_connections`, given back
@@ -636,6 +640,7 @@ impl Session {
         self.forget_savepoints();
         self.lid_home = 0;
         self.lid_synced = u64::MAX;
+        self.last_values.clear();
     }
 
     pub(in crate::frontend) async fn close_backends(&mut self) {

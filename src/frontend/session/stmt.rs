@@ -78,6 +78,9 @@ pub struct PreparedStmt {
     /// The client's COM_STMT_PREPARE payload (planned again after a rule
     /// reload: `Session::replan`).
     pub client_prepare: Vec<u8>,
+    /// Its calls on idgate's generators (`NEXTVAL(idgate.g)`, ...): each
+    /// execute takes fresh values (`admin/sequence.rs`).
+    pub sequence: Option<Arc<crate::frontend::session::seqstate::SeqStmt>>,
     /// The version of the rules it was planned with.
     pub rules_version: u64,
 }

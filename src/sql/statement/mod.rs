@@ -11,11 +11,15 @@
 //! - `kill.rs`: `KILL`.
 //! - `diag.rs`: diagnostics statements (`SHOW WARNINGS` and friends).
 //! - `txn.rs`: `BEGIN`/`COMMIT`/`ROLLBACK` and savepoints.
+//! - `sequence.rs`: `NEXTVAL(idgate.g)` and the other sequence functions
+//!   on idgate's generators (a cheap byte check here, the tokenizing
+//!   recognizer only for statements that pass it).
 
 pub mod admin;
 pub mod diag;
 pub mod keyword;
 pub mod kill;
+pub mod sequence;
 pub mod several;
 pub mod txn;
 
@@ -53,6 +57,10 @@ pub struct Statement {
     pub kind: Kind,
     /// Its first keyword, upper-cased, zero-padded ([`first_keyword`]).
     pub keyword: [u8; 8],
+    /// It mentions `idgate` and `val`: it may call a sequence function on
+    /// an idgate generator ([`sequence::may_have`]; [`sequence::find`]
+    /// says).
+    pub sequences: bool,
 }
 
 impl Statement {
@@ -87,7 +95,12 @@ impl Statement {
 pub fn classify(sql: &[u8]) -> Statement {
     let keyword = first_keyword(sql);
     let kind = kind_of(sql, &keyword);
-    Statement { kind, keyword }
+    let sequences = sequence::may_have(sql);
+    Statement {
+        kind,
+        keyword,
+        sequences,
+    }
 }
 
 fn kind_of(sql: &[u8], keyword: &[u8; 8]) -> Kind {
