@@ -6,7 +6,8 @@
 //! Dependencies point one way: (`server`, `http`) -> `frontend` -> (`sql`, `idgen`,
 //! `backend`) -> `shard` -> `protocol`; `resp` -> (`idgen`, `config`, `throttle`); `throttle` -> `idgen`; `rules` -> `shard` (a rule builds its
 //! table's `shard::placement`); `sql` uses `shard`'s value types (`KeyValue`,
-//! `MergeSpec`); `config` -> `tls`; `tls` and `collation` are leaves.
+//! `MergeSpec`); `config` -> (`tls`, `protocol::sha2` for password
+//! hashes and the RSA key); `tls` and `collation` are leaves.
 //!
 //! - [`collation`]: how MariaDB compares strings (weights of the
 //!   collations idgate reproduces, read from the server into
@@ -25,7 +26,8 @@
 //! - [`frontend`]: client sessions, in folders by concern, imports one way
 //!   (handlers -> the session core and leaf modules; no cycle):
 //!   - `frontend/session/`: the core: a session's state and command loop,
-//!     login, its limits (`limits`: sessions per user, the delay after
+//!     login, password checks by plugin (`auth`: mysql_native_password,
+//!     caching_sha2_password's fast path, cache and RSA), its limits (`limits`: sessions per user, the delay after
 //!     repeated failed logins), its shard connections (`backends`: the one
 //!     provider handlers get a connection from, where a pool goes; each
 //!     logs in with the user's shard account), prepared statements, SET
