@@ -165,6 +165,14 @@ pub async fn authenticate(
         used_password,
     };
     let Some((index, user)) = account else {
+        if plugin == AuthPlugin::CachingSha2Password && !token.is_empty() {
+            // As for a user whose hash is not cached yet: the password is
+            // asked for (then refused), so the exchange does not tell an
+            // unknown user from a hashed one.
+            client.write_packet(seq, &sha2::PERFORM_FULL_AUTH).await?;
+            let (_, next) = full_auth(client, shared, a.nonce, seq.wrapping_add(1)).await?;
+            return Ok(verdict(false, next));
+        }
         return Ok(verdict(false, seq));
     };
     let secret = &user.secret;
