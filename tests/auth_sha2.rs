@@ -609,3 +609,61 @@ async fn config_auth_defaults_and_refusals() {
         Some(std::path::Path::new(&tb.tls_file("rsa.key")))
     );
 }
+
+/// Runs the idgate binary with `args` and `stdin`: (success, stdout, stderr).
+fn idgate_cli(args: &[&str], stdin: &str) -> (bool, String, String) {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_idgate"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run idgate");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn hash_password_cli_makes_a_caching_sha2_hash_that_logs_in() {
+    let Some(tb) = support::testbed() else { return };
+    let (ok, out, err) = idgate_cli(
+        &["hash-password", "--plugin", "caching_sha2_password"],
+        "cli-pw\n",
+    );
+    assert!(ok, "{err}");
+    let hash = out.trim_end().to_string();
+    assert!(hash.starts_with("$idgate-sha2$10000$"), "{hash}");
+    let (_, again, _) = idgate_cli(
+        &["hash-password", "--plugin", "caching_sha2_password"],
+        "cli-pw\n",
+    );
+    assert_ne!(again.trim_end(), hash, "a fresh salt each time");
+    let (ok, _, err) = idgate_cli(&["hash-password", "--plugin", "sha256_password"], "x\n");
+    assert!(!ok && err.contains("--plugin"), "{err}");
+
+    let text = proxy::config_text(&tb, "127.0.0.1:0", &server_extra(&tb, false))
+        + &format!("[[users]]\nname = \"cli\"\npassword_hash = \"{hash}\"\n");
+    let p = Proxy::start_config(Config::parse(&text, "t").unwrap(), true).await;
+    assert_eq!(select(p.opts_as("cli", "cli-pw", None)).await.unwrap(), 42);
+    assert_eq!(
+        code_of(select(p.opts_as("cli", "cli-px", None)).await),
+        1045
+    );
+    assert_eq!(
+        counts(&p),
+        [0, 0, 1, 1],
+        "one login by RSA; the refusal came from the fast path (the cached hash), which counts accepted logins only"
+    );
+    p.stop().await;
+}
