@@ -41,6 +41,14 @@ if [ ! -d "$repo/tests/clients/node/node_modules" ]; then
   npm ci --prefix "$repo/tests/clients/node" --no-audit --no-fund
 fi
 
+# mysql-connector-python (tests/auth_sha2.rs): a venv over the system's
+# Python (PyMySQL, cryptography from Debian), at target/pyvenv.
+if [ ! -x "$repo/target/pyvenv/bin/python" ] || ! "$repo/target/pyvenv/bin/python" -c 'import mysql.connector' 2>/dev/null; then
+  echo "== pip install mysql-connector-python (target/pyvenv)"
+  /usr/bin/python3 -m venv --system-site-packages "$repo/target/pyvenv"
+  "$repo/target/pyvenv/bin/pip" install -q mysql-connector-python
+fi
+
 # Property tests explore fresh random cases on a developer's machine; under
 # CI one fixed seed, so a run never fails by chance (a case that fails is a
 # bug to find locally; proptest-regressions/ keeps the ones found).

@@ -37,7 +37,9 @@ log() { printf '[testbed] %s\n' "$*" >&2; }
 # that etcd-client's build imports; protobuf-compiler only recommends it, and
 # recommends are not installed here.
 packages=(mariadb-server mariadb-client etcd-server etcd-client sysbench haproxy
-          protobuf-compiler libprotobuf-dev python3-pymysql curl openssl)
+          protobuf-compiler libprotobuf-dev python3-pymysql python3-cryptography curl openssl)
+# (python3-cryptography: PyMySQL's RSA for caching_sha2_password without TLS;
+# mariadb-client's libmariadb3 brings the caching_sha2_password client plugin.)
 
 ensure_packages() {
   local missing=()
@@ -82,6 +84,11 @@ tls_material() {
       -set_serial "$serial" -days 3650 -sha256 "${extargs[@]}" -out "$tls_dir/$n.pem" 2>/dev/null
     rm -f "$tls_dir/$n.csr"
   done
+  # idgate's RSA key for caching_sha2_password without TLS ([server] rsa_key).
+  if [ ! -f "$tls_dir/rsa.key" ]; then
+    log "tls: generating $tls_dir/rsa.key"
+    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$tls_dir/rsa.key" 2>/dev/null
+  fi
 }
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }

@@ -66,6 +66,33 @@ pub struct ServerConfig {
     /// Clients that do not switch to TLS are refused (error 3159).
     #[serde(default)]
     pub require_tls: bool,
+    /// RSA private key (PEM, PKCS#8 or PKCS#1) whose public half clients
+    /// of caching_sha2_password ask for to send their password encrypted
+    /// without TLS; none: a 2048-bit key generated when first needed (so
+    /// its public key changes with every start).
+    pub rsa_key: Option<PathBuf>,
+}
+
+/// `[[users]] auth`: how a user's password is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthPlugin {
+    /// MySQL 8's default: SHA-256 scramble, fast path from a cache, full
+    /// authentication over TLS or RSA (see `protocol::sha2`).
+    #[default]
+    CachingSha2Password,
+    /// SHA-1 scramble, checked with SHA1(SHA1(password)) alone.
+    MysqlNativePassword,
+}
+
+impl AuthPlugin {
+    /// The plugin's name on the wire.
+    pub fn wire_name(self) -> &'static [u8] {
+        match self {
+            AuthPlugin::CachingSha2Password => b"caching_sha2_password",
+            AuthPlugin::MysqlNativePassword => b"mysql_native_password",
+        }
+    }
 }
 
 /// `[[users]]`: one account of idgate's own. Its `Debug` leaves the
@@ -78,7 +105,9 @@ pub struct UserConfig {
     /// as sent by `AUTH` (Redis protocol). At most one of `password`,
     /// `password_hash`, `password_file`, `password_env`; none: empty.
     pub password: Option<String>,
-    /// `*` + 40 hex digits, as `SELECT PASSWORD('...')` prints it.
+    /// `*` + 40 hex digits, as `SELECT PASSWORD('...')` prints it
+    /// (mysql_native_password), or `$idgate-sha2$...` (caching_sha2_password
+    /// only), as `idgate hash-password` prints them.
     pub password_hash: Option<String>,
     /// A file holding the password (one trailing newline stripped).
     pub password_file: Option<PathBuf>,
@@ -87,6 +116,14 @@ pub struct UserConfig {
     /// The password as checked, from whichever key gave it (resolved on load).
     #[serde(skip)]
     pub secret: Secret,
+    /// The authentication plugin this user logs in with; absent:
+    /// caching_sha2_password, except for a `*`+hex `password_hash`
+    /// (mysql_native_password, the one plugin that hash can check a
+    /// scramble with).
+    pub auth: Option<AuthPlugin>,
+    /// `auth` resolved on load.
+    #[serde(skip)]
+    pub plugin: AuthPlugin,
     /// The shard account this user's sessions log in to the shards with;
     /// absent: `[backend]`'s.
     pub backend_user: Option<String>,
@@ -129,6 +166,7 @@ impl std::fmt::Debug for UserConfig {
             .field("password_file", &self.password_file)
             .field("password_env", &self.password_env)
             .field("secret", &self.secret)
+            .field("plugin", &self.plugin)
             .field("backend_user", &self.backend_user)
             .field("backend_password", &hidden(&self.backend_password))
             .field("backend_password_file", &self.backend_password_file)
@@ -167,6 +205,10 @@ pub enum Secret {
     /// SHA1(SHA1(password)) (`password_hash`): enough to check a
     /// mysql_native_password scramble or a password sent in clear.
     NativeHash([u8; 20]),
+    /// PBKDF2 of the password (`password_hash = "$idgate-sha2$..."`): checks
+    /// a password sent in clear (caching_sha2_password's full
+    /// authentication, Redis `AUTH`), never a scramble.
+    Sha2Hash(crate::protocol::sha2::Sha2Hash),
 }
 
 impl std::fmt::Debug for Secret {
@@ -175,6 +217,7 @@ impl std::fmt::Debug for Secret {
             Secret::Empty => "Empty",
             Secret::Plain(_) => "Plain(..)",
             Secret::NativeHash(_) => "NativeHash(..)",
+            Secret::Sha2Hash(_) => "Sha2Hash(..)",
         })
     }
 }
@@ -229,12 +272,23 @@ impl Secret {
             Secret::Plain(p) if p.is_empty() => None,
             Secret::Plain(p) => Some(sha1(&[&sha1(&[p.as_bytes()])])),
             Secret::NativeHash(h) => Some(*h),
+            Secret::Sha2Hash(_) => None,
+        }
+    }
+
+    /// SHA256(SHA256(password)), which checks a caching_sha2_password
+    /// scramble, when the password itself is known (a hash gives it only
+    /// after a full authentication, cached by the frontend).
+    pub fn sha2_stage2(&self) -> Option<[u8; 32]> {
+        match self {
+            Secret::Plain(p) if !p.is_empty() => Some(crate::protocol::sha2::stage2(p.as_bytes())),
+            _ => None,
         }
     }
 
     /// Whether there is no password.
     pub fn is_empty(&self) -> bool {
-        self.stage2().is_none()
+        !matches!(self, Secret::Sha2Hash(_)) && self.stage2().is_none()
     }
 
     /// Checks a mysql_native_password `token` made with `nonce`: the token
@@ -259,12 +313,20 @@ impl Secret {
     pub fn verify_plain(&self, sent: &[u8]) -> bool {
         match self {
             Secret::Plain(p) => same(p.as_bytes(), sent),
+            Secret::Sha2Hash(h) => !sent.is_empty() && h.verify(sent),
             _ => match self.stage2() {
                 None => sent.is_empty(),
                 Some(h) => !sent.is_empty() && same(&sha1(&[&sha1(&[sent])]), &h),
             },
         }
     }
+}
+
+/// Reads `[server] rsa_key`: the key, or why not (naming the file).
+pub fn read_rsa_key(path: &Path) -> Result<crate::protocol::sha2::RsaKeys, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    crate::protocol::sha2::RsaKeys::from_pem(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// `[backend]`.
@@ -534,6 +596,7 @@ impl Config {
             cfg.server.tls_cert.as_mut(),
             cfg.server.tls_key.as_mut(),
             cfg.backend.tls_ca.as_mut(),
+            cfg.server.rsa_key.as_mut(),
         ]
         .into_iter()
         .flatten()
@@ -559,6 +622,9 @@ impl Config {
         }
         if let Some(ca) = &self.backend.tls_ca {
             crate::tls::ca_roots(ca).map_err(|e| invalid("backend.tls_ca", e))?;
+        }
+        if let Some(path) = &self.server.rsa_key {
+            read_rsa_key(path).map_err(|e| invalid("server.rsa_key", e))?;
         }
         Ok(())
     }
@@ -797,12 +863,24 @@ impl Config {
             u.secret = if let Some(p) = &u.password {
                 Secret::Plain(p.clone())
             } else if let Some(h) = &u.password_hash {
-                match parse_native_hash(h) {
-                    Some(h) => Secret::NativeHash(h),
-                    None => return Err(invalid(
-                        format!("{key}.password_hash"),
-                        format!("{who}: not '*' followed by 40 hex digits (the form SELECT PASSWORD('...') and `idgate hash-password` print)"),
-                    )),
+                if h.starts_with(crate::protocol::sha2::HASH_PREFIX) {
+                    match crate::protocol::sha2::Sha2Hash::parse(h) {
+                        Ok(h) => Secret::Sha2Hash(h),
+                        Err(r) => {
+                            return Err(invalid(
+                                format!("{key}.password_hash"),
+                                format!("{who}: {r}"),
+                            ))
+                        }
+                    }
+                } else {
+                    match parse_native_hash(h) {
+                        Some(h) => Secret::NativeHash(h),
+                        None => return Err(invalid(
+                            format!("{key}.password_hash"),
+                            format!("{who}: not '*' followed by 40 hex digits (the form SELECT PASSWORD('...') and `idgate hash-password` print) nor $idgate-sha2$... (`idgate hash-password --plugin caching_sha2_password`)"),
+                        )),
+                    }
                 }
             } else {
                 match read_source(u.password_file.as_deref(), u.password_env.as_deref(), base)
@@ -811,6 +889,17 @@ impl Config {
                     Some(p) => Secret::Plain(p),
                     None => Secret::Empty,
                 }
+            };
+            u.plugin = match (u.auth, &u.secret) {
+                (Some(AuthPlugin::MysqlNativePassword), Secret::Sha2Hash(_)) => {
+                    return Err(invalid(
+                        format!("{key}.auth"),
+                        format!("{who}: a $idgate-sha2$ password_hash can only check caching_sha2_password; give a '*'+hex hash (`idgate hash-password`) for mysql_native_password"),
+                    ))
+                }
+                (Some(p), _) => p,
+                (None, Secret::NativeHash(_)) => AuthPlugin::MysqlNativePassword,
+                (None, _) => AuthPlugin::CachingSha2Password,
             };
             if u.backend_password_hash.is_some() {
                 return Err(invalid(

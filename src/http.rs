@@ -116,7 +116,7 @@ fn respond(head: &[u8], shared: &Shared) -> (&'static str, &'static str, String,
             {
                 let mut m = metrics(&stats, shared.sessions.len());
                 rules_metrics(&mut m, shared.rules.version(), &shared.rules.status());
-                m + &login_metrics(&shared.login_throttle)
+                m + &login_metrics(&shared.login_throttle) + &sha2_metrics(&shared.sha2)
             },
             head_only,
         ),
@@ -211,6 +211,21 @@ fn login_metrics(t: &crate::throttle::LoginThrottle) -> String {
          idgate_login_delay_seconds_total {}\n",
         t.delayed.load(Relaxed),
         t.delayed_ms.load(Relaxed) as f64 / 1000.0
+    )
+}
+
+/// caching_sha2_password logins by path, and public keys sent.
+fn sha2_metrics(s: &crate::frontend::session::auth::Sha2State) -> String {
+    let [fast, full_tls, full_rsa, keys] = s.counts();
+    format!(
+        "# HELP idgate_sha2_logins_total caching_sha2_password logins accepted, by path.\n\
+         # TYPE idgate_sha2_logins_total counter\n\
+         idgate_sha2_logins_total{{path=\"fast\"}} {fast}\n\
+         idgate_sha2_logins_total{{path=\"full_tls\"}} {full_tls}\n\
+         idgate_sha2_logins_total{{path=\"full_rsa\"}} {full_rsa}\n\
+         # HELP idgate_sha2_public_keys_total RSA public keys sent to clients.\n\
+         # TYPE idgate_sha2_public_keys_total counter\n\
+         idgate_sha2_public_keys_total {keys}\n"
     )
 }
 

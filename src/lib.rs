@@ -6,7 +6,8 @@
 //! Dependencies point one way: (`server`, `http`) -> `frontend` -> (`sql`, `idgen`,
 //! `backend`) -> `shard` -> `protocol`; `resp` -> (`idgen`, `config`, `throttle`); `throttle` -> `idgen`; `rules` -> `shard` (a rule builds its
 //! table's `shard::placement`); `sql` uses `shard`'s value types (`KeyValue`,
-//! `MergeSpec`); `config` -> `tls`; `tls` and `collation` are leaves.
+//! `MergeSpec`); `config` -> (`tls`, `protocol::sha2` for password
+//! hashes and the RSA key); `tls` and `collation` are leaves.
 //!
 //! - [`collation`]: how MariaDB compares strings (weights of the
 //!   collations idgate reproduces, read from the server into
@@ -30,7 +31,9 @@
 //!   - the core: `frontend/session/` (a session's state, its shard
 //!     connections (`backends`: the one provider handlers get a connection
 //!     from, where a pool goes; each logs in with the user's shard account),
-//!     forwarding, login and its limits, what it reads of the session from a
+//!     forwarding, login and its limits, password checks by plugin
+//!     (`auth`: mysql_native_password, caching_sha2_password's fast path,
+//!     cache and RSA), what it reads of the session from a
 //!     shard, ids read back, `LAST_INSERT_ID()`, prepared statements, SET
 //!     replay, KILL) and `frontend/txn/` (transactions across shards, XA,
 //!     the XA log and recovery, the deadlock detector), with

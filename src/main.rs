@@ -35,9 +35,14 @@ enum Command {
         config: PathBuf,
     },
     /// Print the `password_hash` of a password (`*` + 40 hex digits, as
-    /// MariaDB's `SELECT PASSWORD('...')`), read from stdin, or from a
-    /// prompt without echo on a terminal.
-    HashPassword,
+    /// MariaDB's `SELECT PASSWORD('...')`; or `$idgate-sha2$...`, salted
+    /// PBKDF2-SHA256, with `--plugin caching_sha2_password`), read from
+    /// stdin, or from a prompt without echo on a terminal.
+    HashPassword {
+        /// `mysql_native_password` (default) or `caching_sha2_password`.
+        #[arg(long, default_value = "mysql_native_password")]
+        plugin: String,
+    },
     /// Work with rule files.
     Rules {
         #[command(subcommand)]
@@ -120,10 +125,21 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::HashPassword => match read_password() {
+        Command::HashPassword { plugin } => match read_password() {
+            _ if plugin != "mysql_native_password" && plugin != "caching_sha2_password" => {
+                eprintln!(
+                    "--plugin {plugin:?}: use mysql_native_password or caching_sha2_password"
+                );
+                ExitCode::FAILURE
+            }
             Ok(pw) if pw.is_empty() => {
                 eprintln!("empty password: an account without a password needs no password_hash");
                 ExitCode::FAILURE
+            }
+            Ok(pw) if plugin == "caching_sha2_password" => {
+                let hash = idgate::protocol::sha2::Sha2Hash::new(pw.as_bytes());
+                println!("{}", hash.to_text());
+                ExitCode::SUCCESS
             }
             Ok(pw) => {
                 println!("{}", idgate::config::native_hash_text(pw.as_bytes()));

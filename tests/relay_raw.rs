@@ -75,7 +75,7 @@ async fn greeting_shows_the_shards_version_and_unique_connection_ids() {
     assert_ne!(g1.greeting.connection_id, g2.greeting.connection_id);
     assert_ne!(g1.greeting.scramble, g2.greeting.scramble);
     assert_eq!(g1.greeting.scramble.len(), 20);
-    assert_eq!(g1.greeting.auth_plugin, b"mysql_native_password");
+    assert_eq!(g1.greeting.auth_plugin, b"caching_sha2_password");
     assert_eq!(g1.greeting.capabilities & cap::COMPRESS, 0);
     assert_eq!(g1.greeting.capabilities & cap::SSL, 0);
     for c in [
@@ -100,27 +100,30 @@ async fn login_auth_switch_wrong_password_unknown_user_and_tls() {
     let Some(tb) = support::testbed() else { return };
     let proxy = Proxy::start(&tb).await;
 
-    // A client that starts with caching_sha2_password is switched to native.
+    // A client that starts with mysql_native_password is switched to the
+    // user's caching_sha2_password (the default for a plaintext password),
+    // whose fast path takes it.
     let mut c = RawClient::connect(
         proxy.addr,
-        &LoginSpec::new(proxy::USER, proxy::PASSWORD).plugin("caching_sha2_password"),
+        &LoginSpec::new(proxy::USER, proxy::PASSWORD).plugin("mysql_native_password"),
     )
     .await
     .expect_ok();
-    assert_eq!(c.login_packets.len(), 2, "auth switch, then OK");
+    assert_eq!(c.login_packets.len(), 3, "auth switch, fast auth, then OK");
     assert_eq!(c.login_packets[0][0], 0xfe);
     let (plugin, nonce) =
         idgate::protocol::handshake::parse_auth_switch(&c.login_packets[0]).unwrap();
-    assert_eq!(plugin, b"mysql_native_password");
+    assert_eq!(plugin, b"caching_sha2_password");
     assert_eq!(nonce, c.greeting.scramble, "the switch repeats the nonce");
-    assert_eq!(c.login_packets[1][0], reply::OK);
+    assert_eq!(c.login_packets[1], [1, 3], "fast auth success");
+    assert_eq!(c.login_packets[2][0], reply::OK);
     let r = c.query("SELECT 1").await;
     assert!(proxy::err_of(&r).is_none());
 
     // The same through an auth switch with the wrong password.
     let e = RawClient::connect(
         proxy.addr,
-        &LoginSpec::new(proxy::USER, "nope").plugin("caching_sha2_password"),
+        &LoginSpec::new(proxy::USER, "nope").plugin("mysql_native_password"),
     )
     .await
     .expect_refused();
@@ -142,19 +145,27 @@ async fn login_auth_switch_wrong_password_unknown_user_and_tls() {
             max_packet: 1 << 24,
             charset: 45,
             user: spec.user.as_bytes().to_vec(),
-            auth_response: idgate::protocol::handshake::native_token(
-                &g.scramble,
-                spec.password.as_bytes(),
-            ),
+            auth_response: proxy::token_for(b"caching_sha2_password", &g.scramble, &spec.password),
             database: None,
-            auth_plugin: Some(b"mysql_native_password".to_vec()),
+            auth_plugin: Some(b"caching_sha2_password".to_vec()),
             attrs: None,
         };
         let mut out = Vec::new();
         frame(&mut out, 1, &hs.encode());
         conn.write_raw(&out).await.unwrap();
-        let (seq, _, p) = proxy::read_packet(&mut conn).await.unwrap();
-        assert_eq!(seq, 2);
+        let (mut seq, _, mut p) = proxy::read_packet(&mut conn).await.unwrap();
+        let mut expected_seq = 2;
+        if spec.user == "nobody" {
+            // An unknown user is asked for its password like a user whose
+            // hash is not cached, then refused.
+            assert_eq!((seq, p.as_slice()), (2, &[1u8, 4][..]));
+            let mut out = Vec::new();
+            frame(&mut out, 3, &[0x5a; 256]);
+            conn.write_raw(&out).await.unwrap();
+            (seq, _, p) = proxy::read_packet(&mut conn).await.unwrap();
+            expected_seq = 4;
+        }
+        assert_eq!(seq, expected_seq);
         let e = reply::parse_err(&p).unwrap();
         assert_eq!((e.code, e.state.as_str()), (1045, "28000"), "{e}");
         assert!(

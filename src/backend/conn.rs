@@ -1,4 +1,8 @@
-//! One connection from idgate to a shard, logged in with the `[backend]` account.
+//! One connection from idgate to a shard, logged in with the `[backend]`
+//! account (or the user's own): mysql_native_password or
+//! caching_sha2_password, whichever the shard asks for (the latter's fast
+//! path, full authentication over TLS in clear, or by RSA with the
+//! shard's public key, asked for on the connection).
 
 use crate::protocol::consts::cap;
 use crate::protocol::handshake::{
@@ -7,6 +11,7 @@ use crate::protocol::handshake::{
 use crate::protocol::packet::{frame, PacketConn, ReadError};
 use crate::protocol::reply::{self, ErrPacket};
 use crate::protocol::response::{Expect, Kind, Tracker};
+use crate::protocol::sha2::{self, CACHING_SHA2};
 use crate::protocol::{consts, Malformed};
 use crate::tls::ShardTls;
 use std::time::Duration;
@@ -30,7 +35,7 @@ pub enum BackendError {
     /// The shard refused the login or the command (its own error).
     #[error("shard {shard}: {err}")]
     Server { shard: String, err: ErrPacket },
-    #[error("shard {shard}: authentication plugin {plugin} is not supported (use mysql_native_password for the [backend] account)")]
+    #[error("shard {shard}: authentication plugin {plugin} is not supported (idgate logs in with mysql_native_password or caching_sha2_password)")]
     Plugin { shard: String, plugin: String },
     #[error("shard {shard}: {source}")]
     Protocol { shard: String, source: Malformed },
@@ -187,15 +192,23 @@ impl BackendConn {
         if connector.is_some() {
             caps |= cap::SSL;
         }
+        // Answer with the shard's own plugin when idgate speaks it (no
+        // switch); otherwise native, and the shard says what it wants.
+        let mut plugin = if hs.auth_plugin == CACHING_SHA2 {
+            CACHING_SHA2
+        } else {
+            NATIVE_PASSWORD
+        };
+        let mut nonce = hs.scramble.clone();
         let response = ClientHandshake {
             capabilities: caps,
             ext_capabilities: ext_caps,
             max_packet: 1 << 30,
             charset: p.charset,
             user: p.user.as_bytes().to_vec(),
-            auth_response: handshake::native_token(&hs.scramble, p.password.as_bytes()),
+            auth_response: auth_token(plugin, &nonce, p.password.as_bytes()),
             database: p.database.map(|d| d.as_bytes().to_vec()),
-            auth_plugin: Some(NATIVE_PASSWORD.to_vec()),
+            auth_plugin: Some(plugin.to_vec()),
             attrs: p.attrs.map(<[u8]>::to_vec),
         };
         let encoded = response.encode();
@@ -238,16 +251,67 @@ impl BackendConn {
                 }
                 Some(&reply::ERR) => return Err(server_err(&shard, &buf)),
                 Some(&0xfe) => {
-                    let (plugin, nonce) = handshake::parse_auth_switch(&buf).map_err(proto)?;
-                    if plugin != NATIVE_PASSWORD {
+                    let (asked, new_nonce) = handshake::parse_auth_switch(&buf).map_err(proto)?;
+                    plugin = if asked == NATIVE_PASSWORD {
+                        NATIVE_PASSWORD
+                    } else if asked == CACHING_SHA2 {
+                        CACHING_SHA2
+                    } else {
                         return Err(BackendError::Plugin {
                             shard,
-                            plugin: String::from_utf8_lossy(&plugin).into_owned(),
+                            plugin: String::from_utf8_lossy(&asked).into_owned(),
                         });
-                    }
-                    let token = handshake::native_token(&nonce, p.password.as_bytes());
+                    };
+                    nonce = new_nonce;
+                    let token = auth_token(plugin, &nonce, p.password.as_bytes());
                     out.clear();
                     frame(&mut out, seq.wrapping_add(1), &token);
+                    conn.write_raw(&out).await.map_err(lost)?;
+                }
+                Some(&sha2::MORE_DATA) if plugin == CACHING_SHA2 => {
+                    if buf.as_slice() == sha2::FAST_AUTH_OK {
+                        continue; // the OK follows
+                    }
+                    if buf.as_slice() != sha2::PERFORM_FULL_AUTH {
+                        return Err(proto(Malformed(
+                            "unexpected caching_sha2_password packet from the shard",
+                        )));
+                    }
+                    let reply = if conn.is_tls() {
+                        // Inside TLS the password goes in clear, NUL-terminated.
+                        let mut pw = p.password.as_bytes().to_vec();
+                        pw.push(0);
+                        pw
+                    } else {
+                        // Ask for the shard's public key, then send the
+                        // password encrypted with it.
+                        out.clear();
+                        frame(&mut out, seq.wrapping_add(1), &[sha2::REQUEST_PUBLIC_KEY]);
+                        conn.write_raw(&out).await.map_err(lost)?;
+                        let (_, key_seq) = read(&mut conn, &mut buf, &shard).await?;
+                        match buf.split_first() {
+                            Some((&sha2::MORE_DATA, pem)) => {
+                                let cipher =
+                                    sha2::encrypt_password(pem, &nonce, p.password.as_bytes())
+                                        .map_err(|reason| BackendError::Plugin {
+                                            shard: shard.clone(),
+                                            plugin: format!(
+                                                "caching_sha2_password (RSA: {reason})"
+                                            ),
+                                        })?;
+                                out.clear();
+                                frame(&mut out, key_seq.wrapping_add(1), &cipher);
+                                conn.write_raw(&out).await.map_err(lost)?;
+                                continue;
+                            }
+                            Some((&reply::ERR, _)) => return Err(server_err(&shard, &buf)),
+                            _ => return Err(proto(Malformed(
+                                "the shard did not send its public key for caching_sha2_password",
+                            ))),
+                        }
+                    };
+                    out.clear();
+                    frame(&mut out, seq.wrapping_add(1), &reply);
                     conn.write_raw(&out).await.map_err(lost)?;
                 }
                 _ => {
@@ -440,6 +504,15 @@ async fn read(
                 _ => "reply packets out of order",
             }),
         }),
+    }
+}
+
+/// The first token of `plugin` (one of the two idgate speaks).
+fn auth_token(plugin: &[u8], nonce: &[u8], password: &[u8]) -> Vec<u8> {
+    if plugin == CACHING_SHA2 {
+        sha2::scramble(nonce, password)
+    } else {
+        handshake::native_token(nonce, password)
     }
 }
 

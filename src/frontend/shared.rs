@@ -95,6 +95,8 @@ pub struct Shared {
     pub client_tls: Option<Arc<crate::tls::ClientTls>>,
     /// TLS towards shards (`[backend] tls`).
     pub shard_tls: crate::tls::ShardTls,
+    /// caching_sha2_password towards clients: RSA key, fast-path cache.
+    pub sha2: crate::frontend::session::auth::Sha2State,
     next_connection_id: AtomicU32,
     /// When the server state was made (uptime in `SHOW IDGATE STATUS`).
     pub started: std::time::Instant,
@@ -135,6 +137,7 @@ impl Shared {
         let shard_tls =
             crate::tls::ShardTls::new(config.backend.tls, config.backend.tls_ca.as_deref());
         Shared {
+            sha2: crate::frontend::session::auth::Sha2State::new(config.server.rsa_key.as_deref()),
             client_tls,
             shard_tls,
             routing,

@@ -6,6 +6,7 @@
 //! - [`packet`]: framing (3-byte length, sequence id, 16 MiB split packets) over a stream.
 //! - [`stream`]: that stream: plain TCP, or TLS after an upgrade.
 //! - [`handshake`]: the initial handshake, both as server (to clients) and as client (to shards).
+//! - [`mod@sha2`]: caching_sha2_password: scramble, RSA, the salted `password_hash`.
 //! - [`reply`]: OK, ERR and EOF packets.
 //! - [`response`]: where a server's reply to a command ends (result sets, multi-results).
 //! - [`resultset`]: text result sets idgate writes itself (admin commands).
@@ -22,6 +23,7 @@ pub mod reply;
 pub mod response;
 pub mod resultset;
 pub mod row;
+pub mod sha2;
 pub mod stmt;
 pub mod stream;
 pub mod wire;

@@ -18,6 +18,7 @@ use idgate::protocol::handshake::{
 use idgate::protocol::packet::{frame, PacketConn};
 use idgate::protocol::reply::{self, ErrPacket};
 use idgate::protocol::response::{Expect, Kind, Tracker};
+use idgate::protocol::sha2;
 use idgate::rules::RuleSet;
 use mysql_async::OptsBuilder;
 use std::net::SocketAddr;
@@ -546,7 +547,7 @@ impl LoginSpec {
             password: password.into(),
             db: None,
             caps: CLIENT_CAPS,
-            plugin: "mysql_native_password".into(),
+            plugin: "caching_sha2_password".into(),
         }
     }
     pub fn db(mut self, db: &str) -> Self {
@@ -560,6 +561,18 @@ impl LoginSpec {
     pub fn plugin(mut self, plugin: &str) -> Self {
         self.plugin = plugin.into();
         self
+    }
+}
+
+/// The first token `plugin` makes for `password` (a plugin idgate does not
+/// speak gets something no plugin accepts: 32 bytes of 0x5a).
+pub fn token_for(plugin: &[u8], nonce: &[u8], password: &str) -> Vec<u8> {
+    if plugin == NATIVE_PASSWORD {
+        native_token(nonce, password.as_bytes())
+    } else if plugin == sha2::CACHING_SHA2 {
+        sha2::scramble(nonce, password.as_bytes())
+    } else {
+        vec![0x5a; 32]
     }
 }
 
@@ -605,12 +618,7 @@ impl RawClient {
             return LoginOutcome::Refused(reply::parse_err(&greeting).expect("ERR packet"));
         }
         let greeting = ServerHandshake::decode(&greeting).expect("server handshake");
-        let token = if spec.plugin == "mysql_native_password" {
-            native_token(&greeting.scramble, spec.password.as_bytes())
-        } else {
-            // Something that is not a native token (caching_sha2 is 32 bytes).
-            vec![0x5a; 32]
-        };
+        let token = token_for(spec.plugin.as_bytes(), &greeting.scramble, &spec.password);
         let mut caps = spec.caps;
         if spec.db.is_some() {
             caps |= cap::CONNECT_WITH_DB;
@@ -630,6 +638,7 @@ impl RawClient {
         frame(&mut out, 1, &hs.encode());
         conn.write_raw(&out).await.expect("send handshake response");
         let mut login_packets = Vec::new();
+        let mut nonce = greeting.scramble.clone();
         loop {
             let (_, seq, p) = read_packet(&mut conn).await.expect("login reply");
             login_packets.push(p.clone());
@@ -646,15 +655,38 @@ impl RawClient {
                     return LoginOutcome::Refused(reply::parse_err(&p).expect("ERR packet"))
                 }
                 Some(&0xfe) => {
-                    let (plugin, nonce) =
+                    let (plugin, switched) =
                         idgate::protocol::handshake::parse_auth_switch(&p).expect("auth switch");
-                    assert_eq!(plugin, NATIVE_PASSWORD, "switch to native password");
-                    let t = native_token(&nonce, spec.password.as_bytes());
+                    assert!(
+                        plugin == NATIVE_PASSWORD || plugin == sha2::CACHING_SHA2,
+                        "switch to a plugin idgate speaks: {plugin:?}"
+                    );
+                    nonce = switched;
+                    let t = token_for(&plugin, &nonce, &spec.password);
                     let mut out = Vec::new();
                     frame(&mut out, seq.wrapping_add(1), &t);
                     conn.write_raw(&out)
                         .await
                         .expect("send auth switch response");
+                }
+                Some(&sha2::MORE_DATA) if p.as_slice() == sha2::FAST_AUTH_OK => {}
+                Some(&sha2::MORE_DATA) if p.as_slice() == sha2::PERFORM_FULL_AUTH => {
+                    // Without TLS: ask for the public key, send the
+                    // password encrypted with it.
+                    let mut out = Vec::new();
+                    frame(&mut out, seq.wrapping_add(1), &[sha2::REQUEST_PUBLIC_KEY]);
+                    conn.write_raw(&out).await.expect("request public key");
+                    let (_, seq, key) = read_packet(&mut conn).await.expect("public key");
+                    login_packets.push(key.clone());
+                    if key.first() == Some(&reply::ERR) {
+                        return LoginOutcome::Refused(reply::parse_err(&key).expect("ERR packet"));
+                    }
+                    let cipher =
+                        sha2::encrypt_password(&key[1..], &nonce, spec.password.as_bytes())
+                            .expect("encrypt with the server's key");
+                    let mut out = Vec::new();
+                    frame(&mut out, seq.wrapping_add(1), &cipher);
+                    conn.write_raw(&out).await.expect("send encrypted password");
                 }
                 _ => panic!("unexpected login packet {p:?}"),
             }

@@ -24,7 +24,6 @@ use crate::frontend::session::{
 use crate::frontend::shared::Shared;
 use crate::protocol::codes;
 use crate::protocol::consts::{cap, cmd, status};
-use crate::protocol::handshake::{self, NATIVE_PASSWORD};
 use crate::protocol::packet::{PacketConn, ReadError};
 use crate::protocol::reply;
 use crate::protocol::response::{Expect, Kind};
@@ -856,21 +855,6 @@ impl Session {
         } else {
             Vec::new()
         };
-        let mut seq = self.next_seq;
-        let mut token = token;
-        if !plugin.is_empty() && plugin != NATIVE_PASSWORD {
-            let req = handshake::auth_switch_request(NATIVE_PASSWORD, &self.login.scramble);
-            self.client
-                .write_packet(seq, &req)
-                .await
-                .map_err(CmdError::ClientGone)?;
-            let mut buf = Vec::new();
-            match self.client.read_packet(&mut buf, 1 << 16).await {
-                Ok(Some((_, last))) => seq = last.wrapping_add(1),
-                _ => return Ok(Next::Quit),
-            }
-            token = buf;
-        }
         let name = String::from_utf8_lossy(&user).into_owned();
         // A login like any other: delayed after repeated failures from
         // this address, and counted.
@@ -881,10 +865,24 @@ impl Session {
                 .wait(ip, &name, "COM_CHANGE_USER")
                 .await;
         }
-        let ok = self
-            .shared
-            .user(&user)
-            .is_some_and(|(_, u)| u.secret.verify_native(&self.login.scramble, &token));
+        // The same exchange as a login's, with the session's nonce.
+        let attempt = crate::frontend::session::auth::Attempt {
+            user: &user,
+            plugin: &plugin,
+            token,
+            nonce: &self.login.scramble,
+            seq: self.next_seq,
+        };
+        let shared = self.shared.clone();
+        let verdict =
+            crate::frontend::session::auth::authenticate(&mut self.client, &shared, attempt).await;
+        let Ok(verdict) = verdict else {
+            if let Some(ip) = peer_ip {
+                self.shared.login_throttle.failed(ip);
+            }
+            return Ok(Next::Quit);
+        };
+        let (ok, seq) = (verdict.accepted, verdict.seq);
         if let Some(ip) = peer_ip {
             if ok {
                 self.shared.login_throttle.succeeded(ip);
@@ -893,7 +891,7 @@ impl Session {
             }
         }
         if !ok {
-            let using = if token.is_empty() { "NO" } else { "YES" };
+            let using = if verdict.used_password { "YES" } else { "NO" };
             warn!(conn = self.id, user = %name, "COM_CHANGE_USER refused");
             let msg = format!("Access denied for user '{name}' (using password: {using})");
             let _ = self

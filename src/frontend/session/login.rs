@@ -1,11 +1,10 @@
 //! The connection phase with a client: handshake and authentication.
 
+use crate::frontend::session::auth::{self, Attempt, AuthError};
 use crate::frontend::shared::Shared;
 use crate::protocol::codes::{self, ErrorCode};
 use crate::protocol::consts::{cap, status};
-use crate::protocol::handshake::{
-    self, ClientHandshake, ServerHandshake, NATIVE_PASSWORD, SSL_REQUEST_LEN,
-};
+use crate::protocol::handshake::{ClientHandshake, ServerHandshake, SSL_REQUEST_LEN};
 use crate::protocol::packet::{PacketConn, ReadError};
 use crate::protocol::reply;
 use rand::RngExt;
@@ -89,7 +88,7 @@ pub async fn login(
         ext_capabilities: offered_ext,
         charset: info.charset,
         status: status::AUTOCOMMIT,
-        auth_plugin: NATIVE_PASSWORD.to_vec(),
+        auth_plugin: auth::GREETING_PLUGIN.to_vec(),
     };
     client.write_packet(0, &greeting.encode()).await?;
 
@@ -145,24 +144,6 @@ pub async fn login(
             .await
         }
     };
-    let mut seq = seq + 1;
-    let mut token = hs.auth_response.clone();
-    let plugin_ok = match &hs.auth_plugin {
-        None => true,
-        Some(p) => p.is_empty() || p == NATIVE_PASSWORD,
-    };
-    if !plugin_ok
-        || (hs.capabilities & cap::PLUGIN_AUTH != 0 && token.len() != 20 && !token.is_empty())
-    {
-        client
-            .write_packet(
-                seq,
-                &handshake::auth_switch_request(NATIVE_PASSWORD, &scramble),
-            )
-            .await?;
-        seq = read(client, shared, &mut buf, seq + 1).await? + 1;
-        token = buf.clone();
-    }
     let user = String::from_utf8_lossy(&hs.user).into_owned();
     let peer_ip = client.peer_ip();
     if let Some(ip) = peer_ip {
@@ -170,9 +151,27 @@ pub async fn login(
         // waits before its password is checked (this connection only).
         shared.login_throttle.wait(ip, &user, "login").await;
     }
-    let accepted = shared
-        .user(&hs.user)
-        .is_some_and(|(_, u)| u.secret.verify_native(&scramble, &token));
+    let attempt = Attempt {
+        user: &hs.user,
+        plugin: hs.auth_plugin.as_deref().unwrap_or_default(),
+        token: hs.auth_response.clone(),
+        nonce: &scramble,
+        seq: seq + 1,
+    };
+    let verdict = match auth::authenticate(client, shared, attempt).await {
+        Ok(v) => v,
+        Err(e) => {
+            if let Some(ip) = peer_ip {
+                // An exchange left half-way counts as a failure.
+                shared.login_throttle.failed(ip);
+            }
+            return Err(match e {
+                AuthError::Io(e) => LoginError::Io(e),
+                AuthError::Refused { code, message } => LoginError::Refused { code, message },
+            });
+        }
+    };
+    let (accepted, seq) = (verdict.accepted, verdict.seq);
     if let Some(ip) = peer_ip {
         if accepted {
             shared.login_throttle.succeeded(ip);
@@ -181,7 +180,7 @@ pub async fn login(
         }
     }
     if !accepted {
-        let using = if token.is_empty() { "NO" } else { "YES" };
+        let using = if verdict.used_password { "YES" } else { "NO" };
         let peer = peer_ip.map(|a| a.to_string()).unwrap_or_default();
         return refuse(
             client,

@@ -7,6 +7,7 @@
 //! account, `backend_user` or `[backend]`'s, and the client's schema,
 //! character set and capabilities) and kept for the session. Replies are relayed byte for byte.
 
+pub mod auth;
 pub mod backends;
 pub mod capture;
 mod facts;

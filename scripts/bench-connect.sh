@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Connection setup rate, in one run: connect + SELECT 1 + close in a loop,
+# 8 client processes (bench/connect.py, PyMySQL), against
+#   direct   MariaDB shard s0 (mysql_native_password)            the limit
+#   haproxy  HAProxy (mode tcp) -> s0 (MariaDB's native login)   the peer
+#   idgate   idgate (caching_sha2_password fast path; the SELECT
+#            opens idgate's own connection to s0, native login)  what we build
+# Targets alternate round by round (the first one rotates); the report
+# quotes the median of the rounds per target and idgate/haproxy.
+#
+#   scripts/bench-connect.sh [--rounds N] [--time S] [--procs N] [--no-build]
+#
+# Uses the test bed (scripts/testbed.sh up when it is not reachable) and the
+# release binary (cargo build --release unless --no-build).
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+rounds=3 secs=10 procs=8 do_build=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) rounds=$2; shift 2 ;;
+    --time) secs=$2; shift 2 ;;
+    --procs) procs=$2; shift 2 ;;
+    --no-build) do_build=0; shift ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+log() { printf '[bench-connect] %s\n' "$*" >&2; }
+py=/usr/bin/python3
+"$py" -c 'import pymysql' 2>/dev/null || { log "needs python3-pymysql (scripts/testbed.sh up installs it)"; exit 1; }
+eval "$("$repo/scripts/testbed.sh" env)"
+host=127.0.0.1
+s0=$IDGATE_TEST_S0 user=$IDGATE_TEST_USER password=$IDGATE_TEST_PASSWORD
+if ! mariadb --no-defaults --protocol=tcp -h"${s0%:*}" -P"${s0#*:}" -u"$user" -p"$password" -e 'SELECT 1' >/dev/null 2>&1; then
+  "$repo/scripts/testbed.sh" up
+fi
+if ((do_build)); then log "cargo build --release"; (cd "$repo" && cargo build --release -q); fi
+bin=$repo/target/release/idgate
+free_port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+tmp=$(mktemp -d)
+haproxy_pid= idgate_pid=
+cleanup() {
+  for pid in $haproxy_pid $idgate_pid; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+wait_ready() { # wait_ready PORT USER PASSWORD
+  for _ in $(seq 1 100); do
+    mariadb --no-defaults --protocol=tcp -h"$host" -P"$1" -u"$2" -p"$3" -e 'SELECT 1' >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  log "nothing answers on port $1"; return 1
+}
+
+hp=$(free_port)
+sed -e "s|@PORT@|$hp|" -e "s|@BACKEND@|$s0|" "$repo/bench/haproxy.cfg.in" >"$tmp/haproxy.cfg"
+haproxy -db -f "$tmp/haproxy.cfg" >"$tmp/haproxy.log" 2>&1 &
+haproxy_pid=$!
+wait_ready "$hp" "$user" "$password"
+
+ip=$(free_port) ap=$(free_port)
+# app's plaintext password: caching_sha2_password (the default) with its
+# fast path from the first login.
+cat >"$tmp/idgate.toml" <<TOML
+[server]
+listen = "$host:$ip"
+admin_listen = "$host:$ap"
+[[users]]
+name = "app"
+password = "app-secret"
+[backend]
+user = "$user"
+password = "$password"
+tls = "disabled"
+[[shards]]
+name = "s0"
+address = "$s0"
+TOML
+chmod 600 "$tmp/idgate.toml"
+IDGATE_LOG=warn "$bin" serve --config "$tmp/idgate.toml" >"$tmp/idgate.log" 2>&1 &
+idgate_pid=$!
+wait_ready "$ip" app app-secret
+
+targets=(direct haproxy idgate)
+args_of() {
+  case "$1" in
+    direct) echo "--port ${s0#*:} --user $user --password $password" ;;
+    haproxy) echo "--port $hp --user $user --password $password" ;;
+    idgate) echo "--port $ip --user app --password app-secret" ;;
+  esac
+}
+log "$rounds rounds of $secs s per target, $procs client processes"
+results=$tmp/results
+: >"$results"
+for ((r = 0; r < rounds; r++)); do
+  for ((i = 0; i < ${#targets[@]}; i++)); do
+    t=${targets[$(((i + r) % ${#targets[@]}))]}
+    # shellcheck disable=SC2046
+    line=$("$py" "$repo/bench/connect.py" $(args_of "$t") --procs "$procs" --seconds "$secs" --label "$t")
+    log "round $((r + 1)): $line"
+    echo "$line" >>"$results"
+  done
+done
+# Which caching_sha2_password path idgate's logins took (all fast: app's
+# password is known in plain text).
+log "idgate: $(curl -fsS "http://$host:$ap/metrics" | grep '^idgate_sha2_logins_total' | tr '\n' ' ')"
+"$py" - "$results" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+med = {}
+for t in ("direct", "haproxy", "idgate"):
+    v = [float(r[1]) for r in rows if r[0] == t]
+    plugin = next(r[2] for r in rows if r[0] == t)
+    errors = sum(int(r[3]) for r in rows if r[0] == t)
+    med[t] = statistics.median(v)
+    print(f"{t:8} median {med[t]:8.1f} conn/s  rounds {' '.join(f'{x:.1f}' for x in v)}  plugin {plugin}  errors {errors}")
+print(f"idgate/haproxy {med['idgate'] / med['haproxy']:.3f}   haproxy/direct {med['haproxy'] / med['direct']:.3f}")
+PY
