@@ -54,6 +54,9 @@ impl Session {
     }
 
     async fn dispatch(&mut self, payload: &[u8]) -> Result<Next, CmdError> {
+        if self.cursor_stream.is_some() {
+            self.settle_cursor(payload).await;
+        }
         if self.shared.rules.version() != self.rules_version {
             self.take_new_rules();
         }

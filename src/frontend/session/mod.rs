@@ -152,6 +152,9 @@ pub struct Session {
     /// The session's place under its user's `max_connections`, given back
     /// when the session is dropped (however it ends).
     pub(in crate::frontend) user_slot: limits::UserSlot,
+    /// A merged cursor whose rows are still being read from the shards
+    /// (`route/cursor.rs`): their connections are busy until it is settled.
+    pub(in crate::frontend) cursor_stream: Option<Box<crate::frontend::route::cursor::LiveCursor>>,
 }
 
 /// A slot under `user`'s `max_connections`, if one is free.
@@ -248,6 +251,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
         rules_version: 0,
         schema_shown: None,
         user_slot,
+        cursor_stream: None,
     };
     session.rules_version = session.shared.rules.version();
     session.rules = session.shared.rules.load();
