@@ -3,7 +3,10 @@
 //!
 //! The shards run the execute without a cursor; idgate reads their column
 //! heads and answers what MariaDB sends when it opens a cursor (the column
-//! definitions, then a terminator with `SERVER_STATUS_CURSOR_EXISTS`). Each
+//! definitions, then a terminator with `SERVER_STATUS_CURSOR_EXISTS`). It
+//! reads the first rows (up to 64 KiB) at once: a result that ends there
+//! is held whole and its terminator's status is the open's, as MariaDB's
+//! (a longer one shows the status of the column head or the connection). Each
 //! COM_STMT_FETCH of n rows pulls the next n rows through the streaming
 //! merge (`stream.rs`), reading the shards' result sets, which stay open
 //! meanwhile; its terminator says `CURSOR_EXISTS` while rows may remain,
@@ -49,14 +52,14 @@ pub(in crate::frontend) struct LiveCursor {
 }
 
 /// A terminator packet with `status` (EOF, or the `0xfe` OK packet).
-fn terminator(status: u16, deprecate_eof: bool) -> Vec<u8> {
+fn terminator(status: u16, warnings: u16, deprecate_eof: bool) -> Vec<u8> {
     if deprecate_eof {
         let mut ok = reply::ok_packet(
             &OkPacket {
                 affected_rows: 0,
                 last_insert_id: 0,
                 status,
-                warnings: 0,
+                warnings,
             },
             b"",
         );
@@ -65,7 +68,7 @@ fn terminator(status: u16, deprecate_eof: bool) -> Vec<u8> {
         }
         ok
     } else {
-        reply::eof_packet(0, status)
+        reply::eof_packet(warnings, status)
     }
 }
 
@@ -98,9 +101,44 @@ impl Session {
             }
         }
         let sent = self.send_parts(parts).await?;
-        let sc = self.scatter_open(&sent, spec, Protocol::Binary).await?;
+        let mut sc = self.scatter_open(&sent, spec, Protocol::Binary).await?;
         let deprecate_eof = sc.deprecate_eof;
-        let base = sc.status & !CURSOR_FLAGS;
+        // The first rows are read now: a small result ends here, and its
+        // terminator gives the status MariaDB shows at the cursor's open
+        // (flags such as "no index used" come only with the shards' last
+        // packet under CLIENT_DEPRECATE_EOF). A larger one streams on.
+        let prefetch = FLUSH_AT.min(sc.cap / 4);
+        let mut rows = VecDeque::new();
+        let mut bytes = 0;
+        let mut status = sc.status;
+        let mut warnings = 0;
+        let mut live = true;
+        while bytes < prefetch {
+            let next = match self.scatter_pull(&mut sc, bytes).await {
+                Ok(Some(row)) => {
+                    bytes += row.len();
+                    rows.push_back(row);
+                    continue;
+                }
+                Ok(None) => self.scatter_finish(&mut sc).await,
+                Err(e) => Err(e),
+            };
+            match next {
+                Ok(t) => {
+                    if let Ok(t) = reply::parse_terminator(&t, deprecate_eof) {
+                        status = t.status;
+                        warnings = t.warnings;
+                    }
+                    live = false;
+                    break;
+                }
+                Err(e) => {
+                    self.scatter_abort(&mut sc).await;
+                    return Err(e);
+                }
+            }
+        }
+        let base = status & !CURSOR_FLAGS;
         // The column count and definitions, then the terminator in place of
         // the EOF after them (or, with CLIENT_DEPRECATE_EOF, after them).
         let head = sc.head();
@@ -113,11 +151,11 @@ impl Session {
         put(
             &mut out,
             &mut seq,
-            &terminator(base | status::CURSOR_EXISTS, deprecate_eof),
+            &terminator(base | status::CURSOR_EXISTS, warnings, deprecate_eof),
         );
         let cursor = MergedCursor {
-            rows: VecDeque::new(),
-            terminator: terminator(base, deprecate_eof),
+            rows,
+            terminator: terminator(base, 0, deprecate_eof),
             status: base,
             deprecate_eof,
             failed: None,
@@ -125,12 +163,11 @@ impl Session {
         match self.stmts.get_mut(id) {
             Some(s) => {
                 s.merged = Some(Box::new(cursor));
-                self.cursor_stream = Some(Box::new(LiveCursor { id, scatter: sc }));
+                if live {
+                    self.cursor_stream = Some(Box::new(LiveCursor { id, scatter: sc }));
+                }
             }
-            None => {
-                let mut sc = sc;
-                self.scatter_abort(&mut sc).await;
-            }
+            None => self.scatter_abort(&mut sc).await,
         }
         self.next_seq = seq;
         self.client
@@ -166,8 +203,13 @@ impl Session {
             return;
         }
         let cap = live.scatter.cap;
-        let mut rows = VecDeque::new();
-        let mut bytes = 0usize;
+        let mut rows = self
+            .stmts
+            .get_mut(live.id)
+            .and_then(|s| s.merged.as_deref_mut())
+            .map(|c| std::mem::take(&mut c.rows))
+            .unwrap_or_default();
+        let mut bytes: usize = rows.iter().map(Vec::len).sum();
         let failed = loop {
             match self.scatter_pull(&mut live.scatter, bytes).await {
                 Ok(Some(row)) => {
@@ -227,8 +269,14 @@ impl Session {
         let mut flushed = false;
         let mut failed = None;
         while sent < n {
-            let row = match live.as_mut() {
-                Some(l) => match self.scatter_pull(&mut l.scatter, out.len()).await {
+            let held = self
+                .stmts
+                .get_mut(id)
+                .and_then(|s| s.merged.as_mut())
+                .and_then(|c| c.rows.pop_front());
+            let row = match (held, live.as_mut()) {
+                (Some(row), _) => Some(row),
+                (None, Some(l)) => match self.scatter_pull(&mut l.scatter, out.len()).await {
                     Ok(Some(row)) => Some(row),
                     Ok(None) => match self.scatter_finish(&mut l.scatter).await {
                         Ok(_) => {
@@ -245,11 +293,7 @@ impl Session {
                         None
                     }
                 },
-                None => self
-                    .stmts
-                    .get_mut(id)
-                    .and_then(|s| s.merged.as_mut())
-                    .and_then(|c| c.rows.pop_front()),
+                (None, None) => None,
             };
             let Some(row) = row else { break };
             put(&mut out, &mut seq, &row);
