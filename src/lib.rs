@@ -35,7 +35,8 @@
 //!     split executes (`inline`), multi-statement queries (`multi`),
 //!     `LAST_INSERT_ID()` across shards (`lastid`);
 //!   - `frontend/route/`: statements on sharded and broadcast tables: shard
-//!     keys (`shardkey`), scattered SELECTs (`scatter`), merged cursors;
+//!     keys (`shardkey`), scattered SELECTs (`scatter`), merged as their
+//!     rows come in bounded memory (`stream`), merged cursors;
 //!   - `frontend/txn/`: transactions across shards, XA, the XA commit log
 //!     and recovery, the deadlock detector;
 //!   - `frontend/admin/`: idgate's own statements and diagnostics;

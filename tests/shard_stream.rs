@@ -114,7 +114,9 @@ fn status_kb(p: &Idgate, key: &str) -> u64 {
 /// Threads of shard `shard` running a statement that starts with `prefix`
 /// in `schema`.
 async fn running(tb: &Testbed, shard: usize, schema: &str, prefix: &str) -> u64 {
-    let mut c = Conn::new(proxy::direct_opts(tb, shard, None)).await.unwrap();
+    let mut c = Conn::new(proxy::direct_opts(tb, shard, None))
+        .await
+        .unwrap();
     let n: Option<u64> = c
         .exec_first(
             "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = ? AND INFO LIKE CONCAT(?, '%')",
@@ -240,7 +242,9 @@ async fn a_client_gone_mid_stream_leaves_no_shard_connection_stuck() {
     let mut c = Conn::new(opts(&p, &schema)).await.unwrap();
     let count: Option<u64> = c.query_first("SELECT COUNT(*) FROM t").await.unwrap();
     assert_eq!(count, Some(ROWS));
-    c.query_drop("UPDATE t SET k = 5 WHERE id = 1").await.unwrap();
+    c.query_drop("UPDATE t SET k = 5 WHERE id = 1")
+        .await
+        .unwrap();
     let ids: Vec<u64> = c
         .query("SELECT id FROM t ORDER BY id LIMIT 5")
         .await
@@ -267,8 +271,7 @@ async fn over_the_cap_is_error_1038_and_the_sessions_go_on() {
         mysql_async::Error::Server(s) => {
             assert_eq!(s.code, 1038, "{s:?}");
             assert!(
-                s.message
-                    .contains("server.max_result_buffer (65536 bytes)"),
+                s.message.contains("server.max_result_buffer (65536 bytes)"),
                 "{}",
                 s.message
             );
@@ -373,7 +376,10 @@ async fn a_merged_cursor_pulls_through_the_merge() {
     let r = g.query("SELECT COUNT(*) FROM t").await;
     assert!(proxy::err_of(&r).is_none(), "{r:?}");
     rows.extend(drain_cursor(&mut g, id, 100).await);
-    assert!(rows[..] == want[..1000], "cursor rows after another statement");
+    assert!(
+        rows[..] == want[..1000],
+        "cursor rows after another statement"
+    );
     // Over the cap: the next fetch fails with 1038, the session goes on.
     let id = open_cursor(&mut g, &q.replace("{}", "t")).await;
     fetch_rows(&mut g, id, 10).await.expect("fetch");

@@ -558,7 +558,10 @@ fn ordered<'a>(
     Ok(out)
 }
 
-pub(super) fn check_aggregate_count(aggs: &[Agg], columns: &Columns<'_, '_>) -> Result<(), MergeError> {
+pub(super) fn check_aggregate_count(
+    aggs: &[Agg],
+    columns: &Columns<'_, '_>,
+) -> Result<(), MergeError> {
     if aggs.len() == columns.defs.len() {
         Ok(())
     } else {

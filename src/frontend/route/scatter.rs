@@ -12,6 +12,7 @@
 //! A shard's error ends the result set with that error (its message names
 //! the shard); the other shards' replies are read and dropped.
 
+use super::stream::{put, FLUSH_AT};
 use crate::backend::relay::{relay_reply, Action};
 use crate::collation::{self, Collation};
 use crate::frontend::session::{CmdError, Session};
@@ -19,7 +20,6 @@ use crate::protocol::column::ColumnDef;
 use crate::protocol::reply;
 use crate::protocol::response::{Expect, Kind, Tracker};
 use crate::protocol::wire::Cursor;
-use super::stream::{put, FLUSH_AT};
 use crate::shard::merge::{self, Agg, MergeSpec, Protocol};
 
 /// Where a relayed result set is.
@@ -330,8 +330,7 @@ impl Session {
                 );
                 continue;
             }
-            let (schema, table, column) = match head.get(i + 1).map(|p| ColumnDef::origin(p))
-            {
+            let (schema, table, column) = match head.get(i + 1).map(|p| ColumnDef::origin(p)) {
                 Some(Ok((s, t, c))) if !t.is_empty() && !c.is_empty() => (
                     String::from_utf8_lossy(s).into_owned(),
                     String::from_utf8_lossy(t).into_owned(),

@@ -310,10 +310,12 @@ impl Session {
     }
 
     async fn read_packet_inner(&mut self, r: &mut ShardRead, max: usize) -> Result<Got, CmdError> {
-        let name = self.shared.config.shards[r.shard].name.clone();
+        let shards = &self.shared.config.shards;
+        let shard = r.shard;
+        let name = || shards[shard].name.clone();
         let Some(b) = self.backends.get_mut(r.shard) else {
             r.part = Part::Done;
-            return Err(CmdError::Backend(malformed(&name, "connection closed")));
+            return Err(CmdError::Backend(malformed(&name(), "connection closed")));
         };
         let mut buf = Vec::new();
         let got = b.conn.read_packet(&mut buf, max).await;
@@ -322,29 +324,35 @@ impl Session {
             Ok(None) => {
                 r.part = Part::Done;
                 return Err(CmdError::Backend(lost(
-                    &name,
+                    &name(),
                     std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed"),
                 )));
             }
             Err(ReadError::TooLarge(n)) => {
-                // The rest of the packet is still on the socket: the
-                // connection is closed.
-                r.part = Part::Done;
-                self.backends.release(r.shard);
-                self.stmts.forget_shard(r.shard);
-                return Err(over_cap(
-                    self.shared.config.server.max_result_buffer,
-                    &format!("a row of shard {name} is {n} bytes or more"),
-                ));
+                let cap = self.shared.config.server.max_result_buffer;
+                let what = format!("a row of shard {} is {n} bytes or more", name());
+                if r.part == Part::Rows {
+                    // The row is skipped on the socket, not read: the
+                    // connection stays usable, the rest is drained.
+                    if let Err(e) = skip_packet(&mut b.conn).await {
+                        r.part = Part::Done;
+                        return Err(CmdError::Backend(lost(&name(), e)));
+                    }
+                } else {
+                    r.part = Part::Done;
+                    self.backends.release(r.shard);
+                    self.stmts.forget_shard(r.shard);
+                }
+                return Err(over_cap(cap, &what));
             }
             Err(ReadError::Io(e)) => {
                 r.part = Part::Done;
-                return Err(CmdError::Backend(lost(&name, e)));
+                return Err(CmdError::Backend(lost(&name(), e)));
             }
             Err(_) => {
                 r.part = Part::Done;
                 return Err(CmdError::Backend(malformed(
-                    &name,
+                    &name(),
                     "reply packets out of order",
                 )));
             }
@@ -354,7 +362,7 @@ impl Session {
             Err(e) => {
                 r.part = Part::Done;
                 return Err(CmdError::Backend(BackendError::Protocol {
-                    shard: name,
+                    shard: name(),
                     source: e,
                 }));
             }
@@ -367,10 +375,10 @@ impl Session {
             Kind::Err => {
                 r.part = Part::Done;
                 return Err(shard_error(BackendError::Server {
-                    shard: name.clone(),
+                    shard: name(),
                     err: reply::parse_err(&buf).map_err(|source| {
                         CmdError::Backend(BackendError::Protocol {
-                            shard: name.clone(),
+                            shard: name(),
                             source,
                         })
                     })?,
@@ -379,7 +387,7 @@ impl Session {
             Kind::LocalInfile => {
                 r.part = Part::Done;
                 return Err(CmdError::Backend(malformed(
-                    &name,
+                    &name(),
                     "a LOCAL INFILE request in reply to a SELECT",
                 )));
             }
@@ -440,6 +448,31 @@ fn cannot_merge(e: merge::MergeError) -> CmdError {
         crate::frontend::errors::ER_NOT_ROUTABLE,
         format!("idgate: cannot merge the shards' results: {e}"),
     )
+}
+
+/// Skips the logical packet at the front of `conn` (its physical packets
+/// not read yet), reading it in the buffer's chunks without holding it.
+async fn skip_packet(conn: &mut crate::protocol::packet::PacketConn) -> std::io::Result<()> {
+    loop {
+        while conn.buffered().len() < 4 {
+            conn.fill().await?;
+        }
+        let Some(h) = conn.header_at(0) else {
+            continue;
+        };
+        let mut left = 4 + h.len;
+        while left > 0 {
+            if conn.buffered().is_empty() {
+                conn.fill().await?;
+            }
+            let n = left.min(conn.buffered().len());
+            conn.consume(n);
+            left -= n;
+        }
+        if h.len < consts::MAX_PAYLOAD {
+            return Ok(());
+        }
+    }
 }
 
 /// Frames `p` into `out` with the session's next sequence id.
