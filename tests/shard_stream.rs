@@ -198,6 +198,7 @@ async fn a_slow_reader_keeps_idgate_memory_flat() {
     assert_eq!(n, ROWS);
     let peak = status_kb(&p, "VmHWM");
     let growth = peak.saturating_sub(before) * 1024;
+    eprintln!("idgate VmRSS before {before} kB, VmHWM after {peak} kB: growth {growth} bytes");
     assert!(
         growth < 5 * CAP,
         "idgate's peak RSS grew by {growth} bytes while streaming {ROWS} rows (cap {CAP})"

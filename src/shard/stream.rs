@@ -366,47 +366,44 @@ impl Merger {
 }
 
 /// The shard whose pending row comes first (ties: the lower shard), among
-/// those with one.
+/// those with one. Keys are decoded as compared, without allocating.
 fn least(pending: &[Option<Pending>], keys: &[SortKey], protocol: Protocol) -> Option<usize> {
-    fn decode<'p>(p: &'p Pending, keys: &[SortKey], protocol: Protocol) -> Vec<Option<Value<'p>>> {
-        keys.iter()
-            .zip(&p.cells)
-            .map(|(k, c)| {
-                c.and_then(|(s, e)| p.row.get(s..e))
-                    .and_then(|b| k.kind.decode(b, protocol).ok())
-            })
-            .collect()
-    }
-    let mut best: Option<(usize, Vec<Option<Value<'_>>>)> = None;
+    let mut best: Option<(usize, &Pending)> = None;
     for (shard, p) in pending.iter().enumerate() {
         let Some(p) = p else { continue };
-        let key = decode(p, keys, protocol);
-        let better = match &best {
+        let better = match best {
             None => true,
             // Strictly before: on a tie the lower shard (seen first) stays.
-            Some((_, b)) => compare(&key, b, keys) == Ordering::Less,
+            Some((_, b)) => compare(p, b, keys, protocol) == Ordering::Less,
         };
         if better {
-            best = Some((shard, key));
+            best = Some((shard, p));
         }
     }
     best.map(|(s, _)| s)
 }
 
-fn compare(a: &[Option<Value<'_>>], b: &[Option<Value<'_>>], keys: &[SortKey]) -> Ordering {
-    a.iter()
-        .zip(b)
-        .zip(keys)
-        .map(|((a, b), k)| {
-            let o = value::compare_nullable(a.as_ref(), b.as_ref());
-            if k.desc {
-                o.reverse()
-            } else {
-                o
-            }
-        })
-        .find(|o| o.is_ne())
-        .unwrap_or(Ordering::Equal)
+fn key_value<'p>(p: &'p Pending, i: usize, k: &SortKey, protocol: Protocol) -> Option<Value<'p>> {
+    p.cells
+        .get(i)
+        .copied()
+        .flatten()
+        .and_then(|(s, e)| p.row.get(s..e))
+        .and_then(|b| k.kind.decode(b, protocol).ok())
+}
+
+fn compare(a: &Pending, b: &Pending, keys: &[SortKey], protocol: Protocol) -> Ordering {
+    for (i, k) in keys.iter().enumerate() {
+        let o = value::compare_nullable(
+            key_value(a, i, k, protocol).as_ref(),
+            key_value(b, i, k, protocol).as_ref(),
+        );
+        let o = if k.desc { o.reverse() } else { o };
+        if o.is_ne() {
+            return o;
+        }
+    }
+    Ordering::Equal
 }
 
 /// [`super::merge::merge`]'s contract (whole replies in, the client's
