@@ -54,6 +54,12 @@ pub struct ServerConfig {
     /// protocol maximum is 1 GiB; the shard's max_allowed_packet also applies).
     #[serde(default = "default_max_packet")]
     pub max_packet: usize,
+    /// Bytes idgate may hold at once for one scattered statement (the
+    /// merge's next row of each shard, an aggregate's rows, the rows of a
+    /// merged cursor kept while the session runs other statements); more
+    /// fails the statement with error 1038 (`frontend::route::stream`).
+    #[serde(default = "default_max_result_buffer")]
+    pub max_result_buffer: usize,
     /// How often (ms) the distributed deadlock detector looks for lock
     /// cycles across shards, when statements are routed; 0 turns it off.
     #[serde(default = "default_deadlock_check_ms")]
@@ -539,6 +545,9 @@ fn default_drain_timeout() -> u64 {
 fn default_max_packet() -> usize {
     1 << 30
 }
+fn default_max_result_buffer() -> usize {
+    16 << 20
+}
 fn default_deadlock_check_ms() -> u64 {
     200
 }
@@ -659,6 +668,12 @@ impl Config {
             return Err(invalid(
                 "server.max_packet",
                 "must be between 1024 and 1073741824".into(),
+            ));
+        }
+        if cfg.server.max_result_buffer < 4096 {
+            return Err(invalid(
+                "server.max_result_buffer",
+                "must be at least 4096 (bytes)".into(),
             ));
         }
         let d = cfg.server.deadlock_check_ms;

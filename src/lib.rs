@@ -41,7 +41,8 @@
 //!   - the handlers, side by side, none calling another:
 //!     `frontend/write/` (INSERTs into rule tables: ids filled, split per
 //!     shard, upserts), `frontend/route/` (statements on sharded and
-//!     broadcast tables: routing, scatter, cursors, diagnostics),
+//!     broadcast tables: routing, scatter (merged as rows come, in bounded
+//!     memory: `stream`), cursors, diagnostics),
 //!     `frontend/admin/` (idgate's own statements, and the sequence
 //!     functions on its generators: `sequence`: `NEXTVAL(idgate.g)`,
 //!     `LASTVAL`, `SETVAL` = `floor`'s SET FLOOR);

@@ -63,6 +63,9 @@ codes! {
     ER_UNKNOWN_SEQUENCES = (4091, "42S02");
     /// Unknown error.
     ER_UNKNOWN_ERROR = (1105, "HY000");
+    /// Out of sort memory: MariaDB's error for a sort that does not fit its
+    /// buffer; idgate's for a scattered statement over `max_result_buffer`.
+    ER_OUT_OF_SORTMEMORY = (1038, "HY001");
     /// Unknown thread id (KILL of a session that does not exist).
     ER_NO_SUCH_THREAD = (1094, "HY000");
     /// You are not owner of thread (KILL of another user's session).

@@ -226,7 +226,7 @@ pub fn merge(
         })
         .collect::<Result<Vec<_>, _>>()?;
     let first = shards.first().ok_or(MergeError::NoReplies)?;
-    check_columns(&shards)?;
+    check_columns(&shards.iter().map(|s| &s.columns[..]).collect::<Vec<_>>())?;
     let columns = Columns {
         defs: &first.columns,
         types: first.columns.iter().map(|c| c.column_type).collect(),
@@ -242,7 +242,10 @@ pub fn merge(
             check_aggregate_count(aggs, &columns)?;
             Vec::new()
         }
-        Some(aggs) => vec![aggregate_row(&shards, aggs, &columns)?.into()],
+        Some(aggs) => {
+            let rows: Vec<&[Vec<u8>]> = shards.iter().map(|s| s.rows).collect();
+            vec![aggregate_row(&rows, aggs, &columns)?.into()]
+        }
         None if spec.order_by.is_empty() => shards
             .iter()
             .flat_map(|s| s.rows)
@@ -312,13 +315,13 @@ pub fn merge_terminators<T: AsRef<[u8]>>(
 }
 
 /// The result set's columns as the merge reads rows by them: shard 0's.
-struct Columns<'c, 'a> {
-    defs: &'c [ColumnDef<'a>],
+pub(super) struct Columns<'c, 'a> {
+    pub(super) defs: &'c [ColumnDef<'a>],
     /// Type codes, for splitting binary rows.
-    types: Vec<u8>,
-    protocol: Protocol,
+    pub(super) types: Vec<u8>,
+    pub(super) protocol: Protocol,
     /// The collations the caller knows, per column.
-    collations: &'c [Option<&'static Collation>],
+    pub(super) collations: &'c [Option<&'static Collation>],
 }
 
 impl Columns<'_, '_> {
@@ -334,7 +337,7 @@ impl Columns<'_, '_> {
         label(i, self.defs.get(i).map_or(&b""[..], |d| d.name))
     }
 
-    fn split<'r>(
+    pub(super) fn split<'r>(
         &self,
         shard: usize,
         row: usize,
@@ -357,8 +360,9 @@ fn label(i: usize, name: &[u8]) -> String {
     format!("{i} (`{}`)", String::from_utf8_lossy(name))
 }
 
-/// Every shard has shard 0's number of columns and column types.
-fn check_columns(shards: &[ShardReply<'_>]) -> Result<(), MergeError> {
+/// Every shard has shard 0's number of columns and column types (`shards`:
+/// each shard's column definitions).
+pub(super) fn check_columns(shards: &[&[ColumnDef<'_>]]) -> Result<(), MergeError> {
     let Some((first, rest)) = shards.split_first() else {
         return Ok(());
     };
@@ -368,14 +372,14 @@ fn check_columns(shards: &[ShardReply<'_>]) -> Result<(), MergeError> {
     };
     for (i, s) in rest.iter().enumerate() {
         let shard = i + 1;
-        if s.columns.len() != first.columns.len() {
+        if s.len() != first.len() {
             return Err(MergeError::ColumnCount {
                 shard,
-                expected: first.columns.len(),
-                found: s.columns.len(),
+                expected: first.len(),
+                found: s.len(),
             });
         }
-        for (c, (a, b)) in first.columns.iter().zip(&s.columns).enumerate() {
+        for (c, (a, b)) in first.iter().zip(s.iter()).enumerate() {
             if a.column_type != b.column_type || a.is_unsigned() != b.is_unsigned() {
                 return Err(MergeError::ColumnType {
                     shard,
@@ -390,18 +394,18 @@ fn check_columns(shards: &[ShardReply<'_>]) -> Result<(), MergeError> {
 }
 
 /// One resolved ORDER BY key.
-struct SortKey {
-    column: usize,
-    kind: Kind,
-    desc: bool,
+pub(super) struct SortKey {
+    pub(super) column: usize,
+    pub(super) kind: Kind,
+    pub(super) desc: bool,
     /// The column, for messages.
-    label: String,
+    pub(super) label: String,
 }
 
 /// Finds the key's column: a name matches a column's name, else its
 /// original name (ASCII case-insensitively, first match); a position is
 /// 0-based.
-fn sort_key(key: &OrderKey, columns: &Columns<'_, '_>) -> Result<SortKey, MergeError> {
+pub(super) fn sort_key(key: &OrderKey, columns: &Columns<'_, '_>) -> Result<SortKey, MergeError> {
     let defs = columns.defs;
     let column = match &key.column {
         ColumnRef::Position(p) if *p < defs.len() => *p,
@@ -554,7 +558,10 @@ fn ordered<'a>(
     Ok(out)
 }
 
-fn check_aggregate_count(aggs: &[Agg], columns: &Columns<'_, '_>) -> Result<(), MergeError> {
+pub(super) fn check_aggregate_count(
+    aggs: &[Agg],
+    columns: &Columns<'_, '_>,
+) -> Result<(), MergeError> {
     if aggs.len() == columns.defs.len() {
         Ok(())
     } else {
@@ -565,9 +572,10 @@ fn check_aggregate_count(aggs: &[Agg], columns: &Columns<'_, '_>) -> Result<(), 
     }
 }
 
-/// The one row of an aggregate query without GROUP BY, from every shard's one row.
-fn aggregate_row(
-    shards: &[ShardReply<'_>],
+/// The one row of an aggregate query without GROUP BY, from every shard's
+/// one row (`shards`: each shard's rows).
+pub(super) fn aggregate_row(
+    shards: &[&[Vec<u8>]],
     aggs: &[Agg],
     columns: &Columns<'_, '_>,
 ) -> Result<Vec<u8>, MergeError> {
@@ -575,7 +583,7 @@ fn aggregate_row(
     let rows = shards
         .iter()
         .enumerate()
-        .map(|(shard, s)| match s.rows {
+        .map(|(shard, s)| match s {
             [row] => columns.split(shard, 0, row),
             rows => Err(MergeError::AggregateRows {
                 shard,
@@ -810,7 +818,15 @@ mod tests {
         if spec.collations.is_empty() {
             spec.collations = vec![crate::collation::by_name("utf8mb4_general_ci"); 16];
         }
-        merge(&replies, &spec, p, deprecate_eof)
+        let whole = merge(&replies, &spec, p, deprecate_eof);
+        // The streaming merge gives the same packets (or also fails).
+        let streamed = super::super::stream::merge_replies(&replies, &spec, p, deprecate_eof);
+        match (&whole, &streamed) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "streamed merge differs"),
+            (Err(_), Err(_)) => {}
+            _ => panic!("merge gave {whole:?}, the streamed merge {streamed:?}"),
+        }
+        whole
     }
 
     /// The merged rows, checked against `expected` (as text) in every
@@ -1642,6 +1658,7 @@ mod tests {
                 order(&[(by("d"), true), (by("c"), false), (by("b"), false), (by("f"), false)])
             };
             let _ = merge(&replies, &spec, p, deprecate_eof);
+            let _ = super::super::stream::merge_replies(&replies, &spec, p, deprecate_eof);
         }
     }
 }

@@ -8,6 +8,8 @@
 //! - `merge.rs`: merging buffered result sets from several shards (ORDER BY
 //!   with LIMIT/OFFSET, COUNT/SUM/MIN/MAX without GROUP BY): the
 //!   [`merge::MergeSpec`] contract, [`merge::merge`], [`merge::merge_terminators`].
+//! - `stream.rs`: the same merge as rows arrive ([`stream::Merger`]): one
+//!   row held per shard, the caller reads a shard only when the merge asks.
 //! - `reply.rs`: one shard's buffered reply split into column head, rows and
 //!   terminator.
 //! - `value.rs`: column values decoded by type and compared as MariaDB
@@ -20,4 +22,5 @@ mod decimal;
 pub mod merge;
 pub mod placement;
 pub mod reply;
+pub mod stream;
 mod value;

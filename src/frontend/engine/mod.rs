@@ -106,6 +106,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
         rules: None,
         rules_version: 0,
         last_values: Default::default(),
+        cursor_stream: None,
         schema_shown: None,
         user_slot,
     };
@@ -153,6 +154,9 @@ impl Session {
     }
 
     async fn dispatch(&mut self, payload: &[u8]) -> Result<Next, CmdError> {
+        if self.cursor_stream.is_some() {
+            self.settle_cursor(payload).await;
+        }
         if self.shared.rules.version() != self.rules_version {
             self.take_new_rules();
         }

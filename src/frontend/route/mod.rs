@@ -5,7 +5,8 @@
 //!   a broadcast table); here only the other statements on routed tables.
 //! - SELECT/UPDATE/DELETE: with the shard key bound by `=`/`IN`, only the
 //!   matching shards; otherwise every shard of the table. A SELECT on several
-//!   shards is scattered and merged (`scatter.rs`).
+//!   shards is scattered and merged as its rows come (`scatter.rs`,
+//!   `stream.rs`); a cursor on one pulls through the merge (`cursor.rs`).
 //! - DDL on a sharded or broadcast table runs on every shard of it.
 //! - A write to several shards runs as one XA transaction outside a
 //!   transaction (`xa.rs`) and is refused inside one (`txn.rs`).
@@ -16,6 +17,7 @@
 pub mod cursor;
 pub mod diag;
 pub mod scatter;
+pub mod stream;
 
 use crate::collation::Charset;
 use crate::frontend::errors::refuse;

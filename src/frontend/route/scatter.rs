@@ -5,17 +5,18 @@
 //!   they come, shard after shard; the column definitions are the first
 //!   shard's, the terminator is the last shard's with the warnings of all.
 //!   Nothing is buffered beyond what the relay reads at once.
-//! - ORDER BY / LIMIT / aggregates: each shard's reply is read whole and
-//!   merged (`shard::merge`).
+//! - ORDER BY / LIMIT / aggregates: merged as the rows come, each shard
+//!   read only when the merge needs its next row (`stream.rs`), in memory
+//!   bounded by `server.max_result_buffer`.
 //!
 //! A shard's error ends the result set with that error (its message names
 //! the shard); the other shards' replies are read and dropped.
 
+use super::stream::{put, FLUSH_AT};
 use crate::backend::relay::{relay_reply, Action};
 use crate::collation::{self, Collation};
 use crate::frontend::session::{CmdError, Session};
 use crate::protocol::column::ColumnDef;
-use crate::protocol::packet::frame;
 use crate::protocol::reply;
 use crate::protocol::response::{Expect, Kind, Tracker};
 use crate::protocol::wire::Cursor;
@@ -53,41 +54,72 @@ impl Session {
         if spec.is_concat() {
             self.concat(&sent, expect).await
         } else {
-            let packets = self.merged(&sent, spec, protocol, expect).await?;
-            let mut out = Vec::with_capacity(packets.iter().map(|p| p.len() + 4).sum());
-            let mut seq = self.next_seq;
-            for p in &packets {
-                seq = frame(&mut out, seq, p).wrapping_add(1);
-            }
-            self.next_seq = seq;
-            self.client
-                .write_raw(&out)
-                .await
-                .map_err(CmdError::ClientGone)
+            self.streamed(&sent, spec, protocol).await
         }
     }
 
-    /// Runs `parts` as [`Session::scatter`] does and returns the merged
-    /// result set (its packets) instead of sending it, with whether it ends
-    /// result sets the `CLIENT_DEPRECATE_EOF` way.
-    pub(in crate::frontend) async fn scatter_collect(
+    /// The merged result set, streamed to the client (see `stream.rs`).
+    async fn streamed(
         &mut self,
-        parts: Vec<(usize, Vec<u8>)>,
+        sent: &[(usize, u8)],
         spec: &MergeSpec,
         protocol: Protocol,
-    ) -> Result<(Vec<Vec<u8>>, bool), CmdError> {
-        let sent = self.send_parts(parts).await?;
-        let deprecate_eof = sent
-            .first()
-            .and_then(|(s, _)| self.backends.get(*s))
-            .is_some_and(|b| b.deprecate_eof());
-        let packets = self.merged(&sent, spec, protocol, Expect::Results).await?;
-        Ok((packets, deprecate_eof))
+    ) -> Result<(), CmdError> {
+        let mut sc = self.scatter_open(sent, spec, protocol).await?;
+        let flush_at = FLUSH_AT.min(sc.cap / 4);
+        let mut out = Vec::new();
+        let mut seq = self.next_seq;
+        for p in sc.head() {
+            put(&mut out, &mut seq, p);
+        }
+        let mut flushed = false;
+        let end = loop {
+            match self.scatter_pull(&mut sc, out.len()).await {
+                Ok(Some(row)) => {
+                    put(&mut out, &mut seq, &row);
+                    if out.len() >= flush_at {
+                        // Awaited: a slow client holds back the shards.
+                        self.client
+                            .write_raw(&out)
+                            .await
+                            .map_err(CmdError::ClientGone)?;
+                        self.next_seq = seq;
+                        out.clear();
+                        flushed = true;
+                    }
+                }
+                Ok(None) => break self.scatter_finish(&mut sc).await,
+                Err(e) => break Err(e),
+            }
+        };
+        match end {
+            Ok(terminator) => {
+                put(&mut out, &mut seq, &terminator);
+                self.next_seq = seq;
+                self.client
+                    .write_raw(&out)
+                    .await
+                    .map_err(CmdError::ClientGone)
+            }
+            Err(e) => {
+                self.scatter_abort(&mut sc).await;
+                if flushed {
+                    // The client has part of the result set: the error
+                    // follows the rows it has.
+                    self.next_seq = seq;
+                    self.client
+                        .write_raw(&out)
+                        .await
+                        .map_err(CmdError::ClientGone)?;
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Sends every part (its shard, payload) before reading any reply;
     /// returns each shard with the sequence id of its last packet.
-    async fn send_parts(
+    pub(in crate::frontend) async fn send_parts(
         &mut self,
         parts: Vec<(usize, Vec<u8>)>,
     ) -> Result<Vec<(usize, u8)>, CmdError> {
@@ -256,61 +288,6 @@ impl Session {
         }
         result
     }
-
-    async fn merged(
-        &mut self,
-        sent: &[(usize, u8)],
-        spec: &MergeSpec,
-        protocol: Protocol,
-        expect: Expect,
-    ) -> Result<Vec<Vec<u8>>, CmdError> {
-        let mut replies = Vec::with_capacity(sent.len());
-        let mut error = None;
-        let mut deprecate_eof = false;
-        for (i, &(shard, _)) in sent.iter().enumerate() {
-            let Some(b) = self.backends.get_mut(shard) else {
-                self.round_end(shard).await;
-                continue;
-            };
-            deprecate_eof = b.deprecate_eof();
-            let r = b.read_reply(expect).await;
-            let claimed = self.round_end(shard).await;
-            match r {
-                Ok(packets) => replies.push(packets),
-                Err(e @ crate::backend::BackendError::Server { .. }) => {
-                    if let (true, crate::backend::BackendError::Server { err, .. }) = (claimed, &e)
-                    {
-                        self.note_killed(shard, Some(err.code));
-                    }
-                    error.get_or_insert(crate::frontend::session::shard_error(e));
-                }
-                Err(e) => {
-                    if claimed {
-                        self.note_killed(shard, None);
-                    }
-                    for &(other, _) in &sent[i + 1..] {
-                        self.round_end(other).await;
-                        self.backends.release(other);
-                        self.stmts.forget_shard(other);
-                    }
-                    return Err(CmdError::Backend(e));
-                }
-            }
-        }
-        if let Some(e) = error {
-            return Err(e);
-        }
-        let with = self
-            .with_collations(spec, replies.first(), deprecate_eof)
-            .await?;
-        let spec = with.as_ref().unwrap_or(spec);
-        merge::merge(&replies, spec, protocol, deprecate_eof).map_err(|e| {
-            CmdError::Refused(
-                crate::frontend::errors::ER_NOT_ROUTABLE,
-                format!("idgate: cannot merge the shards' results: {e}"),
-            )
-        })
-    }
 }
 
 impl Session {
@@ -320,25 +297,24 @@ impl Session {
     /// it; for `MIN(col)`/`MAX(col)`, the column the analysis found in the
     /// statement's table). `None`: nothing to add. A column whose table
     /// cannot be read keeps no collation: the merge then refuses to order it.
-    async fn with_collations(
+    pub(in crate::frontend) async fn with_collations(
         &mut self,
         spec: &MergeSpec,
-        first: Option<&Vec<Vec<u8>>>,
-        deprecate_eof: bool,
+        head: Option<&Vec<Vec<u8>>>,
     ) -> Result<Option<MergeSpec>, CmdError> {
         let compares = !spec.order_by.is_empty()
             || spec
                 .aggregates
                 .as_ref()
                 .is_some_and(|a| a.iter().any(|a| matches!(a, Agg::Min | Agg::Max)));
-        let Some(first) = first.filter(|_| compares && self.rules.is_some()) else {
+        let Some(head) = head.filter(|_| compares && self.rules.is_some()) else {
             return Ok(None);
         };
-        let Ok(reply) = crate::shard::reply::split(first, deprecate_eof) else {
+        let Some(columns) = head_columns(head) else {
             return Ok(None);
         };
-        let mut collations = Vec::with_capacity(reply.columns.len());
-        for (i, def) in reply.columns.iter().enumerate() {
+        let mut collations = Vec::with_capacity(columns.len());
+        for (i, def) in columns.iter().enumerate() {
             // Only strings of a known character set need a collation.
             if !merge::needs_collation(def) {
                 collations.push(None);
@@ -354,8 +330,7 @@ impl Session {
                 );
                 continue;
             }
-            let (schema, table, column) = match reply.head.get(i + 1).map(|p| ColumnDef::origin(p))
-            {
+            let (schema, table, column) = match head.get(i + 1).map(|p| ColumnDef::origin(p)) {
                 Some(Ok((s, t, c))) if !t.is_empty() && !c.is_empty() => (
                     String::from_utf8_lossy(s).into_owned(),
                     String::from_utf8_lossy(t).into_owned(),
@@ -395,7 +370,9 @@ impl Session {
         let known = match self.shared.columns.column_type(schema, table, column) {
             Some(t) => t,
             None => {
-                match self.fetch_columns(schema, table).await {
+                // The session's shard connections are reading the
+                // statement's rows: a side connection asks.
+                match self.fetch_columns_via(schema, table, true).await {
                     Ok(()) => {}
                     Err(CmdError::Refused(..)) => return Ok(None),
                     Err(e) => return Err(e),
@@ -412,6 +389,15 @@ impl Session {
                 .map_or(Some(collation::binary()), collation::by_name)
         }))
     }
+}
+
+/// The column definitions of a column head (count, definitions[, EOF]).
+fn head_columns(head: &[Vec<u8>]) -> Option<Vec<ColumnDef<'_>>> {
+    let count = usize::try_from(Cursor::new(head.first()?).lenenc().ok()?).ok()?;
+    head.get(1..count.checked_add(1)?)?
+        .iter()
+        .map(|p| ColumnDef::decode(p).ok())
+        .collect()
 }
 
 /// A shard's ERR packet with the shard's name in front of its message.

@@ -48,6 +48,17 @@ impl Session {
         schema: &str,
         table: &str,
     ) -> Result<(), CmdError> {
+        self.fetch_columns_via(schema, table, false).await
+    }
+
+    /// [`Session::fetch_columns`]; `side`: on a connection of its own (the
+    /// session's are busy, e.g. reading a scattered SELECT's rows).
+    pub(in crate::frontend) async fn fetch_columns_via(
+        &mut self,
+        schema: &str,
+        table: &str,
+        side: bool,
+    ) -> Result<(), CmdError> {
         let q = format!(
             "SELECT COLUMN_NAME, LOWER(DATA_TYPE), COLLATION_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '{}' AND TABLE_NAME = '{}' ORDER BY ORDINAL_POSITION",
             quote_string(schema),
@@ -55,7 +66,19 @@ impl Session {
         );
         // The `[backend]` account's view: the cache is every session's, and
         // a user's own shard account may see fewer columns.
-        let rows = self.own_query(0, &q).await.map_err(CmdError::Backend)?;
+        let rows = if side {
+            let mut c = self
+                .shared
+                .side_connection(0)
+                .await
+                .map_err(CmdError::Backend)?;
+            let rows = c.query_rows(&q).await;
+            let _ = c.send(&[crate::protocol::consts::cmd::QUIT]).await;
+            rows
+        } else {
+            self.own_query(0, &q).await
+        }
+        .map_err(CmdError::Backend)?;
         let mut cols = Vec::with_capacity(rows.len());
         let mut types = Vec::with_capacity(rows.len());
         for r in rows {
@@ -76,6 +99,7 @@ impl Session {
         self.shared.columns.put(schema, table, cols, types);
         Ok(())
     }
+
     /// Reads the session's current schema back from the default shard (after
     /// a query that may have run `USE` among other statements).
     pub(in crate::frontend) async fn refresh_schema(&mut self) -> Result<(), CmdError> {

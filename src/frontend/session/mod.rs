@@ -158,6 +158,11 @@ pub struct Session {
     /// The session's place under its user's `max_connections`, given back
     /// when the session is dropped (however it ends).
     pub(in crate::frontend) user_slot: limits::UserSlot,
+    /// A merged cursor whose rows are still being read from the shards
+    /// (`route/cursor.rs`): their connections are busy until it is settled.
+    /// Its state is the route handler's (a `LiveCursor`), so the core keeps
+    /// it opaque: the core does not depend on a handler's types.
+    pub(in crate::frontend) cursor_stream: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 /// A slot under `user`'s `max_connections`, if one is free.

@@ -72,8 +72,8 @@ pub struct PreparedStmt {
     /// execute (the client's numbers on one shard; `0, offset + count` on
     /// each when scattered, the merge applying them).
     pub limit: Option<LimitRewrite>,
-    /// The open cursor of an execute that ran on several shards: its
-    /// merged rows, fetched from idgate (`cursor.rs`).
+    /// The open cursor of an execute that ran on several shards, fetched
+    /// from idgate (`cursor.rs`).
     pub merged: Option<Box<MergedCursor>>,
     /// The client's COM_STMT_PREPARE payload (planned again after a rule
     /// reload: `Session::replan`).
@@ -200,11 +200,17 @@ pub fn backend_param_index(stmt: &PreparedStmt, n: usize) -> Option<usize> {
     })
 }
 
-/// The merged rows of a cursor idgate serves.
+/// A cursor idgate serves (`route/cursor.rs`): its rows come through the
+/// session's streaming merge (`Session::cursor_stream`) or, once the
+/// session ran another command meanwhile, from `rows`.
 #[derive(Debug, Clone, Default)]
 pub struct MergedCursor {
-    /// Rows not fetched yet (binary protocol row packets).
+    /// Rows read from the shards and not fetched yet (binary protocol row
+    /// packets).
     pub(in crate::frontend) rows: VecDeque<Vec<u8>>,
+    /// The ERR packet the next fetch gets: reading the rest failed (the
+    /// cap, a shard's error).
+    pub(in crate::frontend) failed: Option<Vec<u8>>,
     /// The merged reply's terminator (the template of each fetch's).
     pub(in crate::frontend) terminator: Vec<u8>,
     /// Its status without the flags a cursor sets.
