@@ -19,9 +19,11 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Largest packet read during the exchange (an RSA block is 256 or 512
-/// bytes; a cleartext password a few dozen).
-const MAX_AUTH_PACKET: usize = 16 << 10;
+/// Largest packet read before the client has authenticated, its first
+/// packets and the exchange after them alike (a handshake response with a
+/// long user name, schema and connection attributes fits many times; an
+/// RSA block is 256 or 512 bytes): nothing bigger is read (or allocated).
+pub const MAX_AUTH_PACKET: usize = 16 << 10;
 
 /// caching_sha2_password's process-wide state: the RSA key and the cache
 /// of SHA256(SHA256(password)) per user, with counters of the paths taken
@@ -272,18 +274,46 @@ async fn read(
     expected: u8,
 ) -> Result<(Vec<u8>, u8), AuthError> {
     let mut buf = Vec::new();
+    let last = read_login_packet(
+        client,
+        shared,
+        &mut buf,
+        expected,
+        (
+            "during authentication",
+            "the client did not go on with its authentication in time",
+        ),
+    )
+    .await?;
+    Ok((buf, last.wrapping_add(1)))
+}
+
+/// Reads one packet of a client that has not authenticated yet into `buf`:
+/// at most [`MAX_AUTH_PACKET`] bytes, within `shared.login_timeout`, with
+/// sequence id `expected`; the sequence id of its last physical packet. A
+/// packet out of order, too large or malformed is answered with the
+/// client's error before the `Refused`. `(when, timed_out)`: the words the
+/// too-large error and the time-out use (the login's first packets, or the
+/// exchange after them).
+pub(in crate::frontend) async fn read_login_packet(
+    client: &mut PacketConn,
+    shared: &Shared,
+    buf: &mut Vec<u8>,
+    expected: u8,
+    (when, timed_out): (&str, &'static str),
+) -> Result<u8, AuthError> {
     let read = tokio::time::timeout(
         shared.login_timeout,
-        client.read_packet(&mut buf, MAX_AUTH_PACKET),
+        client.read_packet(buf, MAX_AUTH_PACKET),
     );
     let Ok(read) = read.await else {
         return Err(AuthError::Io(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
-            "the client did not go on with its authentication in time",
+            timed_out,
         )));
     };
     match read {
-        Ok(Some((first, last))) if first == expected => Ok((buf, last.wrapping_add(1))),
+        Ok(Some((first, last))) if first == expected => Ok(last),
         Ok(Some(_)) => {
             refuse(
                 client,
@@ -303,7 +333,9 @@ async fn read(
                 client,
                 expected,
                 codes::ER_NET_PACKET_TOO_LARGE,
-                format!("Got a packet bigger than {MAX_AUTH_PACKET} bytes during authentication ({n} bytes or more)"),
+                format!(
+                    "Got a packet bigger than {MAX_AUTH_PACKET} bytes {when} ({n} bytes or more)"
+                ),
             )
             .await
         }

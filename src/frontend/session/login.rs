@@ -5,7 +5,7 @@ use crate::frontend::shared::Shared;
 use crate::protocol::codes::{self, ErrorCode};
 use crate::protocol::consts::{cap, status};
 use crate::protocol::handshake::{ClientHandshake, ServerHandshake, SSL_REQUEST_LEN};
-use crate::protocol::packet::{PacketConn, ReadError};
+use crate::protocol::packet::PacketConn;
 use crate::protocol::reply;
 use rand::RngExt;
 
@@ -40,10 +40,18 @@ pub enum LoginError {
     Tls(std::io::Error),
 }
 
-/// Largest packet a client may send before it has authenticated: a
-/// handshake response with a long user name, schema and connection
-/// attributes fits many times; nothing bigger is read (or allocated).
-pub const MAX_PRE_AUTH_PACKET: usize = 16 << 10;
+impl From<AuthError> for LoginError {
+    fn from(e: AuthError) -> Self {
+        match e {
+            AuthError::Io(e) => LoginError::Io(e),
+            AuthError::Refused { code, message } => LoginError::Refused { code, message },
+        }
+    }
+}
+
+/// Largest packet a client may send before it has authenticated
+/// ([`auth::MAX_AUTH_PACKET`]).
+pub const MAX_PRE_AUTH_PACKET: usize = auth::MAX_AUTH_PACKET;
 
 /// A client that asked for TLS and stalls in the handshake gives its
 /// connection slot back after this long.
@@ -165,10 +173,7 @@ pub async fn login(
                 // An exchange left half-way counts as a failure.
                 shared.login_throttle.failed(ip);
             }
-            return Err(match e {
-                AuthError::Io(e) => LoginError::Io(e),
-                AuthError::Refused { code, message } => LoginError::Refused { code, message },
-            });
+            return Err(e.into());
         }
     };
     let (accepted, seq) = (verdict.accepted, verdict.seq);
@@ -266,59 +271,25 @@ async fn read_first(client: &mut PacketConn, buf: &mut Vec<u8>) -> Result<u8, Lo
     Ok(h.seq)
 }
 
+/// The client's next login packet (see [`auth::read_login_packet`]).
 async fn read(
     client: &mut PacketConn,
     shared: &Shared,
     buf: &mut Vec<u8>,
     expected_seq: u8,
 ) -> Result<u8, LoginError> {
-    let read = tokio::time::timeout(
-        shared.login_timeout,
-        client.read_packet(buf, MAX_PRE_AUTH_PACKET),
-    );
-    let Ok(read) = read.await else {
-        return Err(LoginError::Io(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
+    auth::read_login_packet(
+        client,
+        shared,
+        buf,
+        expected_seq,
+        (
+            "before authentication",
             "the client sent nothing to log in with in time",
-        )));
-    };
-    match read {
-        Ok(Some((first, last))) if first == expected_seq => Ok(last),
-        Ok(Some(_)) => {
-            refuse(
-                client,
-                expected_seq,
-                codes::ER_NET_PACKETS_OUT_OF_ORDER,
-                "Got packets out of order".into(),
-            )
-            .await
-        }
-        Ok(None) => Err(LoginError::Io(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            "client closed the connection",
-        ))),
-        Err(ReadError::Io(e)) => Err(e.into()),
-        Err(ReadError::TooLarge(n)) => {
-            refuse(
-                client,
-                expected_seq,
-                codes::ER_NET_PACKET_TOO_LARGE,
-                format!(
-                    "Got a packet bigger than {MAX_PRE_AUTH_PACKET} bytes before authentication ({n} bytes or more)"
-                ),
-            )
-            .await
-        }
-        Err(e) => {
-            refuse(
-                client,
-                expected_seq,
-                codes::ER_HANDSHAKE_ERROR,
-                format!("Bad handshake: {e}"),
-            )
-            .await
-        }
-    }
+        ),
+    )
+    .await
+    .map_err(LoginError::from)
 }
 
 async fn refuse<T>(
