@@ -200,6 +200,27 @@ pub fn parse_terminator(payload: &[u8], deprecate_eof: bool) -> Result<Terminato
     }
 }
 
+/// A result set's terminator written by idgate: an EOF packet, or under
+/// CLIENT_DEPRECATE_EOF the OK packet with the EOF header that replaces it.
+pub fn terminator_packet(status: u16, warnings: u16, deprecate_eof: bool) -> Vec<u8> {
+    if !deprecate_eof {
+        return eof_packet(warnings, status);
+    }
+    let mut ok = ok_packet(
+        &OkPacket {
+            affected_rows: 0,
+            last_insert_id: 0,
+            status,
+            warnings,
+        },
+        b"",
+    );
+    if let Some(b) = ok.first_mut() {
+        *b = EOF;
+    }
+    ok
+}
+
 /// The same terminator with other status flags and warning count; every
 /// other byte (an OK packet's info and session state changes) is kept.
 pub fn terminator_with(

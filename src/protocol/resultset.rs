@@ -2,7 +2,7 @@
 
 use super::consts::DEFAULT_CHARSET;
 use super::packet::frame;
-use super::reply::{self, OkPacket};
+use super::reply;
 use super::wire::put_lenenc_bytes;
 
 /// MYSQL_TYPE_VAR_STRING: every column of idgate's own result sets is text.
@@ -66,21 +66,10 @@ pub fn text_result_set(
         }
         push(&mut out, &p);
     }
-    if deprecate_eof {
-        let mut ok = reply::ok_packet(
-            &OkPacket {
-                affected_rows: 0,
-                last_insert_id: 0,
-                status,
-                warnings: 0,
-            },
-            b"",
-        );
-        ok[0] = reply::EOF;
-        push(&mut out, &ok);
-    } else {
-        push(&mut out, &reply::eof_packet(0, status));
-    }
+    push(
+        &mut out,
+        &reply::terminator_packet(status, 0, deprecate_eof),
+    );
     out
 }
 
@@ -183,21 +172,10 @@ pub fn binary_bigint_row(
         p.extend_from_slice(&v.to_le_bytes());
     }
     push(&mut out, &p);
-    if framing.deprecate_eof {
-        let mut ok = reply::ok_packet(
-            &OkPacket {
-                affected_rows: 0,
-                last_insert_id: 0,
-                status,
-                warnings: 0,
-            },
-            b"",
-        );
-        ok[0] = reply::EOF;
-        push(&mut out, &ok);
-    } else {
-        push(&mut out, &reply::eof_packet(0, status));
-    }
+    push(
+        &mut out,
+        &reply::terminator_packet(status, 0, framing.deprecate_eof),
+    );
     out
 }
 

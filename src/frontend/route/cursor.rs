@@ -31,7 +31,7 @@ use super::stream::{over_cap, put, Scatter, FLUSH_AT};
 use crate::frontend::session::stmt::MergedCursor;
 use crate::frontend::session::{CmdError, Session};
 use crate::protocol::consts::{cmd, status};
-use crate::protocol::reply::{self, OkPacket, Terminator};
+use crate::protocol::reply::{self, Terminator};
 use crate::protocol::stmt as wire_stmt;
 use crate::shard::merge::{MergeSpec, Protocol};
 
@@ -49,27 +49,6 @@ pub(in crate::frontend) struct LiveCursor {
     /// The client's statement id.
     id: u32,
     scatter: Scatter,
-}
-
-/// A terminator packet with `status` (EOF, or the `0xfe` OK packet).
-fn terminator(status: u16, warnings: u16, deprecate_eof: bool) -> Vec<u8> {
-    if deprecate_eof {
-        let mut ok = reply::ok_packet(
-            &OkPacket {
-                affected_rows: 0,
-                last_insert_id: 0,
-                status,
-                warnings,
-            },
-            b"",
-        );
-        if let Some(b) = ok.first_mut() {
-            *b = reply::EOF;
-        }
-        ok
-    } else {
-        reply::eof_packet(warnings, status)
-    }
 }
 
 /// The ERR payload a failed cursor answers its next fetch with.
@@ -167,11 +146,11 @@ impl Session {
         put(
             &mut out,
             &mut seq,
-            &terminator(base | status::CURSOR_EXISTS, warnings, deprecate_eof),
+            &reply::terminator_packet(base | status::CURSOR_EXISTS, warnings, deprecate_eof),
         );
         let cursor = MergedCursor {
             rows,
-            terminator: terminator(base, 0, deprecate_eof),
+            terminator: reply::terminator_packet(base, 0, deprecate_eof),
             status: base,
             deprecate_eof,
             failed: None,
