@@ -54,6 +54,10 @@ fi
 # bug to find locally; proptest-regressions/ keeps the ones found).
 if [ "${CI:-}" = true ]; then export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-20261125}"; fi
 
+# A link that fails for lack of disk says only "linking with cc failed";
+# print the free space first so a CI log shows the cause.
+echo "== disk: $(df -h . | awk 'NR==2 {print $4 " free of " $2}')"
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
