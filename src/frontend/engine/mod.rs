@@ -271,6 +271,13 @@ impl Session {
             statement::Kind::Savepoint(op, name) if routing => return self.savepoint(payload, op, name).await,
             _ => {}
         }
+        // INSERT ... SELECT into a rule table (`write/insel.rs`).
+        if self.rules.is_some()
+            && matches!(&keyword::first_keyword(sql), b"INSERT\0\0" | b"REPLACE\0")
+            && self.insert_select(payload).await?
+        {
+            return Ok(());
+        }
         if routing {
             match self.query_routed(payload).await? {
                 QueryRoute::NotRouted => {}

@@ -12,12 +12,16 @@
 //! - `upsert.rs`: the reply of an INSERT IGNORE / ON DUPLICATE KEY UPDATE
 //!   written by `sql::upsert`: the id MariaDB would report, and what
 //!   `LAST_INSERT_ID()` needs afterwards.
+//! - `insel.rs`: INSERT ... SELECT into a rule table: the source read
+//!   through shard cursors (merged when scattered), ids given in row order,
+//!   rows written in batches per shard, all in one XA transaction.
 //! - `inline.rs`: a prepared execute written as its text, for one that must
 //!   be split by row.
 
 pub mod captured;
 pub mod inject;
 pub mod inline;
+pub mod insel;
 pub mod split;
 pub mod target;
 pub mod upsert;
