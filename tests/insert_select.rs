@@ -40,7 +40,8 @@ fn rules(schema: &str) -> String {
          [[table]]\nname = \"{schema}.conv\"\ncolumn = \"id\"\ngenerator = \"h_{schema}\"\nshard_key = \"id\"\nsharding = \"mod\"\n\n\
          [[generator]]\nname = \"k_{schema}\"\nkind = \"sequence\"\nbatch = 100\nstart = 1\n\n\
          [[table]]\nname = \"{schema}.sh\"\ncolumn = \"id\"\ngenerator = \"k_{schema}\"\nshard_key = \"id\"\nsharding = \"mod\"\n\n\
-         [[table]]\nname = \"{schema}.bc\"\ncolumn = \"id\"\ngenerator = \"k_{schema}\"\nsharding = \"broadcast\"\n"
+         [[generator]]\nname = \"b_{schema}\"\nkind = \"sequence\"\nbatch = 100\nstart = 1\n\n\
+         [[table]]\nname = \"{schema}.bc\"\ncolumn = \"id\"\ngenerator = \"b_{schema}\"\nbroadcast = true\n"
     )
 }
 
@@ -159,8 +160,16 @@ async fn differential(
     stmt: &str,
     target: &str,
     reference: &str,
-    order: &str,
+    (select, order): (&str, &str),
 ) -> Result<Outcome, (u16, String)> {
+    // MariaDB reserves AUTO_INCREMENT values for INSERT ... SELECT in
+    // doubling blocks (1, 2, 4, ...) and leaves the unused ones as a gap;
+    // idgate takes one id per row. The reference starts each statement at
+    // MAX(id) + 1, as the generator does.
+    direct
+        .query_drop(format!("ALTER TABLE {reference} AUTO_INCREMENT = 1"))
+        .await
+        .expect("reset AUTO_INCREMENT");
     let through = run(ig, &stmt.replace("{T}", target)).await;
     let mine = run(direct, &stmt.replace("{T}", reference)).await;
     match (&through, &mine) {
@@ -171,14 +180,26 @@ async fn differential(
         _ => panic!("{stmt}: idgate {through:?}, MariaDB {mine:?}"),
     }
     let got: Vec<Row> = ig
-        .query(format!("SELECT * FROM {target} ORDER BY {order}"))
+        .query(format!("SELECT {select} FROM {target} ORDER BY {order}"))
         .await
         .expect("read target");
     let want: Vec<Row> = direct
-        .query(format!("SELECT * FROM {reference} ORDER BY {order}"))
+        .query(format!("SELECT {select} FROM {reference} ORDER BY {order}"))
         .await
         .expect("read reference");
-    assert_eq!(rows(got), rows(want), "{stmt}: stored rows");
+    // Without the ids (first column) when `select` does not start with `*`.
+    let cut = |r: Vec<Row>| -> Vec<Vec<Value>> {
+        rows(r)
+            .into_iter()
+            .map(|mut v| {
+                if select != "*" && !v.is_empty() {
+                    v.remove(0);
+                }
+                v
+            })
+            .collect()
+    };
+    assert_eq!(cut(got), cut(want), "{stmt}: stored rows");
     let _ = bed;
     through
 }
@@ -217,7 +238,7 @@ async fn values_of_every_kind_match_mariadb() {
         &format!("INSERT INTO {{T}} ({NAMES}) SELECT {NAMES} FROM src ORDER BY k DESC"),
         "t",
         "ref",
-        "id",
+        ("*", "id"),
     )
     .await
     .expect("copied");
@@ -232,7 +253,7 @@ async fn values_of_every_kind_match_mariadb() {
         &format!("INSERT INTO {{T}} ({NAMES}) SELECT {NAMES} FROM src WHERE k = 4"),
         "t",
         "ref",
-        "id",
+        ("*", "id"),
     )
     .await
     .expect("copied");
@@ -252,7 +273,17 @@ async fn values_of_every_kind_match_mariadb() {
             // NULL into columns, and a string that is not a number.
             "INSERT INTO {T} (a, c, e, h, i, j) SELECT s, n, g, tm, b, g FROM src ORDER BY k",
         ] {
-            let _ = differential(&bed, &mut ig, &mut direct, stmt, "conv", "refconv", "id").await;
+            let _ = differential(
+                &bed,
+                &mut ig,
+                &mut direct,
+                stmt,
+                "conv",
+                "refconv",
+                // A failed statement leaves a different gap of ids.
+                ("id, a, c, e, h, i, j", "id"),
+            )
+            .await;
         }
     }
     bed.finish().await;

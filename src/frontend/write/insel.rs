@@ -346,6 +346,8 @@ impl Session {
             _ => 0,
         };
         let info = format!("Records: {}  Duplicates: {duplicates}  Warnings: {warnings}", sum.rows);
+        let mut tail = Vec::with_capacity(info.len() + 1);
+        crate::protocol::wire::put_lenenc_bytes(&mut tail, info.as_bytes());
         let ok = reply::ok_packet(
             &reply::OkPacket {
                 affected_rows: affected,
@@ -353,7 +355,7 @@ impl Session {
                 status: st,
                 warnings: u16::try_from(warnings).unwrap_or(u16::MAX),
             },
-            info.as_bytes(),
+            &tail,
         );
         if let Some((id, home)) = sum.first_generated {
             self.set_last_insert_id(home, id).await?;
@@ -587,7 +589,7 @@ impl Session {
         let b = self.backend(shard).await.map_err(CmdError::Backend)?;
         let reply = b.run(&prep, Expect::Prepare).await.map_err(shard_error)?;
         let first = reply.first().ok_or_else(|| CmdError::End("empty prepare reply".into()))?;
-        let stmt = crate::protocol::stmt::stmt_id(first)
+        let stmt = crate::protocol::stmt::stmt_id(first.get(1..).unwrap_or_default())
             .map_err(|e| CmdError::End(format!("bad prepare reply: {}", e.0)))?;
         let params = first.get(7..9).map_or(0, |p| u16::from_le_bytes([p[0], p[1]]));
         if params > 0 {
