@@ -334,24 +334,28 @@ async fn sources_on_each_placement() {
     };
     assert!(on_each.iter().all(|&n| n > 0), "sharded source on both shards: {on_each:?}");
     for (src, reference_src) in [
-        ("sh ORDER BY n DESC, id LIMIT 2, 11", "shref ORDER BY n DESC, id LIMIT 2, 11"),
-        ("sh ORDER BY id", "shref ORDER BY id"),
+        // (A scattered ORDER BY names select-list columns: the merge reads them.)
+        ("sh ORDER BY n DESC LIMIT 2, 11", "shref ORDER BY n DESC LIMIT 2, 11"),
+        ("sh ORDER BY 1", "shref ORDER BY 1"),
         ("bc ORDER BY n, id", "bc ORDER BY n, id"),
     ] {
         let through = format!("INSERT INTO t (n, s) SELECT n, s FROM {src}");
         let mine = format!("INSERT INTO ref (n, s) SELECT n, s FROM {reference_src}");
         let a = run(&mut ig, &through).await.expect(&through);
+        reset(&mut direct).await;
         let b = run(&mut direct, &mine).await.expect(&mine);
         assert_eq!(a, b, "{through}");
         let got: Vec<Row> = ig.query("SELECT * FROM t ORDER BY id").await.expect("t");
         let want: Vec<Row> = direct.query("SELECT * FROM ref ORDER BY id").await.expect("ref");
         assert_eq!(rows(got), rows(want), "{through}");
     }
-    // The target itself: read whole before any row is written.
-    let a = run(&mut ig, "INSERT INTO t (n, s) SELECT n, s FROM t ORDER BY id")
+    // The target itself: read whole before any row is written (explicit
+    // ids, ordered by a selected column: a scattered merge orders by those).
+    let a = run(&mut ig, "INSERT INTO t (id, n, s) SELECT id + 2000, n, s FROM t ORDER BY 1")
         .await
         .expect("self copy");
-    let b = run(&mut direct, "INSERT INTO ref (n, s) SELECT n, s FROM ref ORDER BY id")
+    reset(&mut direct).await;
+    let b = run(&mut direct, "INSERT INTO ref (id, n, s) SELECT id + 2000, n, s FROM ref ORDER BY 1")
         .await
         .expect("self copy");
     assert_eq!(a, b);
@@ -360,15 +364,17 @@ async fn sources_on_each_placement() {
     assert_eq!(rows(got), rows(want));
     // Explicit ids are kept (and observed: later ids come above them); an
     // explicit-only statement reports its last row's id.
-    let a = run(&mut ig, "INSERT INTO t (id, n) SELECT id + 1000, n FROM t WHERE id <= 3 ORDER BY id")
+    let a = run(&mut ig, "INSERT INTO t (id, n) SELECT id + 1000, n FROM t WHERE id <= 3 ORDER BY 1")
         .await
         .expect("explicit");
-    let b = run(&mut direct, "INSERT INTO ref (id, n) SELECT id + 1000, n FROM ref WHERE id <= 3 ORDER BY id")
+    reset(&mut direct).await;
+    let b = run(&mut direct, "INSERT INTO ref (id, n) SELECT id + 1000, n FROM ref WHERE id <= 3 ORDER BY 1")
         .await
         .expect("explicit");
     assert_eq!(a, b);
     assert_eq!(a.last_insert_id, Some(1003));
     let a = run(&mut ig, "INSERT INTO t (n) SELECT 7").await.expect("after");
+    reset(&mut direct).await;
     let b = run(&mut direct, "INSERT INTO ref (n) SELECT 7").await.expect("after");
     assert_eq!(a, b, "a generated id after explicit ones");
     // Column count and refused forms.
@@ -413,6 +419,14 @@ async fn all_or_nothing_when_one_shard_refuses() {
     let o = run(&mut ig, "INSERT INTO t (n) SELECT n FROM src WHERE n < 100").await.expect("ok");
     assert_eq!(o.affected, 99);
     bed.finish().await;
+}
+
+/// `ref` goes on at MAX(id) + 1 (see `differential`).
+async fn reset(direct: &mut Conn) {
+    direct
+        .query_drop("ALTER TABLE ref AUTO_INCREMENT = 1")
+        .await
+        .expect("reset AUTO_INCREMENT");
 }
 
 /// `kB` of idgate's /proc status line `key`.
