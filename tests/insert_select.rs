@@ -215,7 +215,7 @@ async fn values_of_every_kind_match_mariadb() {
     let Some(bed) = Bed::new().await else { return };
     bed.on_each(&[
         format!("CREATE TABLE t (id BIGINT PRIMARY KEY, {COLS})"),
-        format!("CREATE TABLE conv (id BIGINT PRIMARY KEY, a INT NULL, c INT NULL, e VARCHAR(60) NULL, h INT NULL, i VARCHAR(60) NULL, j DECIMAL(6,1) NULL)"),
+        "CREATE TABLE conv (id BIGINT PRIMARY KEY, a INT NULL, c INT NULL, e VARCHAR(60) NULL, h INT NULL, i VARCHAR(60) NULL, j DECIMAL(6,1) NULL)".to_string(),
     ])
     .await;
     bed.on(
@@ -260,13 +260,24 @@ async fn values_of_every_kind_match_mariadb() {
     assert_eq!(o.last_insert_id, Some(6));
     assert_eq!(o.info, "Records: 1  Duplicates: 0  Warnings: 0");
     // LAST_INSERT_ID() is the statement's first id, on either connection.
-    let lid: Option<u64> = ig.query_first("SELECT LAST_INSERT_ID()").await.expect("lid");
-    let lid_direct: Option<u64> = direct.query_first("SELECT LAST_INSERT_ID()").await.expect("lid");
+    let lid: Option<u64> = ig
+        .query_first("SELECT LAST_INSERT_ID()")
+        .await
+        .expect("lid");
+    let lid_direct: Option<u64> = direct
+        .query_first("SELECT LAST_INSERT_ID()")
+        .await
+        .expect("lid");
     assert_eq!(lid, lid_direct);
     // Conversions between types, non-strict (warnings) and strict (errors).
     for mode in ["''", "'STRICT_TRANS_TABLES'"] {
-        ig.query_drop(format!("SET sql_mode = {mode}")).await.expect("mode");
-        direct.query_drop(format!("SET sql_mode = {mode}")).await.expect("mode");
+        ig.query_drop(format!("SET sql_mode = {mode}"))
+            .await
+            .expect("mode");
+        direct
+            .query_drop(format!("SET sql_mode = {mode}"))
+            .await
+            .expect("mode");
         for stmt in [
             // A binary string, BIT, FLOAT and DATE into INT and VARCHAR columns.
             "INSERT INTO {T} (a, c, e, h, i, j) SELECT b, bits, f, dd, dt, d FROM src WHERE k IN (1, 5) ORDER BY k",
@@ -313,8 +324,12 @@ async fn sources_on_each_placement() {
     // shard 0 for the reference; a broadcast source.
     for i in 1..=30 {
         let v = format!("({}, 'r{}')", (i * 37) % 100, i % 7);
-        ig.query_drop(format!("INSERT INTO sh (n, s) VALUES {v}")).await.expect("sh");
-        ig.query_drop(format!("INSERT INTO bc (n, s) VALUES {v}")).await.expect("bc");
+        ig.query_drop(format!("INSERT INTO sh (n, s) VALUES {v}"))
+            .await
+            .expect("sh");
+        ig.query_drop(format!("INSERT INTO bc (n, s) VALUES {v}"))
+            .await
+            .expect("bc");
     }
     let copy: Vec<Row> = ig.query("SELECT id, n, s FROM sh").await.expect("sh rows");
     for r in copy {
@@ -328,14 +343,25 @@ async fn sources_on_each_placement() {
         let mut v = Vec::new();
         for shard in 0..2 {
             let mut c = bed.direct(shard).await;
-            v.push(c.query_first("SELECT COUNT(*) FROM sh").await.expect("count").unwrap_or(0));
+            v.push(
+                c.query_first("SELECT COUNT(*) FROM sh")
+                    .await
+                    .expect("count")
+                    .unwrap_or(0),
+            );
         }
         v
     };
-    assert!(on_each.iter().all(|&n| n > 0), "sharded source on both shards: {on_each:?}");
+    assert!(
+        on_each.iter().all(|&n| n > 0),
+        "sharded source on both shards: {on_each:?}"
+    );
     for (src, reference_src) in [
         // (A scattered ORDER BY names select-list columns: the merge reads them.)
-        ("sh ORDER BY n DESC LIMIT 2, 11", "shref ORDER BY n DESC LIMIT 2, 11"),
+        (
+            "sh ORDER BY n DESC LIMIT 2, 11",
+            "shref ORDER BY n DESC LIMIT 2, 11",
+        ),
         ("sh ORDER BY 1", "shref ORDER BY 1"),
         ("bc ORDER BY n, id", "bc ORDER BY n, id"),
     ] {
@@ -346,39 +372,63 @@ async fn sources_on_each_placement() {
         let b = run(&mut direct, &mine).await.expect(&mine);
         assert_eq!(a, b, "{through}");
         let got: Vec<Row> = ig.query("SELECT * FROM t ORDER BY id").await.expect("t");
-        let want: Vec<Row> = direct.query("SELECT * FROM ref ORDER BY id").await.expect("ref");
+        let want: Vec<Row> = direct
+            .query("SELECT * FROM ref ORDER BY id")
+            .await
+            .expect("ref");
         assert_eq!(rows(got), rows(want), "{through}");
     }
     // The target itself: read whole before any row is written (explicit
     // ids, ordered by a selected column: a scattered merge orders by those).
-    let a = run(&mut ig, "INSERT INTO t (id, n, s) SELECT id + 2000, n, s FROM t ORDER BY 1")
-        .await
-        .expect("self copy");
+    let a = run(
+        &mut ig,
+        "INSERT INTO t (id, n, s) SELECT id + 2000, n, s FROM t ORDER BY 1",
+    )
+    .await
+    .expect("self copy");
     reset(&mut direct).await;
-    let b = run(&mut direct, "INSERT INTO ref (id, n, s) SELECT id + 2000, n, s FROM ref ORDER BY 1")
-        .await
-        .expect("self copy");
+    let b = run(
+        &mut direct,
+        "INSERT INTO ref (id, n, s) SELECT id + 2000, n, s FROM ref ORDER BY 1",
+    )
+    .await
+    .expect("self copy");
     assert_eq!(a, b);
     let got: Vec<Row> = ig.query("SELECT * FROM t ORDER BY id").await.expect("t");
-    let want: Vec<Row> = direct.query("SELECT * FROM ref ORDER BY id").await.expect("ref");
+    let want: Vec<Row> = direct
+        .query("SELECT * FROM ref ORDER BY id")
+        .await
+        .expect("ref");
     assert_eq!(rows(got), rows(want));
     // Explicit ids are kept (and observed: later ids come above them); an
     // explicit-only statement reports its last row's id.
-    let a = run(&mut ig, "INSERT INTO t (id, n) SELECT id + 1000, n FROM t WHERE id <= 3 ORDER BY 1")
-        .await
-        .expect("explicit");
+    let a = run(
+        &mut ig,
+        "INSERT INTO t (id, n) SELECT id + 1000, n FROM t WHERE id <= 3 ORDER BY 1",
+    )
+    .await
+    .expect("explicit");
     reset(&mut direct).await;
-    let b = run(&mut direct, "INSERT INTO ref (id, n) SELECT id + 1000, n FROM ref WHERE id <= 3 ORDER BY 1")
-        .await
-        .expect("explicit");
+    let b = run(
+        &mut direct,
+        "INSERT INTO ref (id, n) SELECT id + 1000, n FROM ref WHERE id <= 3 ORDER BY 1",
+    )
+    .await
+    .expect("explicit");
     assert_eq!(a, b);
     assert_eq!(a.last_insert_id, Some(1003));
-    let a = run(&mut ig, "INSERT INTO t (n) SELECT 7").await.expect("after");
+    let a = run(&mut ig, "INSERT INTO t (n) SELECT 7")
+        .await
+        .expect("after");
     reset(&mut direct).await;
-    let b = run(&mut direct, "INSERT INTO ref (n) SELECT 7").await.expect("after");
+    let b = run(&mut direct, "INSERT INTO ref (n) SELECT 7")
+        .await
+        .expect("after");
     assert_eq!(a, b, "a generated id after explicit ones");
     // Column count and refused forms.
-    let e = run(&mut ig, "INSERT INTO t (n, s) SELECT n FROM sh").await.expect_err("count");
+    let e = run(&mut ig, "INSERT INTO t (n, s) SELECT n FROM sh")
+        .await
+        .expect_err("count");
     assert_eq!(e.0, 1136);
     for form in [
         "REPLACE INTO t (n) SELECT n FROM sh",
@@ -387,7 +437,11 @@ async fn sources_on_each_placement() {
     ] {
         let e = run(&mut ig, form).await.expect_err(form);
         assert_eq!(e.0, 1235, "{form}: {}", e.1);
-        assert!(e.1.contains(&format!("{}.t", bed.schema)), "{form}: {}", e.1);
+        assert!(
+            e.1.contains(&format!("{}.t", bed.schema)),
+            "{form}: {}",
+            e.1
+        );
     }
     bed.finish().await;
 }
@@ -395,16 +449,25 @@ async fn sources_on_each_placement() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_or_nothing_when_one_shard_refuses() {
     let Some(bed) = Bed::new().await else { return };
-    bed.on(0, &["CREATE TABLE t (id BIGINT PRIMARY KEY, n INT NOT NULL)".into()])
-        .await;
+    bed.on(
+        0,
+        &["CREATE TABLE t (id BIGINT PRIMARY KEY, n INT NOT NULL)".into()],
+    )
+    .await;
     // Shard 1's copy refuses big values.
     bed.on(
         1,
         &["CREATE TABLE t (id BIGINT PRIMARY KEY, n INT NOT NULL, CHECK (n < 150))".into()],
     )
     .await;
-    bed.on(0, &["CREATE TABLE src (n INT NOT NULL)".into(), "INSERT INTO src SELECT seq FROM seq_1_to_5000".into()])
-        .await;
+    bed.on(
+        0,
+        &[
+            "CREATE TABLE src (n INT NOT NULL)".into(),
+            "INSERT INTO src SELECT seq FROM seq_1_to_5000".into(),
+        ],
+    )
+    .await;
     let mut ig = bed.idgate().await;
     let e = run(&mut ig, "INSERT INTO t (n) SELECT n FROM src ORDER BY n")
         .await
@@ -412,11 +475,16 @@ async fn all_or_nothing_when_one_shard_refuses() {
     assert_eq!(e.0, 4025, "{}", e.1);
     for shard in 0..2 {
         let mut c = bed.direct(shard).await;
-        let n: Option<u64> = c.query_first("SELECT COUNT(*) FROM t").await.expect("count");
+        let n: Option<u64> = c
+            .query_first("SELECT COUNT(*) FROM t")
+            .await
+            .expect("count");
         assert_eq!(n, Some(0), "shard {shard} kept rows of a failed statement");
     }
     // The session goes on.
-    let o = run(&mut ig, "INSERT INTO t (n) SELECT n FROM src WHERE n < 100").await.expect("ok");
+    let o = run(&mut ig, "INSERT INTO t (n) SELECT n FROM src WHERE n < 100")
+        .await
+        .expect("ok");
     assert_eq!(o.affected, 99);
     bed.finish().await;
 }
@@ -442,26 +510,38 @@ fn status_kb(p: &Idgate, key: &str) -> u64 {
 async fn a_large_copy_in_bounded_memory() {
     let Some(bed) = Bed::new().await else { return };
     const ROWS: u64 = 200_000;
-    bed.on_each(&["CREATE TABLE t (id BIGINT PRIMARY KEY, n INT NOT NULL, s VARCHAR(200) NOT NULL)".into()])
-        .await;
+    bed.on_each(&[
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, n INT NOT NULL, s VARCHAR(200) NOT NULL)".into(),
+    ])
+    .await;
     bed.on(
         0,
         &[
             "CREATE TABLE src (n INT NOT NULL, s VARCHAR(200) NOT NULL)".into(),
-            format!("INSERT INTO src SELECT seq, REPEAT(CHAR(97 + seq % 26), 150) FROM seq_1_to_{ROWS}"),
+            format!(
+                "INSERT INTO src SELECT seq, REPEAT(CHAR(97 + seq % 26), 150) FROM seq_1_to_{ROWS}"
+            ),
         ],
     )
     .await;
     let mut ig = bed.idgate().await;
     let before = status_kb(&bed.p, "VmHWM");
-    let o = run(&mut ig, "INSERT INTO t (n, s) SELECT n, s FROM src").await.expect("copy");
+    let o = run(&mut ig, "INSERT INTO t (n, s) SELECT n, s FROM src")
+        .await
+        .expect("copy");
     let after = status_kb(&bed.p, "VmHWM");
     assert_eq!(o.affected, ROWS);
-    assert_eq!(o.info, format!("Records: {ROWS}  Duplicates: 0  Warnings: 0"));
+    assert_eq!(
+        o.info,
+        format!("Records: {ROWS}  Duplicates: 0  Warnings: 0")
+    );
     let mut total = 0;
     for shard in 0..2 {
         let mut c = bed.direct(shard).await;
-        let n: Option<u64> = c.query_first("SELECT COUNT(DISTINCT id) FROM t").await.expect("count");
+        let n: Option<u64> = c
+            .query_first("SELECT COUNT(DISTINCT id) FROM t")
+            .await
+            .expect("count");
         let n = n.unwrap_or(0);
         assert!(n > 0, "shard {shard} got no rows");
         total += n;

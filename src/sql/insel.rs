@@ -251,14 +251,22 @@ fn fraction(out: &mut String, micros: u32, decimals: u8) {
 
 /// Appends the literal for one binary-protocol value `cell` (`None`: NULL)
 /// of column `col`.
-pub fn write_literal(out: &mut String, col: &SourceColumn, cell: Option<&[u8]>) -> Result<(), BadValue> {
+pub fn write_literal(
+    out: &mut String,
+    col: &SourceColumn,
+    cell: Option<&[u8]>,
+) -> Result<(), BadValue> {
     let Some(v) = cell else {
         out.push_str("NULL");
         return Ok(());
     };
     match col.ty {
         types::TINY | types::SHORT | types::YEAR | types::LONG | types::INT24 | types::LONGLONG => {
-            let flag = if col.unsigned { types::UNSIGNED_FLAG } else { 0 };
+            let flag = if col.unsigned {
+                types::UNSIGNED_FLAG
+            } else {
+                0
+            };
             let n = int_value([col.ty, flag], v).ok_or(BadValue("a malformed integer"))?;
             let _ = write!(out, "{n}");
         }
@@ -278,8 +286,7 @@ pub fn write_literal(out: &mut String, col: &SourceColumn, cell: Option<&[u8]>) 
         }
         types::DECIMAL | types::NEWDECIMAL => {
             let ok = !v.is_empty()
-                && v
-                    .iter()
+                && v.iter()
                     .all(|b| b.is_ascii_digit() || *b == b'.' || *b == b'-');
             if !ok {
                 return Err(BadValue("a malformed DECIMAL"));
@@ -307,7 +314,11 @@ pub fn write_literal(out: &mut String, col: &SourceColumn, cell: Option<&[u8]>) 
                 v.get(5).copied().unwrap_or(0),
                 v.get(6).copied().unwrap_or(0)
             );
-            fraction(out, if v.len() >= 11 { u32_at(v, 7) } else { 0 }, col.decimals);
+            fraction(
+                out,
+                if v.len() >= 11 { u32_at(v, 7) } else { 0 },
+                col.decimals,
+            );
             out.push('\'');
         }
         types::TIME => {
@@ -322,7 +333,11 @@ pub fn write_literal(out: &mut String, col: &SourceColumn, cell: Option<&[u8]>) 
                 v.get(6).copied().unwrap_or(0),
                 v.get(7).copied().unwrap_or(0)
             );
-            fraction(out, if v.len() >= 12 { u32_at(v, 8) } else { 0 }, col.decimals);
+            fraction(
+                out,
+                if v.len() >= 12 { u32_at(v, 8) } else { 0 },
+                col.decimals,
+            );
             out.push('\'');
         }
         // BIT: a number in numeric context, as the column is.
@@ -357,7 +372,9 @@ mod tests {
     use super::*;
 
     fn p(sql: &str) -> InsertSelect<'_> {
-        parse(sql, Modes::default()).expect("recognised").expect("fit")
+        parse(sql, Modes::default())
+            .expect("recognised")
+            .expect("fit")
     }
 
     #[test]
@@ -365,23 +382,36 @@ mod tests {
         let s = p("INSERT INTO db.t (a, `b`, x.id) SELECT a, b, id FROM src WHERE x = 1");
         assert_eq!(s.schema.as_deref(), Some("db"));
         assert_eq!(s.table, "t");
-        assert_eq!(&"INSERT INTO db.t (a, `b`, x.id) SELECT"[..s.head_end], "INSERT INTO db.t");
+        assert_eq!(
+            &"INSERT INTO db.t (a, `b`, x.id) SELECT"[..s.head_end],
+            "INSERT INTO db.t"
+        );
         let cols: Vec<&str> = s.columns.iter().flatten().map(|c| &**c).collect();
         assert_eq!(cols, ["a", "b", "id"]);
         let sql = "INSERT INTO db.t (a, `b`, x.id) SELECT a, b, id FROM src WHERE x = 1";
-        assert_eq!(&sql[s.query.0..s.query.1], "SELECT a, b, id FROM src WHERE x = 1");
+        assert_eq!(
+            &sql[s.query.0..s.query.1],
+            "SELECT a, b, id FROM src WHERE x = 1"
+        );
         assert_eq!(s.tail, Tail::None);
 
         let sql = "insert ignore t (select * from u order by 1 limit 3);";
         let s = p(sql);
         assert!(s.ignore && !s.replace && s.columns.is_none());
-        assert_eq!(&sql[s.query.0..s.query.1], "(select * from u order by 1 limit 3)");
+        assert_eq!(
+            &sql[s.query.0..s.query.1],
+            "(select * from u order by 1 limit 3)"
+        );
 
-        let sql = "REPLACE INTO t SELECT a FROM u JOIN v ON u.k = v.k ON DUPLICATE KEY UPDATE a = 1";
+        let sql =
+            "REPLACE INTO t SELECT a FROM u JOIN v ON u.k = v.k ON DUPLICATE KEY UPDATE a = 1";
         let s = p(sql);
         assert!(s.replace);
         assert_eq!(s.tail, Tail::OnDuplicate);
-        assert_eq!(&sql[s.query.0..s.query.1], "SELECT a FROM u JOIN v ON u.k = v.k ");
+        assert_eq!(
+            &sql[s.query.0..s.query.1],
+            "SELECT a FROM u JOIN v ON u.k = v.k "
+        );
 
         let sql = "INSERT INTO t WITH c AS (SELECT 1) SELECT * FROM c RETURNING id";
         assert_eq!(p(sql).tail, Tail::Returning);
@@ -423,20 +453,37 @@ mod tests {
 
     #[test]
     fn literals_keep_type_and_value() {
-        assert_eq!(lit(types::LONGLONG, true, 0, Some(&u64::MAX.to_le_bytes())), "18446744073709551615");
-        assert_eq!(lit(types::LONGLONG, false, 0, Some(&(-5i64).to_le_bytes())), "-5");
+        assert_eq!(
+            lit(types::LONGLONG, true, 0, Some(&u64::MAX.to_le_bytes())),
+            "18446744073709551615"
+        );
+        assert_eq!(
+            lit(types::LONGLONG, false, 0, Some(&(-5i64).to_le_bytes())),
+            "-5"
+        );
         assert_eq!(lit(types::TINY, false, 0, Some(&[0xff])), "-1");
         assert_eq!(lit(types::TINY, true, 0, Some(&[0xff])), "255");
-        assert_eq!(lit(types::DOUBLE, false, 0, Some(&0.1f64.to_le_bytes())), "1e-1");
+        assert_eq!(
+            lit(types::DOUBLE, false, 0, Some(&0.1f64.to_le_bytes())),
+            "1e-1"
+        );
         assert_eq!(
             lit(types::FLOAT, false, 0, Some(&0.1f32.to_le_bytes())),
             "CAST(1.0000000149011612e-1 AS FLOAT)"
         );
         assert_eq!(lit(types::NEWDECIMAL, false, 2, Some(b"-12.50")), "-12.50");
-        assert_eq!(lit(types::DATE, false, 0, Some(&[0xe8, 0x07, 2, 29])), "DATE'2024-02-29'");
+        assert_eq!(
+            lit(types::DATE, false, 0, Some(&[0xe8, 0x07, 2, 29])),
+            "DATE'2024-02-29'"
+        );
         assert_eq!(lit(types::DATE, false, 0, Some(&[])), "DATE'0000-00-00'");
         assert_eq!(
-            lit(types::DATETIME, false, 3, Some(&[0xe8, 0x07, 1, 2, 3, 4, 5, 0x20, 0xa1, 0x07, 0])),
+            lit(
+                types::DATETIME,
+                false,
+                3,
+                Some(&[0xe8, 0x07, 1, 2, 3, 4, 5, 0x20, 0xa1, 0x07, 0])
+            ),
             "TIMESTAMP'2024-01-02 03:04:05.500'"
         );
         assert_eq!(
@@ -444,7 +491,10 @@ mod tests {
             "TIME'-26:03:04'"
         );
         assert_eq!(lit(0x10, false, 0, Some(&[5])), "b'00000101'");
-        assert_eq!(lit(types::VAR_STRING, false, 0, Some(b"NULL")), "_utf8mb4 X'4E554C4C'");
+        assert_eq!(
+            lit(types::VAR_STRING, false, 0, Some(b"NULL")),
+            "_utf8mb4 X'4E554C4C'"
+        );
         assert_eq!(lit(types::BLOB, false, 0, Some(b"")), "_utf8mb4 X''");
         assert_eq!(lit(types::VAR_STRING, false, 0, None), "NULL");
         let col = SourceColumn {

@@ -135,10 +135,11 @@ impl Session {
         };
         // Only this statement in the query (several are split by the engine
         // when sharding is on; otherwise the planner refuses them as before).
-        if sql
-            .get(parsed.query.1..)
-            .is_some_and(|rest| !rest.trim_start_matches([';', ' ', '\t', '\r', '\n']).is_empty())
-            && parsed.tail == Tail::None
+        if sql.get(parsed.query.1..).is_some_and(|rest| {
+            !rest
+                .trim_start_matches([';', ' ', '\t', '\r', '\n'])
+                .is_empty()
+        }) && parsed.tail == Tail::None
         {
             return Ok(false);
         }
@@ -301,7 +302,10 @@ impl Session {
             }
         }
         let end = match (&xid, &result) {
-            (Some(x), Ok(())) => self.two_phase_commit(x, &started, "the INSERT ... SELECT").await,
+            (Some(x), Ok(())) => {
+                self.two_phase_commit(x, &started, "the INSERT ... SELECT")
+                    .await
+            }
             (Some(x), Err(_)) => {
                 self.rollback_xa(x, &started).await;
                 Ok(())
@@ -326,7 +330,11 @@ impl Session {
         };
         // One copy of a broadcast table tells what one server did.
         let counted: Vec<&Tally> = if broadcast {
-            targets.first().and_then(|&s| w.tally.get(s)).into_iter().collect()
+            targets
+                .first()
+                .and_then(|&s| w.tally.get(s))
+                .into_iter()
+                .collect()
         } else {
             targets.iter().filter_map(|&s| w.tally.get(s)).collect()
         };
@@ -345,7 +353,10 @@ impl Session {
             (None, Some(v)) if affected > 0 => v,
             _ => 0,
         };
-        let info = format!("Records: {}  Duplicates: {duplicates}  Warnings: {warnings}", sum.rows);
+        let info = format!(
+            "Records: {}  Duplicates: {duplicates}  Warnings: {warnings}",
+            sum.rows
+        );
         let mut tail = Vec::with_capacity(info.len() + 1);
         crate::protocol::wire::put_lenenc_bytes(&mut tail, info.as_bytes());
         let ok = reply::ok_packet(
@@ -407,7 +418,8 @@ impl Session {
         })?;
         if a.kind != StmtKind::Select {
             return Err(refuse(
-                "INSERT ... SELECT into a rule table: the source is not a SELECT idgate can run".into(),
+                "INSERT ... SELECT into a rule table: the source is not a SELECT idgate can run"
+                    .into(),
             ));
         }
         let mut sharded: Option<(String, Vec<usize>)> = None;
@@ -528,15 +540,21 @@ impl Session {
             })
             .collect();
         let types: Vec<u8> = defs.iter().map(|d| d.ty).collect();
-        let mut merger = Merger::new(heads, spec, Protocol::Binary)
-            .map_err(|e| CmdError::Refused(e.code(), format!("INSERT ... SELECT into {}: {e}", c.display)))?;
+        let mut merger = Merger::new(heads, spec, Protocol::Binary).map_err(|e| {
+            CmdError::Refused(
+                e.code(),
+                format!("INSERT ... SELECT into {}: {e}", c.display),
+            )
+        })?;
         let mut sum = Summary::default();
         let mut chunk: Vec<Vec<u8>> = Vec::with_capacity(CHUNK_ROWS);
         loop {
-            match merger
-                .pull()
-                .map_err(|e| CmdError::Refused(e.code(), format!("INSERT ... SELECT into {}: {e}", c.display)))?
-            {
+            match merger.pull().map_err(|e| {
+                CmdError::Refused(
+                    e.code(),
+                    format!("INSERT ... SELECT into {}: {e}", c.display),
+                )
+            })? {
                 Pull::Need(n) => {
                     let src = opened
                         .get_mut(n)
@@ -545,15 +563,22 @@ impl Session {
                         let (shard, stmt) = (src.shard, src.stmt);
                         self.settle(w, shard).await?;
                         let (rows, done) = self.fetch(shard, stmt).await?;
-                        let src = opened.get_mut(n).ok_or_else(|| CmdError::End("source lost".into()))?;
+                        let src = opened
+                            .get_mut(n)
+                            .ok_or_else(|| CmdError::End("source lost".into()))?;
                         src.rows.extend(rows);
                         src.done = done;
                     }
-                    let src = opened.get_mut(n).ok_or_else(|| CmdError::End("source lost".into()))?;
+                    let src = opened
+                        .get_mut(n)
+                        .ok_or_else(|| CmdError::End("source lost".into()))?;
                     match src.rows.pop_front() {
-                        Some(r) => merger
-                            .push(n, r)
-                            .map_err(|e| CmdError::Refused(e.code(), format!("INSERT ... SELECT into {}: {e}", c.display)))?,
+                        Some(r) => merger.push(n, r).map_err(|e| {
+                            CmdError::Refused(
+                                e.code(),
+                                format!("INSERT ... SELECT into {}: {e}", c.display),
+                            )
+                        })?,
                         None if src.done => merger.end(n),
                         None => {}
                     }
@@ -561,14 +586,16 @@ impl Session {
                 Pull::Row(r) => {
                     chunk.push(r);
                     if chunk.len() >= CHUNK_ROWS {
-                        self.write_chunk(&chunk, &types, &cols, w, c, &mut sum).await?;
+                        self.write_chunk(&chunk, &types, &cols, w, c, &mut sum)
+                            .await?;
                         chunk.clear();
                     }
                 }
                 Pull::Done => break,
             }
         }
-        self.write_chunk(&chunk, &types, &cols, w, c, &mut sum).await?;
+        self.write_chunk(&chunk, &types, &cols, w, c, &mut sum)
+            .await?;
         for &s in c.targets {
             self.flush(w, s).await?;
         }
@@ -588,10 +615,14 @@ impl Session {
         prep.extend_from_slice(text.as_bytes());
         let b = self.backend(shard).await.map_err(CmdError::Backend)?;
         let reply = b.run(&prep, Expect::Prepare).await.map_err(shard_error)?;
-        let first = reply.first().ok_or_else(|| CmdError::End("empty prepare reply".into()))?;
+        let first = reply
+            .first()
+            .ok_or_else(|| CmdError::End("empty prepare reply".into()))?;
         let stmt = crate::protocol::stmt::stmt_id(first.get(1..).unwrap_or_default())
             .map_err(|e| CmdError::End(format!("bad prepare reply: {}", e.0)))?;
-        let params = first.get(7..9).map_or(0, |p| u16::from_le_bytes([p[0], p[1]]));
+        let params = first
+            .get(7..9)
+            .map_or(0, |p| u16::from_le_bytes([p[0], p[1]]));
         if params > 0 {
             opened.push(Source {
                 shard,
@@ -620,7 +651,9 @@ impl Session {
             }
         };
         if head.first().and_then(|p| p.first()) == Some(&reply::OK) {
-            return Err(refuse("INSERT ... SELECT: the source query returned no result set".into()));
+            return Err(refuse(
+                "INSERT ... SELECT: the source query returned no result set".into(),
+            ));
         }
         Ok((stmt, head))
     }
@@ -757,9 +790,7 @@ impl Session {
                 .map_err(|e| CmdError::End(format!("bad row from a shard: {}", e.0)))?;
             sum.rows += 1;
             let id_value: i128 = match *id {
-                RowId::Given(v) => {
-                    i128::from(v)
-                }
+                RowId::Given(v) => i128::from(v),
                 RowId::Explicit(v) => {
                     sum.last_explicit = Some(v);
                     i128::from(v)
@@ -798,9 +829,10 @@ impl Session {
                             c.display, sum.rows
                         ))
                     };
-                    let key = shardkey::canonical(&key, p, c.key_ctx.0, c.key_ctx.1, Purpose::Store)
-                        .map_err(row_error)?
-                        .unwrap_or(key);
+                    let key =
+                        shardkey::canonical(&key, p, c.key_ctx.0, c.key_ctx.1, Purpose::Store)
+                            .map_err(row_error)?
+                            .unwrap_or(key);
                     vec![p.shard_of(&key).map_err(|e| row_error(e.to_string()))?]
                 }
             };
@@ -818,14 +850,16 @@ impl Session {
                     text.push_str(&id_value.to_string());
                     continue;
                 }
-                insel::write_literal(&mut text, col, cells.get(i).copied().flatten()).map_err(|e| {
-                    refuse(format!(
-                        "INSERT ... SELECT into {}: row {}, column {}: {e}",
-                        c.display,
-                        sum.rows,
-                        i + 1
-                    ))
-                })?;
+                insel::write_literal(&mut text, col, cells.get(i).copied().flatten()).map_err(
+                    |e| {
+                        refuse(format!(
+                            "INSERT ... SELECT into {}: row {}, column {}: {e}",
+                            c.display,
+                            sum.rows,
+                            i + 1
+                        ))
+                    },
+                )?;
             }
             if c.id_index.is_none() {
                 if !cols.is_empty() {
@@ -851,14 +885,27 @@ impl Session {
     }
 
     /// Takes ids for the last `run` rows of `ids` that want one.
-    async fn take_run(&mut self, c: &Copy<'_>, ids: &mut [RowId], run: usize) -> Result<(), CmdError> {
+    async fn take_run(
+        &mut self,
+        c: &Copy<'_>,
+        ids: &mut [RowId],
+        run: usize,
+    ) -> Result<(), CmdError> {
         if run == 0 {
             return Ok(());
         }
         let mut got = Vec::with_capacity(run);
         self.take_ids(&c.generator, run, &mut got).await?;
         let mut it = got.into_iter();
-        for id in ids.iter_mut().rev().filter(|i| **i == RowId::Generate).take(run).collect::<Vec<_>>().into_iter().rev() {
+        for id in ids
+            .iter_mut()
+            .rev()
+            .filter(|i| **i == RowId::Generate)
+            .take(run)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+        {
             if let Some(v) = it.next() {
                 *id = RowId::Given(v);
             }
@@ -886,7 +933,11 @@ impl Session {
             // mode, as in INSERT ... SELECT), which VALUES with one row
             // does not.
             payload.extend_from_slice(b"SELECT ");
-            payload.extend_from_slice(body.get(1..body.len().saturating_sub(1)).unwrap_or_default().as_bytes());
+            payload.extend_from_slice(
+                body.get(1..body.len().saturating_sub(1))
+                    .unwrap_or_default()
+                    .as_bytes(),
+            );
         } else {
             payload.extend_from_slice(b"VALUES ");
             payload.extend_from_slice(body.as_bytes());
@@ -928,7 +979,9 @@ impl Session {
             t.status = ok.status;
             match reply::parse_records(&info) {
                 Some((_, d)) => t.duplicates += d,
-                None if w.ignore && ok.affected_rows < rows => t.duplicates += rows - ok.affected_rows,
+                None if w.ignore && ok.affected_rows < rows => {
+                    t.duplicates += rows - ok.affected_rows
+                }
                 None => {}
             }
             t.warnings += u64::from(ok.warnings);
