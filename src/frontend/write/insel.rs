@@ -100,7 +100,18 @@ struct Writer {
     /// Per shard: the rows its in-flight batch holds.
     in_flight_rows: Vec<usize>,
     tally: Vec<Tally>,
+    /// INSERT IGNORE: batches get `RETURNING <id>`, so the reply tells
+    /// which rows were stored (`tracking`).
     ignore: bool,
+    /// ` RETURNING <id column>` for IGNORE batches.
+    returning: String,
+    /// Per shard: the generated ids of the batch being built, and of the
+    /// one in flight (IGNORE only).
+    pending_ids: Vec<Vec<u64>>,
+    in_flight_ids: Vec<Vec<u64>>,
+    /// IGNORE: the least generated id stored (ids rise with the rows: the
+    /// first stored), and its shard.
+    first_stored: Option<(u64, usize)>,
 }
 
 impl Session {
@@ -151,10 +162,8 @@ impl Session {
         };
         let display = format!("{schema}.{}", parsed.table);
         let form = match (parsed.replace, parsed.tail) {
-            (true, _) => Some("REPLACE ... SELECT"),
             (_, Tail::OnDuplicate) => Some("INSERT ... SELECT ... ON DUPLICATE KEY UPDATE"),
-            (_, Tail::Returning) => Some("INSERT ... SELECT ... RETURNING"),
-            _ if parsed.ignore => Some("INSERT IGNORE ... SELECT"),
+            (_, Tail::Returning) => Some("... SELECT ... RETURNING"),
             _ => None,
         };
         if let Some(form) = form {
@@ -234,6 +243,14 @@ impl Session {
             in_flight_rows: vec![0; shards],
             tally: vec![Tally::default(); shards],
             ignore: parsed.ignore,
+            returning: {
+                let mut r = String::from(" RETURNING ");
+                insel::quote_ident(&id_col, &mut r);
+                r
+            },
+            pending_ids: vec![Vec::new(); shards],
+            in_flight_ids: vec![Vec::new(); shards],
+            first_stored: None,
         };
         self.check_write(&targets)?;
         self.note_diag(&targets);
@@ -348,8 +365,17 @@ impl Session {
         if !in_txn {
             st &= !status::IN_TRANS;
         }
-        let last_insert_id = match (sum.first_generated, sum.last_explicit) {
+        // MariaDB: the first generated id stored; else, when rows were
+        // written, the id of the last row (explicit, or an ignored row's
+        // unused one); else 0.
+        let first_generated = if w.ignore {
+            w.first_stored
+        } else {
+            sum.first_generated
+        };
+        let last_insert_id = match (first_generated, sum.last_explicit) {
             (Some((id, _)), _) => id,
+            (None, _) if w.ignore && affected > 0 => sum.last_row.unwrap_or(0),
             (None, Some(v)) if affected > 0 => v,
             _ => 0,
         };
@@ -368,7 +394,7 @@ impl Session {
             },
             &tail,
         );
-        if let Some((id, home)) = sum.first_generated {
+        if let Some((id, home)) = first_generated {
             self.set_last_insert_id(home, id).await?;
             self.last_id_home(home);
         }
@@ -839,6 +865,7 @@ impl Session {
             if let (RowId::Given(v), None) = (*id, sum.first_generated) {
                 sum.first_generated = Some((v, shard_list.first().copied().unwrap_or(0)));
             }
+            sum.last_row = Some(id_value as u64);
             // The row's text, once.
             let mut text = String::with_capacity(row.len() * 2 + 32);
             text.push('(');
@@ -869,6 +896,11 @@ impl Session {
             }
             text.push(')');
             for s in shard_list {
+                if let (true, RowId::Given(v)) = (w.ignore, *id) {
+                    if let Some(p) = w.pending_ids.get_mut(s) {
+                        p.push(v);
+                    }
+                }
                 if let Some((b, n)) = w.batch.get_mut(s) {
                     if *n > 0 {
                         b.push(',');
@@ -942,6 +974,17 @@ impl Session {
             payload.extend_from_slice(b"VALUES ");
             payload.extend_from_slice(body.as_bytes());
         }
+        if w.ignore {
+            payload.extend_from_slice(w.returning.as_bytes());
+            let ids = w
+                .pending_ids
+                .get_mut(s)
+                .map(std::mem::take)
+                .unwrap_or_default();
+            if let Some(f) = w.in_flight_ids.get_mut(s) {
+                *f = ids;
+            }
+        }
         let b = self.backend(s).await.map_err(CmdError::Backend)?;
         b.send(&payload).await.map_err(CmdError::Backend)?;
         if let Some(f) = w.in_flight.get_mut(s) {
@@ -969,7 +1012,44 @@ impl Session {
         }
         let rows = w.in_flight_rows.get(s).copied().unwrap_or(0) as u64;
         let b = self.backend(s).await.map_err(CmdError::Backend)?;
+        let deprecate_eof = b.deprecate_eof();
         let reply = b.read_reply(Expect::Results).await.map_err(shard_error)?;
+        if w.ignore {
+            let Some(r) = crate::frontend::returned::Returned::read_all(&reply, deprecate_eof)
+            else {
+                return Err(CmdError::End(
+                    "a shard answered an INSERT IGNORE batch without its RETURNING rows".into(),
+                ));
+            };
+            let (st, warnings, _) = r.end.clone().unwrap_or_default();
+            let generated = w
+                .in_flight_ids
+                .get_mut(s)
+                .map(std::mem::take)
+                .unwrap_or_default();
+            // Ids rise with the rows: the least stored generated id is the first.
+            let mut gen = generated;
+            gen.sort_unstable();
+            let least = r
+                .ids
+                .iter()
+                .copied()
+                .filter(|v| gen.binary_search(v).is_ok())
+                .min();
+            if let Some(v) = least {
+                if w.first_stored.is_none_or(|(f, _)| v < f) {
+                    w.first_stored = Some((v, s));
+                }
+            }
+            if let Some(t) = w.tally.get_mut(s) {
+                let stored = r.ids.len() as u64;
+                t.affected += stored;
+                t.duplicates += rows.saturating_sub(stored);
+                t.warnings += u64::from(warnings);
+                t.status = st;
+            }
+            return Ok(());
+        }
         let Some(ok) = reply.first().and_then(|p| reply::parse_ok(p).ok()) else {
             return Err(CmdError::End("a shard answered a batch with rows".into()));
         };
@@ -979,10 +1059,8 @@ impl Session {
             t.status = ok.status;
             match reply::parse_records(&info) {
                 Some((_, d)) => t.duplicates += d,
-                None if w.ignore && ok.affected_rows < rows => {
-                    t.duplicates += rows - ok.affected_rows
-                }
-                None => {}
+                // One REPLACE row: 2 affected means it replaced one.
+                None => t.duplicates += ok.affected_rows.saturating_sub(rows),
             }
             t.warnings += u64::from(ok.warnings);
         }
@@ -1025,6 +1103,8 @@ struct Summary {
     /// The first generated id and the shard its row went to.
     first_generated: Option<(u64, usize)>,
     last_explicit: Option<u64>,
+    /// The id of the last row (as the OK packet writes it).
+    last_row: Option<u64>,
 }
 
 /// A source column's definition, owned.
