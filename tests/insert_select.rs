@@ -679,3 +679,67 @@ async fn ignore_and_replace_match_mariadb() {
     }
     bed.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inside_a_transaction() {
+    let Some(bed) = Bed::new().await else { return };
+    bed.on_each(&["CREATE TABLE t (id BIGINT PRIMARY KEY, n INT NOT NULL)".into()])
+        .await;
+    bed.on(
+        0,
+        &[
+            "CREATE TABLE one (id BIGINT PRIMARY KEY, u INT NOT NULL, n INT NULL, UNIQUE KEY (u))"
+                .into(),
+            "CREATE TABLE src (u INT NOT NULL, n TINYINT NULL)".into(),
+            "INSERT INTO src VALUES (1, 1), (2, 2), (3, 3)".into(),
+        ],
+    )
+    .await;
+    let mut ig = bed.idgate().await;
+    let count = |c: &'static str| format!("SELECT COUNT(*) FROM {c}");
+    // Rolled back with the transaction.
+    ig.query_drop("BEGIN").await.expect("begin");
+    run(&mut ig, "INSERT INTO one (u, n) SELECT u, n FROM src")
+        .await
+        .expect("in txn");
+    let n: Option<u64> = ig.query_first(count("one")).await.expect("count");
+    assert_eq!(n, Some(3), "the transaction sees its rows");
+    ig.query_drop("ROLLBACK").await.expect("rollback");
+    let n: Option<u64> = ig.query_first(count("one")).await.expect("count");
+    assert_eq!(n, Some(0));
+    // A statement that fails is undone alone; the transaction goes on.
+    ig.query_drop("BEGIN").await.expect("begin");
+    run(
+        &mut ig,
+        "INSERT INTO one (u, n) SELECT u, n FROM src WHERE u = 1",
+    )
+    .await
+    .expect("first");
+    let e = run(
+        &mut ig,
+        "INSERT INTO one (u, n) SELECT u + 10, n FROM src UNION ALL SELECT 1, 9",
+    )
+    .await
+    .expect_err("duplicate u");
+    assert_eq!(e.0, 1062, "{}", e.1);
+    ig.query_drop("COMMIT").await.expect("commit");
+    let got: Vec<(i64, Option<i64>)> = ig
+        .query("SELECT u, n FROM one ORDER BY u")
+        .await
+        .expect("one");
+    assert_eq!(got, vec![(1, Some(1))]);
+    // A target over two shards inside a transaction: refused like any
+    // write that would reach a second shard, nothing written.
+    ig.query_drop("BEGIN").await.expect("begin");
+    let r = run(&mut ig, "INSERT INTO t (n) SELECT n FROM src").await;
+    ig.query_drop("ROLLBACK").await.expect("rollback");
+    if let Err((code, msg)) = &r {
+        assert!(msg.contains("shard"), "{code}: {msg}");
+    }
+    for shard in 0..2 {
+        let mut c = bed.direct(shard).await;
+        let n: Option<u64> = c.query_first(count("t")).await.expect("count");
+        assert_eq!(n, Some(0), "shard {shard}: {r:?}");
+    }
+    bed.finish().await;
+}
