@@ -112,6 +112,10 @@ struct Writer {
     /// IGNORE: the least generated id stored (ids rise with the rows: the
     /// first stored), and its shard.
     first_stored: Option<(u64, usize)>,
+    /// Source shards whose `character_set_results` idgate set to NULL
+    /// (strings come in their column's own character set, unconverted),
+    /// with the value to set back.
+    restore_cs: Vec<(usize, Option<String>)>,
 }
 
 impl Session {
@@ -251,6 +255,7 @@ impl Session {
             pending_ids: vec![Vec::new(); shards],
             in_flight_ids: vec![Vec::new(); shards],
             first_stored: None,
+            restore_cs: Vec::new(),
         };
         self.check_write(&targets)?;
         self.note_diag(&targets);
@@ -316,6 +321,18 @@ impl Session {
             close.extend_from_slice(&src.stmt.to_le_bytes());
             if let Ok(b) = self.backend(src.shard).await {
                 let _ = b.send(&close).await;
+            }
+        }
+        for (shard, old) in std::mem::take(&mut w.restore_cs) {
+            let value = match old {
+                Some(name) if name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') => name,
+                _ => "NULL".into(),
+            };
+            let set = format!("\x03SET character_set_results = {value}");
+            if let Err(e) = self.own_command(shard, set.as_bytes()).await {
+                if result.is_ok() {
+                    result = Err(e);
+                }
             }
         }
         let end = match (&xid, &result) {
@@ -426,6 +443,10 @@ impl Session {
         query: &str,
         modes: SqlModes,
     ) -> Result<(Vec<usize>, MergeSpec, String), CmdError> {
+        if !self.shared.routing {
+            // Every table is on the default shard.
+            return Ok((vec![0], MergeSpec::default(), query.to_string()));
+        }
         let schema = self.schema.clone();
         let key_of = |s: Option<&str>, t: &str| {
             rules
@@ -536,6 +557,17 @@ impl Session {
     ) -> Result<Summary, CmdError> {
         let mut heads = Vec::with_capacity(sources.len());
         for &shard in sources {
+            // The values as stored, in their column's character set.
+            let b = self.backend(shard).await.map_err(CmdError::Backend)?;
+            let old = b
+                .query_rows("SELECT @@character_set_results")
+                .await
+                .map_err(shard_error)?
+                .first()
+                .and_then(|r| r.first().cloned().flatten());
+            self.own_command(shard, b"\x03SET character_set_results = NULL")
+                .await?;
+            w.restore_cs.push((shard, old));
             let (stmt, head) = self.open_cursor(shard, text, opened).await?;
             opened.push(Source {
                 shard,
