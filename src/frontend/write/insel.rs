@@ -680,7 +680,8 @@ impl Session {
             .map_err(|e| CmdError::End(format!("bad prepare reply: {}", e.0)))?;
         let params = first
             .get(7..9)
-            .map_or(0, |p| u16::from_le_bytes([p[0], p[1]]));
+            .and_then(|p| <[u8; 2]>::try_from(p).ok())
+            .map_or(0, u16::from_le_bytes);
         if params > 0 {
             opened.push(Source {
                 shard,
