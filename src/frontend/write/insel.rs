@@ -53,11 +53,12 @@ use crate::sql::route::{self as analysis, StmtKind};
 use crate::sql::SqlModes;
 
 /// Rows asked for per COM_STMT_FETCH.
-const FETCH_ROWS: u32 = 2000;
-/// A shard's batch is sent once its text is this long.
-const BATCH_BYTES: usize = 1 << 20;
+const FETCH_ROWS: u32 = 8000;
+/// A shard's batch is sent once its text is this long (or a quarter of
+/// the smallest `max_allowed_packet` of the target's shards, if less).
+const BATCH_BYTES: usize = 4 << 20;
 /// Rows given ids together (explicit ids observed, generated ones taken).
-const CHUNK_ROWS: usize = 2000;
+const CHUNK_ROWS: usize = 8000;
 
 /// "Column count doesn't match value count at row 1".
 const ER_WRONG_VALUE_COUNT_ON_ROW: ErrorCode = ErrorCode {
@@ -116,6 +117,9 @@ struct Writer {
     /// (strings come in their column's own character set, unconverted),
     /// with the value to set back.
     restore_cs: Vec<(usize, Option<String>)>,
+    /// When a batch is sent (`BATCH_BYTES`, or less for a shard that
+    /// takes smaller packets).
+    batch_bytes: usize,
 }
 
 impl Session {
@@ -256,6 +260,7 @@ impl Session {
             in_flight_ids: vec![Vec::new(); shards],
             first_stored: None,
             restore_cs: Vec::new(),
+            batch_bytes: BATCH_BYTES,
         };
         self.check_write(&targets)?;
         self.note_diag(&targets);
@@ -281,6 +286,16 @@ impl Session {
                 break;
             }
             started.push(s);
+            let max = match self.backend(s).await {
+                Ok(b) => b.query_rows("SELECT @@max_allowed_packet").await.ok(),
+                Err(_) => None,
+            };
+            if let Some(m) = max
+                .and_then(|r| r.first()?.first().cloned().flatten())
+                .and_then(|v| v.parse::<usize>().ok())
+            {
+                w.batch_bytes = w.batch_bytes.min(m / 4).max(16 * 1024);
+            }
         }
         let mut opened: Vec<Source> = Vec::new();
         let mut summary = None;
@@ -940,7 +955,7 @@ impl Session {
                     }
                     b.push_str(&text);
                     *n += 1;
-                    if b.len() >= BATCH_BYTES {
+                    if b.len() >= w.batch_bytes {
                         self.flush(w, s).await?;
                     }
                 }
