@@ -578,10 +578,8 @@ async fn a_large_copy_in_bounded_memory() {
 async fn ignore_and_replace_match_mariadb() {
     let Some(bed) = Bed::new().await else { return };
     let cols = "u INT NOT NULL, n INT NULL, UNIQUE KEY (u)";
-    bed.on_each(&[format!(
-        "CREATE TABLE t (id BIGINT PRIMARY KEY, n INT NULL)"
-    )])
-    .await;
+    bed.on_each(&["CREATE TABLE t (id BIGINT PRIMARY KEY, n INT NULL)".to_string()])
+        .await;
     bed.on(
         0,
         &[
