@@ -1059,7 +1059,13 @@ impl Session {
             *f = false;
         }
         let rows = w.in_flight_rows.get(s).copied().unwrap_or(0) as u64;
-        let b = self.backend(s).await.map_err(CmdError::Backend)?;
+        // Not `backend()`: the reply waiting on a connection not used for a
+        // second would look like a shard that closed it, and be replaced.
+        let b = self.backends.get_mut(s).ok_or_else(|| {
+            CmdError::End(format!(
+                "INSERT ... SELECT: the connection to shard {s} is gone"
+            ))
+        })?;
         let deprecate_eof = b.deprecate_eof();
         let reply = b.read_reply(Expect::Results).await.map_err(shard_error)?;
         if w.ignore {
