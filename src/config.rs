@@ -760,7 +760,8 @@ impl Config {
         if b.pool_wait_timeout_ms > 3_600_000 || b.pool_max_lifetime == 0 {
             return Err(invalid(
                 "backend.pool_wait_timeout_ms",
-                "pool_wait_timeout_ms must be at most 3600000 and pool_max_lifetime at least 1".into(),
+                "pool_wait_timeout_ms must be at most 3600000 and pool_max_lifetime at least 1"
+                    .into(),
             ));
         }
         if cfg.users.is_empty() {

@@ -86,7 +86,9 @@ async fn no_state_leaks_to_the_next_client_on_the_same_connection() {
         "COMMIT",
         "DO GET_LOCK('pool_leak_lock', 0)",
     ] {
-        a.query_drop(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        a.query_drop(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
     // A server-side prepared statement of the binary protocol.
     let stmt = a.prep("SELECT ? + 1").await.expect("prepare");
@@ -95,7 +97,9 @@ async fn no_state_leaks_to_the_next_client_on_the_same_connection() {
     let lid: Option<u64> = a.query_first("SELECT LAST_INSERT_ID()").await.expect("lid");
     assert_eq!(lid, Some(1));
     // Last: with it, any later statement would open a transaction.
-    a.query_drop("SET autocommit = 0").await.expect("autocommit");
+    a.query_drop("SET autocommit = 0")
+        .await
+        .expect("autocommit");
     a.disconnect().await.expect("client a quits");
     wait_idle(&p, 1).await;
 
@@ -134,7 +138,10 @@ async fn no_state_leaks_to_the_next_client_on_the_same_connection() {
         .expect("lock");
     assert_eq!(lock, Some(None), "GET_LOCK's lock leaked");
     // The committed row is there; nothing else of a's is.
-    let n: Option<u64> = b.query_first("SELECT COUNT(*) FROM t").await.expect("count");
+    let n: Option<u64> = b
+        .query_first("SELECT COUNT(*) FROM t")
+        .await
+        .expect("count");
     assert_eq!(n, Some(1));
     b.disconnect().await.expect("client b quits");
     proxy::teardown(&tb, p, &schema).await;
@@ -152,14 +159,21 @@ async fn an_open_transaction_is_never_given_back() {
         .expect("create");
     let id_a = connection_id(&mut a).await;
     a.query_drop("BEGIN").await.expect("begin");
-    a.query_drop("INSERT INTO t VALUES (1)").await.expect("insert");
-    a.disconnect().await.expect("client a quits inside its transaction");
+    a.query_drop("INSERT INTO t VALUES (1)")
+        .await
+        .expect("insert");
+    a.disconnect()
+        .await
+        .expect("client a quits inside its transaction");
     // Closed, not pooled: the place is free again.
     wait_empty(&p).await;
     proxy::wait_closed(&tb, 0, id_a).await;
     let mut b = Conn::new(p.opts(Some(&schema))).await.expect("client b");
     assert_ne!(connection_id(&mut b).await, id_a);
-    let n: Option<u64> = b.query_first("SELECT COUNT(*) FROM t").await.expect("count");
+    let n: Option<u64> = b
+        .query_first("SELECT COUNT(*) FROM t")
+        .await
+        .expect("count");
     assert_eq!(n, Some(0), "the open transaction's row must be rolled back");
     let in_txn: Option<u64> = b
         .query_first("SELECT @@in_transaction")
@@ -229,6 +243,22 @@ async fn pool_max_then_1040_naming_the_shard() {
     let pool = &p.shared.pools[0];
     assert_eq!(pool.stats.timeouts.load(Ordering::Relaxed), 1);
     assert_eq!(pool.state().open, 1, "never more than pool_max");
+    // What an operator sees: SHOW IDGATE POOLS (open to every account).
+    let rows: Vec<mysql_async::Row> = a.query("SHOW IDGATE POOLS").await.expect("show pools");
+    assert_eq!(rows.len(), 2, "one row per shard");
+    let s0 = &rows[0];
+    let col = |name: &str| -> u64 {
+        s0.get::<String, _>(name)
+            .unwrap_or_else(|| panic!("column {name}"))
+            .parse()
+            .expect("a number")
+    };
+    assert_eq!(s0.get::<String, _>("Shard").as_deref(), Some("s0"));
+    assert_eq!(
+        (col("Max"), col("Open"), col("In_use"), col("Waiting")),
+        (1, 1, 1, 0)
+    );
+    assert_eq!((col("Waits"), col("Timeouts"), col("Created")), (1, 1, 1));
     a.disconnect().await.expect("client a quits");
     wait_idle(&p, 1).await;
     let mut c = Conn::new(p.opts(Some("mysql"))).await.expect("client c");

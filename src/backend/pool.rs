@@ -3,7 +3,7 @@
 //! and gives it back (reset) when it leaves.
 //!
 //! The pool knows connections, not sessions. A connection is only reused
-//! by a client it is interchangeable for: the same shard account,
+//! by a client it is interchangeable for: the same shard account and password,
 //! capabilities and handshake character set (its [`ConnKey`]: replies are
 //! relayed byte for byte, so both sides must frame them alike, and
 //! COM_RESET_CONNECTION brings back the handshake's character set). The
@@ -30,16 +30,32 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 /// What makes two shard connections interchangeable for a client.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct ConnKey {
     /// The shard account the connection is logged in with.
     pub user: String,
+    /// ... and its password: two `[[users]]` may name the same shard
+    /// account with different passwords, and only the right one may get a
+    /// connection that logged in (the shard's 1045 otherwise).
+    pub password: String,
     /// Capabilities in force (relayed replies are framed by them).
     pub capabilities: u32,
     /// MariaDB extended capabilities in force.
     pub ext_capabilities: u32,
     /// The handshake's character set (what a reset goes back to).
     pub charset: u8,
+}
+
+impl std::fmt::Debug for ConnKey {
+    /// The password left out.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnKey")
+            .field("user", &self.user)
+            .field("capabilities", &self.capabilities)
+            .field("ext_capabilities", &self.ext_capabilities)
+            .field("charset", &self.charset)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The pool of shard connections sessions use.
@@ -97,6 +113,28 @@ pub struct PoolState {
     pub idle: usize,
     /// Takers waiting for a place.
     pub waiting: usize,
+}
+
+/// Everything `SHOW IDGATE POOLS` and `/metrics` show of one pool.
+#[derive(Debug, Clone, Default)]
+pub struct PoolView {
+    pub shard: String,
+    pub max: usize,
+    pub state: PoolState,
+    pub created: u64,
+    pub closed: u64,
+    pub reused: u64,
+    pub waits: u64,
+    pub wait_us: u64,
+    pub timeouts: u64,
+    pub stale: u64,
+}
+
+impl PoolView {
+    /// Connections handed out now.
+    pub fn in_use(&self) -> usize {
+        self.state.open.saturating_sub(self.state.idle)
+    }
 }
 
 /// An idle connection and what the pool knows of it.
@@ -199,6 +237,24 @@ impl<K, C> Drop for Lease<K, C> {
 }
 
 impl<K, C> Pool<K, C> {
+    /// The pool's state and counters now.
+    pub fn view(&self) -> PoolView {
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let st = &self.stats;
+        PoolView {
+            shard: self.shard.clone(),
+            max: self.settings.max,
+            state: self.state(),
+            created: n(&st.created),
+            closed: n(&st.closed),
+            reused: n(&st.reused),
+            waits: n(&st.waits),
+            wait_us: n(&st.wait_us),
+            timeouts: n(&st.timeouts),
+            stale: n(&st.stale),
+        }
+    }
+
     pub fn state(&self) -> PoolState {
         let g = self.inner.lock();
         PoolState {
@@ -229,7 +285,6 @@ impl<K, C> Pool<K, C> {
         }
         g.open = g.open.saturating_sub(1);
     }
-
 }
 
 impl<K: Clone + Eq, C> Pool<K, C> {
@@ -273,6 +328,8 @@ impl<K: Clone + Eq, C> Pool<K, C> {
         match granted {
             Some(g) => Ok(self.granted(g)),
             None => {
+                // Out of the line (its receiver is gone: nothing is sent to it).
+                self.inner.lock().waiters.retain(|w| !w.tx.is_closed());
                 self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
                 Err(PoolFull {
                     max: self.settings.max,
@@ -328,7 +385,7 @@ impl<K: Clone + Eq, C> Pool<K, C> {
                 disarm(&mut old.lease);
                 self.stats.closed.fetch_add(1, Ordering::Relaxed);
                 return Ok(Taken::Open {
-                lease: self.lease(now),
+                    lease: self.lease(now),
                     evicted: Some(old.conn),
                 });
             }
@@ -347,7 +404,8 @@ impl<K: Clone + Eq, C> Pool<K, C> {
     /// waiter. `None`: the pool kept it.
     pub fn give_back(self: &Arc<Self>, mut idle: Idle<K, C>) -> Option<C> {
         let now = idle.since;
-        let too_old = now.saturating_duration_since(idle.lease.created) >= self.settings.max_lifetime;
+        let too_old =
+            now.saturating_duration_since(idle.lease.created) >= self.settings.max_lifetime;
         if too_old || self.settings.idle_timeout.is_zero() {
             return Some(close(idle));
         }
@@ -409,7 +467,12 @@ impl<K: Clone + Eq, C> Pool<K, C> {
 
     /// Idle connections of `key` now.
     pub fn idle_of(&self, key: &K) -> usize {
-        self.inner.lock().idle.iter().filter(|c| &c.key == key).count()
+        self.inner
+            .lock()
+            .idle
+            .iter()
+            .filter(|c| &c.key == key)
+            .count()
     }
 
     /// A place for a connection opened without a taker (to keep
@@ -501,7 +564,14 @@ mod tests {
         assert_eq!(p.state().waiting, 1);
         drop(b);
         // The freed place went to the waiter (still counted open).
-        assert_eq!(p.state(), PoolState { open: 2, idle: 0, waiting: 0 });
+        assert_eq!(
+            p.state(),
+            PoolState {
+                open: 2,
+                idle: 0,
+                waiting: 0
+            }
+        );
         let _place = rx.try_recv().ok().expect("a place");
         assert!(p.give_back(idle(1, 7, a, Instant::now())).is_none());
         match p.try_take(&1, None, Instant::now()) {
@@ -538,11 +608,25 @@ mod tests {
         let place = rx_other.try_recv();
         assert!(matches!(place, Ok(Grant::Place(_))));
         assert!(rx_same.try_recv().is_err());
-        assert_eq!(p.state(), PoolState { open: 1, idle: 0, waiting: 1 });
+        assert_eq!(
+            p.state(),
+            PoolState {
+                open: 1,
+                idle: 0,
+                waiting: 1
+            }
+        );
         // That place given up goes on to the next in line.
         drop(place);
         assert!(matches!(rx_same.try_recv(), Ok(Grant::Place(_))));
-        assert_eq!(p.state(), PoolState { open: 0, idle: 0, waiting: 0 });
+        assert_eq!(
+            p.state(),
+            PoolState {
+                open: 0,
+                idle: 0,
+                waiting: 0
+            }
+        );
     }
 
     #[test]
@@ -552,7 +636,14 @@ mod tests {
         let rx = p.try_take(&1, None, Instant::now()).err().expect("in line");
         drop(rx);
         assert!(p.give_back(idle(1, 7, a, Instant::now())).is_none());
-        assert_eq!(p.state(), PoolState { open: 1, idle: 1, waiting: 0 });
+        assert_eq!(
+            p.state(),
+            PoolState {
+                open: 1,
+                idle: 1,
+                waiting: 0
+            }
+        );
     }
 
     #[test]
@@ -570,7 +661,14 @@ mod tests {
         gone.sort();
         // The most recently given back stays (min_idle).
         assert_eq!(gone, vec![0, 1]);
-        assert_eq!(p.state(), PoolState { open: 1, idle: 1, waiting: 0 });
+        assert_eq!(
+            p.state(),
+            PoolState {
+                open: 1,
+                idle: 1,
+                waiting: 0
+            }
+        );
         assert_eq!(p.expire(t0 + Duration::from_secs(3601)), vec![2]);
         assert_eq!(p.state().open, 0);
     }
@@ -579,7 +677,10 @@ mod tests {
     fn schema_preference() {
         let p = Pool::<u8, u32>::new("s0", settings(0));
         let leases: Vec<_> = (0..3).map(|_| open(&p, 1)).collect();
-        for ((c, db), l) in [(1, Some("a")), (2, Some("b")), (3, None)].into_iter().zip(leases) {
+        for ((c, db), l) in [(1, Some("a")), (2, Some("b")), (3, None)]
+            .into_iter()
+            .zip(leases)
+        {
             let mut i = idle(1, c, l, Instant::now());
             i.db = db.map(str::to_string);
             assert!(p.give_back(i).is_none());
@@ -617,6 +718,7 @@ mod tests {
         assert_eq!(e.max, 1);
         assert_eq!(p.stats.timeouts.load(Ordering::Relaxed), 1);
         // The one that timed out is no longer in line.
+        assert_eq!(p.state().waiting, 0);
         assert!(p.try_take(&1, None, Instant::now()).is_err());
     }
 }

@@ -964,7 +964,9 @@ impl Session {
                 // The shard's own OK: it carries the schema change for
                 // clients that track session state.
                 // A connection reused from the pool has none: idgate's own OK.
-                Ok(b) => login_ok = Some(std::mem::take(&mut b.login_ok)).filter(|ok| !ok.is_empty()),
+                Ok(b) => {
+                    login_ok = Some(std::mem::take(&mut b.login_ok)).filter(|ok| !ok.is_empty())
+                }
                 Err(e) => {
                     let _ = self.send_backend_error(seq, &e).await;
                     return format!("login database refused: {e}");

@@ -15,9 +15,9 @@ pub mod kill;
 pub mod lastid;
 pub mod limits;
 pub mod login;
+pub mod pooled;
 pub mod readback;
 pub mod registry;
-pub mod pooled;
 pub mod replay;
 pub mod seqstate;
 pub mod stmt;
@@ -639,7 +639,6 @@ impl Session {
         self.lid_synced = u64::MAX;
         self.last_values.clear();
     }
-
 
     pub(in crate::frontend) async fn unknown_stmt(
         &mut self,

@@ -61,9 +61,10 @@ pub(in crate::frontend) async fn quit(mut c: BackendConn) {
 impl Session {
     /// The pool key of this session's connections.
     fn conn_key(&self) -> ConnKey {
-        let (user, _) = self.shared.shard_account(&self.login.user);
+        let (user, password) = self.shared.shard_account(&self.login.user);
         ConnKey {
             user: user.to_string(),
+            password: password.to_string(),
             capabilities: self.login.capabilities & !LOGIN_ONLY_CAPS,
             ext_capabilities: self.login.ext_capabilities,
             charset: self.login.charset,
@@ -85,14 +86,13 @@ impl Session {
         };
         let key = self.conn_key();
         let lease = loop {
-            let taken = pool
-                .take(&key, self.schema.as_deref())
-                .await
-                .map_err(|f| BackendError::PoolFull {
+            let taken = pool.take(&key, self.schema.as_deref()).await.map_err(|f| {
+                BackendError::PoolFull {
                     shard: pool.shard.clone(),
                     max: f.max,
                     waited_ms: f.waited.as_millis() as u64,
-                })?;
+                }
+            })?;
             match taken {
                 Taken::Open { lease, evicted } => {
                     if let Some(c) = evicted {
@@ -197,10 +197,8 @@ impl Session {
     /// connection is reset and given back to its pool when it can be
     /// reused, otherwise closed.
     pub(in crate::frontend) async fn return_backends(&mut self, at_rest: bool) {
-        let reusable = at_rest
-            && self.txn_xa.is_none()
-            && !self.killed
-            && self.cursor_stream.is_none();
+        let reusable =
+            at_rest && self.txn_xa.is_none() && !self.killed && self.cursor_stream.is_none();
         let key = self.conn_key();
         let timeout = self.shared.connect_timeout();
         let routing = self.shared.routing;
@@ -277,22 +275,6 @@ async fn fill_min_idle(shared: &Shared, shard: usize, pool: &Arc<ShardPool>) {
     let Some(key) = pool.last_key() else {
         return;
     };
-    // The account's password: the [[users]] entry (or [backend]) whose
-    // shard account the key names.
-    let password = shared
-        .config
-        .users
-        .iter()
-        .map(|u| shared.shard_account(&u.name))
-        .chain(std::iter::once((
-            shared.config.backend.user.as_str(),
-            shared.config.backend.password.as_str(),
-        )))
-        .find(|(u, _)| *u == key.user)
-        .map(|(_, p)| p.to_string());
-    let Some(password) = password else {
-        return;
-    };
     let s = &shared.config.shards[shard];
     while pool.idle_of(&key) < pool.settings.min_idle {
         let Some(lease) = pool.spare_place() else {
@@ -303,7 +285,7 @@ async fn fill_min_idle(shared: &Shared, shard: usize, pool: &Arc<ShardPool>) {
             address: &s.address,
             tls: &shared.shard_tls,
             user: &key.user,
-            password: &password,
+            password: &key.password,
             database: None,
             charset: key.charset,
             capabilities: key.capabilities,
