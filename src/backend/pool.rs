@@ -560,7 +560,7 @@ mod tests {
         let b = open(&p, 1);
         assert_eq!(p.state().open, 2);
         // Full: a third taker is in line.
-        let mut rx = p.try_take(&1, None, Instant::now()).err().expect("in line");
+        let mut rx = p.try_take(&1, None, Instant::now()).expect_err("in line");
         assert_eq!(p.state().waiting, 1);
         drop(b);
         // The freed place went to the waiter (still counted open).
@@ -572,7 +572,7 @@ mod tests {
                 waiting: 0
             }
         );
-        let _place = rx.try_recv().ok().expect("a place");
+        let _place = rx.try_recv().expect("a place");
         assert!(p.give_back(idle(1, 7, a, Instant::now())).is_none());
         match p.try_take(&1, None, Instant::now()) {
             Ok(Taken::Reuse(i)) => assert_eq!(i.conn, 7),
@@ -600,8 +600,8 @@ mod tests {
     fn given_back_to_the_first_waiter() {
         let p = Pool::<u8, u32>::new("s0", settings(1));
         let a = open(&p, 1);
-        let mut rx_other = p.try_take(&2, None, Instant::now()).err().expect("in line");
-        let mut rx_same = p.try_take(&1, None, Instant::now()).err().expect("in line");
+        let mut rx_other = p.try_take(&2, None, Instant::now()).expect_err("in line");
+        let mut rx_same = p.try_take(&1, None, Instant::now()).expect_err("in line");
         // The first waiter needs another key: the connection is closed and
         // its place moves there.
         assert_eq!(p.give_back(idle(1, 7, a, Instant::now())), Some(7));
@@ -633,7 +633,7 @@ mod tests {
     fn a_waiter_that_left_is_skipped() {
         let p = Pool::<u8, u32>::new("s0", settings(1));
         let a = open(&p, 1);
-        let rx = p.try_take(&1, None, Instant::now()).err().expect("in line");
+        let rx = p.try_take(&1, None, Instant::now()).expect_err("in line");
         drop(rx);
         assert!(p.give_back(idle(1, 7, a, Instant::now())).is_none());
         assert_eq!(
@@ -714,7 +714,7 @@ mod tests {
     async fn full_pool_times_out() {
         let p = Pool::<u8, u32>::new("s0", settings(1));
         let _a = open(&p, 1);
-        let e = p.take(&1, None).await.err().expect("full");
+        let e = p.take(&1, None).await.expect_err("full");
         assert_eq!(e.max, 1);
         assert_eq!(p.stats.timeouts.load(Ordering::Relaxed), 1);
         // The one that timed out is no longer in line.
