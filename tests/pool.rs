@@ -309,3 +309,31 @@ async fn a_connection_killed_while_idle_is_replaced() {
     b.disconnect().await.expect("client b quits");
     p.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_gone_in_the_middle_of_a_reply_leaves_no_reply_behind() {
+    let Some(tb) = support::testbed() else { return };
+    let p = start_pool(&tb, "pool_max = 1").await;
+    // About 8 MB of rows, far more than the socket buffers hold: the
+    // client leaves while idgate is still relaying them.
+    let mut raw = proxy::RawClient::app(p.addr, proxy::CLIENT_CAPS).await;
+    let mut q = vec![0x03];
+    q.extend_from_slice(b"SELECT REPEAT('x', 8000) FROM seq_1_to_1000");
+    raw.send(&q).await;
+    let (_, first) = raw.read().await.expect("the reply starts");
+    assert_eq!(first, [1], "a result set of one column, not {first:?}");
+    drop(raw);
+    // Whatever the session saw, its connection is either closed or was
+    // given back only after the whole reply: the next client on the pool's
+    // one place gets a connection with nothing left to read.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while p.shared.pools[0].view().in_use() != 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the session never ended");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut b = Conn::new(p.opts(None)).await.expect("client b");
+    let v: Option<u64> = b.query_first("SELECT 42").await.expect("select");
+    assert_eq!(v, Some(42));
+    b.disconnect().await.expect("client b quits");
+    p.stop().await;
+}
