@@ -318,7 +318,7 @@ async fn a_client_gone_in_the_middle_of_a_reply_leaves_no_reply_behind() {
     // client leaves while idgate is still relaying them.
     let mut raw = proxy::RawClient::app(p.addr, proxy::CLIENT_CAPS).await;
     let mut q = vec![0x03];
-    q.extend_from_slice(b"SELECT REPEAT('x', 8000) FROM seq_1_to_1000");
+    q.extend_from_slice(b"SELECT REPEAT('x', 8000) FROM mysql.seq_1_to_1000");
     raw.send(&q).await;
     let (_, first) = raw.read().await.expect("the reply starts");
     assert_eq!(first, [1], "a result set of one column, not {first:?}");
