@@ -328,12 +328,46 @@ async fn a_client_gone_in_the_middle_of_a_reply_leaves_no_reply_behind() {
     // one place gets a connection with nothing left to read.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while p.shared.pools[0].view().in_use() != 0 {
-        assert!(tokio::time::Instant::now() < deadline, "the session never ended");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the session never ended"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let mut b = Conn::new(p.opts(None)).await.expect("client b");
     let v: Option<u64> = b.query_first("SELECT 42").await.expect("select");
     assert_eq!(v, Some(42));
     b.disconnect().await.expect("client b quits");
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_idle_connections_are_opened_ahead_and_idle_ones_expire() {
+    let Some(tb) = support::testbed() else { return };
+    // pool_min_idle: once a client showed the key, the upkeep task (once a
+    // second) opens idle connections up to 3.
+    let p = start_pool(&tb, "pool_min_idle = 3").await;
+    let mut a = Conn::new(p.opts(None)).await.expect("client a");
+    connection_id(&mut a).await;
+    a.disconnect().await.expect("client a quits");
+    wait_idle(&p, 3).await;
+    let v = p.shared.pools[0].view();
+    assert_eq!((v.state.open, v.created), (3, 3), "{v:?}");
+    // A client of that key takes one of them: no new login.
+    let mut b = Conn::new(p.opts(None)).await.expect("client b");
+    connection_id(&mut b).await;
+    assert_eq!(p.shared.pools[0].view().created, 3);
+    b.disconnect().await.expect("client b quits");
+    p.stop().await;
+
+    // pool_idle_timeout = 1: the upkeep task closes an idle connection
+    // once it has been unused for a second.
+    let p = start_pool(&tb, "pool_idle_timeout = 1").await;
+    let mut a = Conn::new(p.opts(None)).await.expect("client a");
+    let id_a = connection_id(&mut a).await;
+    a.disconnect().await.expect("client a quits");
+    wait_empty(&p).await;
+    assert_eq!(p.shared.pools[0].view().closed, 1);
+    proxy::wait_closed(&tb, 0, id_a).await;
     p.stop().await;
 }
