@@ -53,8 +53,9 @@ pub struct Shared {
     /// XA branches prepared but not committed (shard, xid): committed on the
     /// next connection to that shard (see `xa.rs`).
     pub pending_xa: parking_lot::Mutex<Vec<(usize, String)>>,
-    /// Shard connections opened so far, per shard (for operators and tests:
-    /// a keyed statement must not open connections to other shards).
+    /// Shard connections sessions took so far, per shard, whether from the
+    /// pool or opened (for operators and tests: a keyed statement must not
+    /// take connections to other shards; logins are the pool's `created`).
     pub shard_connects: Vec<AtomicU64>,
     /// The shared pool of shard connections, per shard (`backend::pool`;
     /// sessions take and give back through `session/pooled.rs`).
