@@ -85,18 +85,29 @@ pub fn xor_nonce(data: &[u8], nonce: &[u8]) -> Vec<u8> {
         .collect()
 }
 
-/// Encrypts `password` for a server whose public key is `pem` (SPKI
-/// `BEGIN PUBLIC KEY`, or PKCS#1 `BEGIN RSA PUBLIC KEY`), as a client does
-/// for the full authentication without TLS.
-pub fn encrypt_password(pem: &[u8], nonce: &[u8], password: &[u8]) -> Result<Vec<u8>, String> {
+/// Reads a server's public key (SPKI or PKCS#1 PEM).
+fn public_key(pem: &[u8]) -> Result<RsaPublicKey, String> {
     let text = std::str::from_utf8(pem).map_err(|_| "the public key is not PEM text")?;
     let text = text.trim_end_matches('\0').trim();
-    let key = RsaPublicKey::from_public_key_pem(text)
+    RsaPublicKey::from_public_key_pem(text)
         .or_else(|_| {
             use rsa::pkcs1::DecodeRsaPublicKey;
             RsaPublicKey::from_pkcs1_pem(text)
         })
-        .map_err(|e| format!("cannot read the server's public key: {e}"))?;
+        .map_err(|e| format!("cannot read the server's public key: {e}"))
+}
+
+/// Whether `pem` is an RSA public key [`encrypt_password`] can use (a
+/// pinned shard key is checked when the config is loaded).
+pub fn check_public_key(pem: &[u8]) -> Result<(), String> {
+    public_key(pem).map(|_| ())
+}
+
+/// Encrypts `password` for a server whose public key is `pem` (SPKI
+/// `BEGIN PUBLIC KEY`, or PKCS#1 `BEGIN RSA PUBLIC KEY`), as a client does
+/// for the full authentication without TLS.
+pub fn encrypt_password(pem: &[u8], nonce: &[u8], password: &[u8]) -> Result<Vec<u8>, String> {
+    let key = public_key(pem)?;
     let mut plain = password.to_vec();
     plain.push(0);
     let plain = xor_nonce(&plain, nonce);

@@ -293,6 +293,7 @@ impl Session {
                 shard: &s.name,
                 address: &s.address,
                 tls: &self.shared.shard_tls,
+                public_key: s.public_key_pem.as_deref(),
                 user,
                 password,
                 database: self.schema.as_deref(),
