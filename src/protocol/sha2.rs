@@ -164,10 +164,21 @@ impl RsaKeys {
 
     /// Decrypts a client's encrypted password: the password (without its
     /// NUL), or `None` for anything that does not decrypt.
+    ///
+    /// Blinded: the private-key operation runs on a random multiple of the
+    /// ciphertext, so its timing says nothing about the value a client
+    /// chose. The `rsa` crate's big-integer code is not constant-time
+    /// (RUSTSEC-2023-0071, the Marvin attack, which needs very many timed
+    /// decryptions); every failed one is a failed login, slowed down per
+    /// address by the login delay (`throttle`).
     pub fn decrypt_password(&self, nonce: &[u8], cipher: &[u8]) -> Option<Vec<u8>> {
         let plain = self
             .private
-            .decrypt(Oaep::new::<sha1_010::Sha1>(), cipher)
+            .decrypt_blinded(
+                &mut rsa::rand_core::OsRng,
+                Oaep::new::<sha1_010::Sha1>(),
+                cipher,
+            )
             .ok()?;
         let mut pw = xor_nonce(&plain, nonce);
         if pw.last() == Some(&0) {
