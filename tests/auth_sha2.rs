@@ -491,6 +491,18 @@ async fn change_user_between_plugins() {
     p.stop().await;
 }
 
+/// A client of A gets B's 1045 (A could not log in to B).
+async fn assert_b_refuses_a(a: &Proxy) {
+    let e = match Conn::new(a.opts(None)).await {
+        Ok(mut c) => c.query_drop("SELECT 1").await.expect_err("B refuses A"),
+        Err(e) => e,
+    };
+    match e {
+        mysql_async::Error::Server(e) => assert_eq!(e.code, 1045, "{e}"),
+        e => panic!("{e}"),
+    }
+}
+
 /// idgate A in front of idgate B (whose users are on
 /// caching_sha2_password with salted hashes), B in front of MariaDB: A's
 /// `[backend]` account is B's user `sha`.
@@ -548,14 +560,7 @@ async fn chained_idgate_logs_in_to_a_caching_sha2_server() {
     cfg.backend.user = "sha".into();
     cfg.backend.password = "wrong".into();
     let a = Proxy::start_config(cfg, false).await;
-    let e = match Conn::new(a.opts(None)).await {
-        Ok(mut c) => c.query_drop("SELECT 1").await.expect_err("B refuses A"),
-        Err(e) => e,
-    };
-    match e {
-        mysql_async::Error::Server(e) => assert_eq!(e.code, 1045, "{e}"),
-        e => panic!("{e}"),
-    }
+    assert_b_refuses_a(&a).await;
     assert_eq!(counts(&b)[..3], [0, 0, 0]);
     a.stop().await;
     b.stop().await;
@@ -611,14 +616,7 @@ async fn pinned_shard_public_key_is_used_instead_of_asking() {
 
     let b = Proxy::start_config(config(&tb, &server_extra(&tb, false), ""), true).await;
     let a = Proxy::start_config(a_config(&b, &wrong, "shapw"), false).await;
-    let e = match Conn::new(a.opts(None)).await {
-        Ok(mut c) => c.query_drop("SELECT 1").await.expect_err("B refuses A"),
-        Err(e) => e,
-    };
-    match e {
-        mysql_async::Error::Server(e) => assert_eq!(e.code, 1045, "{e}"),
-        e => panic!("{e}"),
-    }
+    assert_b_refuses_a(&a).await;
     assert_eq!(counts(&b), [0, 0, 0, 0], "nothing succeeded, no key sent");
     a.stop().await;
     b.stop().await;
