@@ -406,6 +406,14 @@ pub struct ShardConfig {
     pub name: String,
     /// `host:port` of the MariaDB/MySQL server.
     pub address: String,
+    /// The server's RSA public key (PEM) for caching_sha2_password's full
+    /// authentication without TLS: pinned, so idgate never asks the
+    /// server for it (a key sent over plain TCP could be anyone's).
+    #[serde(default)]
+    pub public_key: Option<PathBuf>,
+    /// `public_key`'s contents, read and checked on load.
+    #[serde(skip)]
+    pub public_key_pem: Option<Vec<u8>>,
 }
 
 /// `[rules]`.
@@ -721,6 +729,24 @@ impl Config {
                 "server.deadlock_check_ms",
                 format!("{d}: must be 0 (off) or between 150 and 60000"),
             ));
+        }
+        for (i, shard) in cfg.shards.iter_mut().enumerate() {
+            if let Some(path) = &shard.public_key {
+                let path = if path.is_relative() {
+                    base.join(path)
+                } else {
+                    path.clone()
+                };
+                let pem = std::fs::read(&path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))
+                    .and_then(|pem| {
+                        crate::protocol::sha2::check_public_key(&pem)
+                            .map(|()| pem)
+                            .map_err(|e| format!("{}: {e}", path.display()))
+                    })
+                    .map_err(|e| invalid(&format!("shards[{i}].public_key"), e))?;
+                shard.public_key_pem = Some(pem);
+            }
         }
         match (&cfg.server.tls_cert, &cfg.server.tls_key) {
             (Some(_), None) => {

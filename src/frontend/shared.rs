@@ -259,6 +259,7 @@ impl Shared {
             shard: &s.name,
             address: &s.address,
             tls: &self.shard_tls,
+            public_key: s.public_key_pem.as_deref(),
             user: &self.config.backend.user,
             password: &self.config.backend.password,
             database: None,
