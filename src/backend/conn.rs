@@ -50,6 +50,14 @@ pub enum BackendError {
     /// A reopened connection could not be given the session's state back.
     #[error("shard {shard}: the connection was reopened, but the session's state could not be restored: {reason}")]
     StateLost { shard: String, reason: String },
+    /// The shard's pool was full for `[backend] pool_wait_timeout_ms`
+    /// (`pool.rs`); the client gets error 1040.
+    #[error("Too many connections: the pool of shard {shard} is full (pool_max = {max}); waited {waited_ms} ms for a connection")]
+    PoolFull {
+        shard: String,
+        max: usize,
+        waited_ms: u64,
+    },
     /// The connection broke while a command was under way.
     #[error("lost connection to shard {shard}: {source}")]
     Lost {
