@@ -60,6 +60,11 @@ pub struct ServerConfig {
     /// fails the statement with error 1038 (`frontend::route::stream`).
     #[serde(default = "default_max_result_buffer")]
     pub max_result_buffer: usize,
+    /// Bytes of a `LOAD DATA LOCAL` into a rule table buffered per shard
+    /// before they are sent on as one packet (`frontend::write::load`):
+    /// bigger packets cost fewer writes, and bound idgate's memory per load.
+    #[serde(default = "default_load_buffer")]
+    pub load_buffer: usize,
     /// How often (ms) the distributed deadlock detector looks for lock
     /// cycles across shards, when statements are routed; 0 turns it off.
     #[serde(default = "default_deadlock_check_ms")]
@@ -548,6 +553,9 @@ fn default_max_packet() -> usize {
 fn default_max_result_buffer() -> usize {
     16 << 20
 }
+fn default_load_buffer() -> usize {
+    1 << 20
+}
 fn default_deadlock_check_ms() -> u64 {
     200
 }
@@ -668,6 +676,12 @@ impl Config {
             return Err(invalid(
                 "server.max_packet",
                 "must be between 1024 and 1073741824".into(),
+            ));
+        }
+        if !(4096..=16 << 20).contains(&cfg.server.load_buffer) {
+            return Err(invalid(
+                "server.load_buffer",
+                "must be between 4096 and 16777216 (bytes)".into(),
             ));
         }
         if cfg.server.max_result_buffer < 4096 {

@@ -34,6 +34,8 @@ pub enum Target {
 pub struct LoadStmt {
     /// `LOCAL`: the client sends the file.
     pub local: bool,
+    /// The file name (what the client is asked for).
+    pub file: Vec<u8>,
     /// How the file is cut into rows and fields.
     pub format: Format,
     /// `IGNORE n LINES|ROWS`.
@@ -94,7 +96,8 @@ pub fn parse(sql: &str, modes: Modes) -> Option<(Into, Result<LoadStmt, String>)
         (None, first)
     };
     let into = Into { schema, table, xml };
-    let rest = p.rest(local);
+    let file = unescape(&sql.as_bytes()[file.start..file.end], modes.no_backslash_escapes);
+    let rest = p.rest(local, file);
     Some((into, rest))
 }
 
@@ -171,9 +174,10 @@ impl<'a> P<'a> {
         }
     }
 
-    fn rest(&mut self, local: bool) -> Result<LoadStmt, String> {
+    fn rest(&mut self, local: bool, file: Vec<u8>) -> Result<LoadStmt, String> {
         let mut s = LoadStmt {
             local,
+            file,
             format: Format::default(),
             ignore_lines: 0,
             targets: None,
