@@ -271,7 +271,10 @@ impl Session {
             statement::Kind::Savepoint(op, name) if routing => return self.savepoint(payload, op, name).await,
             _ => {}
         }
-        if &stmt.keyword[..5] == b"LOAD\0" && self.rules.is_some() && self.load_data(payload).await? {
+        if &stmt.keyword[..5] == b"LOAD\0"
+            && self.rules.is_some()
+            && self.load_data(payload).await?
+        {
             // LOAD DATA into a rule table (`write/load.rs`).
             return Ok(());
         }

@@ -33,11 +33,11 @@ use crate::sql::load::emit::{decide, write_row, Id, IdPlace};
 use crate::sql::load::stmt::{self, Target};
 use std::collections::BTreeMap;
 
-/// "The used command is not allowed with this MariaDB version": what
-/// MariaDB answers a LOAD DATA LOCAL from a client without CLIENT_LOCAL_FILES.
-const ER_NOT_ALLOWED_COMMAND: ErrorCode = ErrorCode {
-    code: 1148,
-    state: "42000",
+/// What MariaDB (10.11) answers a LOAD DATA LOCAL from a client without
+/// CLIENT_LOCAL_FILES (ER_LOAD_INFILE_CAPABILITY_DISABLED).
+const ER_LOAD_INFILE_CAPABILITY_DISABLED: ErrorCode = ErrorCode {
+    code: 4166,
+    state: "HY000",
 };
 /// MySQL's parse error, for a LOAD DATA into a rule table idgate cannot read.
 const ER_PARSE_ERROR: ErrorCode = ErrorCode {
@@ -46,6 +46,19 @@ const ER_PARSE_ERROR: ErrorCode = ErrorCode {
 };
 /// The longest row idgate cuts (the rest of the file is still read).
 const MAX_ROW: usize = 16 << 20;
+
+/// How the load is made atomic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Mode {
+    /// One autocommit LOAD on one shard.
+    Single,
+    /// A table on several shards, outside a transaction: one XA
+    /// transaction with this xid.
+    Xa(String),
+    /// Inside the session's transaction: each shard's part after a
+    /// savepoint, rolled back to it on failure.
+    Txn,
+}
 
 /// One shard's `LOAD DATA LOCAL` stream.
 struct Stream {
@@ -88,7 +101,10 @@ struct Plan {
 impl Session {
     /// A COM_QUERY that may be a `LOAD DATA` into a rule table: handled
     /// here (`Ok(true)`), or not one (`Ok(false)`: the caller goes on).
-    pub(in crate::frontend) async fn load_data(&mut self, payload: &[u8]) -> Result<bool, CmdError> {
+    pub(in crate::frontend) async fn load_data(
+        &mut self,
+        payload: &[u8],
+    ) -> Result<bool, CmdError> {
         let Some(rules) = self.rules.clone() else {
             return Ok(false);
         };
@@ -117,7 +133,9 @@ impl Session {
             )
         };
         if into.xml {
-            return Err(refuse("LOAD XML is not supported; use LOAD DATA LOCAL INFILE".into()));
+            return Err(refuse(
+                "LOAD XML is not supported; use LOAD DATA LOCAL INFILE".into(),
+            ));
         }
         // With the session's sql_mode now (the statement's literals may
         // depend on NO_BACKSLASH_ESCAPES / ANSI_QUOTES).
@@ -127,7 +145,9 @@ impl Session {
             Some((_, Err(why))) => {
                 return Err(CmdError::Refused(
                     ER_PARSE_ERROR,
-                    format!("idgate: cannot read the LOAD DATA statement into table {table}: {why}"),
+                    format!(
+                        "idgate: cannot read the LOAD DATA statement into table {table}: {why}"
+                    ),
                 ))
             }
             None => return Ok(false),
@@ -141,7 +161,11 @@ impl Session {
         if let Some(cs) = &st.charset {
             Format::check_charset(cs).map_err(&refuse)?;
         }
-        if st.set_columns.iter().any(|c| c.eq_ignore_ascii_case(&column)) {
+        if st
+            .set_columns
+            .iter()
+            .any(|c| c.eq_ignore_ascii_case(&column))
+        {
             return Err(refuse(format!(
                 "a SET clause assigns column {column}; give it in the file or leave it out"
             )));
@@ -156,15 +180,21 @@ impl Session {
         }
         // Where the id field is in each row.
         let (columns, id_index) = match &st.targets {
-            Some(t) if t.is_empty() => return Err(refuse("an empty column list is not supported".into())),
+            Some(t) if t.is_empty() => {
+                return Err(refuse("an empty column list is not supported".into()))
+            }
             Some(t) => (
                 t.len(),
-                t.iter()
-                    .position(|c| matches!(c, Target::Column(n) if n.eq_ignore_ascii_case(&column))),
+                t.iter().position(
+                    |c| matches!(c, Target::Column(n) if n.eq_ignore_ascii_case(&column)),
+                ),
             ),
             None => {
                 let Some(s) = schema.as_deref() else {
-                    return Err(CmdError::Refused(codes::ER_NO_DB_ERROR, "No database selected".into()));
+                    return Err(CmdError::Refused(
+                        codes::ER_NO_DB_ERROR,
+                        "No database selected".into(),
+                    ));
                 };
                 let cols = match self.shared.columns.get(s, &into.table) {
                     Some(c) => c,
@@ -193,7 +223,8 @@ impl Session {
             None => IdPlace::Prepend,
         };
         let quoted = format!("`{}`", column.replace('`', "``"));
-        let Some(text) = st.shard_sql(sql, (place == IdPlace::Prepend).then_some(quoted.as_str())) else {
+        let Some(text) = st.shard_sql(sql, (place == IdPlace::Prepend).then_some(quoted.as_str()))
+        else {
             return Err(refuse("the statement could not be rewritten".into()));
         };
         let shards: Vec<usize> = match &placement {
@@ -222,11 +253,11 @@ impl Session {
         };
         if self.login.capabilities & cap::LOCAL_FILES == 0 {
             return Err(CmdError::Refused(
-                ER_NOT_ALLOWED_COMMAND,
-                "The used command is not allowed with this MariaDB version".into(),
+                ER_LOAD_INFILE_CAPABILITY_DISABLED,
+                "The used command is not allowed because the MariaDB server or client has disabled the local infile capability".into(),
             ));
         }
-        if self.in_txn() {
+        if self.in_txn() && self.txn_xa.is_none() {
             // One shard only (a sharded table is refused here), in the
             // session's transaction.
             self.check_write(&plan.shards)?;
@@ -236,23 +267,19 @@ impl Session {
     }
 
     async fn run_load(&mut self, plan: Plan) -> Result<(), CmdError> {
-        let in_txn = self.in_txn();
-        if in_txn {
-            let shard = plan.shards[0];
-            if self.shared.routing {
-                self.enlist(shard).await?;
-            }
-            let b = self.backend(shard).await.map_err(CmdError::Backend)?;
-            b.run(b"\x03SAVEPOINT idgate_load", Expect::Results)
-                .await
-                .map_err(CmdError::Backend)?;
-        }
-        let register = plan.xa && self.shared.deadlock_detection && !self.watching;
+        let mode = if self.in_txn() {
+            Mode::Txn
+        } else if plan.xa {
+            Mode::Xa(self.new_xid())
+        } else {
+            Mode::Single
+        };
+        let register =
+            matches!(mode, Mode::Xa(_)) && self.shared.deadlock_detection && !self.watching;
         if register {
             self.watch_register();
         }
-        let xid = plan.xa.then(|| self.new_xid());
-        let r = self.stream_load(&plan, xid.as_deref(), in_txn).await;
+        let r = self.stream_load(&plan, &mode).await;
         if register {
             self.watch_deregister();
         }
@@ -260,7 +287,7 @@ impl Session {
     }
 
     /// Asks the client for the file and streams it to the shards; replies.
-    async fn stream_load(&mut self, plan: &Plan, xid: Option<&str>, in_txn: bool) -> Result<(), CmdError> {
+    async fn stream_load(&mut self, plan: &Plan, mode: &Mode) -> Result<(), CmdError> {
         let mut request = Vec::with_capacity(plan.file.len() + 1);
         request.push(reply::LOCAL_INFILE);
         request.extend_from_slice(&plan.file);
@@ -286,12 +313,12 @@ impl Session {
             match self.client.read_packet(&mut packet, max_packet).await {
                 Ok(Some((first, last))) if first == expect => expect = last.wrapping_add(1),
                 Ok(Some(_)) | Err(ReadError::OutOfOrder { .. }) => {
-                    self.drop_streams(&streams, plan);
+                    self.drop_streams(&streams);
                     return Err(CmdError::End("LOCAL INFILE packets out of order".into()));
                 }
                 Ok(None) => return Err(CmdError::End("client left while sending its file".into())),
                 Err(ReadError::TooLarge(n)) => {
-                    self.drop_streams(&streams, plan);
+                    self.drop_streams(&streams);
                     return Err(CmdError::End(format!("LOCAL INFILE packet of {n} bytes")));
                 }
                 Err(ReadError::Io(e)) => return Err(CmdError::ClientGone(e)),
@@ -307,7 +334,13 @@ impl Session {
             let mut at = 0;
             let mut generated = 0usize;
             loop {
-                match cut_row(&pending[at..], ended, &plan.fmt, plan.columns, plan.id_index) {
+                match cut_row(
+                    &pending[at..],
+                    ended,
+                    &plan.fmt,
+                    plan.columns,
+                    plan.id_index,
+                ) {
                     Cut::More | Cut::End => break,
                     Cut::Row(r) => {
                         let start = at;
@@ -331,7 +364,8 @@ impl Session {
                                 }
                             }
                         };
-                        if plan.place == IdPlace::Field && r.wanted.is_none() && id == Id::Generate {
+                        if plan.place == IdPlace::Field && r.wanted.is_none() && id == Id::Generate
+                        {
                             failure = Some(CmdError::Refused(
                                 codes::ER_NOT_SUPPORTED_YET,
                                 format!("idgate: LOAD DATA into table {}: row {row_no} of the file has no field for the id column (it has {} of {} fields); nothing was loaded", plan.table, r.fields, plan.columns),
@@ -403,10 +437,11 @@ impl Session {
                 } else {
                     let Some(p) = &plan.placement else { break };
                     let key = KeyValue::Int(value);
-                    let key = shardkey::canonical(&key, p, plan.key_type, plan.charset, Purpose::Store)
-                        .ok()
-                        .flatten()
-                        .unwrap_or(key);
+                    let key =
+                        shardkey::canonical(&key, p, plan.key_type, plan.charset, Purpose::Store)
+                            .ok()
+                            .flatten()
+                            .unwrap_or(key);
                     match p.shard_of(&key) {
                         Ok(s) => {
                             one = [s];
@@ -430,7 +465,14 @@ impl Session {
                         started: false,
                         seq: 0,
                     });
-                    write_row(&mut stream.out, &pending[*start..], r, &plan.fmt, plan.place, generated);
+                    write_row(
+                        &mut stream.out,
+                        &pending[*start..],
+                        r,
+                        &plan.fmt,
+                        plan.place,
+                        generated,
+                    );
                 }
             }
             pending.drain(..at);
@@ -444,7 +486,7 @@ impl Session {
                 .map(|(&k, _)| k)
                 .collect();
             for shard in full {
-                if let Err(e) = self.flush_stream(shard, &mut streams, plan, xid).await {
+                if let Err(e) = self.flush_stream(shard, &mut streams, plan, mode).await {
                     failure = Some(e);
                     break;
                 }
@@ -454,19 +496,30 @@ impl Session {
         if failure.is_none() && streams.values().all(|s| !s.started) {
             // An empty file: the home shard reports MariaDB's OK for it.
             let home = plan.shards[0];
-            streams.insert(home, Stream { out: Vec::new(), started: false, seq: 0 });
-            if let Err(e) = self.flush_stream(home, &mut streams, plan, xid).await {
+            streams.insert(
+                home,
+                Stream {
+                    out: Vec::new(),
+                    started: false,
+                    seq: 0,
+                },
+            );
+            if let Err(e) = self.flush_stream(home, &mut streams, plan, mode).await {
                 failure = Some(e);
             }
         }
         if let Some(f) = failure {
-            self.abandon(&streams, plan, xid, in_txn).await;
+            self.abandon(&streams, mode).await;
             return Err(f);
         }
         // Every shard's file ends; each answers for its rows.
         let mut oks = Vec::new();
         let mut error = None;
-        let started: Vec<usize> = streams.iter().filter(|(_, s)| s.started).map(|(&k, _)| k).collect();
+        let started: Vec<usize> = streams
+            .iter()
+            .filter(|(_, s)| s.started)
+            .map(|(&k, _)| k)
+            .collect();
         for &shard in &started {
             let seq = streams.get(&shard).map(|s| s.seq).unwrap_or(0);
             let r = match self.backends.get_mut(shard) {
@@ -493,14 +546,18 @@ impl Session {
         }
         self.note_diag(&started);
         if let Some(e) = error {
-            if let Some(xid) = xid {
-                self.rollback_xa(xid, &started).await;
-            } else if in_txn {
-                self.rollback_savepoint(plan.shards[0]).await;
+            match mode {
+                Mode::Xa(xid) => self.rollback_xa(xid, &started).await,
+                Mode::Txn => {
+                    for &shard in &started {
+                        self.rollback_savepoint(shard).await;
+                    }
+                }
+                Mode::Single => {}
             }
             return Err(e);
         }
-        if let Some(xid) = xid {
+        if let Mode::Xa(xid) = mode {
             self.two_phase_commit(xid, &started, "the load").await?;
             for p in &mut oks {
                 p.ok.status &= !status::IN_TRANS;
@@ -521,19 +578,30 @@ impl Session {
         shard: usize,
         streams: &mut BTreeMap<usize, Stream>,
         plan: &Plan,
-        xid: Option<&str>,
+        mode: &Mode,
     ) -> Result<(), CmdError> {
         let Some(stream) = streams.get_mut(&shard) else {
             return Ok(());
         };
+        if !stream.started && *mode == Mode::Txn && self.shared.routing {
+            self.enlist(shard).await?;
+        }
         let b = self.backend(shard).await.map_err(CmdError::Backend)?;
         if !stream.started {
-            if let Some(xid) = xid {
-                let start = crate::frontend::txn::xa::xa_cmd("START", xid, "");
-                b.run(&start, Expect::Results).await.map_err(CmdError::Backend)?;
+            let first: Option<Vec<u8>> = match mode {
+                Mode::Xa(xid) => Some(crate::frontend::txn::xa::xa_cmd("START", xid, "")),
+                Mode::Txn => Some(b"\x03SAVEPOINT idgate_load".to_vec()),
+                Mode::Single => None,
+            };
+            if let Some(q) = first {
+                b.run(&q, Expect::Results)
+                    .await
+                    .map_err(CmdError::Backend)?;
             }
             stream.started = true;
-            stream.seq = ask_for_file(b, &plan.shard_query).await.map_err(CmdError::Backend)?;
+            stream.seq = ask_for_file(b, &plan.shard_query)
+                .await
+                .map_err(CmdError::Backend)?;
         }
         // Each packet below the maximum payload: a full one would need an
         // empty one after it, which would end the file.
@@ -555,31 +623,34 @@ impl Session {
 
     /// After a failure: nothing the shards got may stay. XA branches and a
     /// single autocommit LOAD are undone by closing their connections
-    /// mid-file (the shard rolls back the statement and an XA branch not
-    /// prepared); inside a transaction the file is ended and the shard
+    /// mid-file (the shard rolls back the statement, and an XA branch not
+    /// prepared); inside a transaction each file is ended and its shard
     /// rolled back to the savepoint taken before it.
-    async fn abandon(&mut self, streams: &BTreeMap<usize, Stream>, plan: &Plan, xid: Option<&str>, in_txn: bool) {
-        if in_txn && xid.is_none() {
-            let shard = plan.shards[0];
-            if let Some(s) = streams.get(&shard).filter(|s| s.started) {
-                let seq = s.seq;
-                let ended = match self.backends.get_mut(shard) {
-                    Some(b) => finish_file(b, seq).await,
-                    None => return,
-                };
-                if matches!(ended, Ok(_) | Err(BackendError::Server { .. })) {
-                    self.rollback_savepoint(shard).await;
-                    return;
-                }
-                self.backends.release(shard);
-            }
+    async fn abandon(&mut self, streams: &BTreeMap<usize, Stream>, mode: &Mode) {
+        if *mode != Mode::Txn {
+            self.drop_streams(streams);
             return;
         }
-        self.drop_streams(streams, plan);
+        for (&shard, s) in streams {
+            if !s.started {
+                continue;
+            }
+            let ended = match self.backends.get_mut(shard) {
+                Some(b) => finish_file(b, s.seq).await,
+                None => continue,
+            };
+            match ended {
+                Ok(_) | Err(BackendError::Server { .. }) => self.rollback_savepoint(shard).await,
+                Err(_) => {
+                    self.backends.release(shard);
+                    self.stmts.forget_shard(shard);
+                }
+            }
+        }
     }
 
     /// Closes the connections of the shards whose LOAD has begun.
-    fn drop_streams(&mut self, streams: &BTreeMap<usize, Stream>, _plan: &Plan) {
+    fn drop_streams(&mut self, streams: &BTreeMap<usize, Stream>) {
         for (&shard, s) in streams {
             if s.started {
                 self.backends.release(shard);
@@ -590,7 +661,9 @@ impl Session {
 
     async fn rollback_savepoint(&mut self, shard: usize) {
         if let Some(b) = self.backends.get_mut(shard) {
-            let _ = b.run(b"\x03ROLLBACK TO SAVEPOINT idgate_load", Expect::Results).await;
+            let _ = b
+                .run(b"\x03ROLLBACK TO SAVEPOINT idgate_load", Expect::Results)
+                .await;
         }
     }
 }
@@ -606,7 +679,9 @@ async fn ask_for_file(b: &mut BackendConn, query: &[u8]) -> Result<u8, BackendEr
         Some(0xff) => Err(server_err(&b.shard, &p)),
         _ => Err(BackendError::Protocol {
             shard: b.shard.clone(),
-            source: crate::protocol::Malformed("no LOCAL INFILE request in reply to LOAD DATA LOCAL"),
+            source: crate::protocol::Malformed(
+                "no LOCAL INFILE request in reply to LOAD DATA LOCAL",
+            ),
         }),
     }
 }
@@ -614,10 +689,13 @@ async fn ask_for_file(b: &mut BackendConn, query: &[u8]) -> Result<u8, BackendEr
 /// Ends the shard's file (the empty packet) and reads its reply: the OK
 /// packet, or its error.
 async fn finish_file(b: &mut BackendConn, seq: u8) -> Result<Vec<u8>, BackendError> {
-    b.conn.write_raw(&[0, 0, 0, seq]).await.map_err(|source| BackendError::Lost {
-        shard: b.shard.clone(),
-        source,
-    })?;
+    b.conn
+        .write_raw(&[0, 0, 0, seq])
+        .await
+        .map_err(|source| BackendError::Lost {
+            shard: b.shard.clone(),
+            source,
+        })?;
     let mut p = Vec::new();
     read_one(b, &mut p).await?;
     match p.first() {

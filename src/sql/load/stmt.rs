@@ -96,7 +96,10 @@ pub fn parse(sql: &str, modes: Modes) -> Option<(Into, Result<LoadStmt, String>)
         (None, first)
     };
     let into = Into { schema, table, xml };
-    let file = unescape(&sql.as_bytes()[file.start..file.end], modes.no_backslash_escapes);
+    let file = unescape(
+        &sql.as_bytes()[file.start..file.end],
+        modes.no_backslash_escapes,
+    );
     let rest = p.rest(local, file);
     Some((into, rest))
 }
