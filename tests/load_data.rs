@@ -637,6 +637,22 @@ async fn mysqlimport_local_and_refusals() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(want) && err.contains(&format!("{}.t0", s.schema)), "{sql}: {err}");
     }
+    // Several statements in one query (only a client with multi-statements sends it).
+    let mut c = Conn::new(s.p.opts(Some(&s.schema))).await.unwrap();
+    let e = c
+        .query_drop(format!(
+            "LOAD DATA LOCAL INFILE '{path}' INTO TABLE t0; SELECT 1"
+        ))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("1235") && e.contains("as a query of its own"),
+        "{e}"
+    );
+    let n: Option<u64> = c.query_first("SELECT COUNT(*) FROM t0").await.unwrap();
+    assert_eq!(n, Some(4), "the session goes on");
+    drop(c);
     let ids = [s.ids_on(0, "t0").await, s.ids_on(1, "t0").await].concat();
     assert_eq!(ids.len(), 4, "the refused loads added nothing");
 

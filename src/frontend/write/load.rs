@@ -64,6 +64,9 @@ enum Mode {
 struct Stream {
     /// Rows not sent yet.
     out: Vec<u8>,
+    /// Its XA branch began, or its savepoint was taken (it must be undone
+    /// on failure even if its LOAD did not start).
+    begun: bool,
     /// The LOAD was sent and the shard asked for its file.
     started: bool,
     /// Sequence id of the next file packet to the shard.
@@ -132,6 +135,11 @@ impl Session {
                 format!("idgate: LOAD DATA into table {table} (column {column} is filled by idgate): {what}"),
             )
         };
+        if crate::sql::statement_count(sql, lexer) > 1 {
+            return Err(refuse(
+                "send LOAD DATA as a query of its own, not with other statements".into(),
+            ));
+        }
         if into.xml {
             return Err(refuse(
                 "LOAD XML is not supported; use LOAD DATA LOCAL INFILE".into(),
@@ -345,11 +353,11 @@ impl Session {
                     Cut::Row(r) => {
                         let start = at;
                         at += r.end;
+                        row_no += 1;
                         if skip > 0 {
                             skip -= 1;
                             continue;
                         }
-                        row_no += 1;
                         let id = if plan.place == IdPlace::Prepend {
                             Id::Generate
                         } else {
@@ -462,6 +470,7 @@ impl Session {
                 for &s in targets {
                     let stream = streams.entry(s).or_insert_with(|| Stream {
                         out: Vec::new(),
+                        begun: false,
                         started: false,
                         seq: 0,
                     });
@@ -500,6 +509,7 @@ impl Session {
                 home,
                 Stream {
                     out: Vec::new(),
+                    begun: false,
                     started: false,
                     seq: 0,
                 },
@@ -593,15 +603,20 @@ impl Session {
                 Mode::Txn => Some(b"\x03SAVEPOINT idgate_load".to_vec()),
                 Mode::Single => None,
             };
-            if let Some(q) = first {
-                b.run(&q, Expect::Results)
-                    .await
-                    .map_err(CmdError::Backend)?;
+            if !stream.begun {
+                if let Some(q) = first {
+                    b.run(&q, Expect::Results)
+                        .await
+                        .map_err(CmdError::Backend)?;
+                }
+                stream.begun = true;
             }
-            stream.started = true;
+            // An error here (the table missing on this shard...) leaves
+            // the connection idle: only a started file is ended.
             stream.seq = ask_for_file(b, &plan.shard_query)
                 .await
                 .map_err(CmdError::Backend)?;
+            stream.started = true;
         }
         // Each packet below the maximum payload: a full one would need an
         // empty one after it, which would end the file.
@@ -633,6 +648,9 @@ impl Session {
         }
         for (&shard, s) in streams {
             if !s.started {
+                if s.begun {
+                    self.rollback_savepoint(shard).await;
+                }
                 continue;
             }
             let ended = match self.backends.get_mut(shard) {
@@ -649,10 +667,11 @@ impl Session {
         }
     }
 
-    /// Closes the connections of the shards whose LOAD has begun.
+    /// Closes the connections of the shards whose LOAD (or XA branch) has
+    /// begun.
     fn drop_streams(&mut self, streams: &BTreeMap<usize, Stream>) {
         for (&shard, s) in streams {
-            if s.started {
+            if s.begun || s.started {
                 self.backends.release(shard);
                 self.stmts.forget_shard(shard);
             }

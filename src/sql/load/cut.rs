@@ -197,7 +197,7 @@ impl Reader<'_> {
         let mut fields = 0;
         let mut wanted = None;
         for i in 0..columns {
-            match self.read_field()? {
+            match self.read_field(Some(i) == want)? {
                 None => break,
                 Some(f) => {
                     if Some(i) == want {
@@ -245,7 +245,8 @@ impl Reader<'_> {
     }
 
     /// `READ_INFO::read_field`: `None` when the line (or file) has ended.
-    fn read_field(&mut self) -> Result<Option<Field>, More> {
+    /// Only a `keep` field's value is collected (the others are only cut).
+    fn read_field(&mut self, keep: bool) -> Result<Option<Field>, More> {
         if self.found_end_of_line {
             return Ok(None);
         }
@@ -268,7 +269,9 @@ impl Reader<'_> {
         let mut data: Vec<u8> = Vec::new();
         let mut found_null = false;
         let found_enclosed = if Some(first) == fmt.enclosed {
-            data.push(first);
+            if keep {
+                data.push(first);
+            }
             Some(first)
         } else {
             self.pos -= 1;
@@ -291,7 +294,9 @@ impl Reader<'_> {
             };
             if Some(chr) == escape {
                 let Some(next) = self.get()? else {
-                    data.push(chr);
+                    if keep {
+                        data.push(chr);
+                    }
                     self.at_end();
                     return Ok(field(data, false, found_null, raw_start..self.pos));
                 };
@@ -309,7 +314,9 @@ impl Reader<'_> {
                         }
                         o => o,
                     };
-                    data.push(c);
+                    if keep {
+                        data.push(c);
+                    }
                     continue;
                 }
                 self.pos -= 1;
@@ -327,7 +334,9 @@ impl Reader<'_> {
                 let close = self.pos;
                 match self.get()? {
                     Some(next) if next == chr => {
-                        data.push(chr);
+                        if keep {
+                            data.push(chr);
+                        }
                         continue;
                     }
                     None => {
@@ -361,7 +370,9 @@ impl Reader<'_> {
                     return Ok(field(data, false, found_null, raw_start..before));
                 }
             }
-            data.push(chr);
+            if keep {
+                data.push(chr);
+            }
         }
     }
 
