@@ -37,7 +37,9 @@ fn rules(schema: &str, n: usize) -> String {
     }
     r.push_str(&format!(
         "[[generator]]\nname = \"gone\"\nkind = \"sequence\"\n\n\
-         [[table]]\nname = \"{schema}.one\"\ncolumn = \"id\"\ngenerator = \"gone\"\n"
+         [[table]]\nname = \"{schema}.one\"\ncolumn = \"id\"\ngenerator = \"gone\"\n\n\
+         [[generator]]\nname = \"gbc\"\nkind = \"sequence\"\n\n\
+         [[table]]\nname = \"{schema}.bc\"\ncolumn = \"id\"\ngenerator = \"gbc\"\nbroadcast = true\n"
     ));
     r
 }
@@ -126,16 +128,18 @@ impl Sides {
             .await
             .unwrap();
         }
-        c.query_drop(format!(
-            "CREATE TABLE one (id BIGINT UNSIGNED NOT NULL PRIMARY KEY, {COLUMNS})"
-        ))
-        .await
-        .unwrap();
-        r.query_drop(format!(
-            "CREATE TABLE one (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, {COLUMNS})"
-        ))
-        .await
-        .unwrap();
+        for t in ["one", "bc"] {
+            c.query_drop(format!(
+                "CREATE TABLE {t} (id BIGINT UNSIGNED NOT NULL PRIMARY KEY, {COLUMNS})"
+            ))
+            .await
+            .unwrap();
+            r.query_drop(format!(
+                "CREATE TABLE {t} (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, {COLUMNS})"
+            ))
+            .await
+            .unwrap();
+        }
         Sides {
             tb,
             p,
@@ -449,6 +453,18 @@ async fn a_big_file_streams_in_bounded_packets() {
     };
     differential(&s, dir.path(), "t0", &case).await;
     placed(&s, "t0").await;
+    // A broadcast table: every copy gets every row, with the same ids; the
+    // client is told about one copy.
+    let case = Case {
+        pre: "",
+        file: b"\\N\tone\t1\n\\N\ttwo\t2\n40\tforty\t40\n\\N\tfour\t4\n",
+        verb: "",
+        tail: "(id, a, b)",
+    };
+    differential(&s, dir.path(), "bc", &case).await;
+    let (c0, c1) = (s.ids_on(0, "bc").await, s.ids_on(1, "bc").await);
+    assert_eq!(c0.len(), 4);
+    assert_eq!(c0, c1, "both copies");
     s.teardown().await;
 }
 
