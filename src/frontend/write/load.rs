@@ -315,7 +315,9 @@ impl Session {
         let mut first_generated: Option<(u64, usize)> = None;
         let mut rows = Vec::new();
         let mut ended = false;
-        let max_packet = self.shared.config.server.max_packet;
+        // One client packet is held at a time: a file sent in packets joined
+        // past this (16 MiB-1 payloads in a row) ends the session.
+        let max_packet = self.shared.config.server.max_packet.min(2 * MAX_ROW);
         while !ended {
             // The client's next packet of the file (an empty one ends it).
             match self.client.read_packet(&mut packet, max_packet).await {
