@@ -1084,6 +1084,7 @@ address = "127.0.0.1:3306"
         let c = Config::parse(GOOD, "t.toml").unwrap();
         assert_eq!(c.server.max_connections, 4096);
         assert_eq!(c.server.deadlock_check_ms, 200);
+        assert_eq!(c.server.load_buffer, 1 << 20);
         assert_eq!(c.allocator.store, StoreKind::File);
         assert!(c.rules.is_none());
         assert!(c.server.resp_listen.is_none());
@@ -1236,6 +1237,24 @@ address = "127.0.0.1:3306"
                 &format!("listen = \"127.0.0.1:6033\"\ndeadlock_check_ms = {good}"),
             );
             assert!(Config::parse(&text, "t.toml").is_ok(), "{good}");
+        }
+        for (value, ok) in [
+            ("4095", false),
+            ("4096", true),
+            ("16777216", true),
+            ("16777217", false),
+        ] {
+            let text = GOOD.replace(
+                "listen = \"127.0.0.1:6033\"",
+                &format!("listen = \"127.0.0.1:6033\"\nload_buffer = {value}"),
+            );
+            match Config::parse(&text, "t.toml") {
+                Ok(c) => assert!(ok && c.server.load_buffer.to_string() == value, "{value}"),
+                Err(e) => assert!(
+                    !ok && e.to_string().contains("server.load_buffer"),
+                    "{value}: {e}"
+                ),
+            }
         }
     }
 
