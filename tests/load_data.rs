@@ -39,7 +39,9 @@ fn rules(schema: &str, n: usize) -> String {
         "[[generator]]\nname = \"gone\"\nkind = \"sequence\"\n\n\
          [[table]]\nname = \"{schema}.one\"\ncolumn = \"id\"\ngenerator = \"gone\"\n\n\
          [[generator]]\nname = \"gbc\"\nkind = \"sequence\"\n\n\
-         [[table]]\nname = \"{schema}.bc\"\ncolumn = \"id\"\ngenerator = \"gbc\"\nbroadcast = true\n"
+         [[table]]\nname = \"{schema}.bc\"\ncolumn = \"id\"\ngenerator = \"gbc\"\nbroadcast = true\n\n\
+         [[generator]]\nname = \"gbyb\"\nkind = \"sequence\"\n\n\
+         [[table]]\nname = \"{schema}.byb\"\ncolumn = \"id\"\ngenerator = \"gbyb\"\nshard_key = \"b\"\nsharding = \"mod\"\n"
     ));
     r
 }
@@ -128,7 +130,7 @@ impl Sides {
             .await
             .unwrap();
         }
-        for t in ["one", "bc"] {
+        for t in ["one", "bc", "byb"] {
             c.query_drop(format!(
                 "CREATE TABLE {t} (id BIGINT UNSIGNED NOT NULL PRIMARY KEY, {COLUMNS})"
             ))
@@ -465,6 +467,42 @@ async fn a_big_file_streams_in_bounded_packets() {
     let (c0, c1) = (s.ids_on(0, "bc").await, s.ids_on(1, "bc").await);
     assert_eq!(c0.len(), 4);
     assert_eq!(c0, c1, "both copies");
+    // A table sharded by another integer column: each row goes by its b.
+    let case = Case {
+        pre: "",
+        file: b"\\N\tone\t1\n\\N\ttwo\t2\n40\tforty\t41\n\\N\tfour\t 4\n\\N\tfive\t5.4\n",
+        verb: "",
+        tail: "(id, a, b)",
+    };
+    differential(&s, dir.path(), "byb", &case).await;
+    for shard in 0..2u64 {
+        let mut c = Conn::new(proxy::direct_opts(&s.tb, shard as usize, Some(&s.schema)))
+            .await
+            .unwrap();
+        let bs: Vec<i64> = c.query("SELECT b FROM byb").await.unwrap();
+        assert!(
+            !bs.is_empty() && bs.iter().all(|b| b.rem_euclid(2) as u64 == shard),
+            "s{shard}: {bs:?}"
+        );
+    }
+    // Its shard key must be a field of the file.
+    let out = mariadb(
+        &s.p.addr.to_string(),
+        &s.schema,
+        proxy::USER,
+        proxy::PASSWORD,
+        &["--local-infile=1"],
+        &format!(
+            "LOAD DATA LOCAL INFILE '{}' INTO TABLE byb (id, a, @b) SET b = @b;\n",
+            dir.path().join("byb.data").display()
+        ),
+    )
+    .await;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("SET clause assigns shard key column b"),
+        "{err}"
+    );
     s.teardown().await;
 }
 

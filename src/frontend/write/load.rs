@@ -28,7 +28,8 @@ use crate::protocol::packet::{frame, ReadError};
 use crate::protocol::reply;
 use crate::protocol::response::Expect;
 use crate::shard::placement::KeyValue;
-use crate::sql::load::cut::{cut_row, Cut, Format};
+use crate::shard::placement::Sharding;
+use crate::sql::load::cut::{cut_row_keyed, Cut, Format, Value};
 use crate::sql::load::emit::{decide, write_row, Id, IdPlace};
 use crate::sql::load::stmt::{self, Target};
 use std::collections::BTreeMap;
@@ -82,6 +83,8 @@ struct Plan {
     columns: usize,
     /// Index of the id field in a row (`None`: prepended).
     id_index: Option<usize>,
+    /// Index of the field of a shard key that is not the id.
+    key_index: Option<usize>,
     place: IdPlace,
     ignore_lines: u64,
     /// COM_QUERY payload each shard gets.
@@ -179,24 +182,51 @@ impl Session {
             )));
         }
         let placement = entry.placement().cloned();
-        if let (Some(p), Some(key)) = (&placement, entry.separate_shard_key()) {
-            if p.shards().len() > 1 {
+        // Rows placed by another column than the id: its field's value.
+        let key_column = entry
+            .separate_shard_key()
+            .filter(|_| {
+                placement
+                    .as_ref()
+                    .is_some_and(|p| p.shards().len() > 1 && !p.is_broadcast())
+            })
+            .map(|k| k.to_string());
+        if let Some(key) = &key_column {
+            if st.set_columns.iter().any(|c| c.eq_ignore_ascii_case(key)) {
                 return Err(refuse(format!(
-                    "the table is sharded by column {key}, not by its id; LOAD DATA places rows by id only"
+                    "a SET clause assigns shard key column {key}; idgate places each row by the file's value of it"
                 )));
             }
         }
-        // Where the id field is in each row.
+        // Where the id field (and a separate shard key's) is in each row.
+        let key_of = |names: Vec<Option<&str>>| {
+            key_column.as_deref().and_then(|k| {
+                names
+                    .iter()
+                    .position(|n| n.is_some_and(|n| n.eq_ignore_ascii_case(k)))
+            })
+        };
+        let key_index;
         let (columns, id_index) = match &st.targets {
             Some(t) if t.is_empty() => {
                 return Err(refuse("an empty column list is not supported".into()))
             }
-            Some(t) => (
-                t.len(),
-                t.iter().position(
-                    |c| matches!(c, Target::Column(n) if n.eq_ignore_ascii_case(&column)),
-                ),
-            ),
+            Some(t) => {
+                key_index = key_of(
+                    t.iter()
+                        .map(|c| match c {
+                            Target::Column(n) => Some(n.as_str()),
+                            Target::Var => None,
+                        })
+                        .collect(),
+                );
+                (
+                    t.len(),
+                    t.iter().position(
+                        |c| matches!(c, Target::Column(n) if n.eq_ignore_ascii_case(&column)),
+                    ),
+                )
+            }
             None => {
                 let Some(s) = schema.as_deref() else {
                     return Err(CmdError::Refused(
@@ -216,6 +246,7 @@ impl Session {
                         })?
                     }
                 };
+                key_index = key_of(cols.iter().map(|c| Some(c.as_str())).collect());
                 let i = cols.iter().position(|c| c.eq_ignore_ascii_case(&column));
                 if i.is_none() {
                     return Err(CmdError::Sql(crate::sql::SqlError::UnknownColumn {
@@ -241,12 +272,36 @@ impl Session {
         };
         let broadcast = placement.as_ref().is_some_and(|p| p.is_broadcast());
         let (key_type, charset) = self.insert_key_ctx(&table, &entry).await?;
+        if let Some(key) = &key_column {
+            if key_index.is_none() {
+                return Err(refuse(format!(
+                    "the table is sharded by column {key}, which the file must give as a field of the column list (not an @var, not left out)"
+                )));
+            }
+            // A file's bytes are in the LOAD's character set: only integer
+            // keys are placed exactly (a string key's weights would need it).
+            let p = placement.as_ref();
+            let integer = match p.map(|p| p.kind()) {
+                Some(Sharding::Mod | Sharding::Range) => true,
+                Some(Sharding::Hash) => {
+                    !p.is_some_and(|p| p.hashes_bytes())
+                        && matches!(key_type, Some(shardkey::KeyType::Integer))
+                }
+                _ => false,
+            };
+            if !integer {
+                return Err(refuse(format!(
+                    "the table is sharded by string column {key}; LOAD DATA places rows by the id or an integer shard key only"
+                )));
+            }
+        }
         let plan = Plan {
             table: table.clone(),
             generator: entry.generator().to_string(),
             fmt: st.format.clone(),
             columns,
             id_index,
+            key_index,
             place,
             ignore_lines: st.ignore_lines,
             shard_query: [&[cmd::QUERY][..], text.as_bytes()].concat(),
@@ -344,12 +399,13 @@ impl Session {
             let mut at = 0;
             let mut generated = 0usize;
             loop {
-                match cut_row(
+                match cut_row_keyed(
                     &pending[at..],
                     ended,
                     &plan.fmt,
                     plan.columns,
                     plan.id_index,
+                    plan.key_index,
                 ) {
                     Cut::More | Cut::End => break,
                     Cut::Row(r) => {
@@ -385,7 +441,7 @@ impl Session {
                         if id == Id::Generate {
                             generated += 1;
                         }
-                        rows.push((start, r, id));
+                        rows.push((start, r, id, row_no));
                     }
                 }
             }
@@ -404,7 +460,7 @@ impl Session {
             // out above them).
             let mut ids: Vec<u64> = Vec::with_capacity(generated);
             let mut run = 0usize;
-            for (_, _, id) in &rows {
+            for (_, _, id, _) in &rows {
                 match *id {
                     Id::Generate => run += 1,
                     Id::Explicit(v) => {
@@ -433,7 +489,7 @@ impl Session {
                 continue;
             }
             let mut ids = ids.into_iter();
-            for (start, r, id) in &rows {
+            for (start, r, id, row) in &rows {
                 let (value, generated) = match *id {
                     Id::Generate => match ids.next() {
                         Some(v) => (i128::from(v), Some(v)),
@@ -446,7 +502,21 @@ impl Session {
                     &plan.shards
                 } else {
                     let Some(p) = &plan.placement else { break };
-                    let key = KeyValue::Int(value);
+                    let key = match (plan.key_index, &r.key) {
+                        (None, _) => KeyValue::Int(value),
+                        (Some(_), Some(f)) => match &f.value {
+                            Value::Bytes(b) => KeyValue::Str(b.clone()),
+                            Value::Null => KeyValue::Null,
+                        },
+                        (Some(_), None) => KeyValue::Null,
+                    };
+                    let shown = match &key {
+                        KeyValue::Int(v) => format!("id {v}"),
+                        KeyValue::Str(b) => {
+                            format!("shard key value '{}'", String::from_utf8_lossy(b))
+                        }
+                        _ => "no shard key value (NULL or no field)".to_string(),
+                    };
                     let key =
                         shardkey::canonical(&key, p, plan.key_type, plan.charset, Purpose::Store)
                             .ok()
@@ -460,7 +530,7 @@ impl Session {
                         Err(e) => {
                             failure = Some(CmdError::Refused(
                                 codes::ER_NOT_SUPPORTED_YET,
-                                format!("idgate: LOAD DATA into table {}: id {value}: {e}; nothing was loaded", plan.table),
+                                format!("idgate: LOAD DATA into table {}: row {row}: {shown}: {e}; nothing was loaded", plan.table, row = *row),
                             ));
                             break;
                         }

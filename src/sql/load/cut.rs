@@ -102,6 +102,8 @@ pub struct Row {
     pub fields: usize,
     /// The field at the index asked for, when the row has it.
     pub wanted: Option<Field>,
+    /// The field at the second index asked for ([`cut_row_keyed`]).
+    pub key: Option<Field>,
     /// Bytes of the buffer the row used (the next row starts there).
     pub end: usize,
 }
@@ -120,6 +122,19 @@ pub enum Cut {
 /// list's length) and returning the field at `want`. `eof`: `buf` holds the
 /// rest of the file.
 pub fn cut_row(buf: &[u8], eof: bool, fmt: &Format, columns: usize, want: Option<usize>) -> Cut {
+    cut_row_keyed(buf, eof, fmt, columns, want, None)
+}
+
+/// [`cut_row`], also returning the field at `key` (a shard key column that
+/// is not the id).
+pub fn cut_row_keyed(
+    buf: &[u8],
+    eof: bool,
+    fmt: &Format,
+    columns: usize,
+    want: Option<usize>,
+    key: Option<usize>,
+) -> Cut {
     let mut r = Reader {
         buf,
         pos: 0,
@@ -132,7 +147,7 @@ pub fn cut_row(buf: &[u8], eof: bool, fmt: &Format, columns: usize, want: Option
         body_end: 0,
         terminated: false,
     };
-    match r.row(columns, want) {
+    match r.row(columns, want, key) {
         Ok(Some(row)) => Cut::Row(row),
         Ok(None) => Cut::End,
         Err(More) => Cut::More,
@@ -193,13 +208,22 @@ impl Reader<'_> {
         }
     }
 
-    fn row(&mut self, columns: usize, want: Option<usize>) -> Result<Option<Row>, More> {
+    fn row(
+        &mut self,
+        columns: usize,
+        want: Option<usize>,
+        key: Option<usize>,
+    ) -> Result<Option<Row>, More> {
         let mut fields = 0;
         let mut wanted = None;
+        let mut key_field = None;
         for i in 0..columns {
-            match self.read_field(Some(i) == want)? {
+            match self.read_field(Some(i) == want || Some(i) == key)? {
                 None => break,
                 Some(f) => {
+                    if Some(i) == key {
+                        key_field = Some(f.clone());
+                    }
                     if Some(i) == want {
                         wanted = Some(f);
                     }
@@ -219,6 +243,7 @@ impl Reader<'_> {
             terminated: self.terminated,
             fields,
             wanted,
+            key: key_field,
             end: self.pos,
         }))
     }
