@@ -315,3 +315,25 @@ fn statements() {
     assert!(Format::check_charset("sjis").is_err());
     assert!(Format::check_charset("utf8mb4").is_ok());
 }
+
+#[test]
+fn id_and_shard_key_fields_together() {
+    use super::cut::cut_row_keyed;
+    let f = csv();
+    let Cut::Row(r) = cut_row_keyed(b"\\N,\"k,1\",7\r\n", true, &f, 3, Some(0), Some(1)) else {
+        panic!("a row");
+    };
+    assert_eq!(r.wanted.map(|w| w.value), Some(Value::Null));
+    assert_eq!(r.key.map(|k| k.value), Some(Value::Bytes(b"k,1".to_vec())));
+    // The same index for both.
+    let Cut::Row(r) = cut_row_keyed(b"5,x\r\n", true, &f, 2, Some(0), Some(0)) else {
+        panic!("a row");
+    };
+    assert_eq!(r.wanted.map(|w| w.value), Some(Value::Bytes(b"5".to_vec())));
+    assert_eq!(r.key.map(|k| k.value), Some(Value::Bytes(b"5".to_vec())));
+    // A short row has no key field.
+    let Cut::Row(r) = cut_row_keyed(b"5\r\n", true, &f, 2, Some(0), Some(1)) else {
+        panic!("a row");
+    };
+    assert!(r.key.is_none());
+}
