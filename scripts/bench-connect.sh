@@ -4,7 +4,10 @@
 #   direct   MariaDB shard s0 (mysql_native_password)            the limit
 #   haproxy  HAProxy (mode tcp) -> s0 (MariaDB's native login)   the peer
 #   idgate   idgate (caching_sha2_password fast path; the SELECT
-#            opens idgate's own connection to s0, native login)  what we build
+#            takes a pooled connection to s0, no shard login)    what we build
+#   nopool   the same idgate with [backend] pool_idle_timeout = 0
+#            (no connection kept: a shard login per client, as
+#            before the pool)                                     the baseline
 # Targets alternate round by round (the first one rotates); the report
 # quotes the median of the rounds per target and idgate/haproxy.
 #
@@ -37,9 +40,9 @@ if ((do_build)); then log "cargo build --release"; (cd "$repo" && cargo build --
 bin=$repo/target/release/idgate
 free_port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 tmp=$(mktemp -d)
-haproxy_pid= idgate_pid=
+haproxy_pid= idgate_pid= nopool_pid=
 cleanup() {
-  for pid in $haproxy_pid $idgate_pid; do
+  for pid in $haproxy_pid $idgate_pid $nopool_pid; do
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
@@ -82,13 +85,22 @@ chmod 600 "$tmp/idgate.toml"
 IDGATE_LOG=warn "$bin" serve --config "$tmp/idgate.toml" >"$tmp/idgate.log" 2>&1 &
 idgate_pid=$!
 wait_ready "$ip" app app-secret
+# The baseline: the same config, keeping no shard connection.
+np=$(free_port) npa=$(free_port)
+sed -e "s|$host:$ip|$host:$np|" -e "s|$host:$ap|$host:$npa|" \
+  -e 's|^tls = "disabled"|tls = "disabled"\npool_idle_timeout = 0|' "$tmp/idgate.toml" >"$tmp/nopool.toml"
+chmod 600 "$tmp/nopool.toml"
+IDGATE_LOG=warn "$bin" serve --config "$tmp/nopool.toml" >"$tmp/nopool.log" 2>&1 &
+nopool_pid=$!
+wait_ready "$np" app app-secret
 
-targets=(direct haproxy idgate)
+targets=(direct haproxy idgate nopool)
 args_of() {
   case "$1" in
     direct) echo "--port ${s0#*:} --user $user --password $password" ;;
     haproxy) echo "--port $hp --user $user --password $password" ;;
     idgate) echo "--port $ip --user app --password app-secret" ;;
+    nopool) echo "--port $np --user app --password app-secret" ;;
   esac
 }
 log "$rounds rounds of $secs s per target, $procs client processes"
@@ -106,15 +118,18 @@ done
 # Which caching_sha2_password path idgate's logins took (all fast: app's
 # password is known in plain text).
 log "idgate: $(curl -fsS "http://$host:$ap/metrics" | grep '^idgate_sha2_logins_total' | tr '\n' ' ')"
+# Shard logins the pooled idgate did (created) against connections handed out again (reused).
+log "idgate pool: $(curl -fsS "http://$host:$ap/metrics" | grep -E '^idgate_pool_(created|reused|timeouts)_total' | tr '\n' ' ')"
 "$py" - "$results" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 med = {}
-for t in ("direct", "haproxy", "idgate"):
+for t in ("direct", "haproxy", "idgate", "nopool"):
     v = [float(r[1]) for r in rows if r[0] == t]
     plugin = next(r[2] for r in rows if r[0] == t)
     errors = sum(int(r[3]) for r in rows if r[0] == t)
     med[t] = statistics.median(v)
     print(f"{t:8} median {med[t]:8.1f} conn/s  rounds {' '.join(f'{x:.1f}' for x in v)}  plugin {plugin}  errors {errors}")
-print(f"idgate/haproxy {med['idgate'] / med['haproxy']:.3f}   haproxy/direct {med['haproxy'] / med['direct']:.3f}")
+print(f"idgate/haproxy {med['idgate'] / med['haproxy']:.3f}   idgate/direct {med['idgate'] / med['direct']:.3f}   "
+      f"idgate/nopool {med['idgate'] / med['nopool']:.3f}   nopool/haproxy {med['nopool'] / med['haproxy']:.3f}   haproxy/direct {med['haproxy'] / med['direct']:.3f}")
 PY

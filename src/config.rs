@@ -363,6 +363,24 @@ pub struct BackendConfig {
     pub tls: ShardTlsMode,
     /// CA certificates (PEM) for `tls = "verify_ca"`.
     pub tls_ca: Option<PathBuf>,
+    /// The shared pool of shard connections (`backend::pool`): idle
+    /// connections kept open per shard and account once one was used.
+    #[serde(default)]
+    pub pool_min_idle: usize,
+    /// Connections to one shard at most, idle or in use (0: no cap).
+    #[serde(default = "default_pool_max")]
+    pub pool_max: usize,
+    /// Seconds an idle pooled connection is kept (0: none is kept; every
+    /// shard connection closes with its session, as without a pool).
+    #[serde(default = "default_pool_idle_timeout")]
+    pub pool_idle_timeout: u64,
+    /// Seconds after which a pooled connection is closed once idle.
+    #[serde(default = "default_pool_max_lifetime")]
+    pub pool_max_lifetime: u64,
+    /// Milliseconds a client waits for a shard connection when the shard's
+    /// pool is full; then error 1040 naming the shard.
+    #[serde(default = "default_pool_wait_timeout")]
+    pub pool_wait_timeout_ms: u64,
 }
 
 impl std::fmt::Debug for BackendConfig {
@@ -376,6 +394,11 @@ impl std::fmt::Debug for BackendConfig {
             .field("connect_timeout_ms", &self.connect_timeout_ms)
             .field("tls", &self.tls)
             .field("tls_ca", &self.tls_ca)
+            .field("pool_min_idle", &self.pool_min_idle)
+            .field("pool_max", &self.pool_max)
+            .field("pool_idle_timeout", &self.pool_idle_timeout)
+            .field("pool_max_lifetime", &self.pool_max_lifetime)
+            .field("pool_wait_timeout_ms", &self.pool_wait_timeout_ms)
             .finish_non_exhaustive()
     }
 }
@@ -388,6 +411,14 @@ pub struct ShardConfig {
     pub name: String,
     /// `host:port` of the MariaDB/MySQL server.
     pub address: String,
+    /// The server's RSA public key (PEM) for caching_sha2_password's full
+    /// authentication without TLS: pinned, so idgate never asks the
+    /// server for it (a key sent over plain TCP could be anyone's).
+    #[serde(default)]
+    pub public_key: Option<PathBuf>,
+    /// `public_key`'s contents, read and checked on load.
+    #[serde(skip)]
+    pub public_key_pem: Option<Vec<u8>>,
 }
 
 /// `[rules]`.
@@ -562,6 +593,20 @@ fn default_deadlock_check_ms() -> u64 {
 fn default_connect_timeout() -> u64 {
     5000
 }
+/// Under MariaDB's default max_connections (151), leaving room for idgate's
+/// own connections (XA recovery, the deadlock detector, KILL) and others.
+fn default_pool_max() -> usize {
+    100
+}
+fn default_pool_idle_timeout() -> u64 {
+    60
+}
+fn default_pool_max_lifetime() -> u64 {
+    3600
+}
+fn default_pool_wait_timeout() -> u64 {
+    5000
+}
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -699,6 +744,24 @@ impl Config {
                 format!("{d}: must be 0 (off) or between 150 and 60000"),
             ));
         }
+        for (i, shard) in cfg.shards.iter_mut().enumerate() {
+            if let Some(path) = &shard.public_key {
+                let path = if path.is_relative() {
+                    base.join(path)
+                } else {
+                    path.clone()
+                };
+                let pem = std::fs::read(&path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))
+                    .and_then(|pem| {
+                        crate::protocol::sha2::check_public_key(&pem)
+                            .map(|()| pem)
+                            .map_err(|e| format!("{}: {e}", path.display()))
+                    })
+                    .map_err(|e| invalid(&format!("shards[{i}].public_key"), e))?;
+                shard.public_key_pem = Some(pem);
+            }
+        }
         match (&cfg.server.tls_cert, &cfg.server.tls_key) {
             (Some(_), None) => {
                 return Err(invalid(
@@ -725,6 +788,20 @@ impl Config {
             return Err(invalid(
                 "backend.tls_ca",
                 "tls = \"verify_ca\" needs the CA certificate file".into(),
+            ));
+        }
+        let b = &cfg.backend;
+        if b.pool_max != 0 && b.pool_min_idle > b.pool_max {
+            return Err(invalid(
+                "backend.pool_min_idle",
+                format!("{}: more than pool_max ({})", b.pool_min_idle, b.pool_max),
+            ));
+        }
+        if b.pool_wait_timeout_ms > 3_600_000 || b.pool_max_lifetime == 0 {
+            return Err(invalid(
+                "backend.pool_wait_timeout_ms",
+                "pool_wait_timeout_ms must be at most 3600000 and pool_max_lifetime at least 1"
+                    .into(),
             ));
         }
         if cfg.users.is_empty() {

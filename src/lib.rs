@@ -25,12 +25,15 @@
 //!   `publish` -> (`rules`, `idgen`); `frontend` follows the versions.
 //! - [`protocol`]: MySQL packet framing, handshake, OK/ERR packets, error codes,
 //!   column definitions and result-set rows. Bytes only, no SQL semantics.
-//! - [`backend`]: one client connection from idgate to a shard.
+//! - [`backend`]: one client connection from idgate to a shard, and the
+//!   shared pool of them per shard (`backend::pool`: cap, waiting line,
+//!   idle expiry; it knows connections, not sessions).
 //! - [`frontend`]: client sessions, in three layers, each using only
 //!   itself and the layers below (checked by `tests/layers.rs`):
 //!   - the core: `frontend/session/` (a session's state, its shard
 //!     connections (`backends`: the one provider handlers get a connection
-//!     from, where a pool goes; each logs in with the user's shard account),
+//!     from; each logs in with the user's shard account; `pooled`: taken
+//!     from and given back to the shard's pool, reset),
 //!     forwarding, login and its limits, password checks by plugin
 //!     (`auth`: mysql_native_password, caching_sha2_password's fast path,
 //!     cache and RSA), what it reads of the session from a
