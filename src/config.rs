@@ -60,6 +60,11 @@ pub struct ServerConfig {
     /// fails the statement with error 1038 (`frontend::route::stream`).
     #[serde(default = "default_max_result_buffer")]
     pub max_result_buffer: usize,
+    /// Bytes of a `LOAD DATA LOCAL` into a rule table buffered per shard
+    /// before they are sent on as one packet (`frontend::write::load`):
+    /// bigger packets cost fewer writes, and bound idgate's memory per load.
+    #[serde(default = "default_load_buffer")]
+    pub load_buffer: usize,
     /// How often (ms) the distributed deadlock detector looks for lock
     /// cycles across shards, when statements are routed; 0 turns it off.
     #[serde(default = "default_deadlock_check_ms")]
@@ -579,6 +584,9 @@ fn default_max_packet() -> usize {
 fn default_max_result_buffer() -> usize {
     16 << 20
 }
+fn default_load_buffer() -> usize {
+    1 << 20
+}
 fn default_deadlock_check_ms() -> u64 {
     200
 }
@@ -713,6 +721,12 @@ impl Config {
             return Err(invalid(
                 "server.max_packet",
                 "must be between 1024 and 1073741824".into(),
+            ));
+        }
+        if !(4096..=16 << 20).contains(&cfg.server.load_buffer) {
+            return Err(invalid(
+                "server.load_buffer",
+                "must be between 4096 and 16777216 (bytes)".into(),
             ));
         }
         if cfg.server.max_result_buffer < 4096 {
@@ -1147,6 +1161,7 @@ address = "127.0.0.1:3306"
         let c = Config::parse(GOOD, "t.toml").unwrap();
         assert_eq!(c.server.max_connections, 4096);
         assert_eq!(c.server.deadlock_check_ms, 200);
+        assert_eq!(c.server.load_buffer, 1 << 20);
         assert_eq!(c.allocator.store, StoreKind::File);
         assert!(c.rules.is_none());
         assert!(c.server.resp_listen.is_none());
@@ -1299,6 +1314,24 @@ address = "127.0.0.1:3306"
                 &format!("listen = \"127.0.0.1:6033\"\ndeadlock_check_ms = {good}"),
             );
             assert!(Config::parse(&text, "t.toml").is_ok(), "{good}");
+        }
+        for (value, ok) in [
+            ("4095", false),
+            ("4096", true),
+            ("16777216", true),
+            ("16777217", false),
+        ] {
+            let text = GOOD.replace(
+                "listen = \"127.0.0.1:6033\"",
+                &format!("listen = \"127.0.0.1:6033\"\nload_buffer = {value}"),
+            );
+            match Config::parse(&text, "t.toml") {
+                Ok(c) => assert!(ok && c.server.load_buffer.to_string() == value, "{value}"),
+                Err(e) => assert!(
+                    !ok && e.to_string().contains("server.load_buffer"),
+                    "{value}: {e}"
+                ),
+            }
         }
     }
 

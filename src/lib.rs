@@ -43,7 +43,7 @@
 //!     `frontend/{shared,live,columns,shardkey,errors,oks,returned}.rs`;
 //!   - the handlers, side by side, none calling another:
 //!     `frontend/write/` (INSERTs into rule tables: ids filled, split per
-//!     shard, upserts), `frontend/route/` (statements on sharded and
+//!     shard, upserts; `LOAD DATA LOCAL` streamed to the shards: `load`), `frontend/route/` (statements on sharded and
 //!     broadcast tables: routing, scatter (merged as rows come, in bounded
 //!     memory: `stream`), cursors, diagnostics),
 //!     `frontend/admin/` (idgate's own statements, and the sequence
@@ -62,7 +62,9 @@
 //!   `sql::upsert`:
 //!   how INSERT IGNORE / ON DUPLICATE KEY UPDATE are written so their reply
 //!   tells which id to report); what a SELECT/UPDATE/DELETE/DDL needs for
-//!   routing (`sql::route`). Pure.
+//!   routing (`sql::route`); `LOAD DATA` into a rule table (`sql::load`:
+//!   the statement, the file cut into rows exactly as MariaDB cuts it, each
+//!   row re-emitted for its shard's own LOAD with its id). Pure.
 //! - [`idgen`]: the id allocator: sequence and snowflake generators over a
 //!   store (etcd, file, memory); scrambled (non-enumerable) sequences
 //!   (`idgen::scramble`); a snowflake cluster high-water against clock skew.

@@ -272,6 +272,13 @@ impl Session {
             statement::Kind::Savepoint(op, name) if routing => return self.savepoint(payload, op, name).await,
             _ => {}
         }
+        if &stmt.keyword[..5] == b"LOAD\0"
+            && self.rules.is_some()
+            && self.load_data(payload).await?
+        {
+            // LOAD DATA into a rule table (`write/load.rs`).
+            return Ok(());
+        }
         if routing {
             match self.query_routed(payload).await? {
                 QueryRoute::NotRouted => {}

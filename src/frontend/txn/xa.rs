@@ -206,7 +206,7 @@ impl Session {
 
     /// Ends and rolls back branch `xid` on `shards` (errors mean a branch is
     /// gone already).
-    async fn rollback_xa(&mut self, xid: &str, shards: &[usize]) {
+    pub(in crate::frontend) async fn rollback_xa(&mut self, xid: &str, shards: &[usize]) {
         for verb in ["END", "ROLLBACK"] {
             let sends: Vec<(usize, Vec<u8>)> =
                 shards.iter().map(|&s| (s, xa_cmd(verb, xid, ""))).collect();
@@ -217,7 +217,7 @@ impl Session {
     /// XA END and PREPARE on every shard of `started`, then XA COMMIT on
     /// every one. A failure before all have prepared rolls every one back.
     /// `what` names the work in messages ("the write", "the transaction").
-    async fn two_phase_commit(
+    pub(in crate::frontend) async fn two_phase_commit(
         &mut self,
         xid: &str,
         started: &[usize],

@@ -332,7 +332,7 @@ impl Session {
     }
 
     /// Appends `count` ids of `generator` to `ids`.
-    async fn take_ids(
+    pub(in crate::frontend) async fn take_ids(
         &self,
         generator: &str,
         count: usize,
@@ -353,7 +353,11 @@ impl Session {
     /// issues them. Before the statement is sent: when one cannot be made
     /// sure (another process did not acknowledge it, the store is down),
     /// the statement is refused and nothing is written.
-    async fn observe(&self, generator: &str, explicit: &[u64]) -> Result<(), CmdError> {
+    pub(in crate::frontend) async fn observe(
+        &self,
+        generator: &str,
+        explicit: &[u64],
+    ) -> Result<(), CmdError> {
         if explicit.is_empty() {
             return Ok(());
         }

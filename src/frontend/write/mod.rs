@@ -12,12 +12,16 @@
 //! - `upsert.rs`: the reply of an INSERT IGNORE / ON DUPLICATE KEY UPDATE
 //!   written by `sql::upsert`: the id MariaDB would report, and what
 //!   `LAST_INSERT_ID()` needs afterwards.
+//! - `load.rs`: `LOAD DATA LOCAL INFILE` into a rule table: the client's
+//!   file cut into rows, ids given, each shard's rows streamed to its own
+//!   LOAD (XA across shards).
 //! - `inline.rs`: a prepared execute written as its text, for one that must
 //!   be split by row.
 
 pub mod captured;
 pub mod inject;
 pub mod inline;
+pub mod load;
 pub mod split;
 pub mod target;
 pub mod upsert;
