@@ -7,7 +7,7 @@
 
 use super::cut::Format;
 use crate::sql::fast::ident;
-use crate::sql::lexer::{Kind, Lexer, Modes, Token};
+use crate::sql::lexer::{unescape, Kind, Lexer, Modes, Token};
 use std::ops::Range;
 
 /// The table a `LOAD DATA` / `LOAD XML` writes into.
@@ -390,38 +390,4 @@ impl LoadStmt {
         out.push_str(sql.get(at..)?);
         Some(out)
     }
-}
-
-/// The bytes of a string literal token (quotes included), with MySQL's
-/// escapes resolved (`\%` and `\_` keep their backslash, as in MariaDB).
-pub fn unescape(tok: &[u8], no_backslash_escapes: bool) -> Vec<u8> {
-    let Some((&q, rest)) = tok.split_first() else {
-        return Vec::new();
-    };
-    let body = rest.get(..rest.len().saturating_sub(1)).unwrap_or(&[]);
-    let mut out = Vec::with_capacity(body.len());
-    let mut i = 0;
-    while let Some(&c) = body.get(i) {
-        if c == b'\\' && !no_backslash_escapes {
-            match body.get(i + 1) {
-                Some(b'n') => out.push(b'\n'),
-                Some(b't') => out.push(b'\t'),
-                Some(b'r') => out.push(b'\r'),
-                Some(b'0') => out.push(0),
-                Some(b'Z') => out.push(0x1a),
-                Some(b'b') => out.push(0x08),
-                Some(&o @ (b'%' | b'_')) => out.extend_from_slice(&[b'\\', o]),
-                Some(&o) => out.push(o),
-                None => {}
-            }
-            i += 2;
-        } else if c == q && body.get(i + 1) == Some(&q) {
-            out.push(q);
-            i += 2;
-        } else {
-            out.push(c);
-            i += 1;
-        }
-    }
-    out
 }
