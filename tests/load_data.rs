@@ -46,7 +46,7 @@ fn rules(schema: &str, n: usize) -> String {
     r
 }
 
-/// Runs the `mariadb` client against `addr` on `db`, feeding `stdin`.
+/// Runs the `mariadb` client against `addr` on `db` without TLS, feeding `stdin`.
 async fn mariadb(
     addr: &str,
     db: &str,
@@ -55,27 +55,10 @@ async fn mariadb(
     args: &[&str],
     stdin: &str,
 ) -> Output {
-    use tokio::io::AsyncWriteExt;
-    let (host, port) = addr.rsplit_once(':').unwrap();
-    let mut child = Command::new("mariadb")
-        .arg("--no-defaults")
-        .arg("--protocol=TCP")
-        .arg(format!("--host={host}"))
-        .arg(format!("--port={port}"))
-        .arg(format!("--user={user}"))
-        .arg(format!("--password={password}"))
-        .arg(format!("--database={db}"))
-        .arg("--skip-ssl")
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("the mariadb client is installed (scripts/testbed.sh installs mariadb-client)");
-    let mut input = child.stdin.take().unwrap();
-    input.write_all(stdin.as_bytes()).await.unwrap();
-    drop(input);
-    child.wait_with_output().await.unwrap()
+    let all: Vec<&str> = std::iter::once("--skip-ssl")
+        .chain(args.iter().copied())
+        .collect();
+    support::process::mariadb_cli(addr, user, password, db, &all, stdin).await
 }
 
 /// The two sides of a comparison: idgate (schema `schema`, sharded
