@@ -66,6 +66,23 @@ pub enum BackendError {
     },
 }
 
+impl BackendError {
+    /// The shard's ERR packet `payload` as an error (a malformed one as a
+    /// protocol error), naming `shard`.
+    pub fn from_err_packet(shard: &str, payload: &[u8]) -> BackendError {
+        match reply::parse_err(payload) {
+            Ok(err) => BackendError::Server {
+                shard: shard.to_string(),
+                err,
+            },
+            Err(source) => BackendError::Protocol {
+                shard: shard.to_string(),
+                source,
+            },
+        }
+    }
+}
+
 /// What a session asks of a new shard connection.
 #[derive(Debug, Clone)]
 pub struct ConnectParams<'a> {
@@ -538,14 +555,5 @@ fn auth_token(plugin: &[u8], nonce: &[u8], password: &[u8]) -> Vec<u8> {
 }
 
 fn server_err(shard: &str, payload: &[u8]) -> BackendError {
-    match reply::parse_err(payload) {
-        Ok(err) => BackendError::Server {
-            shard: shard.to_string(),
-            err,
-        },
-        Err(source) => BackendError::Protocol {
-            shard: shard.to_string(),
-            source,
-        },
-    }
+    BackendError::from_err_packet(shard, payload)
 }

@@ -816,16 +816,7 @@ async fn read_one(b: &mut BackendConn, p: &mut Vec<u8>) -> Result<(u8, u8), Back
 }
 
 fn server_err(shard: &str, p: &[u8]) -> BackendError {
-    match reply::parse_err(p) {
-        Ok(err) => BackendError::Server {
-            shard: shard.to_string(),
-            err,
-        },
-        Err(source) => BackendError::Protocol {
-            shard: shard.to_string(),
-            source,
-        },
-    }
+    BackendError::from_err_packet(shard, p)
 }
 
 fn lost(shard: String) -> BackendError {
