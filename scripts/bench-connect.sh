@@ -1,26 +1,36 @@
 #!/usr/bin/env bash
 # Connection setup rate, in one run: connect + SELECT 1 + close in a loop,
-# 8 client processes (bench/connect.py, PyMySQL), against
+# 8 client processes (the C client, libmariadb: bench/connect.c, as issue
+# #19 measures; or PyMySQL with --client py: bench/connect.py), against
 #   direct   MariaDB shard s0 (mysql_native_password)            the limit
 #   haproxy  HAProxy (mode tcp) -> s0 (MariaDB's native login)   the peer
 #   idgate   idgate (caching_sha2_password fast path; the SELECT
-#            opens idgate's own connection to s0, native login)  what we build
+#            takes a pooled connection to s0, no shard login)    what we build
+#   nopool   the same idgate with [backend] pool_idle_timeout = 0
+#            (no connection kept: a shard login per client, as
+#            before the pool)                                     the baseline
 # Targets alternate round by round (the first one rotates); the report
 # quotes the median of the rounds per target and idgate/haproxy.
 #
-#   scripts/bench-connect.sh [--rounds N] [--time S] [--procs N] [--no-build]
+#   scripts/bench-connect.sh [--rounds N] [--time S] [--procs N] [--client c|py] [--no-build]
+#
+# The C client is built with libmariadb-dev's mariadb_config (installed
+# with apt-get when missing). With the C client every target's login is
+# its default: mysql_native_password to MariaDB and through HAProxy,
+# caching_sha2_password's fast path to idgate.
 #
 # Uses the test bed (scripts/testbed.sh up when it is not reachable) and the
 # release binary (cargo build --release unless --no-build).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-rounds=3 secs=10 procs=8 do_build=1
+rounds=3 secs=10 procs=8 do_build=1 client=c
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
     --time) secs=$2; shift 2 ;;
     --procs) procs=$2; shift 2 ;;
     --no-build) do_build=0; shift ;;
+    --client) client=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -37,9 +47,9 @@ if ((do_build)); then log "cargo build --release"; (cd "$repo" && cargo build --
 bin=$repo/target/release/idgate
 free_port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 tmp=$(mktemp -d)
-haproxy_pid= idgate_pid=
+haproxy_pid= idgate_pid= nopool_pid=
 cleanup() {
-  for pid in $haproxy_pid $idgate_pid; do
+  for pid in $haproxy_pid $idgate_pid $nopool_pid; do
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
@@ -52,6 +62,27 @@ wait_ready() { # wait_ready PORT USER PASSWORD
     sleep 0.2
   done
   log "nothing answers on port $1"; return 1
+}
+
+if [ "$client" = c ]; then
+  if ! command -v mariadb_config >/dev/null; then
+    log "installing libmariadb-dev (the C client's headers)"
+    sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends libmariadb-dev >&2
+  fi
+  # shellcheck disable=SC2046
+  cc -O2 -o "$tmp/connect" "$repo/bench/connect.c" $(mariadb_config --cflags --libs)
+elif [ "$client" != py ]; then
+  log "--client is c or py"; exit 2
+fi
+# run_client TARGET-ARGS... LABEL: one measurement line.
+run_client() {
+  local port=$1 u=$2 pw=$3 label=$4
+  if [ "$client" = c ]; then
+    "$tmp/connect" "$host" "$port" "$u" "$pw" "$procs" "$secs" "$label"
+  else
+    "$py" "$repo/bench/connect.py" --port "$port" --user "$u" --password "$pw" --procs "$procs" --seconds "$secs" --label "$label"
+  fi
 }
 
 hp=$(free_port)
@@ -82,23 +113,32 @@ chmod 600 "$tmp/idgate.toml"
 IDGATE_LOG=warn "$bin" serve --config "$tmp/idgate.toml" >"$tmp/idgate.log" 2>&1 &
 idgate_pid=$!
 wait_ready "$ip" app app-secret
+# The baseline: the same config, keeping no shard connection.
+np=$(free_port) npa=$(free_port)
+sed -e "s|$host:$ip|$host:$np|" -e "s|$host:$ap|$host:$npa|" \
+  -e 's|^tls = "disabled"|tls = "disabled"\npool_idle_timeout = 0|' "$tmp/idgate.toml" >"$tmp/nopool.toml"
+chmod 600 "$tmp/nopool.toml"
+IDGATE_LOG=warn "$bin" serve --config "$tmp/nopool.toml" >"$tmp/nopool.log" 2>&1 &
+nopool_pid=$!
+wait_ready "$np" app app-secret
 
-targets=(direct haproxy idgate)
-args_of() {
+targets=(direct haproxy idgate nopool)
+args_of() { # PORT USER PASSWORD of a target
   case "$1" in
-    direct) echo "--port ${s0#*:} --user $user --password $password" ;;
-    haproxy) echo "--port $hp --user $user --password $password" ;;
-    idgate) echo "--port $ip --user app --password app-secret" ;;
+    direct) echo "${s0#*:} $user $password" ;;
+    haproxy) echo "$hp $user $password" ;;
+    idgate) echo "$ip app app-secret" ;;
+    nopool) echo "$np app app-secret" ;;
   esac
 }
-log "$rounds rounds of $secs s per target, $procs client processes"
+log "$rounds rounds of $secs s per target, $procs client processes ($client client)"
 results=$tmp/results
 : >"$results"
 for ((r = 0; r < rounds; r++)); do
   for ((i = 0; i < ${#targets[@]}; i++)); do
     t=${targets[$(((i + r) % ${#targets[@]}))]}
     # shellcheck disable=SC2046
-    line=$("$py" "$repo/bench/connect.py" $(args_of "$t") --procs "$procs" --seconds "$secs" --label "$t")
+    line=$(run_client $(args_of "$t") "$t")
     log "round $((r + 1)): $line"
     echo "$line" >>"$results"
   done
@@ -106,15 +146,18 @@ done
 # Which caching_sha2_password path idgate's logins took (all fast: app's
 # password is known in plain text).
 log "idgate: $(curl -fsS "http://$host:$ap/metrics" | grep '^idgate_sha2_logins_total' | tr '\n' ' ')"
+# Shard logins the pooled idgate did (created) against connections handed out again (reused).
+log "idgate pool: $(curl -fsS "http://$host:$ap/metrics" | grep -E '^idgate_pool_(created|reused|timeouts)_total' | tr '\n' ' ')"
 "$py" - "$results" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 med = {}
-for t in ("direct", "haproxy", "idgate"):
+for t in ("direct", "haproxy", "idgate", "nopool"):
     v = [float(r[1]) for r in rows if r[0] == t]
     plugin = next(r[2] for r in rows if r[0] == t)
     errors = sum(int(r[3]) for r in rows if r[0] == t)
     med[t] = statistics.median(v)
     print(f"{t:8} median {med[t]:8.1f} conn/s  rounds {' '.join(f'{x:.1f}' for x in v)}  plugin {plugin}  errors {errors}")
-print(f"idgate/haproxy {med['idgate'] / med['haproxy']:.3f}   haproxy/direct {med['haproxy'] / med['direct']:.3f}")
+print(f"idgate/haproxy {med['idgate'] / med['haproxy']:.3f}   idgate/direct {med['idgate'] / med['direct']:.3f}   "
+      f"idgate/nopool {med['idgate'] / med['nopool']:.3f}   nopool/haproxy {med['nopool'] / med['haproxy']:.3f}   haproxy/direct {med['haproxy'] / med['direct']:.3f}")
 PY

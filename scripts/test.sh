@@ -29,6 +29,10 @@ command -v redis-cli >/dev/null 2>&1 || node_pkgs+=(redis-tools)
 command -v redis-server >/dev/null 2>&1 || node_pkgs+=(redis-server)
 command -v faketime >/dev/null 2>&1 || node_pkgs+=(faketime)
 /usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || node_pkgs+=(python3-redis)
+# Go's database/sql driver (tests/clients_go.rs), Debian's packaged source:
+# built in GOPATH mode, nothing downloaded.
+command -v go >/dev/null 2>&1 || node_pkgs+=(golang-go)
+[ -d /usr/share/gocode/src/github.com/go-sql-driver/mysql ] || node_pkgs+=(golang-github-go-sql-driver-mysql-dev)
 if [ ${#node_pkgs[@]} -gt 0 ]; then
   echo "== installing ${node_pkgs[*]}"
   sudo=""

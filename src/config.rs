@@ -60,6 +60,11 @@ pub struct ServerConfig {
     /// fails the statement with error 1038 (`frontend::route::stream`).
     #[serde(default = "default_max_result_buffer")]
     pub max_result_buffer: usize,
+    /// Bytes of a `LOAD DATA LOCAL` into a rule table buffered per shard
+    /// before they are sent on as one packet (`frontend::write::load`):
+    /// bigger packets cost fewer writes, and bound idgate's memory per load.
+    #[serde(default = "default_load_buffer")]
+    pub load_buffer: usize,
     /// How often (ms) the distributed deadlock detector looks for lock
     /// cycles across shards, when statements are routed; 0 turns it off.
     #[serde(default = "default_deadlock_check_ms")]
@@ -358,6 +363,24 @@ pub struct BackendConfig {
     pub tls: ShardTlsMode,
     /// CA certificates (PEM) for `tls = "verify_ca"`.
     pub tls_ca: Option<PathBuf>,
+    /// The shared pool of shard connections (`backend::pool`): idle
+    /// connections kept open per shard and account once one was used.
+    #[serde(default)]
+    pub pool_min_idle: usize,
+    /// Connections to one shard at most, idle or in use (0: no cap).
+    #[serde(default = "default_pool_max")]
+    pub pool_max: usize,
+    /// Seconds an idle pooled connection is kept (0: none is kept; every
+    /// shard connection closes with its session, as without a pool).
+    #[serde(default = "default_pool_idle_timeout")]
+    pub pool_idle_timeout: u64,
+    /// Seconds after which a pooled connection is closed once idle.
+    #[serde(default = "default_pool_max_lifetime")]
+    pub pool_max_lifetime: u64,
+    /// Milliseconds a client waits for a shard connection when the shard's
+    /// pool is full; then error 1040 naming the shard.
+    #[serde(default = "default_pool_wait_timeout")]
+    pub pool_wait_timeout_ms: u64,
 }
 
 impl std::fmt::Debug for BackendConfig {
@@ -371,6 +394,11 @@ impl std::fmt::Debug for BackendConfig {
             .field("connect_timeout_ms", &self.connect_timeout_ms)
             .field("tls", &self.tls)
             .field("tls_ca", &self.tls_ca)
+            .field("pool_min_idle", &self.pool_min_idle)
+            .field("pool_max", &self.pool_max)
+            .field("pool_idle_timeout", &self.pool_idle_timeout)
+            .field("pool_max_lifetime", &self.pool_max_lifetime)
+            .field("pool_wait_timeout_ms", &self.pool_wait_timeout_ms)
             .finish_non_exhaustive()
     }
 }
@@ -383,6 +411,14 @@ pub struct ShardConfig {
     pub name: String,
     /// `host:port` of the MariaDB/MySQL server.
     pub address: String,
+    /// The server's RSA public key (PEM) for caching_sha2_password's full
+    /// authentication without TLS: pinned, so idgate never asks the
+    /// server for it (a key sent over plain TCP could be anyone's).
+    #[serde(default)]
+    pub public_key: Option<PathBuf>,
+    /// `public_key`'s contents, read and checked on load.
+    #[serde(skip)]
+    pub public_key_pem: Option<Vec<u8>>,
 }
 
 /// `[rules]`.
@@ -548,10 +584,27 @@ fn default_max_packet() -> usize {
 fn default_max_result_buffer() -> usize {
     16 << 20
 }
+fn default_load_buffer() -> usize {
+    1 << 20
+}
 fn default_deadlock_check_ms() -> u64 {
     200
 }
 fn default_connect_timeout() -> u64 {
+    5000
+}
+/// Under MariaDB's default max_connections (151), leaving room for idgate's
+/// own connections (XA recovery, the deadlock detector, KILL) and others.
+fn default_pool_max() -> usize {
+    100
+}
+fn default_pool_idle_timeout() -> u64 {
+    60
+}
+fn default_pool_max_lifetime() -> u64 {
+    3600
+}
+fn default_pool_wait_timeout() -> u64 {
     5000
 }
 
@@ -670,6 +723,12 @@ impl Config {
                 "must be between 1024 and 1073741824".into(),
             ));
         }
+        if !(4096..=16 << 20).contains(&cfg.server.load_buffer) {
+            return Err(invalid(
+                "server.load_buffer",
+                "must be between 4096 and 16777216 (bytes)".into(),
+            ));
+        }
         if cfg.server.max_result_buffer < 4096 {
             return Err(invalid(
                 "server.max_result_buffer",
@@ -684,6 +743,24 @@ impl Config {
                 "server.deadlock_check_ms",
                 format!("{d}: must be 0 (off) or between 150 and 60000"),
             ));
+        }
+        for (i, shard) in cfg.shards.iter_mut().enumerate() {
+            if let Some(path) = &shard.public_key {
+                let path = if path.is_relative() {
+                    base.join(path)
+                } else {
+                    path.clone()
+                };
+                let pem = std::fs::read(&path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))
+                    .and_then(|pem| {
+                        crate::protocol::sha2::check_public_key(&pem)
+                            .map(|()| pem)
+                            .map_err(|e| format!("{}: {e}", path.display()))
+                    })
+                    .map_err(|e| invalid(&format!("shards[{i}].public_key"), e))?;
+                shard.public_key_pem = Some(pem);
+            }
         }
         match (&cfg.server.tls_cert, &cfg.server.tls_key) {
             (Some(_), None) => {
@@ -711,6 +788,20 @@ impl Config {
             return Err(invalid(
                 "backend.tls_ca",
                 "tls = \"verify_ca\" needs the CA certificate file".into(),
+            ));
+        }
+        let b = &cfg.backend;
+        if b.pool_max != 0 && b.pool_min_idle > b.pool_max {
+            return Err(invalid(
+                "backend.pool_min_idle",
+                format!("{}: more than pool_max ({})", b.pool_min_idle, b.pool_max),
+            ));
+        }
+        if b.pool_wait_timeout_ms > 3_600_000 || b.pool_max_lifetime == 0 {
+            return Err(invalid(
+                "backend.pool_wait_timeout_ms",
+                "pool_wait_timeout_ms must be at most 3600000 and pool_max_lifetime at least 1"
+                    .into(),
             ));
         }
         if cfg.users.is_empty() {
@@ -1070,6 +1161,7 @@ address = "127.0.0.1:3306"
         let c = Config::parse(GOOD, "t.toml").unwrap();
         assert_eq!(c.server.max_connections, 4096);
         assert_eq!(c.server.deadlock_check_ms, 200);
+        assert_eq!(c.server.load_buffer, 1 << 20);
         assert_eq!(c.allocator.store, StoreKind::File);
         assert!(c.rules.is_none());
         assert!(c.server.resp_listen.is_none());
@@ -1222,6 +1314,24 @@ address = "127.0.0.1:3306"
                 &format!("listen = \"127.0.0.1:6033\"\ndeadlock_check_ms = {good}"),
             );
             assert!(Config::parse(&text, "t.toml").is_ok(), "{good}");
+        }
+        for (value, ok) in [
+            ("4095", false),
+            ("4096", true),
+            ("16777216", true),
+            ("16777217", false),
+        ] {
+            let text = GOOD.replace(
+                "listen = \"127.0.0.1:6033\"",
+                &format!("listen = \"127.0.0.1:6033\"\nload_buffer = {value}"),
+            );
+            match Config::parse(&text, "t.toml") {
+                Ok(c) => assert!(ok && c.server.load_buffer.to_string() == value, "{value}"),
+                Err(e) => assert!(
+                    !ok && e.to_string().contains("server.load_buffer"),
+                    "{value}: {e}"
+                ),
+            }
         }
     }
 

@@ -116,7 +116,9 @@ fn respond(head: &[u8], shared: &Shared) -> (&'static str, &'static str, String,
             {
                 let mut m = metrics(&stats, shared.sessions.len());
                 rules_metrics(&mut m, shared.rules.version(), &shared.rules.status());
-                m + &login_metrics(&shared.login_throttle) + &sha2_metrics(&shared.sha2)
+                m + &login_metrics(&shared.login_throttle)
+                    + &sha2_metrics(&shared.sha2)
+                    + &pool_metrics(&shared.pools.iter().map(|p| p.view()).collect::<Vec<_>>())
             },
             head_only,
         ),
@@ -227,6 +229,93 @@ fn sha2_metrics(s: &crate::frontend::session::auth::Sha2State) -> String {
          # TYPE idgate_sha2_public_keys_total counter\n\
          idgate_sha2_public_keys_total {keys}\n"
     )
+}
+
+/// The shard connection pools, per shard (as `SHOW IDGATE POOLS`).
+pub fn pool_metrics(pools: &[crate::backend::pool::PoolView]) -> String {
+    type Get = fn(&crate::backend::pool::PoolView) -> f64;
+    let series: [(&str, &str, &str, Get); 11] = [
+        (
+            "open",
+            "gauge",
+            "Shard connections open (idle and in use).",
+            |v| v.state.open as f64,
+        ),
+        (
+            "idle",
+            "gauge",
+            "Shard connections idle in the pool.",
+            |v| v.state.idle as f64,
+        ),
+        (
+            "in_use",
+            "gauge",
+            "Shard connections held by sessions.",
+            |v| v.in_use() as f64,
+        ),
+        (
+            "waiting",
+            "gauge",
+            "Clients waiting for a shard connection (pool_max reached).",
+            |v| v.state.waiting as f64,
+        ),
+        (
+            "waits_total",
+            "counter",
+            "Clients that had to wait for a shard connection.",
+            |v| v.waits as f64,
+        ),
+        (
+            "wait_seconds_total",
+            "counter",
+            "Time clients waited for a shard connection.",
+            |v| v.wait_us as f64 / 1e6,
+        ),
+        (
+            "timeouts_total",
+            "counter",
+            "Clients refused with 1040 after pool_wait_timeout_ms.",
+            |v| v.timeouts as f64,
+        ),
+        (
+            "created_total",
+            "counter",
+            "Shard connections opened (each a MariaDB login).",
+            |v| v.created as f64,
+        ),
+        (
+            "closed_total",
+            "counter",
+            "Shard connections closed.",
+            |v| v.closed as f64,
+        ),
+        (
+            "reused_total",
+            "counter",
+            "Shard connections handed out again without a login.",
+            |v| v.reused as f64,
+        ),
+        (
+            "stale_total",
+            "counter",
+            "Idle shard connections found closed by the shard before use (replaced).",
+            |v| v.stale as f64,
+        ),
+    ];
+    let mut out = String::new();
+    for (name, kind, help, get) in series {
+        let _ = writeln!(out, "# HELP idgate_pool_{name} {help}");
+        let _ = writeln!(out, "# TYPE idgate_pool_{name} {kind}");
+        for v in pools {
+            let _ = writeln!(
+                out,
+                "idgate_pool_{name}{{shard=\"{}\"}} {}",
+                label(&v.shard),
+                get(v)
+            );
+        }
+    }
+    out
 }
 
 /// The Prometheus text exposition of `stats` and the session count.
@@ -378,6 +467,40 @@ mod tests {
             last_error: None,
             clock_skew_ms: 0,
         }
+    }
+
+    #[test]
+    fn pool_metrics_per_shard() {
+        let v = crate::backend::pool::PoolView {
+            shard: "s\"0".into(),
+            max: 4,
+            state: crate::backend::pool::PoolState {
+                open: 3,
+                idle: 1,
+                waiting: 2,
+            },
+            wait_us: 1_500_000,
+            reused: 9,
+            ..Default::default()
+        };
+        let m = pool_metrics(&[v]);
+        assert!(
+            m.contains("idgate_pool_in_use{shard=\"s\\\"0\"} 2\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("idgate_pool_waiting{shard=\"s\\\"0\"} 2\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("idgate_pool_wait_seconds_total{shard=\"s\\\"0\"} 1.5\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("idgate_pool_reused_total{shard=\"s\\\"0\"} 9\n"),
+            "{m}"
+        );
+        assert!(m.contains("# TYPE idgate_pool_open gauge\n"), "{m}");
     }
 
     #[test]

@@ -25,12 +25,15 @@
 //!   `publish` -> (`rules`, `idgen`); `frontend` follows the versions.
 //! - [`protocol`]: MySQL packet framing, handshake, OK/ERR packets, error codes,
 //!   column definitions and result-set rows. Bytes only, no SQL semantics.
-//! - [`backend`]: one client connection from idgate to a shard.
+//! - [`backend`]: one client connection from idgate to a shard, and the
+//!   shared pool of them per shard (`backend::pool`: cap, waiting line,
+//!   idle expiry; it knows connections, not sessions).
 //! - [`frontend`]: client sessions, in three layers, each using only
 //!   itself and the layers below (checked by `tests/layers.rs`):
 //!   - the core: `frontend/session/` (a session's state, its shard
 //!     connections (`backends`: the one provider handlers get a connection
-//!     from, where a pool goes; each logs in with the user's shard account),
+//!     from; each logs in with the user's shard account; `pooled`: taken
+//!     from and given back to the shard's pool, reset),
 //!     forwarding, login and its limits, password checks by plugin
 //!     (`auth`: mysql_native_password, caching_sha2_password's fast path,
 //!     cache and RSA), what it reads of the session from a
@@ -40,7 +43,8 @@
 //!     `frontend/{shared,live,columns,shardkey,errors,oks,returned}.rs`;
 //!   - the handlers, side by side, none calling another:
 //!     `frontend/write/` (INSERTs into rule tables: ids filled, split per
-//!     shard, upserts; INSERT ... SELECT read through shard cursors: `insel`), `frontend/route/` (statements on sharded and
+//!     shard, upserts; `LOAD DATA LOCAL` streamed to the shards: `load`;
+//!     INSERT ... SELECT read through shard cursors: `insel`), `frontend/route/` (statements on sharded and
 //!     broadcast tables: routing, scatter (merged as rows come, in bounded
 //!     memory: `stream`), cursors, diagnostics),
 //!     `frontend/admin/` (idgate's own statements, and the sequence
@@ -60,7 +64,9 @@
 //!   `sql::upsert`:
 //!   how INSERT IGNORE / ON DUPLICATE KEY UPDATE are written so their reply
 //!   tells which id to report); what a SELECT/UPDATE/DELETE/DDL needs for
-//!   routing (`sql::route`). Pure.
+//!   routing (`sql::route`); `LOAD DATA` into a rule table (`sql::load`:
+//!   the statement, the file cut into rows exactly as MariaDB cuts it, each
+//!   row re-emitted for its shard's own LOAD with its id). Pure.
 //! - [`idgen`]: the id allocator: sequence and snowflake generators over a
 //!   store (etcd, file, memory); scrambled (non-enumerable) sequences
 //!   (`idgen::scramble`); a snowflake cluster high-water against clock skew.

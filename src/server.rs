@@ -64,6 +64,10 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Futu
     let _detector = shared
         .deadlock_detection
         .then(|| AbortOnDrop(tokio::spawn(deadlock::run(shared.clone()))));
+    // The shard connection pools' upkeep (idle expiry, pool_min_idle).
+    let _pools = AbortOnDrop(tokio::spawn(crate::frontend::session::pooled::maintain(
+        shared.clone(),
+    )));
     let limits = Limits {
         max_connections: shared.config.server.max_connections,
         drain: Duration::from_secs(shared.config.server.drain_timeout_secs),

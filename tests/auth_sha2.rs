@@ -491,6 +491,18 @@ async fn change_user_between_plugins() {
     p.stop().await;
 }
 
+/// A client of A gets B's 1045 (A could not log in to B).
+async fn assert_b_refuses_a(a: &Proxy) {
+    let e = match Conn::new(a.opts(None)).await {
+        Ok(mut c) => c.query_drop("SELECT 1").await.expect_err("B refuses A"),
+        Err(e) => e,
+    };
+    match e {
+        mysql_async::Error::Server(e) => assert_eq!(e.code, 1045, "{e}"),
+        e => panic!("{e}"),
+    }
+}
+
 /// idgate A in front of idgate B (whose users are on
 /// caching_sha2_password with salted hashes), B in front of MariaDB: A's
 /// `[backend]` account is B's user `sha`.
@@ -548,17 +560,80 @@ async fn chained_idgate_logs_in_to_a_caching_sha2_server() {
     cfg.backend.user = "sha".into();
     cfg.backend.password = "wrong".into();
     let a = Proxy::start_config(cfg, false).await;
-    let e = match Conn::new(a.opts(None)).await {
-        Ok(mut c) => c.query_drop("SELECT 1").await.expect_err("B refuses A"),
-        Err(e) => e,
-    };
-    match e {
-        mysql_async::Error::Server(e) => assert_eq!(e.code, 1045, "{e}"),
-        e => panic!("{e}"),
-    }
+    assert_b_refuses_a(&a).await;
     assert_eq!(counts(&b)[..3], [0, 0, 0]);
     a.stop().await;
     b.stop().await;
+}
+
+/// A's `[[shards]] public_key` pinned to B's key: the full path by RSA
+/// without asking B for its key (B sends none); a pinned key that is not
+/// B's makes B refuse A's login (1045 to A's client); a file that holds no
+/// public key is refused when the config is read, naming the shard's key.
+#[tokio::test]
+async fn pinned_shard_public_key_is_used_instead_of_asking() {
+    let Some(tb) = support::testbed() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let b_key = idgate::config::read_rsa_key(std::path::Path::new(&tb.tls_file("rsa.key")))
+        .expect("the test bed's RSA key");
+    let other = tokio::task::spawn_blocking(idgate::protocol::sha2::RsaKeys::generate)
+        .await
+        .unwrap()
+        .unwrap();
+    let (right, wrong) = (dir.path().join("b.pub"), dir.path().join("other.pub"));
+    std::fs::write(&right, &b_key.public_pem).unwrap();
+    std::fs::write(&wrong, &other.public_pem).unwrap();
+    let a_config = |b: &Proxy, key: &std::path::Path, password: &str| {
+        let text = proxy::config_text(&tb, "127.0.0.1:0", "").replace(
+            "connect_timeout_ms = 60000\n",
+            "connect_timeout_ms = 60000\ntls = \"disabled\"\n",
+        );
+        let mut cfg = Config::parse(
+            &format!(
+                "{text}[[shards]]\nname = \"b\"\naddress = \"{}\"\npublic_key = \"{}\"\n",
+                b.addr,
+                key.display()
+            ),
+            "test",
+        )
+        .expect("test config is valid");
+        cfg.shards.drain(..cfg.shards.len() - 1);
+        cfg.backend.user = "sha".into();
+        cfg.backend.password = password.into();
+        cfg
+    };
+
+    let b = Proxy::start_config(config(&tb, &server_extra(&tb, false), ""), true).await;
+    let a = Proxy::start_config(a_config(&b, &right, "shapw"), true).await;
+    assert_eq!(
+        counts(&b),
+        [0, 0, 1, 0],
+        "A's probe: RSA with the pinned key, none sent"
+    );
+    assert_eq!(select(a.opts(None)).await.unwrap(), 42);
+    a.stop().await;
+    b.stop().await;
+
+    let b = Proxy::start_config(config(&tb, &server_extra(&tb, false), ""), true).await;
+    let a = Proxy::start_config(a_config(&b, &wrong, "shapw"), false).await;
+    assert_b_refuses_a(&a).await;
+    assert_eq!(counts(&b), [0, 0, 0, 0], "nothing succeeded, no key sent");
+    a.stop().await;
+    b.stop().await;
+
+    let garbage = dir.path().join("garbage.pub");
+    std::fs::write(&garbage, "not a key\n").unwrap();
+    let text = format!(
+        "{}[[shards]]\nname = \"b\"\naddress = \"127.0.0.1:1\"\npublic_key = \"{}\"\n",
+        proxy::config_text(&tb, "127.0.0.1:0", ""),
+        garbage.display()
+    );
+    let e = Config::parse(&text, "test").expect_err("no public key in the file");
+    let e = e.to_string();
+    assert!(
+        e.contains(".public_key") && e.contains("garbage.pub"),
+        "{e}"
+    );
 }
 
 #[tokio::test]

@@ -9,38 +9,8 @@ use mysql_async::Conn;
 use std::net::SocketAddr;
 use std::process::Output;
 use support::proxy::{self, Proxy};
-use tokio::process::Command;
 
-/// Runs the `mariadb` client against `addr` with `args`, feeding `stdin`.
-async fn mariadb(
-    addr: &str,
-    user: &str,
-    password: &str,
-    db: &str,
-    args: &[&str],
-    stdin: &str,
-) -> Output {
-    use tokio::io::AsyncWriteExt;
-    let (host, port) = addr.rsplit_once(':').unwrap();
-    let mut child = Command::new("mariadb")
-        .arg("--no-defaults")
-        .arg("--protocol=TCP")
-        .arg(format!("--host={host}"))
-        .arg(format!("--port={port}"))
-        .arg(format!("--user={user}"))
-        .arg(format!("--password={password}"))
-        .arg(format!("--database={db}"))
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("the mariadb client is installed");
-    let mut input = child.stdin.take().unwrap();
-    input.write_all(stdin.as_bytes()).await.unwrap();
-    drop(input);
-    child.wait_with_output().await.unwrap()
-}
+use support::process::mariadb_cli as mariadb;
 
 fn idgate_addr(p: &Proxy) -> String {
     p.addr.to_string()

@@ -157,6 +157,7 @@ async fn connect(tb: &Testbed, shard: usize, db: &str, deprecate_eof: bool) -> B
         shard: &name,
         address: &tb.shards[shard],
         tls: &idgate::tls::ShardTls::default(),
+        public_key: None,
         user: &tb.user,
         password: &tb.password,
         database: Some(db),

@@ -2,7 +2,8 @@
 //! account (or the user's own): mysql_native_password or
 //! caching_sha2_password, whichever the shard asks for (the latter's fast
 //! path, full authentication over TLS in clear, or by RSA with the
-//! shard's public key, asked for on the connection).
+//! shard's public key: pinned in the config (`[[shards]] public_key`), or
+//! else asked for on the connection).
 
 use crate::protocol::consts::cap;
 use crate::protocol::handshake::{
@@ -49,12 +50,37 @@ pub enum BackendError {
     /// A reopened connection could not be given the session's state back.
     #[error("shard {shard}: the connection was reopened, but the session's state could not be restored: {reason}")]
     StateLost { shard: String, reason: String },
+    /// The shard's pool was full for `[backend] pool_wait_timeout_ms`
+    /// (`pool.rs`); the client gets error 1040.
+    #[error("Too many connections: the pool of shard {shard} is full (pool_max = {max}); waited {waited_ms} ms for a connection")]
+    PoolFull {
+        shard: String,
+        max: usize,
+        waited_ms: u64,
+    },
     /// The connection broke while a command was under way.
     #[error("lost connection to shard {shard}: {source}")]
     Lost {
         shard: String,
         source: std::io::Error,
     },
+}
+
+impl BackendError {
+    /// The shard's ERR packet `payload` as an error (a malformed one as a
+    /// protocol error), naming `shard`.
+    pub fn from_err_packet(shard: &str, payload: &[u8]) -> BackendError {
+        match reply::parse_err(payload) {
+            Ok(err) => BackendError::Server {
+                shard: shard.to_string(),
+                err,
+            },
+            Err(source) => BackendError::Protocol {
+                shard: shard.to_string(),
+                source,
+            },
+        }
+    }
 }
 
 /// What a session asks of a new shard connection.
@@ -64,6 +90,9 @@ pub struct ConnectParams<'a> {
     pub address: &'a str,
     /// Whether and how the connection is encrypted (`[backend] tls`).
     pub tls: &'a ShardTls,
+    /// The shard's pinned RSA public key (`[[shards]] public_key`), used
+    /// instead of asking the shard for it.
+    pub public_key: Option<&'a [u8]>,
     pub user: &'a str,
     pub password: &'a str,
     /// The client's current schema.
@@ -282,6 +311,15 @@ impl BackendConn {
                         let mut pw = p.password.as_bytes().to_vec();
                         pw.push(0);
                         pw
+                    } else if let Some(pem) = p.public_key {
+                        // The pinned key: nothing asked, nothing to trust
+                        // from the wire.
+                        sha2::encrypt_password(pem, &nonce, p.password.as_bytes()).map_err(
+                            |reason| BackendError::Plugin {
+                                shard: shard.clone(),
+                                plugin: format!("caching_sha2_password (pinned key: {reason})"),
+                            },
+                        )?
                     } else {
                         // Ask for the shard's public key, then send the
                         // password encrypted with it.
@@ -517,14 +555,5 @@ fn auth_token(plugin: &[u8], nonce: &[u8], password: &[u8]) -> Vec<u8> {
 }
 
 fn server_err(shard: &str, payload: &[u8]) -> BackendError {
-    match reply::parse_err(payload) {
-        Ok(err) => BackendError::Server {
-            shard: shard.to_string(),
-            err,
-        },
-        Err(source) => BackendError::Protocol {
-            shard: shard.to_string(),
-            source,
-        },
-    }
+    BackendError::from_err_packet(shard, payload)
 }

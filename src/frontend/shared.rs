@@ -53,9 +53,13 @@ pub struct Shared {
     /// XA branches prepared but not committed (shard, xid): committed on the
     /// next connection to that shard (see `xa.rs`).
     pub pending_xa: parking_lot::Mutex<Vec<(usize, String)>>,
-    /// Shard connections opened so far, per shard (for operators and tests:
-    /// a keyed statement must not open connections to other shards).
+    /// Shard connections sessions took so far, per shard, whether from the
+    /// pool or opened (for operators and tests: a keyed statement must not
+    /// take connections to other shards; logins are the pool's `created`).
     pub shard_connects: Vec<AtomicU64>,
+    /// The shared pool of shard connections, per shard (`backend::pool`;
+    /// sessions take and give back through `session/pooled.rs`).
+    pub pools: Vec<Arc<crate::backend::pool::ShardPool>>,
     /// Fault injection for tests: the next XA COMMIT on this shard index is
     /// not sent and its connection is dropped, as if the shard failed right
     /// after every shard prepared (`usize::MAX`: off).
@@ -143,6 +147,16 @@ impl Shared {
             routing,
             pending_xa: parking_lot::Mutex::new(Vec::new()),
             shard_connects: config.shards.iter().map(|_| AtomicU64::new(0)).collect(),
+            pools: config
+                .shards
+                .iter()
+                .map(|s| {
+                    crate::backend::pool::Pool::new(
+                        &s.name,
+                        crate::frontend::session::pooled::settings(&config.backend),
+                    )
+                })
+                .collect(),
             fault_xa_commit: AtomicUsize::new(usize::MAX),
             xa_tag: crate::frontend::txn::xalog::server_tag(),
             xa_log: tokio::sync::OnceCell::new(),
@@ -245,6 +259,7 @@ impl Shared {
             shard: &s.name,
             address: &s.address,
             tls: &self.shard_tls,
+            public_key: s.public_key_pem.as_deref(),
             user: &self.config.backend.user,
             password: &self.config.backend.password,
             database: None,

@@ -85,18 +85,29 @@ pub fn xor_nonce(data: &[u8], nonce: &[u8]) -> Vec<u8> {
         .collect()
 }
 
-/// Encrypts `password` for a server whose public key is `pem` (SPKI
-/// `BEGIN PUBLIC KEY`, or PKCS#1 `BEGIN RSA PUBLIC KEY`), as a client does
-/// for the full authentication without TLS.
-pub fn encrypt_password(pem: &[u8], nonce: &[u8], password: &[u8]) -> Result<Vec<u8>, String> {
+/// Reads a server's public key (SPKI or PKCS#1 PEM).
+fn public_key(pem: &[u8]) -> Result<RsaPublicKey, String> {
     let text = std::str::from_utf8(pem).map_err(|_| "the public key is not PEM text")?;
     let text = text.trim_end_matches('\0').trim();
-    let key = RsaPublicKey::from_public_key_pem(text)
+    RsaPublicKey::from_public_key_pem(text)
         .or_else(|_| {
             use rsa::pkcs1::DecodeRsaPublicKey;
             RsaPublicKey::from_pkcs1_pem(text)
         })
-        .map_err(|e| format!("cannot read the server's public key: {e}"))?;
+        .map_err(|e| format!("cannot read the server's public key: {e}"))
+}
+
+/// Whether `pem` is an RSA public key [`encrypt_password`] can use (a
+/// pinned shard key is checked when the config is loaded).
+pub fn check_public_key(pem: &[u8]) -> Result<(), String> {
+    public_key(pem).map(|_| ())
+}
+
+/// Encrypts `password` for a server whose public key is `pem` (SPKI
+/// `BEGIN PUBLIC KEY`, or PKCS#1 `BEGIN RSA PUBLIC KEY`), as a client does
+/// for the full authentication without TLS.
+pub fn encrypt_password(pem: &[u8], nonce: &[u8], password: &[u8]) -> Result<Vec<u8>, String> {
+    let key = public_key(pem)?;
     let mut plain = password.to_vec();
     plain.push(0);
     let plain = xor_nonce(&plain, nonce);
@@ -153,10 +164,21 @@ impl RsaKeys {
 
     /// Decrypts a client's encrypted password: the password (without its
     /// NUL), or `None` for anything that does not decrypt.
+    ///
+    /// Blinded: the private-key operation runs on a random multiple of the
+    /// ciphertext, so its timing says nothing about the value a client
+    /// chose. The `rsa` crate's big-integer code is not constant-time
+    /// (RUSTSEC-2023-0071, the Marvin attack, which needs very many timed
+    /// decryptions); every failed one is a failed login, slowed down per
+    /// address by the login delay (`throttle`).
     pub fn decrypt_password(&self, nonce: &[u8], cipher: &[u8]) -> Option<Vec<u8>> {
         let plain = self
             .private
-            .decrypt(Oaep::new::<sha1_010::Sha1>(), cipher)
+            .decrypt_blinded(
+                &mut rsa::rand_core::OsRng,
+                Oaep::new::<sha1_010::Sha1>(),
+                cipher,
+            )
             .ok()?;
         let mut pw = xor_nonce(&plain, nonce);
         if pw.last() == Some(&0) {

@@ -6,7 +6,8 @@
 //! backquoted identifiers, `"` as string or identifier (`ANSI_QUOTES`),
 //! comments (`#`, `-- `, `/* */`), executable comments (`/*! */`, `/*M! */`,
 //! whose content is code), user and system variables, numbers. Everything is
-//! byte offsets into the original text; nothing is copied or unescaped.
+//! byte offsets into the original text; nothing is copied or unescaped
+//! (a string literal's value on request: [`unescape`]).
 
 /// The end of a `/* */` comment (a searcher built once).
 static COMMENT_END: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
@@ -398,6 +399,43 @@ fn exec_comment_len(src: &[u8], i: usize) -> Option<usize> {
 /// How many bytes of a quoted token [`scan_quoted`] looks at one by one
 /// before it hands the rest to memchr.
 const SHORT: usize = 16;
+
+/// The bytes of a string literal token (quotes included), as MariaDB reads
+/// them: a doubled quote is one quote; unless `NO_BACKSLASH_ESCAPES`, `\0`
+/// `\b` `\n` `\r` `\t` `\Z` are control characters, `\%` and `\_` stay two
+/// characters, and `\` before anything else is dropped. The one reader of
+/// string literals' values (routing keys, LOAD DATA's options, a PREPARE's text).
+pub fn unescape(tok: &[u8], no_backslash_escapes: bool) -> Vec<u8> {
+    let Some((&q, rest)) = tok.split_first() else {
+        return Vec::new();
+    };
+    let body = rest.get(..rest.len().saturating_sub(1)).unwrap_or(&[]);
+    let mut out = Vec::with_capacity(body.len());
+    let mut i = 0;
+    while let Some(&b) = body.get(i) {
+        if b == b'\\' && !no_backslash_escapes {
+            match body.get(i + 1) {
+                Some(b'0') => out.push(0),
+                Some(b'b') => out.push(8),
+                Some(b'n') => out.push(b'\n'),
+                Some(b'r') => out.push(b'\r'),
+                Some(b't') => out.push(b'\t'),
+                Some(b'Z') => out.push(0x1a),
+                Some(&c @ (b'%' | b'_')) => out.extend_from_slice(&[b'\\', c]),
+                Some(&c) => out.push(c),
+                None => out.push(b'\\'),
+            }
+            i += 2;
+        } else if b == q && body.get(i + 1) == Some(&q) {
+            out.push(q);
+            i += 2;
+        } else {
+            out.push(b);
+            i += 1;
+        }
+    }
+    out
+}
 
 /// Scans a quoted token whose content starts at `i`; returns the offset just
 /// past the closing quote, or `None` if it never closes.

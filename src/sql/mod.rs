@@ -37,6 +37,9 @@
 //! - `mention.rs`: cheap whole-query checks (names a table of a set? how many
 //!   statements?).
 //! - `rows.rs`: rows of an INSERT into a sharded table (text and shard key).
+//! - `load/`: `LOAD DATA LOCAL INFILE` into a rule table: the statement,
+//!   the file cut into rows as MariaDB cuts it, rows written again for
+//!   each shard's own LOAD with their ids.
 //! - `route/`: [`route::analyze`], what a SELECT/UPDATE/DELETE/DDL needs for
 //!   routing (tables, shard key bounds, scatter merge spec, the text for
 //!   shards); a token fast path and a sqlparser fallback, like INSERT's.
@@ -51,6 +54,7 @@ pub mod insel;
 pub(crate) mod insert;
 pub(crate) mod lastid;
 pub(crate) mod lexer;
+pub mod load;
 pub(crate) mod mention;
 pub mod modes;
 pub(crate) mod parsed;

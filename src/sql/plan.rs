@@ -11,7 +11,7 @@ use super::error::SqlError;
 use super::fast::{self, Refuse};
 use super::insert::{self, Mode, Names, Planned};
 use super::lastid;
-use super::lexer::{skim, Kind, Lexer, Modes, Token};
+use super::lexer::{skim, unescape, Kind, Lexer, Modes, Token};
 use super::parsed::{self, Fail};
 use super::route::KeyArg;
 use super::rows::{self, KeyColumn, RowSpan};
@@ -1204,10 +1204,11 @@ impl<'q> QueryPlanner<'q> {
             }
         }
         let Some(t) = literal else { return Ok(()) };
-        let inner = unescape(
-            sql.get(t.start..t.end).unwrap_or(""),
+        let inner = String::from_utf8_lossy(&unescape(
+            sql.as_bytes().get(t.start..t.end).unwrap_or(b""),
             self.modes.no_backslash_escapes,
-        );
+        ))
+        .into_owned();
         let what = if sql.get(start..end).is_some_and(|s| {
             s.trim_start()
                 .get(..7)
@@ -1302,41 +1303,6 @@ impl<'q> QueryPlanner<'q> {
         }
         Ok(())
     }
-}
-
-/// The content of a string literal token, with MySQL escapes resolved
-/// (enough to classify the statement inside it).
-fn unescape(tok: &str, no_backslash_escapes: bool) -> String {
-    let mut chars = tok.chars();
-    let Some(q) = chars.next() else {
-        return String::new();
-    };
-    let body: Vec<char> = chars.collect();
-    let body = body.get(..body.len().saturating_sub(1)).unwrap_or(&[]);
-    let mut out = String::with_capacity(body.len());
-    let mut i = 0;
-    while let Some(&c) = body.get(i) {
-        if c == '\\' && !no_backslash_escapes {
-            match body.get(i + 1) {
-                Some('n') => out.push('\n'),
-                Some('t') => out.push('\t'),
-                Some('r') => out.push('\r'),
-                Some('0') => out.push('\0'),
-                Some('Z') => out.push('\x1a'),
-                Some('b') => out.push('\x08'),
-                Some(&o) => out.push(o),
-                None => {}
-            }
-            i += 2;
-        } else if c == q && body.get(i + 1) == Some(&q) {
-            out.push(q);
-            i += 2;
-        } else {
-            out.push(c);
-            i += 1;
-        }
-    }
-    out
 }
 
 #[cfg(test)]

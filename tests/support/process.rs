@@ -340,3 +340,41 @@ impl Raw {
         self.s.read_to_end(&mut rest).is_ok()
     }
 }
+
+/// Runs the `mariadb` client (no option files, over TCP) against `addr` as
+/// `user` on `db`, with `args`, feeding it `stdin`.
+pub async fn mariadb_cli(
+    addr: &str,
+    user: &str,
+    password: &str,
+    db: &str,
+    args: &[&str],
+    stdin: &str,
+) -> std::process::Output {
+    use tokio::io::AsyncWriteExt;
+    let (host, port) = addr.rsplit_once(':').expect("host:port");
+    let mut child = tokio::process::Command::new("mariadb")
+        .arg("--no-defaults")
+        .arg("--protocol=TCP")
+        .arg(format!("--host={host}"))
+        .arg(format!("--port={port}"))
+        .arg(format!("--user={user}"))
+        .arg(format!("--password={password}"))
+        .arg(format!("--database={db}"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the mariadb client is installed (scripts/testbed.sh installs mariadb-client)");
+    let mut input = child.stdin.take().expect("piped stdin");
+    input
+        .write_all(stdin.as_bytes())
+        .await
+        .expect("write the client's input");
+    drop(input);
+    child
+        .wait_with_output()
+        .await
+        .expect("the mariadb client ran")
+}

@@ -17,6 +17,8 @@
 //! - `SHOW IDGATE SESSIONS`: idgate's client sessions, like SHOW
 //!   PROCESSLIST: id, user, client address, schema, shards connected, in a
 //!   transaction, TLS, the command and for how long.
+//! - `SHOW IDGATE POOLS`: the shard connection pools, one row per shard
+//!   (`pools.rs`).
 //! - `IDGATE RELOAD RULES`: reads the rules directory again and applies it
 //!   all or nothing (`live.rs`); answers with what changed, or an error
 //!   listing every reason (file:line).
@@ -34,6 +36,7 @@
 //! free below the generator's `max`.
 
 pub mod floor;
+pub mod pools;
 pub mod sequence;
 
 use crate::frontend::session::{CmdError, Session};
@@ -64,6 +67,7 @@ impl Session {
         match cmd {
             Admin::ShowStatus => return self.show_status().await,
             Admin::ShowSessions => return self.show_sessions().await,
+            Admin::ShowPools => return self.show_pools().await,
             Admin::ShowRules => return self.show_rules().await,
             Admin::ReloadRules => return self.reload_rules().await,
             _ => {}
@@ -160,9 +164,11 @@ impl Session {
                 )
                 .await
             }
-            Admin::ShowStatus | Admin::ShowRules | Admin::ShowSessions | Admin::ReloadRules => {
-                Ok(())
-            }
+            Admin::ShowStatus
+            | Admin::ShowRules
+            | Admin::ShowSessions
+            | Admin::ShowPools
+            | Admin::ReloadRules => Ok(()),
             Admin::SetFloorFromTables { generator: name } => {
                 let g = generator(&name)?;
                 let Some(rules) = self.rules.clone() else {

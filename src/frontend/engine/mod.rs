@@ -114,7 +114,8 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
     session.rules = session.shared.rules.load();
     let started = Instant::now();
     let reason = session.run(&mut shutdown).await;
-    session.close_backends().await;
+    let at_rest = session.backends.at_rest();
+    session.return_backends(at_rest).await;
     info!(conn = id, %peer, secs = started.elapsed().as_secs_f64(), "session closed: {reason}");
 }
 
@@ -271,9 +272,16 @@ impl Session {
             statement::Kind::Savepoint(op, name) if routing => return self.savepoint(payload, op, name).await,
             _ => {}
         }
+        if &stmt.keyword[..5] == b"LOAD\0"
+            && self.rules.is_some()
+            && self.load_data(payload).await?
+        {
+            // LOAD DATA into a rule table (`write/load.rs`).
+            return Ok(());
+        }
         // INSERT ... SELECT into a rule table (`write/insel.rs`).
         if self.rules.is_some()
-            && matches!(&keyword::first_keyword(sql), b"INSERT\0\0" | b"REPLACE\0")
+            && matches!(&stmt.keyword, b"INSERT\0\0" | b"REPLACE\0")
             && self.insert_select(payload).await?
         {
             return Ok(());
@@ -942,7 +950,7 @@ impl Session {
         }
         // Shard connections of the old user's account are closed: the new
         // ones log in with the new user's (`Session::backend`).
-        self.close_backends().await;
+        self.return_backends(true).await;
         self.forget_session_state();
         self.registered.control.set_user(&name);
         self.login.user = name;
@@ -969,7 +977,10 @@ impl Session {
             match self.backend(0).await {
                 // The shard's own OK: it carries the schema change for
                 // clients that track session state.
-                Ok(b) => login_ok = Some(std::mem::take(&mut b.login_ok)),
+                // A connection reused from the pool has none: idgate's own OK.
+                Ok(b) => {
+                    login_ok = Some(std::mem::take(&mut b.login_ok)).filter(|ok| !ok.is_empty())
+                }
                 Err(e) => {
                     let _ = self.send_backend_error(seq, &e).await;
                     return format!("login database refused: {e}");
@@ -994,6 +1005,7 @@ impl Session {
         let control = self.registered.control.clone();
         loop {
             if draining && !self.in_transaction() {
+                self.backends.set_at_rest();
                 return "server shutting down".into();
             }
             if control.is_killed() {
@@ -1013,7 +1025,10 @@ impl Session {
                 }
             };
             let next = match read {
-                Ok(None) => return "client closed the connection".into(),
+                Ok(None) => {
+                    self.backends.set_at_rest();
+                    return "client closed the connection".into();
+                }
                 Ok(Some((0, last))) if buf.is_empty() => {
                     // MariaDB reads an empty command packet as COM_SLEEP:
                     // "Unknown command", and the connection stays open.
@@ -1052,7 +1067,10 @@ impl Session {
             self.buf = buf;
             match next {
                 Ok(Next::Continue) => {}
-                Ok(Next::Quit) => return "client quit".into(),
+                Ok(Next::Quit) => {
+                    self.backends.set_at_rest();
+                    return "client quit".into();
+                }
                 Err(CmdError::ClientGone(e)) => return format!("client connection lost: {e}"),
                 Err(CmdError::End(why)) => return why,
                 Err(CmdError::Backend(e)) => {

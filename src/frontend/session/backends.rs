@@ -7,9 +7,12 @@
 //! for an open connection ([`Backends::get_mut`]), give a fresh one
 //! ([`Backends::put`]) and hand back one that must not be used again
 //! ([`Backends::release`]: broken, killed, or closed with the session).
-//! This is the seam a shared pool goes behind: `put`/`release` become
-//! check-in, `get_mut` a check-out pinned for the transaction.
+//! Each connection comes with its place in the shard's pool (a
+//! [`ShardLease`], `backend::pool`): released, the connection is closed
+//! and its place freed; at the session's end [`Backends::take`] hands
+//! connection and lease back for the pool (`pooled.rs`).
 
+use crate::backend::pool::ShardLease;
 use crate::backend::BackendConn;
 use std::time::{Duration, Instant};
 
@@ -17,8 +20,13 @@ use std::time::{Duration, Instant};
 #[derive(Debug)]
 pub struct Backends {
     conns: Vec<Option<BackendConn>>,
+    /// Each open connection's place in its shard's pool.
+    leases: Vec<Option<ShardLease>>,
     /// When each shard's connection was last handed out.
     last_used: Vec<Instant>,
+    /// The session ended between commands: no reply is in flight on its
+    /// connections (they may be reset and reused).
+    at_rest: bool,
 }
 
 impl Backends {
@@ -26,7 +34,9 @@ impl Backends {
     pub fn new(shards: usize) -> Backends {
         Backends {
             conns: (0..shards).map(|_| None).collect(),
+            leases: (0..shards).map(|_| None).collect(),
             last_used: vec![Instant::now(); shards],
+            at_rest: false,
         }
     }
 
@@ -55,17 +65,41 @@ impl Backends {
         self.conns.get_mut(shard).and_then(Option::as_mut)
     }
 
-    /// Gives the provider a freshly opened connection to `shard`.
-    pub fn put(&mut self, shard: usize, conn: BackendConn) {
-        if let Some(c) = self.conns.get_mut(shard) {
+    /// Gives the provider a connection to `shard`, with its place in the
+    /// shard's pool.
+    pub fn put(&mut self, shard: usize, conn: BackendConn, lease: Option<ShardLease>) {
+        if let (Some(c), Some(l)) = (self.conns.get_mut(shard), self.leases.get_mut(shard)) {
             *c = Some(conn);
+            *l = lease;
         }
     }
 
     /// Takes the connection to `shard` out of use (broken, killed, or being
-    /// closed); the next command that needs the shard opens another.
+    /// closed): its place in the pool is freed, and the next command that
+    /// needs the shard takes another.
     pub fn release(&mut self, shard: usize) -> Option<BackendConn> {
+        if let Some(l) = self.leases.get_mut(shard) {
+            *l = None;
+        }
         self.conns.get_mut(shard).and_then(Option::take)
+    }
+
+    /// Takes the connection to `shard` and its lease (to give both back to
+    /// the pool).
+    pub fn take(&mut self, shard: usize) -> Option<(BackendConn, Option<ShardLease>)> {
+        let conn = self.conns.get_mut(shard).and_then(Option::take)?;
+        let lease = self.leases.get_mut(shard).and_then(Option::take);
+        Some((conn, lease))
+    }
+
+    /// Records that the session ends between commands.
+    pub fn set_at_rest(&mut self) {
+        self.at_rest = true;
+    }
+
+    /// Whether the session ended between commands.
+    pub fn at_rest(&self) -> bool {
+        self.at_rest
     }
 
     /// The open connections, with their shard.

@@ -15,6 +15,7 @@ pub mod kill;
 pub mod lastid;
 pub mod limits;
 pub mod login;
+pub mod pooled;
 pub mod readback;
 pub mod registry;
 pub mod replay;
@@ -22,7 +23,7 @@ pub mod seqstate;
 pub mod stmt;
 
 use crate::backend::relay::{relay_reply, Action, Hook, RelayError};
-use crate::backend::{BackendConn, BackendError, ConnectParams};
+use crate::backend::{BackendConn, BackendError};
 use crate::frontend::session::backends::Backends;
 use crate::frontend::session::login::Login;
 use crate::frontend::session::replay::SessionState;
@@ -211,6 +212,7 @@ impl Session {
             | BackendError::Tls { shard, .. }
             | BackendError::Protocol { shard, .. }
             | BackendError::StateLost { shard, .. }
+            | BackendError::PoolFull { shard, .. }
             | BackendError::Lost { shard, .. } => {
                 let i = self.shard_index(shard);
                 let in_trans = i
@@ -219,7 +221,10 @@ impl Session {
                 (i, in_trans)
             }
         };
-        let broken = !matches!(e, BackendError::Server { .. });
+        let broken = !matches!(
+            e,
+            BackendError::Server { .. } | BackendError::PoolFull { .. }
+        );
         if broken {
             if let Some(i) = shard {
                 self.backends.release(i);
@@ -286,24 +291,10 @@ impl Session {
                 );
                 self.stmts.forget_shard(shard);
             }
+            // From the shard's pool (`pooled.rs`): reused, or opened with
+            // the user's own shard account (the shard's GRANTs apply).
+            let (mut conn, lease) = self.checkout(shard).await?;
             let s = &self.shared.config.shards[shard];
-            // The user's own shard account: the shard's GRANTs apply.
-            let (user, password) = self.shared.shard_account(&self.login.user);
-            let params = ConnectParams {
-                shard: &s.name,
-                address: &s.address,
-                tls: &self.shared.shard_tls,
-                user,
-                password,
-                database: self.schema.as_deref(),
-                charset: self.login.charset,
-                capabilities: self.login.capabilities,
-                ext_capabilities: self.login.ext_capabilities,
-                attrs: self.login.attrs.as_deref(),
-                timeout: self.shared.connect_timeout(),
-            };
-            let (mut conn, hs) = BackendConn::connect(&params).await?;
-            self.shared.learn(&hs);
             if let Some(n) = self.shared.shard_connects.get(shard) {
                 n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
@@ -337,7 +328,7 @@ impl Session {
             self.registered
                 .control
                 .set_thread(shard, Some(conn.connection_id));
-            self.backends.put(shard, conn);
+            self.backends.put(shard, conn, Some(lease));
             if self.shared.routing && !self.shared.pending_xa.lock().is_empty() {
                 Box::pin(self.commit_pending_xa(shard)).await;
             }
@@ -649,15 +640,6 @@ impl Session {
         self.last_values.clear();
     }
 
-    pub(in crate::frontend) async fn close_backends(&mut self) {
-        for shard in 0..self.backends.len() {
-            if let Some(mut conn) = self.backends.release(shard) {
-                let _ = conn.send(&[cmd::QUIT]).await;
-                conn.conn.shutdown().await;
-            }
-        }
-    }
-
     pub(in crate::frontend) async fn unknown_stmt(
         &mut self,
         id: u32,
@@ -722,6 +704,9 @@ impl Session {
             | BackendError::Plugin { .. }
             | BackendError::Tls { .. } => {
                 reply::err_packet(&codes::CR_CONN_HOST_ERROR, &e.to_string())
+            }
+            BackendError::PoolFull { .. } => {
+                reply::err_packet(&codes::ER_CON_COUNT_ERROR, &e.to_string())
             }
             BackendError::Lost { .. }
             | BackendError::Protocol { .. }
@@ -807,7 +792,7 @@ const CONNECTION_ENDING_ERRORS: [u16; 3] = [1927, 4031, 1053];
 
 /// Whether a shard closed an idle connection (EOF or an unsolicited error
 /// packet waiting on the socket).
-fn closed_by_peer(b: &BackendConn) -> bool {
+pub(in crate::frontend) fn closed_by_peer(b: &BackendConn) -> bool {
     if !b.conn.buffered().is_empty() {
         return true;
     }

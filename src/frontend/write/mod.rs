@@ -15,6 +15,9 @@
 //! - `insel.rs`: INSERT ... SELECT into a rule table: the source read
 //!   through shard cursors (merged when scattered), ids given in row order,
 //!   rows written in batches per shard, all in one XA transaction.
+//! - `load.rs`: `LOAD DATA LOCAL INFILE` into a rule table: the client's
+//!   file cut into rows, ids given, each shard's rows streamed to its own
+//!   LOAD (XA across shards).
 //! - `inline.rs`: a prepared execute written as its text, for one that must
 //!   be split by row.
 
@@ -22,6 +25,7 @@ pub mod captured;
 pub mod inject;
 pub mod inline;
 pub mod insel;
+pub mod load;
 pub mod split;
 pub mod target;
 pub mod upsert;

@@ -2,7 +2,7 @@
 //! escapes resolved exactly as MariaDB does. Both paths read values through
 //! here, from the original text, so they cannot disagree on a value.
 
-use super::super::lexer::{Kind, Lexer, Modes, Token};
+use super::super::lexer::{unescape, Kind, Lexer, Modes, Token};
 use super::{KeyArg, KeyValue};
 
 /// A sign written before a number (sqlparser keeps it outside the value's
@@ -52,11 +52,14 @@ pub(super) fn literal(
         }
         (Sign::None, [s]) if s.kind == Kind::Str => Some(KeyArg::Value(KeyValue::Str(unescape(
             sql.as_bytes().get(s.start..s.end)?,
-            modes,
+            modes.no_backslash_escapes,
         )))),
         (Sign::None, [w, s]) if w.kind == Kind::Word && s.kind == Kind::Str => {
             let word = sql.get(w.start..w.end)?;
-            let bytes = unescape(sql.as_bytes().get(s.start..s.end)?, modes);
+            let bytes = unescape(
+                sql.as_bytes().get(s.start..s.end)?,
+                modes.no_backslash_escapes,
+            );
             let national = word.eq_ignore_ascii_case("N")
                 && w.end == s.start
                 && sql.as_bytes().get(s.start) == Some(&b'\'');
@@ -98,40 +101,4 @@ pub(super) fn tokens_in(sql: &str, start: usize, end: usize, modes: Modes) -> Ve
 /// The first token at or after `pos`.
 pub(super) fn token_at(sql: &str, pos: usize, modes: Modes) -> Option<Token> {
     Lexer::new(sql, pos, modes).next_token()
-}
-
-/// The bytes of a string literal token (quotes included), as MariaDB reads
-/// them: a doubled quote is one quote; unless `NO_BACKSLASH_ESCAPES`, `\0`
-/// `\b` `\n` `\r` `\t` `\Z` are control characters, `\%` and `\_` stay two
-/// characters, and `\` before anything else is dropped.
-pub(super) fn unescape(tok: &[u8], modes: Modes) -> Vec<u8> {
-    let Some((&q, rest)) = tok.split_first() else {
-        return Vec::new();
-    };
-    let body = rest.get(..rest.len().saturating_sub(1)).unwrap_or(&[]);
-    let mut out = Vec::with_capacity(body.len());
-    let mut i = 0;
-    while let Some(&b) = body.get(i) {
-        if b == b'\\' && !modes.no_backslash_escapes {
-            match body.get(i + 1) {
-                Some(b'0') => out.push(0),
-                Some(b'b') => out.push(8),
-                Some(b'n') => out.push(b'\n'),
-                Some(b'r') => out.push(b'\r'),
-                Some(b't') => out.push(b'\t'),
-                Some(b'Z') => out.push(0x1a),
-                Some(&c @ (b'%' | b'_')) => out.extend_from_slice(&[b'\\', c]),
-                Some(&c) => out.push(c),
-                None => out.push(b'\\'),
-            }
-            i += 2;
-        } else if b == q && body.get(i + 1) == Some(&q) {
-            out.push(q);
-            i += 2;
-        } else {
-            out.push(b);
-            i += 1;
-        }
-    }
-    out
 }

@@ -11,6 +11,8 @@ pub enum Admin {
     ShowStatus,
     /// `SHOW IDGATE SESSIONS`: idgate's client sessions.
     ShowSessions,
+    /// `SHOW IDGATE POOLS`: the shard connection pools.
+    ShowPools,
     /// `IDGATE RELOAD RULES`: read the rules directory again.
     ReloadRules,
     SetFloor {
@@ -31,9 +33,11 @@ impl Admin {
     /// privilege); `None` for the ones that only show.
     pub fn changes_state(&self) -> Option<&'static str> {
         match self {
-            Admin::ShowGenerators | Admin::ShowRules | Admin::ShowStatus | Admin::ShowSessions => {
-                None
-            }
+            Admin::ShowGenerators
+            | Admin::ShowRules
+            | Admin::ShowStatus
+            | Admin::ShowSessions
+            | Admin::ShowPools => None,
             Admin::ReloadRules => Some("IDGATE RELOAD RULES"),
             Admin::SetFloor { .. } | Admin::SetFloorFromTables { .. } => Some("IDGATE SET FLOOR"),
             Admin::Reserve { .. } => Some("IDGATE RESERVE"),
@@ -43,7 +47,7 @@ impl Admin {
 
 /// Why an admin statement was not understood.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("idgate: {0}; the admin statements are SHOW IDGATE GENERATORS, SHOW IDGATE RULES, SHOW IDGATE STATUS, SHOW IDGATE SESSIONS, IDGATE SET FLOOR <generator> <value>, IDGATE SET FLOOR <generator> FROM TABLES, IDGATE RESERVE <generator> <count>, IDGATE RELOAD RULES")]
+#[error("idgate: {0}; the admin statements are SHOW IDGATE GENERATORS, SHOW IDGATE RULES, SHOW IDGATE STATUS, SHOW IDGATE SESSIONS, SHOW IDGATE POOLS, IDGATE SET FLOOR <generator> <value>, IDGATE SET FLOOR <generator> FROM TABLES, IDGATE RESERVE <generator> <count>, IDGATE RELOAD RULES")]
 pub struct AdminError(pub String);
 
 /// Recognises an admin statement: `None` for any other statement (the cost
@@ -92,6 +96,8 @@ pub fn parse(sql: &[u8]) -> Option<Result<Admin, AdminError>> {
             Ok(Admin::ShowStatus)
         } else if kw(0, "show") && kw(1, "idgate") && kw(2, "sessions") && words.len() == 3 {
             Ok(Admin::ShowSessions)
+        } else if kw(0, "show") && kw(1, "idgate") && kw(2, "pools") && words.len() == 3 {
+            Ok(Admin::ShowPools)
         } else if kw(0, "idgate") && kw(1, "reload") && kw(2, "rules") && words.len() == 3 {
             Ok(Admin::ReloadRules)
         } else if kw(0, "idgate") && kw(1, "set") && kw(2, "floor") {
@@ -150,6 +156,7 @@ mod tests {
             parse(b"SHOW IDGATE SESSIONS"),
             Some(Ok(Admin::ShowSessions))
         );
+        assert_eq!(parse(b"show  idgate pools;"), Some(Ok(Admin::ShowPools)));
         assert!(Admin::ReloadRules.changes_state().is_some());
         assert!(Admin::ShowRules.changes_state().is_none());
         assert_eq!(

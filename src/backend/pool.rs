@@ -1,0 +1,724 @@
+//! A shared pool of logged-in shard connections, one per shard: a client
+//! that logs in takes a ready connection instead of paying a MariaDB login,
+//! and gives it back (reset) when it leaves.
+//!
+//! The pool knows connections, not sessions. A connection is only reused
+//! by a client it is interchangeable for: the same shard account and password,
+//! capabilities and handshake character set (its [`ConnKey`]: replies are
+//! relayed byte for byte, so both sides must frame them alike, and
+//! COM_RESET_CONNECTION brings back the handshake's character set). The
+//! current schema is not part of the key: MariaDB keeps it over a reset, so
+//! the pool remembers it and the taker changes it when it differs.
+//!
+//! `max` is a hard cap on the connections to the shard, idle or in use:
+//! every open connection holds a [`Lease`], and dropping the lease (the
+//! connection was closed, broke, or could not be opened) frees its place.
+//! A taker that finds the pool full waits in line (first come, first
+//! served: a connection given back goes straight to the first waiter, or
+//! its place does when the waiter needs another key) up to `wait_timeout`,
+//! then gets [`PoolFull`] (error 1040 for the client). An idle connection
+//! of another key is closed to make room rather than making anyone wait.
+//!
+//! Generic over the connection type so the bookkeeping is tested without a
+//! shard (`tests` below); [`ShardPool`] is the one sessions use.
+
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// What makes two shard connections interchangeable for a client.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct ConnKey {
+    /// The shard account the connection is logged in with.
+    pub user: String,
+    /// ... and its password: two `[[users]]` may name the same shard
+    /// account with different passwords, and only the right one may get a
+    /// connection that logged in (the shard's 1045 otherwise).
+    pub password: String,
+    /// Capabilities in force (relayed replies are framed by them).
+    pub capabilities: u32,
+    /// MariaDB extended capabilities in force.
+    pub ext_capabilities: u32,
+    /// The handshake's character set (what a reset goes back to).
+    pub charset: u8,
+}
+
+impl std::fmt::Debug for ConnKey {
+    /// The password left out.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnKey")
+            .field("user", &self.user)
+            .field("capabilities", &self.capabilities)
+            .field("ext_capabilities", &self.ext_capabilities)
+            .field("charset", &self.charset)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The pool of shard connections sessions use.
+pub type ShardPool = Pool<ConnKey, crate::backend::BackendConn>;
+/// A place in a [`ShardPool`].
+pub type ShardLease = Lease<ConnKey, crate::backend::BackendConn>;
+
+/// `[backend] pool_*`, per shard.
+#[derive(Debug, Clone)]
+pub struct PoolSettings {
+    /// Connections to the shard at most, idle or in use (0: no cap).
+    pub max: usize,
+    /// Idle connections kept open even when unused (per key seen).
+    pub min_idle: usize,
+    /// An idle connection is closed after this long unused (`ZERO`: none is
+    /// kept idle: every connection is closed when its client leaves).
+    pub idle_timeout: Duration,
+    /// A connection is closed once this old, when it is next idle.
+    pub max_lifetime: Duration,
+    /// How long a taker waits for a place when the pool is full.
+    pub wait_timeout: Duration,
+}
+
+/// A taker waited `wait_timeout` and no place came free.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolFull {
+    pub max: usize,
+    pub waited: Duration,
+}
+
+/// Counters of one pool (read by `SHOW IDGATE POOLS` and `/metrics`).
+#[derive(Debug, Default)]
+pub struct PoolStats {
+    /// Connections opened for the pool.
+    pub created: AtomicU64,
+    /// Connections closed (broken, expired, evicted, not reusable).
+    pub closed: AtomicU64,
+    /// Connections handed out from idle (no login).
+    pub reused: AtomicU64,
+    /// Takers that had to wait for a place.
+    pub waits: AtomicU64,
+    /// Microseconds waited, in total.
+    pub wait_us: AtomicU64,
+    /// Takers that waited `wait_timeout` in vain.
+    pub timeouts: AtomicU64,
+    /// Idle connections found closed or not answering a ping before use.
+    pub stale: AtomicU64,
+}
+
+/// A snapshot of a pool's state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolState {
+    /// Connections open (idle + in use).
+    pub open: usize,
+    pub idle: usize,
+    /// Takers waiting for a place.
+    pub waiting: usize,
+}
+
+/// Everything `SHOW IDGATE POOLS` and `/metrics` show of one pool.
+#[derive(Debug, Clone, Default)]
+pub struct PoolView {
+    pub shard: String,
+    pub max: usize,
+    pub state: PoolState,
+    pub created: u64,
+    pub closed: u64,
+    pub reused: u64,
+    pub waits: u64,
+    pub wait_us: u64,
+    pub timeouts: u64,
+    pub stale: u64,
+}
+
+impl PoolView {
+    /// Connections handed out now.
+    pub fn in_use(&self) -> usize {
+        self.state.open.saturating_sub(self.state.idle)
+    }
+}
+
+/// An idle connection and what the pool knows of it.
+#[derive(Debug)]
+pub struct Idle<K, C> {
+    pub key: K,
+    pub conn: C,
+    /// Its current schema, as the last user left it.
+    pub db: Option<String>,
+    pub lease: Lease<K, C>,
+    /// Given back at.
+    pub since: Instant,
+}
+
+/// What a taker gets.
+#[derive(Debug)]
+pub enum Taken<K, C> {
+    /// An idle connection of its key.
+    Reuse(Idle<K, C>),
+    /// A place: the taker opens the connection. `evicted`: an idle
+    /// connection of another key closed to make room (the taker sends it
+    /// COM_QUIT).
+    Open {
+        lease: Lease<K, C>,
+        evicted: Option<C>,
+    },
+}
+
+/// What a waiter is handed. A place comes as its lease, so a grant that
+/// reaches a taker who just gave up is freed again when dropped.
+enum Grant<K, C> {
+    Conn(Idle<K, C>),
+    Place(Lease<K, C>),
+}
+
+struct Waiter<K, C> {
+    key: K,
+    tx: oneshot::Sender<Grant<K, C>>,
+}
+
+struct Inner<K, C> {
+    /// Most recently given back last.
+    idle: VecDeque<Idle<K, C>>,
+    /// Leases alive.
+    open: usize,
+    waiters: VecDeque<Waiter<K, C>>,
+}
+
+/// The pool of one shard.
+pub struct Pool<K, C> {
+    /// The shard's name (error messages).
+    pub shard: String,
+    pub settings: PoolSettings,
+    pub stats: PoolStats,
+    inner: Mutex<Inner<K, C>>,
+    /// The key of the last taker (what `min_idle` connections are opened
+    /// for).
+    last_key: Mutex<Option<K>>,
+}
+
+impl<K, C> std::fmt::Debug for Pool<K, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("shard", &self.shard)
+            .field("state", &self.state())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A place in a pool, held by each open connection wherever it is (idle
+/// or in use). Dropped: the connection is gone and its place is free.
+pub struct Lease<K, C> {
+    pool: Option<Arc<Pool<K, C>>>,
+    /// When its connection was opened.
+    pub created: Instant,
+}
+
+impl<K, C> std::fmt::Debug for Lease<K, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("created", &self.created)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, C> Lease<K, C> {
+    /// The pool the lease is in.
+    pub fn pool(&self) -> Option<&Arc<Pool<K, C>>> {
+        self.pool.as_ref()
+    }
+}
+
+impl<K, C> Drop for Lease<K, C> {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            pool.stats.closed.fetch_add(1, Ordering::Relaxed);
+            pool.free_place();
+        }
+    }
+}
+
+impl<K, C> Pool<K, C> {
+    /// The pool's state and counters now.
+    pub fn view(&self) -> PoolView {
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let st = &self.stats;
+        PoolView {
+            shard: self.shard.clone(),
+            max: self.settings.max,
+            state: self.state(),
+            created: n(&st.created),
+            closed: n(&st.closed),
+            reused: n(&st.reused),
+            waits: n(&st.waits),
+            wait_us: n(&st.wait_us),
+            timeouts: n(&st.timeouts),
+            stale: n(&st.stale),
+        }
+    }
+
+    pub fn state(&self) -> PoolState {
+        let g = self.inner.lock();
+        PoolState {
+            open: g.open,
+            idle: g.idle.len(),
+            waiting: g.waiters.len(),
+        }
+    }
+
+    fn lease(self: &Arc<Self>, now: Instant) -> Lease<K, C> {
+        Lease {
+            pool: Some(self.clone()),
+            created: now,
+        }
+    }
+
+    /// A lease was dropped: its place goes to the first waiter still
+    /// waiting, or is free.
+    fn free_place(self: &Arc<Self>) {
+        let mut g = self.inner.lock();
+        while let Some(w) = g.waiters.pop_front() {
+            match w.tx.send(Grant::Place(self.lease(Instant::now()))) {
+                Ok(()) => return,
+                // Dropped here, under the lock: it must not free a place.
+                Err(Grant::Place(mut l)) => disarm(&mut l),
+                Err(Grant::Conn(_)) => {}
+            }
+        }
+        g.open = g.open.saturating_sub(1);
+    }
+}
+
+impl<K: Clone + Eq, C> Pool<K, C> {
+    pub fn new(shard: &str, settings: PoolSettings) -> Arc<Self> {
+        Arc::new(Pool {
+            shard: shard.to_string(),
+            settings,
+            stats: PoolStats::default(),
+            inner: Mutex::new(Inner {
+                idle: VecDeque::new(),
+                open: 0,
+                waiters: VecDeque::new(),
+            }),
+            last_key: Mutex::new(None),
+        })
+    }
+
+    /// Takes a connection for `key` (preferring one already in `db`), or a
+    /// place to open one, waiting in line when the pool is full.
+    pub async fn take(
+        self: &Arc<Self>,
+        key: &K,
+        db: Option<&str>,
+    ) -> Result<Taken<K, C>, PoolFull> {
+        let rx = match self.try_take(key, db, Instant::now()) {
+            Ok(t) => return Ok(t),
+            Err(rx) => rx,
+        };
+        self.stats.waits.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
+        let granted = match tokio::time::timeout(self.settings.wait_timeout, rx).await {
+            Ok(Ok(g)) => Some(g),
+            // The sender is only dropped with the pool.
+            Ok(Err(_)) => None,
+            Err(_) => None,
+        };
+        let waited = started.elapsed();
+        self.stats
+            .wait_us
+            .fetch_add(waited.as_micros() as u64, Ordering::Relaxed);
+        match granted {
+            Some(g) => Ok(self.granted(g)),
+            None => {
+                // Out of the line (its receiver is gone: nothing is sent to it).
+                self.inner.lock().waiters.retain(|w| !w.tx.is_closed());
+                self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
+                Err(PoolFull {
+                    max: self.settings.max,
+                    waited,
+                })
+            }
+        }
+    }
+
+    fn granted(self: &Arc<Self>, g: Grant<K, C>) -> Taken<K, C> {
+        match g {
+            Grant::Conn(idle) => {
+                self.stats.reused.fetch_add(1, Ordering::Relaxed);
+                Taken::Reuse(idle)
+            }
+            Grant::Place(lease) => Taken::Open {
+                lease,
+                evicted: None,
+            },
+        }
+    }
+
+    /// [`Pool::take`] without waiting: what is there now, or the line's
+    /// receiver (the taker is in line).
+    fn try_take(
+        self: &Arc<Self>,
+        key: &K,
+        db: Option<&str>,
+        now: Instant,
+    ) -> Result<Taken<K, C>, oneshot::Receiver<Grant<K, C>>> {
+        if self.settings.min_idle > 0 {
+            *self.last_key.lock() = Some(key.clone());
+        }
+        let mut g = self.inner.lock();
+        if let Some(i) = pick(&g.idle, key, db) {
+            if let Some(idle) = g.idle.remove(i) {
+                self.stats.reused.fetch_add(1, Ordering::Relaxed);
+                return Ok(Taken::Reuse(idle));
+            }
+        }
+        let max = self.settings.max;
+        if g.waiters.is_empty() && (max == 0 || g.open < max) {
+            g.open += 1;
+            return Ok(Taken::Open {
+                lease: self.lease(now),
+                evicted: None,
+            });
+        }
+        if g.waiters.is_empty() {
+            if let Some(mut old) = g.idle.pop_front() {
+                // Full, but the oldest idle connection is of another key:
+                // it is closed and its place goes to this taker.
+                disarm(&mut old.lease);
+                self.stats.closed.fetch_add(1, Ordering::Relaxed);
+                return Ok(Taken::Open {
+                    lease: self.lease(now),
+                    evicted: Some(old.conn),
+                });
+            }
+        }
+        let (tx, rx) = oneshot::channel();
+        g.waiters.push_back(Waiter {
+            key: key.clone(),
+            tx,
+        });
+        Err(rx)
+    }
+
+    /// Gives a connection back (the caller has reset it). It goes to the
+    /// first waiter of its key, or becomes idle; when the first waiter needs
+    /// another key, it is returned to be closed and its place goes to that
+    /// waiter. `None`: the pool kept it.
+    pub fn give_back(self: &Arc<Self>, mut idle: Idle<K, C>) -> Option<C> {
+        let now = idle.since;
+        let too_old =
+            now.saturating_duration_since(idle.lease.created) >= self.settings.max_lifetime;
+        if too_old || self.settings.idle_timeout.is_zero() {
+            return Some(close(idle));
+        }
+        let mut g = self.inner.lock();
+        while let Some(w) = g.waiters.pop_front() {
+            if w.key == idle.key {
+                // A failed send gives back exactly what was sent.
+                if let Err(Grant::Conn(back)) = w.tx.send(Grant::Conn(idle)) {
+                    idle = back;
+                    continue;
+                }
+                return None;
+            }
+            // Another key: this connection is closed and its place moves
+            // to the waiter.
+            match w.tx.send(Grant::Place(self.lease(now))) {
+                Ok(()) => {
+                    disarm(&mut idle.lease);
+                    self.stats.closed.fetch_add(1, Ordering::Relaxed);
+                    return Some(idle.conn);
+                }
+                Err(Grant::Place(mut l)) => disarm(&mut l),
+                Err(Grant::Conn(_)) => {}
+            }
+        }
+        g.idle.push_back(idle);
+        None
+    }
+
+    /// Idle connections to close now: unused for `idle_timeout` (beyond
+    /// `min_idle`, the most recently used are kept) or older than
+    /// `max_lifetime`.
+    pub fn expire(&self, now: Instant) -> Vec<C> {
+        let s = &self.settings;
+        let mut g = self.inner.lock();
+        let mut keep = VecDeque::with_capacity(g.idle.len());
+        let mut out = Vec::new();
+        // Newest first, so the ones kept under min_idle are the freshest.
+        let mut kept_idle = 0;
+        for c in g.idle.drain(..).rev() {
+            let old = now.saturating_duration_since(c.lease.created) >= s.max_lifetime;
+            let unused = now.saturating_duration_since(c.since) >= s.idle_timeout;
+            if old || (unused && kept_idle >= s.min_idle) {
+                out.push(c);
+            } else {
+                kept_idle += 1;
+                keep.push_front(c);
+            }
+        }
+        g.idle = keep;
+        drop(g);
+        out.into_iter().map(close).collect()
+    }
+
+    /// The key of the last taker (with `min_idle` only).
+    pub fn last_key(&self) -> Option<K> {
+        self.last_key.lock().clone()
+    }
+
+    /// Idle connections of `key` now.
+    pub fn idle_of(&self, key: &K) -> usize {
+        self.inner
+            .lock()
+            .idle
+            .iter()
+            .filter(|c| &c.key == key)
+            .count()
+    }
+
+    /// A place for a connection opened without a taker (to keep
+    /// `min_idle`), if one is free and nobody waits.
+    pub fn spare_place(self: &Arc<Self>) -> Option<Lease<K, C>> {
+        let mut g = self.inner.lock();
+        let max = self.settings.max;
+        if g.waiters.is_empty() && (max == 0 || g.open < max) {
+            g.open += 1;
+            return Some(self.lease(Instant::now()));
+        }
+        None
+    }
+}
+
+/// The idle connection to hand `key`: its most recently given back, one in
+/// `db` first; with no schema wanted, only one that has none (a schema
+/// cannot be left).
+fn pick<K: Eq, C>(idle: &VecDeque<Idle<K, C>>, key: &K, db: Option<&str>) -> Option<usize> {
+    let mut any = None;
+    for (i, c) in idle.iter().enumerate().rev() {
+        if &c.key != key {
+            continue;
+        }
+        if c.db.as_deref() == db {
+            return Some(i);
+        }
+        if db.is_some() && any.is_none() {
+            any = Some(i);
+        }
+    }
+    any
+}
+
+/// A lease whose place is not freed when it is dropped (the place moved
+/// to another lease).
+fn disarm<K, C>(l: &mut Lease<K, C>) {
+    l.pool = None;
+}
+
+/// Takes a connection out of the pool for closing (its lease dropped).
+fn close<K, C>(idle: Idle<K, C>) -> C {
+    drop(idle.lease);
+    idle.conn
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(max: usize) -> PoolSettings {
+        PoolSettings {
+            max,
+            min_idle: 0,
+            idle_timeout: Duration::from_secs(60),
+            max_lifetime: Duration::from_secs(3600),
+            wait_timeout: Duration::from_millis(50),
+        }
+    }
+
+    fn open(p: &Arc<Pool<u8, u32>>, key: u8) -> Lease<u8, u32> {
+        match p.try_take(&key, None, Instant::now()) {
+            Ok(Taken::Open { lease, evicted }) => {
+                assert!(evicted.is_none());
+                lease
+            }
+            _ => panic!("expected a place"),
+        }
+    }
+
+    fn idle(key: u8, conn: u32, lease: Lease<u8, u32>, since: Instant) -> Idle<u8, u32> {
+        Idle {
+            key,
+            conn,
+            db: None,
+            lease,
+            since,
+        }
+    }
+
+    #[test]
+    fn reuse_by_key_and_cap() {
+        let p = Pool::<u8, u32>::new("s0", settings(2));
+        let a = open(&p, 1);
+        let b = open(&p, 1);
+        assert_eq!(p.state().open, 2);
+        // Full: a third taker is in line.
+        let mut rx = p.try_take(&1, None, Instant::now()).expect_err("in line");
+        assert_eq!(p.state().waiting, 1);
+        drop(b);
+        // The freed place went to the waiter (still counted open).
+        assert_eq!(
+            p.state(),
+            PoolState {
+                open: 2,
+                idle: 0,
+                waiting: 0
+            }
+        );
+        let _place = rx.try_recv().expect("a place");
+        assert!(p.give_back(idle(1, 7, a, Instant::now())).is_none());
+        match p.try_take(&1, None, Instant::now()) {
+            Ok(Taken::Reuse(i)) => assert_eq!(i.conn, 7),
+            _ => panic!("expected the idle connection"),
+        }
+    }
+
+    #[test]
+    fn another_key_evicts_an_idle_connection() {
+        let p = Pool::<u8, u32>::new("s0", settings(1));
+        let a = open(&p, 1);
+        assert!(p.give_back(idle(1, 7, a, Instant::now())).is_none());
+        match p.try_take(&2, None, Instant::now()) {
+            Ok(Taken::Open { evicted, lease }) => {
+                assert_eq!(evicted, Some(7));
+                assert_eq!(p.state().open, 1);
+                drop(lease);
+            }
+            _ => panic!("expected a place with an eviction"),
+        }
+        assert_eq!(p.state().open, 0);
+    }
+
+    #[test]
+    fn given_back_to_the_first_waiter() {
+        let p = Pool::<u8, u32>::new("s0", settings(1));
+        let a = open(&p, 1);
+        let mut rx_other = p.try_take(&2, None, Instant::now()).expect_err("in line");
+        let mut rx_same = p.try_take(&1, None, Instant::now()).expect_err("in line");
+        // The first waiter needs another key: the connection is closed and
+        // its place moves there.
+        assert_eq!(p.give_back(idle(1, 7, a, Instant::now())), Some(7));
+        let place = rx_other.try_recv();
+        assert!(matches!(place, Ok(Grant::Place(_))));
+        assert!(rx_same.try_recv().is_err());
+        assert_eq!(
+            p.state(),
+            PoolState {
+                open: 1,
+                idle: 0,
+                waiting: 1
+            }
+        );
+        // That place given up goes on to the next in line.
+        drop(place);
+        assert!(matches!(rx_same.try_recv(), Ok(Grant::Place(_))));
+        assert_eq!(
+            p.state(),
+            PoolState {
+                open: 0,
+                idle: 0,
+                waiting: 0
+            }
+        );
+    }
+
+    #[test]
+    fn a_waiter_that_left_is_skipped() {
+        let p = Pool::<u8, u32>::new("s0", settings(1));
+        let a = open(&p, 1);
+        let rx = p.try_take(&1, None, Instant::now()).expect_err("in line");
+        drop(rx);
+        assert!(p.give_back(idle(1, 7, a, Instant::now())).is_none());
+        assert_eq!(
+            p.state(),
+            PoolState {
+                open: 1,
+                idle: 1,
+                waiting: 0
+            }
+        );
+    }
+
+    #[test]
+    fn expire_by_idle_time_and_lifetime_keeping_min_idle() {
+        let mut s = settings(0);
+        s.min_idle = 1;
+        let p = Pool::<u8, u32>::new("s0", s);
+        let t0 = Instant::now();
+        let leases: Vec<_> = (0..3).map(|_| open(&p, 1)).collect();
+        for (c, l) in leases.into_iter().enumerate() {
+            assert!(p.give_back(idle(1, c as u32, l, t0)).is_none());
+        }
+        assert!(p.expire(t0 + Duration::from_secs(59)).is_empty());
+        let mut gone = p.expire(t0 + Duration::from_secs(61));
+        gone.sort();
+        // The most recently given back stays (min_idle).
+        assert_eq!(gone, vec![0, 1]);
+        assert_eq!(
+            p.state(),
+            PoolState {
+                open: 1,
+                idle: 1,
+                waiting: 0
+            }
+        );
+        assert_eq!(p.expire(t0 + Duration::from_secs(3601)), vec![2]);
+        assert_eq!(p.state().open, 0);
+    }
+
+    #[test]
+    fn schema_preference() {
+        let p = Pool::<u8, u32>::new("s0", settings(0));
+        let leases: Vec<_> = (0..3).map(|_| open(&p, 1)).collect();
+        for ((c, db), l) in [(1, Some("a")), (2, Some("b")), (3, None)]
+            .into_iter()
+            .zip(leases)
+        {
+            let mut i = idle(1, c, l, Instant::now());
+            i.db = db.map(str::to_string);
+            assert!(p.give_back(i).is_none());
+        }
+        let take = |db| match p.try_take(&1, db, Instant::now()) {
+            Ok(Taken::Reuse(i)) => i,
+            _ => panic!("expected a reuse"),
+        };
+        assert_eq!(take(Some("a")).conn, 1);
+        // No schema wanted: only the one without.
+        assert_eq!(take(None).conn, 3);
+        // Another schema: any (it is changed by the taker).
+        assert_eq!(take(Some("z")).conn, 2);
+        assert!(matches!(
+            p.try_take(&1, None, Instant::now()),
+            Ok(Taken::Open { .. })
+        ));
+    }
+
+    #[test]
+    fn zero_idle_timeout_keeps_nothing() {
+        let mut s = settings(0);
+        s.idle_timeout = Duration::ZERO;
+        let p = Pool::<u8, u32>::new("s0", s);
+        let l = open(&p, 1);
+        assert_eq!(p.give_back(idle(1, 5, l, Instant::now())), Some(5));
+        assert_eq!(p.state().open, 0);
+    }
+
+    #[tokio::test]
+    async fn full_pool_times_out() {
+        let p = Pool::<u8, u32>::new("s0", settings(1));
+        let _a = open(&p, 1);
+        let e = p.take(&1, None).await.expect_err("full");
+        assert_eq!(e.max, 1);
+        assert_eq!(p.stats.timeouts.load(Ordering::Relaxed), 1);
+        // The one that timed out is no longer in line.
+        assert_eq!(p.state().waiting, 0);
+        assert!(p.try_take(&1, None, Instant::now()).is_err());
+    }
+}

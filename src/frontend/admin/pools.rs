@@ -1,0 +1,57 @@
+//! `SHOW IDGATE POOLS`: one row per shard's connection pool
+//! (`backend::pool`): its cap, connections open, idle and in use, clients
+//! waiting for one now, and since the start: waits, time waited, 1040s
+//! given, connections created, closed, handed out again without a login,
+//! and idle ones found closed by the shard before use.
+
+use crate::frontend::session::{CmdError, Session};
+use crate::protocol::resultset::ColumnType;
+
+impl Session {
+    pub(in crate::frontend) async fn show_pools(&mut self) -> Result<(), CmdError> {
+        let rows: Vec<Vec<Option<String>>> = self
+            .shared
+            .pools
+            .iter()
+            .map(|p| {
+                let v = p.view();
+                let n = |x: u64| Some(x.to_string());
+                vec![
+                    Some(v.shard.clone()),
+                    n(v.max as u64),
+                    n(v.state.open as u64),
+                    n(v.state.idle as u64),
+                    n(v.in_use() as u64),
+                    n(v.state.waiting as u64),
+                    n(v.waits),
+                    n(v.wait_us / 1000),
+                    n(v.timeouts),
+                    n(v.created),
+                    n(v.closed),
+                    n(v.reused),
+                    n(v.stale),
+                ]
+            })
+            .collect();
+        use ColumnType::{Text, UInt};
+        self.send_rows(
+            &[
+                ("Shard", Text),
+                ("Max", UInt),
+                ("Open", UInt),
+                ("Idle", UInt),
+                ("In_use", UInt),
+                ("Waiting", UInt),
+                ("Waits", UInt),
+                ("Wait_ms", UInt),
+                ("Timeouts", UInt),
+                ("Created", UInt),
+                ("Closed", UInt),
+                ("Reused", UInt),
+                ("Stale", UInt),
+            ],
+            &rows,
+        )
+        .await
+    }
+}

@@ -1,0 +1,314 @@
+//! Sessions and the shared pool of shard connections (`backend::pool`):
+//! taking a ready connection for a session, giving the session's
+//! connections back when it ends, and the pool's upkeep.
+//!
+//! - Taking ([`Session::checkout`]): an idle connection of the session's
+//!   [`ConnKey`] is checked before it is handed out: one the shard closed
+//!   (bytes or EOF waiting on its socket) is replaced, never handed out, and
+//!   one idle longer than [`PING_AFTER`] must answer COM_PING first. Its
+//!   schema is changed (COM_INIT_DB) when the session's differs; a session
+//!   without a schema never gets one that has one (MariaDB cannot leave a
+//!   schema) and opens a new connection in its place.
+//! - Giving back ([`Session::return_backends`]): only from a session that
+//!   ended between commands (no reply in flight), outside a transaction
+//!   and XA branch, and only a connection that answers COM_RESET_CONNECTION
+//!   (MariaDB then drops the session's temporary tables, user variables,
+//!   prepared statements, locks, `SET`s and `LAST_INSERT_ID()`, and goes
+//!   back to the handshake's character set; the schema stays). Anything
+//!   else is closed.
+//! - Upkeep ([`maintain`], once a second): idle connections past
+//!   `pool_idle_timeout` (beyond `pool_min_idle`) or `pool_max_lifetime` are
+//!   closed; with `pool_min_idle`, idle connections of the last key used
+//!   are opened up to it.
+
+use crate::backend::pool::{ConnKey, Idle, PoolSettings, ShardLease, ShardPool, Taken};
+use crate::backend::{BackendConn, BackendError, ConnectParams};
+use crate::config::BackendConfig;
+use crate::frontend::session::Session;
+use crate::frontend::shared::Shared;
+use crate::protocol::consts::{cap, cmd, status};
+use crate::protocol::response::Expect;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tracing::debug;
+
+/// An idle connection unused for longer than this answers COM_PING before
+/// it is handed out (a half-open connection shows nothing on its socket).
+pub const PING_AFTER: Duration = Duration::from_secs(1);
+
+/// The pool settings of `[backend]`.
+pub fn settings(b: &BackendConfig) -> PoolSettings {
+    PoolSettings {
+        max: b.pool_max,
+        min_idle: b.pool_min_idle,
+        idle_timeout: Duration::from_secs(b.pool_idle_timeout),
+        max_lifetime: Duration::from_secs(b.pool_max_lifetime),
+        wait_timeout: Duration::from_millis(b.pool_wait_timeout_ms),
+    }
+}
+
+/// Capabilities that do not change how a connection's replies are framed
+/// (they only shape its login).
+const LOGIN_ONLY_CAPS: u32 = cap::CONNECT_WITH_DB | cap::CONNECT_ATTRS | cap::SSL;
+
+/// Sends COM_QUIT and closes, best effort (the connection is not reused).
+pub(in crate::frontend) async fn quit(mut c: BackendConn) {
+    let _ = c.send(&[cmd::QUIT]).await;
+    c.conn.shutdown().await;
+}
+
+impl Session {
+    /// The pool key of this session's connections.
+    fn conn_key(&self) -> ConnKey {
+        let (user, password) = self.shared.shard_account(&self.login.user);
+        ConnKey {
+            user: user.to_string(),
+            password: password.to_string(),
+            capabilities: self.login.capabilities & !LOGIN_ONLY_CAPS,
+            ext_capabilities: self.login.ext_capabilities,
+            charset: self.login.charset,
+        }
+    }
+
+    /// A ready connection to `shard` from its pool (reused, or opened in a
+    /// free place), in the session's schema. `true`: opened now.
+    pub(in crate::frontend) async fn checkout(
+        &mut self,
+        shard: usize,
+    ) -> Result<(BackendConn, ShardLease), BackendError> {
+        let shared = self.shared.clone();
+        let Some(pool) = shared.pools.get(shard) else {
+            return Err(BackendError::Lost {
+                shard: shard.to_string(),
+                source: std::io::Error::other("no such shard"),
+            });
+        };
+        let key = self.conn_key();
+        let lease = loop {
+            let taken = pool.take(&key, self.schema.as_deref()).await.map_err(|f| {
+                BackendError::PoolFull {
+                    shard: pool.shard.clone(),
+                    max: f.max,
+                    waited_ms: f.waited.as_millis() as u64,
+                }
+            })?;
+            match taken {
+                Taken::Open { lease, evicted } => {
+                    if let Some(c) = evicted {
+                        quit(c).await;
+                    }
+                    break lease;
+                }
+                Taken::Reuse(idle) => match self.ready(pool, idle).await? {
+                    Ready::Conn(c, lease) => return Ok((c, lease)),
+                    // Closed: its place is free again, take anew.
+                    Ready::Stale => continue,
+                    // Connection closed, place kept: open one in it.
+                    Ready::Reopen(lease) => break lease,
+                },
+            }
+        };
+        let s = &shared.config.shards[shard];
+        let (user, password) = shared.shard_account(&self.login.user);
+        let params = ConnectParams {
+            shard: &s.name,
+            address: &s.address,
+            tls: &shared.shard_tls,
+            public_key: s.public_key_pem.as_deref(),
+            user,
+            password,
+            database: self.schema.as_deref(),
+            charset: self.login.charset,
+            capabilities: self.login.capabilities,
+            ext_capabilities: self.login.ext_capabilities,
+            attrs: self.login.attrs.as_deref(),
+            timeout: shared.connect_timeout(),
+        };
+        // On an error the lease is dropped: the place is free again.
+        let (conn, hs) = BackendConn::connect(&params).await?;
+        shared.learn(&hs);
+        pool.stats.created.fetch_add(1, Ordering::Relaxed);
+        Ok((conn, lease))
+    }
+
+    /// Checks an idle connection before it is handed out, and moves it to
+    /// the session's schema.
+    async fn ready(
+        &mut self,
+        pool: &Arc<ShardPool>,
+        idle: Idle<ConnKey, BackendConn>,
+    ) -> Result<Ready, BackendError> {
+        let Idle {
+            key,
+            mut conn,
+            db,
+            lease,
+            since,
+        } = idle;
+        let timeout = self.shared.connect_timeout();
+        let mut alive = !crate::frontend::session::closed_by_peer(&conn);
+        if alive && since.elapsed() > PING_AFTER {
+            let ping = conn.run(&[cmd::PING], Expect::Single);
+            alive = matches!(tokio::time::timeout(timeout, ping).await, Ok(Ok(_)));
+        }
+        if !alive {
+            debug!(conn = self.id, shard = %pool.shard, backend_conn = conn.connection_id, "pooled connection was closed by the shard; replaced");
+            pool.stats.stale.fetch_add(1, Ordering::Relaxed);
+            drop(lease);
+            quit(conn).await;
+            return Ok(Ready::Stale);
+        }
+        let want = self.schema.clone();
+        if db == want {
+            return Ok(Ready::Conn(conn, lease));
+        }
+        let Some(want) = want else {
+            // A schema cannot be left: a new connection without one.
+            quit(conn).await;
+            return Ok(Ready::Reopen(lease));
+        };
+        let mut payload = vec![cmd::INIT_DB];
+        payload.extend_from_slice(want.as_bytes());
+        match tokio::time::timeout(timeout, conn.run(&payload, Expect::Single)).await {
+            Ok(Ok(_)) => Ok(Ready::Conn(conn, lease)),
+            Ok(Err(e @ BackendError::Server { .. })) => {
+                // The schema was refused (the client is told); the
+                // connection is as good as before.
+                if let Some(c) = pool.give_back(Idle {
+                    key,
+                    conn,
+                    db,
+                    lease,
+                    since: Instant::now(),
+                }) {
+                    quit(c).await;
+                }
+                Err(e)
+            }
+            _ => {
+                pool.stats.stale.fetch_add(1, Ordering::Relaxed);
+                drop(lease);
+                Ok(Ready::Stale)
+            }
+        }
+    }
+
+    /// At the session's end (or its COM_CHANGE_USER): each shard
+    /// connection is reset and given back to its pool when it can be
+    /// reused, otherwise closed.
+    pub(in crate::frontend) async fn return_backends(&mut self, at_rest: bool) {
+        let reusable =
+            at_rest && self.txn_xa.is_none() && !self.killed && self.cursor_stream.is_none();
+        let key = self.conn_key();
+        let timeout = self.shared.connect_timeout();
+        let routing = self.shared.routing;
+        for shard in 0..self.backends.len() {
+            let Some((mut conn, lease)) = self.backends.take(shard) else {
+                continue;
+            };
+            let pool = self.shared.pools.get(shard).cloned();
+            // Only shard 0 follows the session's schema without routing.
+            let db_known = shard == 0 || routing;
+            let (Some(lease), Some(pool), true, true) = (
+                lease,
+                pool,
+                reusable && db_known,
+                conn.status & status::IN_TRANS == 0,
+            ) else {
+                quit(conn).await;
+                continue;
+            };
+            let reset = async {
+                if conn.detached() > 0 {
+                    conn.drain().await?;
+                }
+                conn.run(&[cmd::RESET_CONNECTION], Expect::Single).await
+            };
+            let ok = matches!(tokio::time::timeout(timeout, reset).await, Ok(Ok(_)))
+                && conn.status & status::IN_TRANS == 0;
+            if !ok {
+                drop(lease);
+                quit(conn).await;
+                continue;
+            }
+            debug!(conn = self.id, shard = %pool.shard, backend_conn = conn.connection_id, "shard connection reset and given back to the pool");
+            if let Some(c) = pool.give_back(Idle {
+                key: key.clone(),
+                conn,
+                db: self.schema.clone(),
+                lease,
+                since: Instant::now(),
+            }) {
+                quit(c).await;
+            }
+        }
+    }
+}
+
+/// What an idle connection turned out to be.
+enum Ready {
+    Conn(BackendConn, ShardLease),
+    Stale,
+    Reopen(ShardLease),
+}
+
+/// The pools' upkeep, once a second, for the server's life.
+pub async fn maintain(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        for (shard, pool) in shared.pools.iter().enumerate() {
+            for c in pool.expire(Instant::now()) {
+                quit(c).await;
+            }
+            if pool.settings.min_idle > 0 {
+                fill_min_idle(&shared, shard, pool).await;
+            }
+        }
+    }
+}
+
+/// Opens idle connections of the last key used on `shard` up to
+/// `pool_min_idle` (while places are free and nobody waits).
+async fn fill_min_idle(shared: &Shared, shard: usize, pool: &Arc<ShardPool>) {
+    let Some(key) = pool.last_key() else {
+        return;
+    };
+    let s = &shared.config.shards[shard];
+    while pool.idle_of(&key) < pool.settings.min_idle {
+        let Some(lease) = pool.spare_place() else {
+            return;
+        };
+        let params = ConnectParams {
+            shard: &s.name,
+            address: &s.address,
+            tls: &shared.shard_tls,
+            public_key: s.public_key_pem.as_deref(),
+            user: &key.user,
+            password: &key.password,
+            database: None,
+            charset: key.charset,
+            capabilities: key.capabilities,
+            ext_capabilities: key.ext_capabilities,
+            attrs: None,
+            timeout: shared.connect_timeout(),
+        };
+        let Ok((conn, hs)) = BackendConn::connect(&params).await else {
+            // The shard is down or refuses: try again next time.
+            return;
+        };
+        shared.learn(&hs);
+        pool.stats.created.fetch_add(1, Ordering::Relaxed);
+        if let Some(c) = pool.give_back(Idle {
+            key: key.clone(),
+            conn,
+            db: None,
+            lease,
+            since: Instant::now(),
+        }) {
+            quit(c).await;
+        }
+    }
+}
