@@ -43,7 +43,8 @@
 //!     `frontend/{shared,live,columns,shardkey,errors,oks,returned}.rs`;
 //!   - the handlers, side by side, none calling another:
 //!     `frontend/write/` (INSERTs into rule tables: ids filled, split per
-//!     shard, upserts; `LOAD DATA LOCAL` streamed to the shards: `load`), `frontend/route/` (statements on sharded and
+//!     shard, upserts; `LOAD DATA LOCAL` streamed to the shards: `load`;
+//!     INSERT ... SELECT read through shard cursors: `insel`), `frontend/route/` (statements on sharded and
 //!     broadcast tables: routing, scatter (merged as rows come, in bounded
 //!     memory: `stream`), cursors, diagnostics),
 //!     `frontend/admin/` (idgate's own statements, and the sequence
@@ -58,7 +59,8 @@
 //!   a multi-statement query cut into statements), which the session's command
 //!   loop matches on once; parse, plan and splice INSERT statements
 //!   (`sql::convert`: what MariaDB stores in an integer column for a
-//!   literal or bound value; `sql::update`: UPDATEs of the id column;
+//!   literal or bound value; `sql::insel`: INSERT ... SELECT's parts and
+//!   its source values as typed literals; `sql::update`: UPDATEs of the id column;
 //!   `sql::upsert`:
 //!   how INSERT IGNORE / ON DUPLICATE KEY UPDATE are written so their reply
 //!   tells which id to report); what a SELECT/UPDATE/DELETE/DDL needs for

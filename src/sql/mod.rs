@@ -25,6 +25,8 @@
 //! - `convert.rs`: what MariaDB stores in an integer column for a literal or
 //!   a bound value (explicit ids are observed and routed as that).
 //! - `insert.rs`: planning one INSERT from its shape (slots, explicit ids, edits).
+//! - `insel.rs`: INSERT ... SELECT into a rule table: the statement's
+//!   parts, and source values written back as typed literals.
 //! - `lastid.rs`: `LAST_INSERT_ID()` / `@@identity` uses.
 //! - `edit.rs`: splices; `render.rs`: applying them.
 //! - `prepare.rs`: [`plan_prepare`], [`PrepareRewrite`], execute-time helpers.
@@ -48,6 +50,7 @@ pub(crate) mod digits;
 pub(crate) mod edit;
 pub mod error;
 pub(crate) mod fast;
+pub mod insel;
 pub(crate) mod insert;
 pub(crate) mod lastid;
 pub(crate) mod lexer;

@@ -279,6 +279,13 @@ impl Session {
             // LOAD DATA into a rule table (`write/load.rs`).
             return Ok(());
         }
+        // INSERT ... SELECT into a rule table (`write/insel.rs`).
+        if self.rules.is_some()
+            && matches!(&stmt.keyword, b"INSERT\0\0" | b"REPLACE\0")
+            && self.insert_select(payload).await?
+        {
+            return Ok(());
+        }
         if routing {
             match self.query_routed(payload).await? {
                 QueryRoute::NotRouted => {}

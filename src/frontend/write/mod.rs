@@ -12,6 +12,9 @@
 //! - `upsert.rs`: the reply of an INSERT IGNORE / ON DUPLICATE KEY UPDATE
 //!   written by `sql::upsert`: the id MariaDB would report, and what
 //!   `LAST_INSERT_ID()` needs afterwards.
+//! - `insel.rs`: INSERT ... SELECT into a rule table: the source read
+//!   through shard cursors (merged when scattered), ids given in row order,
+//!   rows written in batches per shard, all in one XA transaction.
 //! - `load.rs`: `LOAD DATA LOCAL INFILE` into a rule table: the client's
 //!   file cut into rows, ids given, each shard's rows streamed to its own
 //!   LOAD (XA across shards).
@@ -21,6 +24,7 @@
 pub mod captured;
 pub mod inject;
 pub mod inline;
+pub mod insel;
 pub mod load;
 pub mod split;
 pub mod target;
