@@ -17,6 +17,8 @@
 #
 # BIN: the idgate binary (e.g. target/release/idgate).
 set -euo pipefail
+# shellcheck source=scripts/lib/two-shard.sh
+. "$(dirname "$0")/lib/two-shard.sh"
 ROWS=1000000
 ROUNDS=3
 BIN=
@@ -70,34 +72,7 @@ generator = "bench"
 shard_key = "id"
 sharding = "mod"
 EOF
-cat >"$WORK/idgate.toml" <<EOF
-[server]
-listen = "127.0.0.1:$MP"
-
-[[users]]
-name = "app"
-password = "secret"
-
-[backend]
-user = "$U"
-password = "$P"
-
-[[shards]]
-name = "s0"
-address = "$S0"
-
-[[shards]]
-name = "s1"
-address = "$S1"
-
-[allocator]
-store = "file"
-file_path = "$WORK/idgate.state"
-
-[rules]
-dir = "$WORK/rules"
-EOF
-chmod 600 "$WORK/idgate.toml"
+two_shard_config "$WORK/idgate.toml" "$MP" "$WORK/rules" "$WORK/idgate.state"
 IDGATE_LOG=warn "$BIN" serve --config "$WORK/idgate.toml" >"$WORK/log" 2>&1 &
 PID=$!
 for _ in $(seq 1 200); do

@@ -19,6 +19,8 @@
 # BIN: idgate binaries to compare (e.g. a build of main, then this branch's
 # target/release/idgate).
 set -euo pipefail
+# shellcheck source=scripts/lib/two-shard.sh
+. "$(dirname "$0")/lib/two-shard.sh"
 ROWS=600000
 ROUNDS=5
 TIME=10
@@ -86,35 +88,7 @@ generator = "seq"
 shard_key = "id"
 sharding = "mod"
 EOF
-  cat >"$dir/idgate.toml" <<EOF
-[server]
-listen = "127.0.0.1:$mp"
-resp_listen = "127.0.0.1:$rp"
-
-[[users]]
-name = "app"
-password = "secret"
-
-[backend]
-user = "$U"
-password = "$P"
-
-[[shards]]
-name = "s0"
-address = "$S0"
-
-[[shards]]
-name = "s1"
-address = "$S1"
-
-[allocator]
-store = "file"
-file_path = "idgate.state"
-
-[rules]
-dir = "rules"
-EOF
-  chmod 600 "$dir/idgate.toml"
+  two_shard_config "$dir/idgate.toml" "$mp" rules idgate.state "resp_listen = \"127.0.0.1:$rp\""
   IDGATE_LOG=warn "$bin" serve --config "$dir/idgate.toml" >"$dir/log" 2>&1 &
   echo "$! $mp"
 }
