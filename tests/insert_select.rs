@@ -386,63 +386,39 @@ async fn sources_on_each_placement() {
     ] {
         let through = format!("INSERT INTO t (n, s) SELECT n, s FROM {src}");
         let mine = format!("INSERT INTO ref (n, s) SELECT n, s FROM {reference_src}");
-        let a = run(&mut ig, &through).await.expect(&through);
-        reset(&mut direct).await;
-        let b = run(&mut direct, &mine).await.expect(&mine);
+        let (a, b) = both(&mut ig, &mut direct, &through, &mine).await;
         assert_eq!(a, b, "{through}");
-        let got: Vec<Row> = ig.query("SELECT * FROM t ORDER BY id").await.expect("t");
-        let want: Vec<Row> = direct
-            .query("SELECT * FROM ref ORDER BY id")
-            .await
-            .expect("ref");
-        assert_eq!(rows(got), rows(want), "{through}");
+        same_rows(&mut ig, &mut direct, &through).await;
     }
     // The target itself: read whole before any row is written (explicit
     // ids, ordered by a selected column: a scattered merge orders by those).
-    let a = run(
+    let (a, b) = both(
         &mut ig,
-        "INSERT INTO t (id, n, s) SELECT id + 2000, n, s FROM t ORDER BY 1",
-    )
-    .await
-    .expect("self copy");
-    reset(&mut direct).await;
-    let b = run(
         &mut direct,
+        "INSERT INTO t (id, n, s) SELECT id + 2000, n, s FROM t ORDER BY 1",
         "INSERT INTO ref (id, n, s) SELECT id + 2000, n, s FROM ref ORDER BY 1",
     )
-    .await
-    .expect("self copy");
+    .await;
     assert_eq!(a, b);
-    let got: Vec<Row> = ig.query("SELECT * FROM t ORDER BY id").await.expect("t");
-    let want: Vec<Row> = direct
-        .query("SELECT * FROM ref ORDER BY id")
-        .await
-        .expect("ref");
-    assert_eq!(rows(got), rows(want));
+    same_rows(&mut ig, &mut direct, "self copy").await;
     // Explicit ids are kept (and observed: later ids come above them); an
     // explicit-only statement reports its last row's id.
-    let a = run(
+    let (a, b) = both(
         &mut ig,
-        "INSERT INTO t (id, n) SELECT id + 1000, n FROM t WHERE id <= 3 ORDER BY 1",
-    )
-    .await
-    .expect("explicit");
-    reset(&mut direct).await;
-    let b = run(
         &mut direct,
+        "INSERT INTO t (id, n) SELECT id + 1000, n FROM t WHERE id <= 3 ORDER BY 1",
         "INSERT INTO ref (id, n) SELECT id + 1000, n FROM ref WHERE id <= 3 ORDER BY 1",
     )
-    .await
-    .expect("explicit");
+    .await;
     assert_eq!(a, b);
     assert_eq!(a.last_insert_id, Some(1003));
-    let a = run(&mut ig, "INSERT INTO t (n) SELECT 7")
-        .await
-        .expect("after");
-    reset(&mut direct).await;
-    let b = run(&mut direct, "INSERT INTO ref (n) SELECT 7")
-        .await
-        .expect("after");
+    let (a, b) = both(
+        &mut ig,
+        &mut direct,
+        "INSERT INTO t (n) SELECT 7",
+        "INSERT INTO ref (n) SELECT 7",
+    )
+    .await;
     assert_eq!(a, b, "a generated id after explicit ones");
     // Column count and refused forms.
     let e = run(&mut ig, "INSERT INTO t (n, s) SELECT n FROM sh")
@@ -505,6 +481,25 @@ async fn all_or_nothing_when_one_shard_refuses() {
         .expect("ok");
     assert_eq!(o.affected, 99);
     bed.finish().await;
+}
+
+/// `through` via idgate, then `mine` directly on the reference (after
+/// [`reset`]): both outcomes, each expected to succeed.
+async fn both(ig: &mut Conn, direct: &mut Conn, through: &str, mine: &str) -> (Outcome, Outcome) {
+    let a = run(ig, through).await.expect(through);
+    reset(direct).await;
+    let b = run(direct, mine).await.expect(mine);
+    (a, b)
+}
+
+/// The rows of `t` through idgate equal those of `ref` directly.
+async fn same_rows(ig: &mut Conn, direct: &mut Conn, what: &str) {
+    let got: Vec<Row> = ig.query("SELECT * FROM t ORDER BY id").await.expect("t");
+    let want: Vec<Row> = direct
+        .query("SELECT * FROM ref ORDER BY id")
+        .await
+        .expect("ref");
+    assert_eq!(rows(got), rows(want), "{what}");
 }
 
 /// `ref` goes on at MAX(id) + 1 (see `differential`).
