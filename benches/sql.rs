@@ -136,6 +136,13 @@ fn bench(c: &mut Criterion) {
     g.bench_function("passthrough_insert_other_table", |b| {
         b.iter(|| plan_query(black_box(other_insert), &rules, &ctx))
     });
+    // What every INSERT pays first while rules are loaded: the check for
+    // an INSERT ... SELECT form (`write/insel.rs`), which stops at VALUES.
+    let modes = idgate::sql::route::Modes::default();
+    assert!(idgate::sql::insel::parse(other_insert, modes).is_none());
+    g.bench_function("insel_check_values_insert", |b| {
+        b.iter(|| idgate::sql::insel::parse(black_box(other_insert), modes).is_none())
+    });
     // UPDATEs: of a table without rule (sysbench's), of a rule table that
     // leaves the id alone, and of the id column (captured, `sql::update`).
     let other_update = "UPDATE shop.customers SET name = 'b' WHERE id = 7";
