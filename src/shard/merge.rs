@@ -197,6 +197,24 @@ impl MergeError {
     }
 }
 
+/// Every shard's reply cut into column head, rows and terminator; an error
+/// names the shard whose reply is not a result set.
+pub(super) fn split_all(
+    replies: &[Vec<Vec<u8>>],
+    deprecate_eof: bool,
+) -> Result<Vec<ShardReply<'_>>, MergeError> {
+    replies
+        .iter()
+        .enumerate()
+        .map(|(shard, r)| {
+            reply::split(r, deprecate_eof).map_err(|e| match e {
+                SplitError::NotAResultSet(what) => MergeError::NotAResultSet { shard, what },
+                SplitError::Malformed(what) => MergeError::Malformed { shard, what },
+            })
+        })
+        .collect()
+}
+
 /// Merges the shards' replies to one SELECT into the reply the client gets.
 ///
 /// `replies[i]` is shard i's complete reply to a statement that returned one
@@ -215,16 +233,7 @@ pub fn merge(
     protocol: Protocol,
     deprecate_eof: bool,
 ) -> Result<Vec<Vec<u8>>, MergeError> {
-    let shards = replies
-        .iter()
-        .enumerate()
-        .map(|(shard, r)| {
-            reply::split(r, deprecate_eof).map_err(|e| match e {
-                SplitError::NotAResultSet(what) => MergeError::NotAResultSet { shard, what },
-                SplitError::Malformed(what) => MergeError::Malformed { shard, what },
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let shards = split_all(replies, deprecate_eof)?;
     let first = shards.first().ok_or(MergeError::NoReplies)?;
     check_columns(&shards.iter().map(|s| &s.columns[..]).collect::<Vec<_>>())?;
     let columns = Columns {

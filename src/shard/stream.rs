@@ -416,17 +416,7 @@ pub fn merge_replies(
     protocol: Protocol,
     deprecate_eof: bool,
 ) -> Result<Vec<Vec<u8>>, MergeError> {
-    use super::reply::{split, SplitError};
-    let shards = replies
-        .iter()
-        .enumerate()
-        .map(|(shard, r)| {
-            split(r, deprecate_eof).map_err(|e| match e {
-                SplitError::NotAResultSet(what) => MergeError::NotAResultSet { shard, what },
-                SplitError::Malformed(what) => MergeError::Malformed { shard, what },
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let shards = super::merge::split_all(replies, deprecate_eof)?;
     let heads = shards.iter().map(|s| s.head.to_vec()).collect();
     let mut m = Merger::new(heads, spec, protocol)?;
     let mut next = vec![0usize; shards.len()];
