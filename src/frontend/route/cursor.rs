@@ -293,15 +293,7 @@ impl Session {
             let Some(row) = row else { break };
             put(&mut out, &mut seq, &row);
             sent += 1;
-            if out.len() >= flush_at {
-                self.client
-                    .write_raw(&out)
-                    .await
-                    .map_err(CmdError::ClientGone)?;
-                self.next_seq = seq;
-                out.clear();
-                flushed = true;
-            }
+            flushed |= self.flush_when_full(&mut out, seq, flush_at).await?;
         }
         if let Some(e) = failed {
             if let Some(mut l) = live {
@@ -310,13 +302,7 @@ impl Session {
             if let Some(s) = self.stmts.get_mut(id) {
                 s.merged = None;
             }
-            if flushed {
-                self.next_seq = seq;
-                self.client
-                    .write_raw(&out)
-                    .await
-                    .map_err(CmdError::ClientGone)?;
-            }
+            self.flush_before_error(&out, seq, flushed).await?;
             return Err(e);
         }
         // As MariaDB: the last row is "sent" by the fetch that runs out

@@ -77,16 +77,7 @@ impl Session {
             match self.scatter_pull(&mut sc, out.len()).await {
                 Ok(Some(row)) => {
                     put(&mut out, &mut seq, &row);
-                    if out.len() >= flush_at {
-                        // Awaited: a slow client holds back the shards.
-                        self.client
-                            .write_raw(&out)
-                            .await
-                            .map_err(CmdError::ClientGone)?;
-                        self.next_seq = seq;
-                        out.clear();
-                        flushed = true;
-                    }
+                    flushed |= self.flush_when_full(&mut out, seq, flush_at).await?;
                 }
                 Ok(None) => break self.scatter_finish(&mut sc).await,
                 Err(e) => break Err(e),
@@ -103,15 +94,7 @@ impl Session {
             }
             Err(e) => {
                 self.scatter_abort(&mut sc).await;
-                if flushed {
-                    // The client has part of the result set: the error
-                    // follows the rows it has.
-                    self.next_seq = seq;
-                    self.client
-                        .write_raw(&out)
-                        .await
-                        .map_err(CmdError::ClientGone)?;
-                }
+                self.flush_before_error(&out, seq, flushed).await?;
                 Err(e)
             }
         }

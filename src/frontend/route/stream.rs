@@ -115,6 +115,46 @@ enum Got {
 }
 
 impl Session {
+    /// Writes the merged packets in `out` to the client once they reach
+    /// `flush_at` bytes (awaited: a slow client holds back the shards);
+    /// whether it did.
+    pub(super) async fn flush_when_full(
+        &mut self,
+        out: &mut Vec<u8>,
+        seq: u8,
+        flush_at: usize,
+    ) -> Result<bool, CmdError> {
+        if out.len() < flush_at {
+            return Ok(false);
+        }
+        self.client
+            .write_raw(out)
+            .await
+            .map_err(CmdError::ClientGone)?;
+        self.next_seq = seq;
+        out.clear();
+        Ok(true)
+    }
+
+    /// After a merge failed: when part of the result set already reached
+    /// the client (`flushed`), the rows held since go too, so the error
+    /// follows the rows it has.
+    pub(super) async fn flush_before_error(
+        &mut self,
+        out: &[u8],
+        seq: u8,
+        flushed: bool,
+    ) -> Result<(), CmdError> {
+        if flushed {
+            self.next_seq = seq;
+            self.client
+                .write_raw(out)
+                .await
+                .map_err(CmdError::ClientGone)?;
+        }
+        Ok(())
+    }
+
     /// Reads the column heads of the replies to a statement sent to `sent`
     /// (shard, sequence id of the last packet sent) and sets up the merge
     /// by `spec`. On an error every reply is read to its end (or its
