@@ -265,7 +265,10 @@ impl Session {
     }
 
     /// The session's connection to `shard`, opened if needed (and reopened if
-    /// the shard closed it while idle, outside a transaction).
+    /// the shard closed it while idle, outside a transaction). For a new
+    /// command only: a reply (or a LOAD's file) already under way on a
+    /// connection idle for a while would look like a closed connection and
+    /// be replaced; such a connection is taken with `backends.get_mut`.
     pub(in crate::frontend) async fn backend(
         &mut self,
         shard: usize,

@@ -668,7 +668,17 @@ impl Session {
         if !stream.started && *mode == Mode::Txn && self.shared.routing {
             self.enlist(shard).await?;
         }
-        let b = self.backend(shard).await.map_err(CmdError::Backend)?;
+        // `backend()` only before anything of this LOAD went to the shard:
+        // it may replace a connection that looks closed, and a file (or an
+        // XA branch) under way must go on on the connection it began on,
+        // never reach a fresh one as commands.
+        let b = if stream.begun || stream.started {
+            self.backends.get_mut(shard).ok_or_else(|| {
+                CmdError::Backend(lost(self.shared.config.shards[shard].name.clone()))
+            })?
+        } else {
+            self.backend(shard).await.map_err(CmdError::Backend)?
+        };
         if !stream.started {
             let first: Option<Vec<u8>> = match mode {
                 Mode::Xa(xid) => Some(crate::frontend::txn::xa::xa_cmd("START", xid, "")),
