@@ -23,6 +23,10 @@
 //! - [`publish`]: rules published through etcd (`idgate rules push`):
 //!   versions with a compare-and-swap, history, the local cache file.
 //!   `publish` -> (`rules`, `idgen`); `frontend` follows the versions.
+//! - [`reshard`]: online resharding (`idgate reshard`): the mover, and the
+//!   store protocol (`reshard::protocol`) by which every idgate pauses a
+//!   table's statements for the cutover. `reshard` -> (`publish`, `rules`,
+//!   `idgen`, `backend`); `frontend` uses only `reshard::protocol`.
 //! - [`protocol`]: MySQL packet framing, handshake, OK/ERR packets, error codes,
 //!   column definitions and result-set rows. Bytes only, no SQL semantics.
 //! - [`backend`]: one client connection from idgate to a shard, and the
@@ -92,6 +96,7 @@ pub mod idgen;
 pub mod listener;
 pub mod protocol;
 pub mod publish;
+pub mod reshard;
 pub mod resp;
 pub mod rules;
 pub mod server;
