@@ -82,6 +82,7 @@ mod tests {
                 changes: vec![],
                 rollback_of: None,
                 nonce: "x".into(),
+                reshard_job: None,
             },
             files: vec![BundleFile {
                 name: "a.toml".into(),

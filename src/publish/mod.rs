@@ -190,6 +190,7 @@ impl Published {
             changes,
             rollback_of,
             nonce: nonce(),
+            reshard_job: None,
         };
         let bundle = Bundle {
             meta: meta.clone(),

@@ -36,6 +36,12 @@ pub struct Meta {
     /// Random, unique to one push: tells a publisher whose reply was lost
     /// whether its own transaction is the one that was applied.
     pub nonce: String,
+    /// The resharding job (its `reshard::protocol::Job::id`) whose cutover
+    /// published this version: the one kind of version allowed to change
+    /// a table's placement (`shards`, `sharding`, `shard_key`) while idgate
+    /// runs, because the job has moved the rows before publishing it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reshard_job: Option<String>,
 }
 
 impl Meta {
@@ -151,6 +157,7 @@ mod tests {
                 changes: vec!["table added shop.notes".into()],
                 rollback_of: None,
                 nonce: "n1".into(),
+                reshard_job: None,
             },
             files: files
                 .into_iter()
