@@ -119,6 +119,7 @@ fn respond(head: &[u8], shared: &Shared) -> (&'static str, &'static str, String,
                 m + &login_metrics(&shared.login_throttle)
                     + &sha2_metrics(&shared.sha2)
                     + &pool_metrics(&shared.pools.iter().map(|p| p.view()).collect::<Vec<_>>())
+                    + &reshard_metrics(&shared.pause.jobs(), &shared.pause.view())
             },
             head_only,
         ),
@@ -314,6 +315,80 @@ pub fn pool_metrics(pools: &[crate::backend::pool::PoolView]) -> String {
                 get(v)
             );
         }
+    }
+    out
+}
+
+/// Resharding: per job document (as last read, every few seconds) its
+/// phase (0 plan, 1 copy, 2 catch_up, 3 verify, 4 cutover, 5 cleanup,
+/// 6 done, 7 aborted, 8 failed) and rows copied / total; this idgate's
+/// pause: statements held now, pauses, time paused, deadline failures.
+pub fn reshard_metrics(
+    jobs: &[crate::reshard::protocol::Job],
+    pause: &crate::frontend::pause::PauseView,
+) -> String {
+    let mut out = String::new();
+    type Get = fn(&crate::reshard::protocol::Job) -> u64;
+    let per_job: [(&str, &str, Get); 3] = [
+        (
+            "phase",
+            "Phase of the table's resharding job: 0 plan, 1 copy, 2 catch_up, 3 verify, 4 cutover, 5 cleanup, 6 done, 7 aborted, 8 failed.",
+            |j| j.phase as u64,
+        ),
+        ("rows_copied", "Rows the job has copied.", |j| j.copied()),
+        (
+            "rows_total",
+            "Rows on the source when the copy began.",
+            |j| j.rows_total,
+        ),
+    ];
+    for (name, help, get) in per_job {
+        let _ = writeln!(out, "# HELP idgate_reshard_{name} {help}");
+        let _ = writeln!(out, "# TYPE idgate_reshard_{name} gauge");
+        for j in jobs {
+            let _ = writeln!(
+                out,
+                "idgate_reshard_{name}{{table=\"{}\"}} {}",
+                label(&j.table),
+                get(j)
+            );
+        }
+    }
+    for (name, kind, help, value) in [
+        (
+            "held_statements",
+            "gauge",
+            "Statements held now by a resharding cutover's pause.",
+            pause.held as f64,
+        ),
+        (
+            "pauses_total",
+            "counter",
+            "Resharding pauses this idgate took part in.",
+            pause.pauses as f64,
+        ),
+        (
+            "pause_seconds_total",
+            "counter",
+            "Time tables were paused here, summed.",
+            pause.paused_secs,
+        ),
+        (
+            "deadline_failures_total",
+            "counter",
+            "Held statements failed with 1205 past a pause's deadline.",
+            pause.deadline_failures as f64,
+        ),
+        (
+            "epoch_acked",
+            "gauge",
+            "The highest pause epoch this idgate acknowledged.",
+            pause.acked as f64,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP idgate_reshard_{name} {help}");
+        let _ = writeln!(out, "# TYPE idgate_reshard_{name} {kind}");
+        let _ = writeln!(out, "idgate_reshard_{name} {value}");
     }
     out
 }

@@ -4,7 +4,9 @@
 //! stops accepting, tells every session to finish (sessions close when idle
 //! and outside a transaction) and waits up to the drain timeout before
 //! cutting the rest (the loop itself is [`crate::listener::serve`]). With routing on, the distributed deadlock detector
-//! (`frontend::deadlock`) runs alongside for as long.
+//! (`frontend::deadlock`) runs alongside for as long; on an etcd store, so
+//! does the resharding pause follower (`frontend::pause::follow`), whose
+//! member record is removed once the sessions are drained.
 
 use crate::frontend::txn::deadlock;
 use crate::frontend::Shared;
@@ -68,6 +70,9 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Futu
     let _pools = AbortOnDrop(tokio::spawn(crate::frontend::session::pooled::maintain(
         shared.clone(),
     )));
+    // Resharding cutovers: this idgate joins the members and follows the
+    // pause epochs (`frontend/pause`; an etcd store only).
+    let _pause = crate::frontend::pause::follow::start(shared.clone()).map(AbortOnDrop);
     let limits = Limits {
         max_connections: shared.config.server.max_connections,
         drain: Duration::from_secs(shared.config.server.drain_timeout_secs),
@@ -87,5 +92,6 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Futu
         conn.shutdown().await;
     };
     listener::serve(listener, limits, shutdown, serve, refuse).await;
+    crate::frontend::pause::follow::leave(&shared).await;
     crate::frontend::txn::recovery::stop(&shared).await;
 }

@@ -74,8 +74,28 @@ impl Shared {
         };
         let v = bundle.meta.version;
         let shards: Vec<String> = self.config.shards.iter().map(|s| s.name.clone()).collect();
+        // A resharding cutover's version: the job says which table's
+        // placement it may change, and to what.
+        let resharded = match &bundle.meta.reshard_job {
+            Some(job) => match self.resharded_by(job, v, &shards).await {
+                Ok(r) => Some(r),
+                Err(why) => {
+                    let transient = why.transient;
+                    error!(
+                        version = v,
+                        "published rules version {v} not applied: {}", why.why
+                    );
+                    if !transient {
+                        self.rules
+                            .refused(&format!("version {v}: {}", why.why), Some(v));
+                    }
+                    return Err(why);
+                }
+            },
+            None => None,
+        };
         let r = match bundle.rules(&shards, &crate::idgen::validate) {
-            Ok(new) => self.apply_rules(new, Some(v)).await,
+            Ok(new) => self.apply_rules(new, Some(v), resharded.as_ref()).await,
             Err(e) => Err(Refusal {
                 why: e.to_string(),
                 transient: false,
@@ -99,6 +119,60 @@ impl Shared {
             }
         }
         r
+    }
+
+    /// The table and placement resharding job `job` moved, which rules
+    /// version `v` (published by its cutover) may change: the job's
+    /// document must be in phase cutover, or later with `v` as the version
+    /// it published.
+    async fn resharded_by(
+        &self,
+        job: &str,
+        v: u64,
+        shards: &[String],
+    ) -> Result<crate::rules::diff::Resharded, Refusal> {
+        use crate::reshard::protocol::{Job, Phase, JOB_PREFIX};
+        let store = self
+            .allocator
+            .as_ref()
+            .map(|a| a.store())
+            .ok_or_else(|| Refusal {
+                why: "idgate runs without [rules]".into(),
+                transient: false,
+            })?;
+        let docs = store.list_docs(JOB_PREFIX).await.map_err(|e| Refusal {
+            why: format!("reading the resharding job {job:?} it names: {e}"),
+            transient: true,
+        })?;
+        let found = docs
+            .iter()
+            .filter_map(|(k, raw)| Job::decode(k, raw).ok())
+            .find(|j| j.id == job);
+        let Some(j) = found else {
+            return Err(Refusal {
+                why: format!("it names resharding job {job:?}, which has no job document under {JOB_PREFIX} (a placement change needs the job that moved the rows)"),
+                transient: false,
+            });
+        };
+        let ok = j.phase == Phase::Cutover
+            || (matches!(j.phase, Phase::Cleanup | Phase::Done) && j.published_version == Some(v));
+        if !ok {
+            return Err(Refusal {
+                why: format!(
+                    "it names resharding job {job:?} of table {}, which is in phase {} (a placement change is accepted from a job in phase cutover)",
+                    j.table,
+                    j.phase.name()
+                ),
+                transient: false,
+            });
+        }
+        Ok(crate::rules::diff::Resharded {
+            table: j.table,
+            shards: j.to.shards,
+            sharding: j.to.sharding,
+            shard_key: j.to.shard_key,
+            config_shards: shards.to_vec(),
+        })
     }
 
     /// Keeps `[rules] cache_file` at the version just applied (logged when

@@ -185,15 +185,18 @@ impl Shared {
         .await
         .map_err(|e| format!("reading the rules failed: {e}"))?
         .map_err(|e| e.to_string())?;
-        self.apply_rules(new, None).await.map_err(|e| e.why)
+        self.apply_rules(new, None, None).await.map_err(|e| e.why)
     }
 
     /// Applies `new` (published version `version`, if one) with the checks
     /// of a reload (see the module doc). The caller holds `reloading`.
+    /// `resharded`: the version is a resharding cutover's, which may
+    /// change that one table's placement ([`crate::rules::diff::diff_resharded`]).
     pub(crate) async fn apply_rules(
         &self,
         new: RuleSet,
         version: Option<u64>,
+        resharded: Option<&crate::rules::diff::Resharded>,
     ) -> Result<Reloaded, Refusal> {
         let refused = |why: String| Refusal {
             why,
@@ -203,7 +206,8 @@ impl Shared {
             return Err(refused("idgate runs without [rules] (it only relays): there are no rules to reload; add [rules] to the config and restart".into()));
         };
         let old = self.rules.load().unwrap_or_default();
-        let diff = crate::rules::diff::diff(&old, &new).map_err(|e| refused(e.to_string()))?;
+        let diff = crate::rules::diff::diff_resharded(&old, &new, resharded)
+            .map_err(|e| refused(e.to_string()))?;
         if diff.is_empty() && version.is_none_or(|v| v == self.rules.version()) {
             return Ok(Reloaded {
                 version: self.rules.version(),

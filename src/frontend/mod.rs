@@ -17,7 +17,9 @@
 //!    through etcd, `[rules] source = "etcd"`), [`columns`] (column cache), [`shardkey`]
 //!    (shard keys made canonical by type and collation), [`errors`],
 //!    [`oks`] (a write's OK packets from several shards combined),
-//!    [`returned`] (a RETURNING result turned back into an OK).
+//!    [`returned`] (a RETURNING result turned back into an OK), and
+//!    [`pause`] (the resharding cutover's pause: statements on a paused
+//!    table held, the pause epochs followed and acknowledged).
 //! 2. **The handlers**, one folder per concern, side by side: none calls
 //!    another. [`write`]: INSERTs into rule tables (`inject`: ids filled;
 //!    `split`: an INSERT placed by shard key and split per shard; `upsert`:
@@ -40,6 +42,7 @@ pub mod errors;
 pub mod follow;
 pub mod live;
 pub mod oks;
+pub mod pause;
 pub mod returned;
 pub mod route;
 pub mod session;

@@ -101,6 +101,9 @@ pub struct Shared {
     pub shard_tls: crate::tls::ShardTls,
     /// caching_sha2_password towards clients: RSA key, fast-path cache.
     pub sha2: crate::frontend::session::auth::Sha2State,
+    /// The resharding cutover's pause: tables whose statements are held
+    /// (`frontend/pause`).
+    pub pause: crate::frontend::pause::PauseGate,
     next_connection_id: AtomicU32,
     /// When the server state was made (uptime in `SHOW IDGATE STATUS`).
     pub started: std::time::Instant,
@@ -185,6 +188,7 @@ impl Shared {
             rules: crate::frontend::live::LiveRules::new(rules),
             allocator,
             columns: ColumnCache::default(),
+            pause: Default::default(),
             next_connection_id: AtomicU32::new(1),
             started: std::time::Instant::now(),
         }

@@ -72,6 +72,9 @@ codes! {
     ER_KILL_DENIED_ERROR = (1095, "HY000");
     /// Got error during COMMIT (a commit decision that could not be recorded).
     ER_ERROR_DURING_COMMIT = (1180, "HY000");
+    /// Lock wait timeout exceeded (also: a statement held for a
+    /// resharding cutover past its deadline).
+    ER_LOCK_WAIT_TIMEOUT = (1205, "HY000");
     /// Deadlock found when trying to get lock (the transaction was rolled back).
     ER_LOCK_DEADLOCK = (1213, "40001");
     /// Query execution was interrupted (KILL QUERY).

@@ -39,6 +39,47 @@ pub struct RuleDiff {
     /// Tables moved to another generator: (table, old, new). The new one
     /// must only issue ids above every id the old one issued.
     pub moved: Vec<(String, String, String)>,
+    /// Tables a resharding cutover moved to another placement (see
+    /// [`diff_resharded`]).
+    pub resharded: Vec<String>,
+}
+
+/// The placement a resharding job (in phase cutover) moved a table to:
+/// what the cutover's rules version may give that table, and nothing else.
+/// Names as the job document has them (`reshard::protocol::Placement`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resharded {
+    /// `schema.table`, as the rule names it.
+    pub table: String,
+    /// Shard names, in the rule's order.
+    pub shards: Vec<String>,
+    /// `mod`, `hash`, `range`; `None` on one shard.
+    pub sharding: Option<String>,
+    /// The placing column; `None`: the id column (when sharded).
+    pub shard_key: Option<String>,
+    /// Every `[[shards]]` name in config order (a rule without `shards`
+    /// is on all of them, an unsharded one on the first).
+    pub config_shards: Vec<String>,
+}
+
+impl Resharded {
+    /// Whether `rule` places its table exactly where the job moved it.
+    fn matches(&self, rule: &TableRule) -> bool {
+        if rule.name != self.table || rule.broadcast == Some(true) || rule.ranges.is_some() {
+            return false;
+        }
+        let shards: Vec<String> = match (&rule.shards, &rule.shard_key) {
+            (Some(s), _) => s.clone(),
+            (None, Some(_)) => self.config_shards.clone(),
+            (None, None) => self.config_shards.iter().take(1).cloned().collect(),
+        };
+        let key = match (&self.shard_key, &self.sharding) {
+            (Some(k), _) => Some(k.clone()),
+            (None, Some(_)) => Some(rule.column.clone()),
+            (None, None) => None,
+        };
+        shards == self.shards && rule.sharding == self.sharding && rule.shard_key == key
+    }
 }
 
 impl RuleDiff {
@@ -69,6 +110,13 @@ impl RuleDiff {
         }
         for t in &self.tables_removed {
             out.push(("table removed", t.clone(), String::new()));
+        }
+        for t in &self.resharded {
+            out.push((
+                "table resharded",
+                t.clone(),
+                "placement changed by its resharding job's cutover".into(),
+            ));
         }
         for (t, f) in &self.tables_changed {
             out.push(("table changed", t.clone(), f.join(", ")));
@@ -138,6 +186,18 @@ fn problem(origin: &Origin, reason: String) -> Problem {
 /// What going from `old` to `new` changes, or every change that may not
 /// happen while idgate runs (as `file:line: reason` of the new rules).
 pub fn diff(old: &RuleSet, new: &RuleSet) -> Result<RuleDiff, RulesError> {
+    diff_resharded(old, new, None)
+}
+
+/// [`diff`], except that `resharded`'s table may change its placement
+/// (`shards`, `sharding`, `hash`, `shard_key`) to exactly `resharded`'s:
+/// the rules version a resharding job's cutover published. Any other
+/// placement change, of that table or another, is refused as by [`diff`].
+pub fn diff_resharded(
+    old: &RuleSet,
+    new: &RuleSet,
+    resharded: Option<&Resharded>,
+) -> Result<RuleDiff, RulesError> {
     let mut d = RuleDiff::default();
     let mut problems = Vec::new();
     for (g, origin) in new.generators().iter().zip(new.generator_origins()) {
@@ -182,11 +242,26 @@ pub fn diff(old: &RuleSet, new: &RuleSet) -> Result<RuleDiff, RulesError> {
             .copied()
             .filter(|f| !matches!(*f, "column" | "generator"))
             .collect();
-        if !placement.is_empty() {
+        let by_job = resharded.filter(|r| {
+            r.matches(t)
+                && placement
+                    .iter()
+                    .all(|f| matches!(*f, "shards" | "sharding" | "hash" | "shard_key"))
+        });
+        if !placement.is_empty() && by_job.is_some() {
+            d.resharded.push(t.name.clone());
+        } else if !placement.is_empty() {
+            let job = match resharded {
+                Some(r) if r.table == t.name => format!(
+                    "; the resharding job this version names moved it to shards {:?} (sharding {:?}, shard_key {:?}), which this rule does not say",
+                    r.shards, r.sharding, r.shard_key
+                ),
+                _ => String::new(),
+            };
             problems.push(problem(
                 e.origin(),
                 format!(
-                    "table {:?}: {} cannot change while idgate runs: rows already stored are placed by the old value (that is resharding)",
+                    "table {:?}: {} cannot change while idgate runs: rows already stored are placed by the old value (that is resharding: `idgate reshard` moves the rows, then publishes the new placement){job}",
                     t.name,
                     placement.join(", ")
                 ),
@@ -200,6 +275,10 @@ pub fn diff(old: &RuleSet, new: &RuleSet) -> Result<RuleDiff, RulesError> {
                 t.generator.clone(),
             ));
         }
+        let fields: Vec<&'static str> = fields
+            .into_iter()
+            .filter(|f| by_job.is_none() || !placement.contains(f))
+            .collect();
         if !fields.is_empty() {
             d.tables_changed.push((t.name.clone(), fields));
         }
@@ -359,5 +438,49 @@ generator = "events"
         assert!(e.contains("r.toml:8: table \"shop.orders\": shards"), "{e}");
         let e = diff(&set(&sharded), &set("")).unwrap_err().to_string();
         assert!(e.contains("routing off"), "{e}");
+    }
+
+    /// The cutover's version may change exactly the moved table's
+    /// placement to the job's target; any other placement is refused.
+    #[test]
+    fn a_resharding_cutover_may_change_exactly_its_tables_placement() {
+        let two = BASE.replace(
+            "generator = \"orders\"\n",
+            "generator = \"orders\"\nshard_key = \"id\"\nsharding = \"mod\"\nshards = [\"s0\"]\n",
+        ) + "[[table]]\nname = \"shop.items\"\ncolumn = \"id\"\ngenerator = \"orders\"\nshard_key = \"id\"\nsharding = \"mod\"\n";
+        let moved = two.replacen("shards = [\"s0\"]", "shards = [\"s0\", \"s1\"]", 1);
+        let job = Resharded {
+            table: "shop.orders".into(),
+            shards: vec!["s0".into(), "s1".into()],
+            sharding: Some("mod".into()),
+            shard_key: None,
+            config_shards: vec!["s0".into(), "s1".into()],
+        };
+        let d = diff_resharded(&set(&two), &set(&moved), Some(&job)).unwrap();
+        assert_eq!(d.resharded, ["shop.orders"]);
+        assert!(d.tables_changed.is_empty(), "{d:?}");
+        assert_eq!(d.lines()[0].0, "table resharded");
+        // Without the job: refused, as any placement change.
+        let e = diff(&set(&two), &set(&moved)).unwrap_err().to_string();
+        assert!(e.contains("table \"shop.orders\": shards"), "{e}");
+        // A job for another target: refused, and the job's target said.
+        let other = Resharded {
+            shards: vec!["s1".into()],
+            ..job.clone()
+        };
+        let e = diff_resharded(&set(&two), &set(&moved), Some(&other))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("moved it to shards [\"s1\"]"), "{e}");
+        // The job's table is allowed; another table's move is not.
+        let both = moved.replace(
+            "name = \"shop.items\"\ncolumn = \"id\"\ngenerator = \"orders\"\nshard_key = \"id\"\nsharding = \"mod\"\n",
+            "name = \"shop.items\"\ncolumn = \"id\"\ngenerator = \"orders\"\nshard_key = \"id\"\nsharding = \"hash\"\n",
+        );
+        let e = diff_resharded(&set(&two), &set(&both), Some(&job))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("table \"shop.items\": sharding"), "{e}");
+        assert!(!e.contains("shop.orders"), "{e}");
     }
 }

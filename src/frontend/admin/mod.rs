@@ -19,6 +19,8 @@
 //!   transaction, TLS, the command and for how long.
 //! - `SHOW IDGATE POOLS`: the shard connection pools, one row per shard
 //!   (`pools.rs`).
+//! - `SHOW IDGATE RESHARD` (or `IDGATE SHOW RESHARD`): the resharding
+//!   jobs in the store and this idgate's pause (`reshard.rs`).
 //! - `IDGATE RELOAD RULES`: reads the rules directory again and applies it
 //!   all or nothing (`live.rs`); answers with what changed, or an error
 //!   listing every reason (file:line).
@@ -37,6 +39,7 @@
 
 pub mod floor;
 pub mod pools;
+pub mod reshard;
 pub mod sequence;
 
 use crate::frontend::session::{CmdError, Session};
@@ -68,6 +71,7 @@ impl Session {
             Admin::ShowStatus => return self.show_status().await,
             Admin::ShowSessions => return self.show_sessions().await,
             Admin::ShowPools => return self.show_pools().await,
+            Admin::ShowReshard => return self.show_reshard().await,
             Admin::ShowRules => return self.show_rules().await,
             Admin::ReloadRules => return self.reload_rules().await,
             _ => {}
@@ -168,6 +172,7 @@ impl Session {
             | Admin::ShowRules
             | Admin::ShowSessions
             | Admin::ShowPools
+            | Admin::ShowReshard
             | Admin::ReloadRules => Ok(()),
             Admin::SetFloorFromTables { generator: name } => {
                 let g = generator(&name)?;

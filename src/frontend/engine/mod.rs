@@ -247,6 +247,10 @@ impl Session {
 
     pub(in crate::frontend) async fn query(&mut self, payload: &[u8]) -> Result<(), CmdError> {
         let sql = &payload[1..];
+        if self.shared.pause.active() {
+            // A resharding cutover: held while it names a paused table.
+            self.hold_if_paused(sql).await?;
+        }
         let stmt = statement::classify(sql);
         if stmt.sequences {
             // `NEXTVAL(idgate.g)` and friends (`admin/sequence.rs`).
@@ -563,6 +567,13 @@ impl Session {
         let Ok(id) = wire_stmt::stmt_id(&payload[1..]) else {
             return self.malformed("COM_STMT_EXECUTE").await;
         };
+        if self.shared.pause.active() {
+            // A resharding cutover: held while it names a paused table.
+            if let Some(text) = self.stmts.get_mut(id).map(|s| s.client_prepare.clone()) {
+                self.hold_if_paused(text.get(1..).unwrap_or_default())
+                    .await?;
+            }
+        }
         let sequence = self.stmts.get_mut(id).and_then(|s| s.sequence.clone());
         if let Some(seq) = sequence {
             // Fresh values for its calls (`admin/sequence.rs`).

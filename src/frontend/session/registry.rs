@@ -86,6 +86,19 @@ impl Default for Registry {
     }
 }
 
+/// What a session is doing ([`Registry::activity`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Activity {
+    pub id: u32,
+    /// Inside a command.
+    pub in_command: bool,
+    /// When that command began, or the last one ended (µs, the
+    /// registry's clock).
+    pub since_us: u64,
+    /// In a transaction when its last command ended.
+    pub in_txn: bool,
+}
+
 /// One row of `SHOW IDGATE SESSIONS`.
 #[derive(Debug, Clone)]
 pub struct SessionView {
@@ -172,6 +185,32 @@ impl Registry {
             .collect();
         v.sort_by_key(|s| s.id);
         v
+    }
+
+    /// What each session is doing now (the resharding pause's let-run
+    /// sessions: `frontend/pause`).
+    pub fn activity(&self) -> Vec<Activity> {
+        self.sessions
+            .lock()
+            .iter()
+            .map(|(&id, c)| Activity {
+                id,
+                in_command: c.command.load(Ordering::Relaxed) != IDLE,
+                since_us: c.since_us.load(Ordering::Relaxed),
+                in_txn: c.in_txn.load(Ordering::Relaxed),
+            })
+            .collect()
+    }
+
+    /// What session `id` is doing now; `None`: it is gone.
+    pub fn activity_of(&self, id: u32) -> Option<Activity> {
+        let c = self.get(id)?;
+        Some(Activity {
+            id,
+            in_command: c.command.load(Ordering::Relaxed) != IDLE,
+            since_us: c.since_us.load(Ordering::Relaxed),
+            in_txn: c.in_txn.load(Ordering::Relaxed),
+        })
     }
 
     /// Sessions registered now.

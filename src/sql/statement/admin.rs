@@ -13,6 +13,9 @@ pub enum Admin {
     ShowSessions,
     /// `SHOW IDGATE POOLS`: the shard connection pools.
     ShowPools,
+    /// `SHOW IDGATE RESHARD` (or `IDGATE SHOW RESHARD`): the resharding
+    /// jobs, and this idgate's pause.
+    ShowReshard,
     /// `IDGATE RELOAD RULES`: read the rules directory again.
     ReloadRules,
     SetFloor {
@@ -37,7 +40,8 @@ impl Admin {
             | Admin::ShowRules
             | Admin::ShowStatus
             | Admin::ShowSessions
-            | Admin::ShowPools => None,
+            | Admin::ShowPools
+            | Admin::ShowReshard => None,
             Admin::ReloadRules => Some("IDGATE RELOAD RULES"),
             Admin::SetFloor { .. } | Admin::SetFloorFromTables { .. } => Some("IDGATE SET FLOOR"),
             Admin::Reserve { .. } => Some("IDGATE RESERVE"),
@@ -47,7 +51,7 @@ impl Admin {
 
 /// Why an admin statement was not understood.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("idgate: {0}; the admin statements are SHOW IDGATE GENERATORS, SHOW IDGATE RULES, SHOW IDGATE STATUS, SHOW IDGATE SESSIONS, SHOW IDGATE POOLS, IDGATE SET FLOOR <generator> <value>, IDGATE SET FLOOR <generator> FROM TABLES, IDGATE RESERVE <generator> <count>, IDGATE RELOAD RULES")]
+#[error("idgate: {0}; the admin statements are SHOW IDGATE GENERATORS, SHOW IDGATE RULES, SHOW IDGATE STATUS, SHOW IDGATE SESSIONS, SHOW IDGATE POOLS, SHOW IDGATE RESHARD, IDGATE SET FLOOR <generator> <value>, IDGATE SET FLOOR <generator> FROM TABLES, IDGATE RESERVE <generator> <count>, IDGATE RELOAD RULES")]
 pub struct AdminError(pub String);
 
 /// Recognises an admin statement: `None` for any other statement (the cost
@@ -98,6 +102,11 @@ pub fn parse(sql: &[u8]) -> Option<Result<Admin, AdminError>> {
             Ok(Admin::ShowSessions)
         } else if kw(0, "show") && kw(1, "idgate") && kw(2, "pools") && words.len() == 3 {
             Ok(Admin::ShowPools)
+        } else if ((kw(0, "show") && kw(1, "idgate")) || (kw(0, "idgate") && kw(1, "show")))
+            && kw(2, "reshard")
+            && words.len() == 3
+        {
+            Ok(Admin::ShowReshard)
         } else if kw(0, "idgate") && kw(1, "reload") && kw(2, "rules") && words.len() == 3 {
             Ok(Admin::ReloadRules)
         } else if kw(0, "idgate") && kw(1, "set") && kw(2, "floor") {
@@ -157,6 +166,8 @@ mod tests {
             Some(Ok(Admin::ShowSessions))
         );
         assert_eq!(parse(b"show  idgate pools;"), Some(Ok(Admin::ShowPools)));
+        assert_eq!(parse(b"SHOW IDGATE RESHARD"), Some(Ok(Admin::ShowReshard)));
+        assert_eq!(parse(b"idgate show reshard;"), Some(Ok(Admin::ShowReshard)));
         assert!(Admin::ReloadRules.changes_state().is_some());
         assert!(Admin::ShowRules.changes_state().is_none());
         assert_eq!(

@@ -1,0 +1,237 @@
+//! The task that takes part in resharding cutovers (see
+//! [`crate::reshard::protocol`]): it joins the member scope
+//! [`MEMBERS`] (member value 0), follows the pause epoch counter
+//! [`PAUSE`], and for each new epoch loads [`PAUSE_DOC`] and acts on it:
+//!
+//! - tables: pauses them ([`PauseGate::begin`]), waits until every
+//!   let-run session has settled (its command of before the pause done,
+//!   outside a transaction: polled in the session registry), then sets the
+//!   member value to the epoch;
+//! - a release: waits until the rules version it names is in force here
+//!   (the rules follower applies it; this task asks for it too), releases
+//!   the held statements, and sets the member value.
+//!
+//! A newer epoch seen meanwhile replaces the one being acted on. A lost
+//! member record (lease expired) is joined again. Every few seconds it also
+//! reads the job documents, for the metrics.
+//!
+//! [`PauseGate::begin`]: super::PauseGate
+
+use crate::frontend::shared::Shared;
+use crate::idgen::store::NodeLease;
+use crate::idgen::Store;
+use crate::reshard::protocol::{Job, Pause, JOB_PREFIX, MEMBERS, PAUSE, PAUSE_DOC};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+/// How often the let-run sessions are looked at while a pause waits for
+/// them, and the rules version while a release waits for it.
+const POLL: Duration = Duration::from_millis(5);
+
+/// How often the job documents are read for the metrics.
+const JOBS_EVERY: Duration = Duration::from_secs(5);
+
+/// Starts the task (`None`: the store serves one process only, so there
+/// is no cutover to take part in). It runs as long as the server.
+pub fn start(shared: Arc<Shared>) -> Option<tokio::task::JoinHandle<()>> {
+    let store = shared.allocator.as_ref()?.store();
+    let rx = store.follow(PAUSE)?;
+    Some(tokio::spawn(run(shared, store, rx)))
+}
+
+/// Leaves the member scope (clean shutdown): the movers stop waiting for
+/// this idgate at once instead of at its lease's expiry.
+pub async fn leave(shared: &Shared) {
+    let Some(store) = shared.allocator.as_ref().map(|a| a.store()) else {
+        return;
+    };
+    let lease = shared.pause.member.lock().take();
+    if let Some(lease) = lease {
+        if let Err(e) = store.leave(MEMBERS, &lease).await {
+            warn!("leaving the resharding members: {e}");
+        }
+    }
+}
+
+async fn run(shared: Arc<Shared>, store: Arc<dyn Store>, mut rx: watch::Receiver<u64>) {
+    join(&shared, &store).await;
+    let mut backoff = Duration::from_millis(100);
+    let mut done = 0u64;
+    let mut jobs = tokio::time::interval(JOBS_EVERY);
+    loop {
+        let seen = *rx.borrow_and_update();
+        if seen > done {
+            match act(&shared, &store, &mut rx).await {
+                Ok(epoch) => {
+                    done = epoch.max(done);
+                    backoff = Duration::from_millis(100);
+                }
+                Err(e) => {
+                    warn!("resharding pause epoch {seen} not acted on yet: {e}");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    continue;
+                }
+            }
+            // A newer epoch came while this one was acted on.
+            if rx.has_changed().unwrap_or(false) {
+                continue;
+            }
+        }
+        tokio::select! {
+            r = rx.changed() => if r.is_err() { return },
+            _ = jobs.tick() => { refresh_jobs(&shared, &store).await; }
+        }
+    }
+}
+
+/// Joins [`MEMBERS`], trying again until the store answers.
+async fn join(shared: &Shared, store: &Arc<dyn Store>) -> Option<NodeLease> {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match store.join(MEMBERS).await {
+            Ok(lease) => {
+                *shared.pause.member.lock() = lease.clone();
+                return lease;
+            }
+            Err(e) => {
+                warn!("joining the resharding members: {e}");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
+}
+
+/// Acts on the pause document now in the store; returns its epoch once
+/// acknowledged (or replaced by a newer one: the caller acts on that).
+async fn act(
+    shared: &Shared,
+    store: &Arc<dyn Store>,
+    rx: &mut watch::Receiver<u64>,
+) -> Result<u64, String> {
+    let Some(raw) = store.load_doc(PAUSE_DOC).await.map_err(|e| e.to_string())? else {
+        return Err(format!("{PAUSE} is set but {PAUSE_DOC} is missing"));
+    };
+    let doc = Pause::decode(PAUSE_DOC, &raw)?;
+    let gate = &shared.pause;
+    if !doc.tables.is_empty() {
+        let at = gate.begin(
+            doc.epoch,
+            doc.tables.clone(),
+            doc.job.clone(),
+            doc.deadline_ms,
+            &shared.sessions,
+        );
+        info!(epoch = doc.epoch, tables = ?doc.tables, job = %doc.job, "resharding pause: statements on the tables are held");
+        loop {
+            for id in gate.let_run() {
+                let settled = match shared.sessions.activity_of(id) {
+                    None => true,
+                    Some(a) => !a.in_txn && (!a.in_command || a.since_us > at),
+                };
+                if settled {
+                    gate.settled(id);
+                }
+            }
+            if gate.let_run().is_empty() {
+                break;
+            }
+            if newer(rx, doc.epoch).await {
+                return Ok(doc.epoch);
+            }
+        }
+    } else {
+        if let Some(v) = doc.resume_at_rules {
+            let etcd_rules = shared
+                .config
+                .rules
+                .as_ref()
+                .is_some_and(|r| r.source == crate::config::RulesSource::Etcd);
+            let mut polls = 0u32;
+            while shared.rules.version() < v {
+                // The rules follower applies it too; asking now and then
+                // does not depend on its watch alone.
+                if etcd_rules && polls % 40 == 0 {
+                    let _ = shared.catch_up().await;
+                    if shared.rules.version() >= v {
+                        break;
+                    }
+                }
+                polls = polls.wrapping_add(1);
+                if newer(rx, doc.epoch).await {
+                    return Ok(doc.epoch);
+                }
+            }
+        }
+        gate.release(doc.epoch);
+        info!(epoch = doc.epoch, rules = ?doc.resume_at_rules, "resharding pause released");
+    }
+    ack(shared, store, doc.epoch).await;
+    Ok(doc.epoch)
+}
+
+/// Waits one poll interval; true when an epoch newer than `epoch` came.
+async fn newer(rx: &mut watch::Receiver<u64>, epoch: u64) -> bool {
+    tokio::select! {
+        _ = rx.changed() => {}
+        _ = tokio::time::sleep(POLL) => {}
+    }
+    *rx.borrow() > epoch
+}
+
+/// Sets the member value to `epoch`, joining again if the record is gone.
+async fn ack(shared: &Shared, store: &Arc<dyn Store>, epoch: u64) {
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let lease = shared.pause.member.lock().clone();
+        let lease = match lease {
+            Some(l) => Some(l),
+            None => join(shared, store).await,
+        };
+        let Some(lease) = lease else {
+            // The store keeps no members: nobody waits for an ack.
+            shared.pause.acked(epoch);
+            return;
+        };
+        match store.set_member(MEMBERS, &lease, epoch).await {
+            Ok(()) => {
+                shared.pause.acked(epoch);
+                info!(epoch, "resharding pause epoch acknowledged");
+                return;
+            }
+            Err(e) => {
+                warn!("acknowledging resharding pause epoch {epoch}: {e}; joining again");
+                *shared.pause.member.lock() = None;
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+}
+
+/// Reads every job document (kept for the metrics); returns them.
+pub async fn refresh_jobs(shared: &Shared, store: &Arc<dyn Store>) -> Vec<Job> {
+    match store.list_docs(JOB_PREFIX).await {
+        Ok(docs) => {
+            let jobs: Vec<Job> = docs
+                .into_iter()
+                .filter_map(|(k, raw)| match Job::decode(&k, &raw) {
+                    Ok(j) => Some(j),
+                    Err(e) => {
+                        warn!("{e}");
+                        None
+                    }
+                })
+                .collect();
+            shared.pause.set_jobs(jobs.clone());
+            jobs
+        }
+        Err(e) => {
+            warn!("reading the resharding jobs: {e}");
+            shared.pause.jobs()
+        }
+    }
+}

@@ -1,0 +1,363 @@
+//! The resharding cutover's pause, idgate's side of
+//! [`crate::reshard::protocol`] (its module doc has the handshake).
+//!
+//! [`PauseGate`] (in [`crate::frontend::Shared`]) says which tables are paused. A session
+//! checks it once per statement with one relaxed atomic load
+//! ([`PauseGate::active`]); only while a pause is active does it look at
+//! the statement's text ([`Session::hold_if_paused`]): a statement that
+//! names a paused table waits (it is *held*) until the release, then runs
+//! on the rules in force then (the new placement), or fails with 1205
+//! past the pause's deadline. Nothing else of the session changes, and no
+//! other session notices.
+//!
+//! Which statements may still run on the old placement once the pause is
+//! seen: the commands already running (they started before the pause, so
+//! they did not look), and the statements of transactions open at that
+//! moment (such a transaction may have used the table already: holding it
+//! would deadlock with the shard's `RENAME`, which waits for its metadata
+//! lock). Both sets are taken from the session registry when the pause
+//! begins ([`PauseGate::begin`]: the *let-run* sessions). This idgate
+//! acknowledges the pause (its member value) only once every let-run
+//! session has finished its command and ended its transaction
+//! (`follow.rs`): after the acknowledgement, no statement on the table runs
+//! here on the old rules. That waits for whole transactions open at the
+//! pause, not only those that used the table (idgate does not record the
+//! tables of a transaction: that would cost every statement), so a long
+//! transaction open at the pause can make the mover give the cutover up
+//! and retry.
+//!
+//! A table is matched by its bare name anywhere in the statement (a column
+//! or another schema's table of that name too): at worst a statement is
+//! held that did not need to be, never the reverse.
+//!
+//! Files: `mod.rs` (the gate, the session's hold), `follow.rs` (the task
+//! that follows the pause epochs in the store, acknowledges them, and
+//! caches the job documents for `SHOW IDGATE RESHARD` and the metrics).
+
+pub mod follow;
+
+use crate::frontend::session::registry::Registry;
+use crate::frontend::session::{CmdError, Session};
+use crate::protocol::codes;
+use crate::reshard::protocol::Job;
+use parking_lot::Mutex;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Which tables are paused, and what operators see of pauses.
+#[derive(Debug)]
+pub struct PauseGate {
+    /// Some table is paused: the one load on every statement's path.
+    active: AtomicBool,
+    state: Mutex<State>,
+    /// Bumped on every change of `state`: held statements wait on it.
+    changed: tokio::sync::watch::Sender<u64>,
+    /// Statements held now.
+    held: AtomicU64,
+    /// Pauses begun (epochs with tables acted on).
+    pauses: AtomicU64,
+    /// Time tables were paused, summed over pauses (µs).
+    paused_us: AtomicU64,
+    /// Held statements failed past a pause's deadline.
+    deadline_failures: AtomicU64,
+    /// The job documents, as last read from the store (`follow.rs`).
+    jobs: Mutex<Vec<Job>>,
+    /// This idgate's member record in [`crate::reshard::protocol::MEMBERS`].
+    pub(in crate::frontend) member: Mutex<Option<crate::idgen::store::NodeLease>>,
+}
+
+/// The pause in force.
+#[derive(Debug, Clone, Default)]
+struct State {
+    /// The epoch of the document acted on last.
+    epoch: u64,
+    /// Paused tables (`schema.table`); empty: nothing paused.
+    tables: Vec<String>,
+    /// The job that asked (`Job::id`).
+    job: String,
+    /// Held statements fail after this (Unix ms).
+    deadline_ms: u64,
+    /// Sessions whose running command or open transaction began before
+    /// the pause: their statements run (see the module doc).
+    let_run: HashSet<u32>,
+    /// When the tables were paused.
+    since: Option<Instant>,
+    /// The highest epoch acknowledged (the member value).
+    acked: u64,
+}
+
+/// What `SHOW IDGATE RESHARD` shows of this idgate's pause.
+#[derive(Debug, Clone)]
+pub struct PauseView {
+    pub epoch: u64,
+    pub tables: Vec<String>,
+    pub job: String,
+    pub deadline_ms: u64,
+    pub acked: u64,
+    pub held: u64,
+    pub let_run: usize,
+    pub pauses: u64,
+    pub paused_secs: f64,
+    pub deadline_failures: u64,
+}
+
+impl Default for PauseGate {
+    fn default() -> Self {
+        PauseGate {
+            active: AtomicBool::new(false),
+            state: Mutex::new(State::default()),
+            changed: tokio::sync::watch::channel(0).0,
+            held: AtomicU64::new(0),
+            pauses: AtomicU64::new(0),
+            paused_us: AtomicU64::new(0),
+            deadline_failures: AtomicU64::new(0),
+            jobs: Mutex::new(Vec::new()),
+            member: Mutex::new(None),
+        }
+    }
+}
+
+/// Now, Unix ms (the deadline's clock: the mover's wall clock).
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl PauseGate {
+    /// Whether some table is paused (one relaxed load: the whole cost on a
+    /// statement's path when none is).
+    #[inline]
+    pub fn active(&self) -> bool {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// Pauses `tables` for epoch `epoch` of job `job`. The sessions busy
+    /// or in a transaction now are let run (see the module doc); returns
+    /// the registry time of that snapshot (their commands begun at or
+    /// before it started before the pause).
+    pub(in crate::frontend) fn begin(
+        &self,
+        epoch: u64,
+        tables: Vec<String>,
+        job: String,
+        deadline_ms: u64,
+        sessions: &Registry,
+    ) -> u64 {
+        let mut s = self.state.lock();
+        if s.since.is_none() {
+            s.since = Some(Instant::now());
+            self.pauses.fetch_add(1, Ordering::Relaxed);
+        }
+        s.epoch = epoch;
+        s.tables = tables;
+        s.job = job;
+        s.deadline_ms = deadline_ms;
+        // The flag first, then the snapshot: a session that begins a
+        // command after the snapshot sees the flag. Both under the lock:
+        // a session's check sees the whole let-run set.
+        self.active.store(true, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let at = sessions.now_us();
+        let busy: HashSet<u32> = sessions
+            .activity()
+            .into_iter()
+            .filter(|a| a.in_command || a.in_txn)
+            .map(|a| a.id)
+            .collect();
+        // Sessions let run by an earlier epoch of this pause stay so.
+        s.let_run.extend(busy);
+        drop(s);
+        self.changed.send_modify(|n| *n += 1);
+        at
+    }
+
+    /// Releases the held statements (epoch `epoch`): they run on the rules
+    /// in force now.
+    pub fn release(&self, epoch: u64) {
+        let mut s = self.state.lock();
+        if let Some(since) = s.since.take() {
+            self.paused_us
+                .fetch_add(since.elapsed().as_micros() as u64, Ordering::Relaxed);
+        }
+        s.epoch = epoch;
+        s.tables.clear();
+        s.let_run.clear();
+        self.active.store(false, Ordering::SeqCst);
+        drop(s);
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// The let-run sessions still to settle.
+    pub(in crate::frontend) fn let_run(&self) -> Vec<u32> {
+        self.state.lock().let_run.iter().copied().collect()
+    }
+
+    /// Session `id` settled (its command done, outside a transaction): its
+    /// statements on paused tables are held from now on.
+    pub(in crate::frontend) fn settled(&self, id: u32) {
+        self.state.lock().let_run.remove(&id);
+    }
+
+    /// Records epoch `epoch` acknowledged (the member value set).
+    pub fn acked(&self, epoch: u64) {
+        let mut s = self.state.lock();
+        s.acked = s.acked.max(epoch);
+    }
+
+    /// The highest epoch acknowledged.
+    pub fn acked_epoch(&self) -> u64 {
+        self.state.lock().acked
+    }
+
+    /// The job documents last read (`SHOW IDGATE RESHARD`, metrics).
+    pub fn jobs(&self) -> Vec<Job> {
+        self.jobs.lock().clone()
+    }
+
+    /// Keeps the job documents just read.
+    pub fn set_jobs(&self, jobs: Vec<Job>) {
+        *self.jobs.lock() = jobs;
+    }
+
+    /// This idgate's pause, for operators.
+    pub fn view(&self) -> PauseView {
+        let s = self.state.lock();
+        let running = s.since.map_or(0, |t| t.elapsed().as_micros() as u64);
+        PauseView {
+            epoch: s.epoch,
+            tables: s.tables.clone(),
+            job: s.job.clone(),
+            deadline_ms: s.deadline_ms,
+            acked: s.acked,
+            held: self.held.load(Ordering::Relaxed),
+            let_run: s.let_run.len(),
+            pauses: self.pauses.load(Ordering::Relaxed),
+            paused_secs: (self.paused_us.load(Ordering::Relaxed) + running) as f64 / 1e6,
+            deadline_failures: self.deadline_failures.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The paused table `sql` names, if one: (table, job, deadline), and
+    /// whether session `id` is let run. `None`: the statement runs.
+    fn check(&self, id: u32, in_txn: bool, names: &dyn Fn(&str) -> bool) -> Option<Held> {
+        let mut s = self.state.lock();
+        let table = s
+            .tables
+            .iter()
+            .find(|t| names(t.rsplit('.').next().unwrap_or(t)))?
+            .clone();
+        if s.let_run.contains(&id) {
+            if in_txn {
+                return None;
+            }
+            // Its transaction of before the pause has ended.
+            s.let_run.remove(&id);
+        }
+        Some(Held {
+            table,
+            job: s.job.clone(),
+            deadline_ms: s.deadline_ms,
+        })
+    }
+}
+
+/// A statement held on a paused table.
+struct Held {
+    table: String,
+    job: String,
+    deadline_ms: u64,
+}
+
+/// Counts a held statement while it waits (also when the wait is dropped).
+struct Holding<'a>(&'a AtomicU64);
+
+impl Drop for Holding<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Session {
+    /// Holds the statement `sql` while it names a paused table (see the
+    /// module doc); returns once it may run. Called only when
+    /// [`PauseGate::active`]. After a hold the session takes the rules in
+    /// force, even inside a transaction: the transaction began after the
+    /// pause (else it is let run), so it has not touched the table on the
+    /// old rules, and the cutover's version changes only that table.
+    ///
+    /// # Errors
+    /// 1205 past the pause's deadline, naming the table; the client gone.
+    pub(in crate::frontend) async fn hold_if_paused(&mut self, sql: &[u8]) -> Result<(), CmdError> {
+        let Ok(text) = std::str::from_utf8(sql) else {
+            // Not UTF-8: matched on its readable part.
+            let lossy = String::from_utf8_lossy(sql).into_owned();
+            return Box::pin(self.hold_if_paused(lossy.as_bytes())).await;
+        };
+        let modes = self.sql_modes().await?.lexer();
+        let shared = self.shared.clone();
+        let gate = &shared.pause;
+        let mut held_once = false;
+        let mut rx = gate.changed.subscribe();
+        loop {
+            rx.borrow_and_update();
+            let in_txn = self.txn_open();
+            let names =
+                |t: &str| crate::sql::mentions_table(text, modes, &|w| w.eq_ignore_ascii_case(t));
+            let Some(h) = gate.check(self.id, in_txn, &names) else {
+                break;
+            };
+            if !held_once {
+                held_once = true;
+                tracing::info!(conn = self.id, table = %h.table, job = %h.job, "statement held for a resharding cutover");
+            }
+            let _holding = {
+                gate.held.fetch_add(1, Ordering::Relaxed);
+                Holding(&gate.held)
+            };
+            let left = h.deadline_ms.saturating_sub(unix_ms());
+            let timeout = tokio::time::sleep(Duration::from_millis(left));
+            let gone = client_gone(self.client.tcp());
+            tokio::select! {
+                r = rx.changed() => if r.is_err() { break },
+                () = timeout => {
+                    gate.deadline_failures.fetch_add(1, Ordering::Relaxed);
+                    return Err(CmdError::Refused(
+                        codes::ER_LOCK_WAIT_TIMEOUT,
+                        format!(
+                            "idgate: table {} is being resharded (job {}): the statement waited for the cutover past its deadline and did not run; run it again",
+                            h.table, h.job
+                        ),
+                    ));
+                }
+                e = gone => return Err(CmdError::ClientGone(e)),
+            }
+        }
+        if held_once && self.shared.rules.version() != self.rules_version {
+            self.rules_version = self.shared.rules.version();
+            self.rules = self.shared.rules.load();
+        }
+        Ok(())
+    }
+}
+
+/// Completes when the client closed its connection (a held statement then
+/// ends with its session; nothing of it is left behind). Pending forever
+/// when the client sends more (pipelined commands stay unread) or the
+/// socket cannot be probed.
+async fn client_gone(tcp: Option<&tokio::net::TcpStream>) -> std::io::Error {
+    let Some(tcp) = tcp else {
+        return std::future::pending().await;
+    };
+    let mut b = [0u8; 1];
+    match tcp.peek(&mut b).await {
+        Ok(0) => std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the client left while its statement was held",
+        ),
+        Ok(_) => std::future::pending().await,
+        Err(e) => e,
+    }
+}
