@@ -72,7 +72,7 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Futu
     )));
     // Resharding cutovers: this idgate joins the members and follows the
     // pause epochs (`frontend/pause`; an etcd store only).
-    let _pause = crate::frontend::pause::follow::start(shared.clone()).map(AbortOnDrop);
+    let pause = crate::frontend::pause::follow::start(shared.clone()).map(AbortOnDrop);
     let limits = Limits {
         max_connections: shared.config.server.max_connections,
         drain: Duration::from_secs(shared.config.server.drain_timeout_secs),
@@ -92,6 +92,7 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Futu
         conn.shutdown().await;
     };
     listener::serve(listener, limits, shutdown, serve, refuse).await;
+    drop(pause);
     crate::frontend::pause::follow::leave(&shared).await;
     crate::frontend::txn::recovery::stop(&shared).await;
 }

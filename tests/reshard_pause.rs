@@ -295,7 +295,7 @@ fn a_pause_holds_the_table_and_is_acknowledged_after_running_statements() {
         ..Options::default()
     };
     let a = Idgate::start(&tb, &opts);
-    let b = Idgate::start(&tb, &opts);
+    let mut b = Idgate::start(&tb, &opts);
     let log = || format!("--- a:\n{}\n--- b:\n{}", a.log(), b.log());
     rt.block_on(async {
         let mover = Mover::new(&tb, &prefix).await;
@@ -444,6 +444,18 @@ fn a_pause_holds_the_table_and_is_acknowledged_after_running_statements() {
         assert_eq!(n, Some(0), "a statement that was not run left a row");
         c6.query_drop("INSERT INTO orders (v) VALUES (7)").await.unwrap();
         drop(c1);
+    });
+    // A clean shutdown leaves the members at once (not at the lease's
+    // expiry): the mover stops waiting for b.
+    let st = b.terminate();
+    assert!(st.success(), "{}", b.log());
+    rt.block_on(async {
+        let mover = Mover::new(&tb, &prefix).await;
+        until!(
+            "b left the members",
+            || a.log(),
+            mover.members().await == [5]
+        );
     });
     drop((a, b));
     rt.block_on(drop_schema(&tb, &schema));
@@ -650,6 +662,98 @@ fn a_release_onto_the_cutover_version_runs_held_statements_on_the_new_placement(
             metric(&a.http_get("/metrics"), &phase) == Some(4.0)
         );
         assert!(m.contains("# TYPE idgate_reshard_rows_copied gauge"), "{m}");
+    });
+    drop(a);
+    rt.block_on(drop_schema(&tb, &schema));
+}
+
+/// A transaction open when the pause comes (it used the table already) is
+/// let run: its next statements on the table run on the old placement,
+/// and this idgate acknowledges only once it has ended. A transaction
+/// begun after the pause is held like any statement.
+#[test]
+fn a_transaction_open_at_the_pause_is_let_run_and_delays_the_ack() {
+    let Some(tb) = support::testbed() else { return };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let schema = rt.block_on(schema(&tb, "rp_txn"));
+    let table = format!("{schema}.orders");
+    let prefix = support::unique("/rp-txn");
+    let opts = Options {
+        rules: rules(&schema, ""),
+        etcd_prefix: prefix.clone(),
+        ..Options::default()
+    };
+    let a = Idgate::start(&tb, &opts);
+    let log = || a.log();
+    rt.block_on(async {
+        let mover = Mover::new(&tb, &prefix).await;
+        until!("a joined", log, mover.members().await == [0]);
+        let mut t = login(&a, &schema).await;
+        t.query_drop("BEGIN").await.unwrap();
+        t.query_drop("INSERT INTO orders (v) VALUES (1)")
+            .await
+            .unwrap();
+        mover.pause(1, &table, now_ms() + 600_000).await;
+        let mut admin = login(&a, &schema).await;
+        until!(
+            "the pause seen",
+            log,
+            reshard_rows(&mut admin).await.iter().any(|r| r
+                .get("Paused_here")
+                .cloned()
+                .flatten()
+                .as_deref()
+                == Some("yes"))
+        );
+        // Let run: it used the table before the pause.
+        t.query_drop("INSERT INTO orders (v) VALUES (2)")
+            .await
+            .unwrap();
+        let n: Option<u64> = t.query_first("SELECT COUNT(*) FROM orders").await.unwrap();
+        assert_eq!(n, Some(2));
+        // A transaction begun after the pause is held.
+        let mut late = login(&a, &schema).await;
+        late.query_drop("BEGIN").await.unwrap();
+        let held_late = tokio::spawn(async move {
+            late.query_drop("INSERT INTO orders (v) VALUES (3)")
+                .await
+                .map(|_| late)
+        });
+        until!(
+            "the late INSERT is held",
+            log,
+            held(&mut admin, &table).await == 1
+        );
+        assert_eq!(
+            mover.members().await,
+            [0],
+            "acknowledged with a let-run transaction open"
+        );
+        t.query_drop("COMMIT").await.unwrap();
+        until!(
+            "a acknowledges after the COMMIT",
+            log,
+            mover.members().await == [1]
+        );
+        // Its transaction ended: the session's next statement is held.
+        let held_t = tokio::spawn(async move {
+            t.query_drop("INSERT INTO orders (v) VALUES (4)")
+                .await
+                .map(|_| t)
+        });
+        until!("both are held", log, held(&mut admin, &table).await == 2);
+        mover.release(2, None).await;
+        let mut late = held_late.await.unwrap().expect("the late INSERT");
+        late.query_drop("COMMIT").await.unwrap();
+        held_t.await.unwrap().expect("the INSERT after the COMMIT");
+        until!(
+            "a acknowledges the release",
+            log,
+            mover.members().await == [2]
+        );
+        let mut d0 = direct(&tb, 0, &schema).await;
+        let n: Option<u64> = d0.query_first("SELECT COUNT(*) FROM orders").await.unwrap();
+        assert_eq!(n, Some(4));
     });
     drop(a);
     rt.block_on(drop_schema(&tb, &schema));

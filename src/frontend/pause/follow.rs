@@ -47,6 +47,10 @@ pub async fn leave(shared: &Shared) {
     let Some(store) = shared.allocator.as_ref().map(|a| a.store()) else {
         return;
     };
+    shared
+        .pause
+        .leaving
+        .store(true, std::sync::atomic::Ordering::SeqCst);
     let lease = shared.pause.member.lock().take();
     if let Some(lease) = lease {
         if let Err(e) = store.leave(MEMBERS, &lease).await {
@@ -83,14 +87,47 @@ async fn run(shared: Arc<Shared>, store: Arc<dyn Store>, mut rx: watch::Receiver
         tokio::select! {
             r = rx.changed() => if r.is_err() { return },
             _ = jobs.tick() => { refresh_jobs(&shared, &store).await; }
+            () = lost(&shared) => {
+                // Expired (etcd unreachable for its TTL): a mover would no
+                // longer wait for this idgate. Back with the epoch acted on.
+                warn!("the resharding member record was lost; joining again");
+                *shared.pause.member.lock() = None;
+                let acked = shared.pause.acked_epoch();
+                ack(&shared, &store, acked).await;
+            }
         }
     }
 }
 
-/// Joins [`MEMBERS`], trying again until the store answers.
+/// Completes when this idgate's member record is lost (never while it
+/// has none, or is leaving).
+async fn lost(shared: &Shared) {
+    let lease = shared.pause.member.lock().clone();
+    match lease {
+        Some(l) => l.state.wait_lost().await,
+        None => std::future::pending().await,
+    }
+    if shared
+        .pause
+        .leaving
+        .load(std::sync::atomic::Ordering::SeqCst)
+    {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Joins [`MEMBERS`], trying again until the store answers (`None`: the
+/// store keeps no members, or idgate is shutting down).
 async fn join(shared: &Shared, store: &Arc<dyn Store>) -> Option<NodeLease> {
     let mut backoff = Duration::from_millis(100);
     loop {
+        if shared
+            .pause
+            .leaving
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return None;
+        }
         match store.join(MEMBERS).await {
             Ok(lease) => {
                 *shared.pause.member.lock() = lease.clone();

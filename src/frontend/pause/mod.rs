@@ -65,6 +65,8 @@ pub struct PauseGate {
     jobs: Mutex<Vec<Job>>,
     /// This idgate's member record in [`crate::reshard::protocol::MEMBERS`].
     pub(in crate::frontend) member: Mutex<Option<crate::idgen::store::NodeLease>>,
+    /// Set on clean shutdown: the member record is not joined again.
+    pub(in crate::frontend) leaving: AtomicBool,
 }
 
 /// The pause in force.
@@ -114,6 +116,7 @@ impl Default for PauseGate {
             deadline_failures: AtomicU64::new(0),
             jobs: Mutex::new(Vec::new()),
             member: Mutex::new(None),
+            leaving: AtomicBool::new(false),
         }
     }
 }
@@ -296,7 +299,13 @@ impl Session {
             let lossy = String::from_utf8_lossy(sql).into_owned();
             return Box::pin(self.hold_if_paused(lossy.as_bytes())).await;
         };
-        let modes = self.sql_modes().await?.lexer();
+        // The session's sql_mode (ANSI_QUOTES makes "t" a name); a shard
+        // that cannot say leaves the default.
+        let modes = self
+            .sql_modes()
+            .await
+            .map(|m| m.lexer())
+            .unwrap_or_default();
         let shared = self.shared.clone();
         let gate = &shared.pause;
         let mut held_once = false;
