@@ -44,7 +44,9 @@
 //!     shard, ids read back, `LAST_INSERT_ID()`, prepared statements, SET
 //!     replay, KILL) and `frontend/txn/` (transactions across shards, XA,
 //!     the XA log and recovery, the deadlock detector), with
-//!     `frontend/{shared,live,columns,shardkey,errors,oks,returned}.rs`;
+//!     `frontend/{shared,live,columns,shardkey,errors,oks,returned}.rs`,
+//!     and `frontend/pause/` (resharding's cutover pause: statements on a
+//!     paused table held, the pause epochs followed and acknowledged);
 //!   - the handlers, side by side, none calling another:
 //!     `frontend/write/` (INSERTs into rule tables: ids filled, split per
 //!     shard, upserts; `LOAD DATA LOCAL` streamed to the shards: `load`;
