@@ -272,3 +272,132 @@ pub async fn refresh_jobs(shared: &Shared, store: &Arc<dyn Store>) -> Vec<Job> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::idgen::{Allocator, MemoryStore, SystemClock};
+    use std::sync::atomic::Ordering;
+
+    const CONFIG: &str = "[server]\nlisten = \"127.0.0.1:0\"\n\
+        [[users]]\nname = \"app\"\npassword = \"x\"\n\
+        [backend]\nuser = \"root\"\n\
+        [[shards]]\nname = \"s0\"\naddress = \"127.0.0.1:3306\"\n\
+        [allocator]\nstore = \"etcd\"\netcd_endpoints = [\"http://127.0.0.1:1\"]\n";
+
+    async fn until(what: &str, f: impl Fn() -> bool) {
+        for _ in 0..12_000 {
+            if f() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("{what} never happened");
+    }
+
+    async fn publish(store: &Arc<dyn Store>, doc: Pause) {
+        let expected = store.load(PAUSE).await.unwrap().map(|v| v.version);
+        let docs = [(PAUSE_DOC.to_string(), doc.encode().unwrap())];
+        assert!(store
+            .publish(PAUSE, expected, doc.epoch, &docs)
+            .await
+            .unwrap()
+            .is_some());
+    }
+
+    fn values(m: &MemoryStore) -> Vec<u64> {
+        m.member_records(MEMBERS)
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect()
+    }
+
+    /// In memory, with injected faults (the real etcd path is
+    /// `tests/reshard_pause.rs`): the ack waits for a session in a
+    /// transaction at the pause, which is let run while a session that is
+    /// not is held; a member record lost is joined again with the epoch
+    /// acted on; a release waits for its rules version.
+    #[tokio::test]
+    async fn acks_after_let_run_sessions_rejoins_and_releases_at_the_rules_version() {
+        let m = MemoryStore::new();
+        let store: Arc<dyn Store> = m.clone();
+        let cfg = Config::parse(CONFIG, "t.toml").unwrap();
+        let allocator = Allocator::with_store(store.clone(), Arc::new(SystemClock::new()), &[])
+            .await
+            .unwrap();
+        let shared = Arc::new(Shared::with_rules(
+            cfg,
+            Some(Arc::new(crate::rules::RuleSet::default())),
+            Some(allocator.clone()),
+        ));
+        shared.rules.start_at(1, None);
+        let task = start(shared.clone()).expect("the memory store follows");
+        until("joined", || values(&m) == [0]).await;
+
+        let in_txn = shared.sessions.register(7, "app", "p", false, 1);
+        in_txn.control.in_txn.store(true, Ordering::Relaxed);
+        let idle = shared.sessions.register(8, "app", "p", false, 1);
+        publish(
+            &store,
+            Pause {
+                epoch: 1,
+                tables: vec!["s.orders".into()],
+                job: "j".into(),
+                deadline_ms: u64::MAX,
+                resume_at_rules: None,
+            },
+        )
+        .await;
+        until("paused", || shared.pause.active()).await;
+        assert_eq!(shared.pause.let_run(), [7]);
+        let names = |t: &str| t == "orders";
+        assert!(shared.pause.check(7, true, &names).is_none(), "let run");
+        assert!(shared.pause.check(8, false, &names).is_some(), "held");
+        assert!(shared.pause.check(8, false, &|t| t == "items").is_none());
+        assert_eq!(
+            values(&m),
+            [0],
+            "acknowledged with a let-run transaction open"
+        );
+        in_txn.control.in_txn.store(false, Ordering::Relaxed);
+        until("acknowledged", || values(&m) == [1]).await;
+        assert!(
+            shared.pause.check(7, false, &names).is_some(),
+            "held once settled"
+        );
+
+        // The member record expires: joined again, with epoch 1.
+        let (handle, _) = m.member_records(MEMBERS)[0];
+        assert!(m.expire_member(MEMBERS, handle));
+        until("joined again with epoch 1", || {
+            let r = m.member_records(MEMBERS);
+            r.len() == 1 && r[0].0 != handle && r[0].1 == 1
+        })
+        .await;
+
+        // A release at rules version 5: held until version 5 is in force.
+        publish(
+            &store,
+            Pause {
+                epoch: 2,
+                tables: vec![],
+                job: "j".into(),
+                deadline_ms: u64::MAX,
+                resume_at_rules: Some(5),
+            },
+        )
+        .await;
+        let mut rx = store.follow(PAUSE).unwrap();
+        rx.wait_for(|e| *e == 2).await.unwrap();
+        assert!(shared.pause.active(), "released before its rules version");
+        shared.rules.start_at(5, None);
+        until("released", || !shared.pause.active()).await;
+        until("release acknowledged", || values(&m) == [2]).await;
+        let v = shared.pause.view();
+        assert_eq!((v.pauses, v.acked, v.tables.len()), (1, 2, 0));
+        drop((in_txn, idle));
+        task.abort();
+        allocator.shutdown().await;
+    }
+}

@@ -245,7 +245,12 @@ impl PauseGate {
 
     /// The paused table `sql` names, if one: (table, job, deadline), and
     /// whether session `id` is let run. `None`: the statement runs.
-    fn check(&self, id: u32, in_txn: bool, names: &dyn Fn(&str) -> bool) -> Option<Held> {
+    pub(in crate::frontend) fn check(
+        &self,
+        id: u32,
+        in_txn: bool,
+        names: &dyn Fn(&str) -> bool,
+    ) -> Option<Held> {
         let mut s = self.state.lock();
         let table = s
             .tables
@@ -268,7 +273,7 @@ impl PauseGate {
 }
 
 /// A statement held on a paused table.
-struct Held {
+pub(in crate::frontend) struct Held {
     table: String,
     job: String,
     deadline_ms: u64,
