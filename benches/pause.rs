@@ -24,9 +24,7 @@ fn bench(c: &mut Criterion) {
             "INSERT INTO sbtest1 (k, c, pad) VALUES (5012, '68487932199-96439406143-93774651418-41631865787-96406072701-20604855487-25459966574-28203206787-41238978918-19503783441', '22195207048-70116052123-74140395089-76317954521-98694025897')",
         ),
     ];
-    c.bench_function("pause/inactive", |b| {
-        b.iter(|| black_box(&gate).active())
-    });
+    c.bench_function("pause/inactive", |b| b.iter(|| black_box(&gate).active()));
     for (name, sql) in statements {
         c.bench_function(&format!("pause/baseline_classify/{name}"), |b| {
             b.iter(|| idgate::sql::statement::classify(black_box(sql.as_bytes())))
