@@ -151,7 +151,7 @@ fn respond(head: &[u8], shared: &Shared) -> (&'static str, &'static str, String,
 
 /// The rules' series: version in force, reloads, refused reloads, and
 /// when the last reload was tried (Unix seconds; 0: never).
-pub fn rules_metrics(out: &mut String, version: u64, st: &crate::frontend::live::RulesStatus) {
+pub fn rules_metrics(out: &mut String, version: u64, st: &crate::frontend::inforce::RulesStatus) {
     let unix = |t: std::time::SystemTime| {
         t.duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -217,7 +217,7 @@ fn login_metrics(t: &crate::throttle::LoginThrottle) -> String {
 }
 
 /// caching_sha2_password logins by path, and public keys sent.
-fn sha2_metrics(s: &crate::frontend::session::auth::Sha2State) -> String {
+fn sha2_metrics(s: &crate::frontend::session::sha2state::Sha2State) -> String {
     let [fast, full_tls, full_rsa, keys] = s.counts();
     format!(
         "# HELP idgate_sha2_logins_total caching_sha2_password logins accepted, by path.\n\
