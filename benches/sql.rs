@@ -143,6 +143,11 @@ fn bench(c: &mut Criterion) {
     g.bench_function("insel_check_values_insert", |b| {
         b.iter(|| idgate::sql::insel::parse(black_box(other_insert), modes).is_none())
     });
+    // ... which it pays only when the bytes hold the word SELECT.
+    assert!(!idgate::sql::insel::may_be(other_insert.as_bytes()));
+    g.bench_function("insel_prefilter_values_insert", |b| {
+        b.iter(|| idgate::sql::insel::may_be(black_box(other_insert.as_bytes())))
+    });
     // UPDATEs: of a table without rule (sysbench's), of a rule table that
     // leaves the id alone, and of the id column (captured, `sql::update`).
     let other_update = "UPDATE shop.customers SET name = 'b' WHERE id = 7";

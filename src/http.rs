@@ -152,7 +152,7 @@ fn respond(head: &[u8], shared: &Shared) -> (&'static str, &'static str, String,
 
 /// The rules' series: version in force, reloads, refused reloads, and
 /// when the last reload was tried (Unix seconds; 0: never).
-pub fn rules_metrics(out: &mut String, version: u64, st: &crate::frontend::live::RulesStatus) {
+pub fn rules_metrics(out: &mut String, version: u64, st: &crate::frontend::inforce::RulesStatus) {
     let unix = |t: std::time::SystemTime| {
         t.duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -218,7 +218,7 @@ fn login_metrics(t: &crate::throttle::LoginThrottle) -> String {
 }
 
 /// caching_sha2_password logins by path, and public keys sent.
-fn sha2_metrics(s: &crate::frontend::session::auth::Sha2State) -> String {
+fn sha2_metrics(s: &crate::frontend::session::sha2state::Sha2State) -> String {
     let [fast, full_tls, full_rsa, keys] = s.counts();
     format!(
         "# HELP idgate_sha2_logins_total caching_sha2_password logins accepted, by path.\n\
@@ -325,7 +325,7 @@ pub fn pool_metrics(pools: &[crate::backend::pool::PoolView]) -> String {
 /// pause: statements held now, pauses, time paused, deadline failures.
 pub fn reshard_metrics(
     jobs: &[crate::reshard::protocol::Job],
-    pause: &crate::frontend::pause::PauseView,
+    pause: &crate::frontend::pause::gate::PauseView,
 ) -> String {
     let mut out = String::new();
     type Get = fn(&crate::reshard::protocol::Job) -> u64;

@@ -519,26 +519,11 @@ async fn reloads_under_an_insert_load_fail_no_statement() {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut writers = Vec::new();
     for w in 0..4u32 {
-        let opts = bed.proxy.opts(Some(&s));
-        let stop = stop.clone();
-        writers.push(tokio::spawn(async move {
-            let mut c = Conn::new(opts).await.expect("writer logs in");
-            let stmt = c.prep("INSERT INTO orders (v) VALUES (?)").await.unwrap();
-            let mut ids = Vec::new();
-            let mut n = 0u32;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) || n < 20 {
-                if n % 2 == 0 {
-                    c.exec_drop(&stmt, (w,)).await.expect("prepared insert");
-                } else {
-                    c.query_drop(format!("INSERT INTO orders (v) VALUES ({w})"))
-                        .await
-                        .expect("insert");
-                }
-                ids.push(c.last_insert_id().expect("an id"));
-                n += 1;
-            }
-            ids
-        }));
+        writers.push(proxy::insert_writer(
+            bed.proxy.opts(Some(&s)),
+            w,
+            stop.clone(),
+        ));
     }
     let mut dba = bed.dba().await;
     for round in 0..10u64 {

@@ -641,32 +641,14 @@ fn pushes_under_an_insert_load_fail_no_statement() {
         let mut writers = Vec::new();
         for w in 0..4u32 {
             let port = ports[w as usize % 2];
-            let (stop, schema) = (stop.clone(), schema.clone());
-            writers.push(tokio::spawn(async move {
-                let opts = mysql_async::OptsBuilder::default()
-                    .ip_or_hostname("127.0.0.1")
-                    .tcp_port(port)
-                    .user(Some("app"))
-                    .pass(Some("secret"))
-                    .db_name(Some(schema))
-                    .prefer_socket(false);
-                let mut c = Conn::new(opts).await.expect("writer logs in");
-                let stmt = c.prep("INSERT INTO orders (v) VALUES (?)").await.unwrap();
-                let mut ids = Vec::new();
-                let mut n = 0u32;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) || n < 20 {
-                    if n % 2 == 0 {
-                        c.exec_drop(&stmt, (w,)).await.expect("prepared insert");
-                    } else {
-                        c.query_drop(format!("INSERT INTO orders (v) VALUES ({w})"))
-                            .await
-                            .expect("insert");
-                    }
-                    ids.push(c.last_insert_id().expect("an id"));
-                    n += 1;
-                }
-                ids
-            }));
+            let opts = mysql_async::OptsBuilder::default()
+                .ip_or_hostname("127.0.0.1")
+                .tcp_port(port)
+                .user(Some("app"))
+                .pass(Some("secret"))
+                .db_name(Some(schema.clone()))
+                .prefer_socket(false);
+            writers.push(proxy::insert_writer(opts, w, stop.clone()));
         }
         for v in 2..=versions {
             // Alternately add and remove notes; retune orders every time.

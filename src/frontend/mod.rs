@@ -12,8 +12,8 @@
 //!    transaction there, so transactions, XA, the XA log and recovery, the
 //!    deadlock watch and detector are part of the core; so are the
 //!    BEGIN/COMMIT/SAVEPOINT statements that drive them), with the files
-//!    beside them: [`shared`] (state every session shares), [`live`] (the
-//!    rules in force, reloads), [`follow`] (following the versions published
+//!    beside them: [`shared`] (state every session shares), [`inforce`] (the
+//!    rules in force), [`live`] (reloading them), [`follow`] (following the versions published
 //!    through etcd, `[rules] source = "etcd"`), [`columns`] (column cache), [`shardkey`]
 //!    (shard keys made canonical by type and collation), [`errors`],
 //!    [`oks`] (a write's OK packets from several shards combined),
@@ -40,6 +40,7 @@ pub mod columns;
 pub mod engine;
 pub mod errors;
 pub mod follow;
+pub mod inforce;
 pub mod live;
 pub mod oks;
 pub mod pause;

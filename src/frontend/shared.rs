@@ -43,7 +43,7 @@ pub struct Shared {
     pub shard_info: RwLock<ShardInfo>,
     /// Column rules in force (`load()` is `None`: idgate only relays);
     /// replaced by a reload (`live.rs`). Sessions read their snapshot.
-    pub rules: crate::frontend::live::LiveRules,
+    pub rules: crate::frontend::inforce::LiveRules,
     /// The generators of `rules`.
     pub allocator: Option<Allocator>,
     /// Column order of rule tables (for INSERTs without a column list).
@@ -100,10 +100,10 @@ pub struct Shared {
     /// TLS towards shards (`[backend] tls`).
     pub shard_tls: crate::tls::ShardTls,
     /// caching_sha2_password towards clients: RSA key, fast-path cache.
-    pub sha2: crate::frontend::session::auth::Sha2State,
+    pub sha2: crate::frontend::session::sha2state::Sha2State,
     /// The resharding cutover's pause: tables whose statements are held
     /// (`frontend/pause`).
-    pub pause: crate::frontend::pause::PauseGate,
+    pub pause: crate::frontend::pause::gate::PauseGate,
     next_connection_id: AtomicU32,
     /// When the server state was made (uptime in `SHOW IDGATE STATUS`).
     pub started: std::time::Instant,
@@ -144,7 +144,9 @@ impl Shared {
         let shard_tls =
             crate::tls::ShardTls::new(config.backend.tls, config.backend.tls_ca.as_deref());
         Shared {
-            sha2: crate::frontend::session::auth::Sha2State::new(config.server.rsa_key.as_deref()),
+            sha2: crate::frontend::session::sha2state::Sha2State::new(
+                config.server.rsa_key.as_deref(),
+            ),
             client_tls,
             shard_tls,
             routing,
@@ -153,12 +155,7 @@ impl Shared {
             pools: config
                 .shards
                 .iter()
-                .map(|s| {
-                    crate::backend::pool::Pool::new(
-                        &s.name,
-                        crate::frontend::session::pooled::settings(&config.backend),
-                    )
-                })
+                .map(|s| crate::backend::pool::Pool::new(&s.name, pool_settings(&config.backend)))
                 .collect(),
             fault_xa_commit: AtomicUsize::new(usize::MAX),
             xa_tag: crate::frontend::txn::xalog::server_tag(),
@@ -185,7 +182,7 @@ impl Shared {
                 ext_capabilities: 0,
                 charset: DEFAULT_CHARSET,
             }),
-            rules: crate::frontend::live::LiveRules::new(rules),
+            rules: crate::frontend::inforce::LiveRules::new(rules),
             allocator,
             columns: ColumnCache::default(),
             pause: Default::default(),
@@ -302,5 +299,16 @@ impl Shared {
             ext_capabilities: hs.ext_capabilities,
             charset: hs.charset,
         };
+    }
+}
+
+/// The pool settings of `[backend]`.
+fn pool_settings(b: &crate::config::BackendConfig) -> crate::backend::pool::PoolSettings {
+    crate::backend::pool::PoolSettings {
+        max: b.pool_max,
+        min_idle: b.pool_min_idle,
+        idle_timeout: std::time::Duration::from_secs(b.pool_idle_timeout),
+        max_lifetime: std::time::Duration::from_secs(b.pool_max_lifetime),
+        wait_timeout: std::time::Duration::from_millis(b.pool_wait_timeout_ms),
     }
 }

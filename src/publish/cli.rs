@@ -87,26 +87,8 @@ pub async fn run(cfg: &Config, op: Op, who: &Who, out: &mut dyn Write) -> Result
         }
         Op::Push(dir) => {
             let files = crate::rules::read_files(&dir).map_err(|e| e.to_string())?;
-            let meta = match push(&published, &files, &shards, None, who, now_unix()).await {
-                Ok(m) => m,
-                Err(PushError::Unchanged(n)) => {
-                    w(
-                        out,
-                        format!("nothing to publish: version {n} in force has the same rules"),
-                    );
-                    return Ok(());
-                }
-                Err(e) => return Err(refusal(e)),
-            };
-            w(
-                out,
-                format!(
-                    "published rules version {} ({})",
-                    meta.version,
-                    meta.summary()
-                ),
-            );
-            if source != Some(RulesSource::Etcd) {
+            let published = publish_files(&published, &files, &shards, None, who, out).await?;
+            if published && source != Some(RulesSource::Etcd) {
                 w(out, "note: this config has rules.source = \"dir\": idgates with it read rules.dir, not the published versions".into());
             }
             Ok(())
@@ -121,25 +103,7 @@ pub async fn run(cfg: &Config, op: Op, who: &Who, out: &mut dyn Write) -> Result
                 .iter()
                 .map(|f| (b.path_of(f), f.text.clone()))
                 .collect();
-            let meta = match push(&published, &files, &shards, Some(n), who, now_unix()).await {
-                Ok(m) => m,
-                Err(PushError::Unchanged(n)) => {
-                    w(
-                        out,
-                        format!("nothing to publish: version {n} in force has the same rules"),
-                    );
-                    return Ok(());
-                }
-                Err(e) => return Err(refusal(e)),
-            };
-            w(
-                out,
-                format!(
-                    "published rules version {} ({})",
-                    meta.version,
-                    meta.summary()
-                ),
-            );
+            publish_files(&published, &files, &shards, Some(n), who, out).await?;
             Ok(())
         }
         Op::History => {
@@ -190,6 +154,35 @@ pub async fn run(cfg: &Config, op: Op, who: &Who, out: &mut dyn Write) -> Result
             Ok(())
         }
     }
+}
+
+/// Publishes `files` (a push, or a rollback to `rollback_of`) and says
+/// what happened; `false`: nothing to publish (the same rules are in force).
+async fn publish_files(
+    published: &Published,
+    files: &[(PathBuf, String)],
+    shards: &[String],
+    rollback_of: Option<u64>,
+    who: &Who,
+    out: &mut dyn Write,
+) -> Result<bool, String> {
+    let (line, done) = match push(published, files, shards, rollback_of, who, now_unix()).await {
+        Ok(meta) => (
+            format!(
+                "published rules version {} ({})",
+                meta.version,
+                meta.summary()
+            ),
+            true,
+        ),
+        Err(PushError::Unchanged(n)) => (
+            format!("nothing to publish: version {n} in force has the same rules"),
+            false,
+        ),
+        Err(e) => return Err(refusal(e)),
+    };
+    let _ = writeln!(out, "{line}");
+    Ok(done)
 }
 
 fn refusal(e: PushError) -> String {

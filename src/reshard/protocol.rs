@@ -198,15 +198,12 @@ impl Job {
 
     /// Encoded for the store (TOML: readable with `etcdctl get`).
     pub fn encode(&self) -> Result<Vec<u8>, String> {
-        toml::to_string(self)
-            .map(String::into_bytes)
-            .map_err(|e| format!("cannot serialize reshard job {}: {e}", self.table))
+        encode(self, "job", &self.table)
     }
 
     /// Decoded from the store; `key` names it in the error.
     pub fn decode(key: &str, bytes: &[u8]) -> Result<Job, String> {
-        let text = std::str::from_utf8(bytes).map_err(|_| format!("{key}: not UTF-8"))?;
-        toml::from_str(text).map_err(|e| format!("{key}: not a reshard job: {}", e.message()))
+        decode(key, bytes, "job")
     }
 }
 
@@ -231,16 +228,30 @@ pub struct Pause {
 impl Pause {
     /// Encoded for the store.
     pub fn encode(&self) -> Result<Vec<u8>, String> {
-        toml::to_string(self)
-            .map(String::into_bytes)
-            .map_err(|e| format!("cannot serialize reshard pause {}: {e}", self.epoch))
+        encode(self, "pause", &self.epoch.to_string())
     }
 
     /// Decoded from the store; `key` names it in the error.
     pub fn decode(key: &str, bytes: &[u8]) -> Result<Pause, String> {
-        let text = std::str::from_utf8(bytes).map_err(|_| format!("{key}: not UTF-8"))?;
-        toml::from_str(text).map_err(|e| format!("{key}: not a reshard pause: {}", e.message()))
+        decode(key, bytes, "pause")
     }
+}
+
+/// A document as TOML bytes; `what` and `name` say which in the error.
+fn encode<T: Serialize>(doc: &T, what: &str, name: &str) -> Result<Vec<u8>, String> {
+    toml::to_string(doc)
+        .map(String::into_bytes)
+        .map_err(|e| format!("cannot serialize reshard {what} {name}: {e}"))
+}
+
+/// A document from TOML bytes read at `key`.
+fn decode<T: serde::de::DeserializeOwned>(
+    key: &str,
+    bytes: &[u8],
+    what: &str,
+) -> Result<T, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| format!("{key}: not UTF-8"))?;
+    toml::from_str(text).map_err(|e| format!("{key}: not a reshard {what}: {}", e.message()))
 }
 
 #[cfg(test)]

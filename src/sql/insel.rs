@@ -75,6 +75,19 @@ fn starts_query(sql: &str, t: &super::lexer::Token) -> bool {
     t.is(b'(') || ["SELECT", "WITH"].iter().any(|k| t.is_word(sql, k))
 }
 
+/// Whether `sql` may be an INSERT ... SELECT at all: it holds the word
+/// SELECT somewhere (every form [`parse`] accepts does: `SELECT`, `(SELECT`,
+/// `WITH ... SELECT`). A scan of the bytes, cheap beside the lexing
+/// [`parse`] does, so an INSERT ... VALUES (every INSERT pays this check
+/// while rules are loaded) seldom pays more; a false yes (`'select'` in a
+/// string) only costs the parse.
+pub fn may_be(sql: &[u8]) -> bool {
+    memchr::memchr2_iter(b's', b'S', sql).any(|i| {
+        sql.get(i + 1..i + 6)
+            .is_some_and(|w| w.eq_ignore_ascii_case(b"elect"))
+    })
+}
+
 /// Recognises `sql` (one statement, leading white space and comments
 /// allowed) as an INSERT ... SELECT. `None`: it is not one (VALUES, SET,
 /// another statement, or a form the caller's other paths judge).
@@ -374,6 +387,26 @@ mod tests {
         parse(sql, Modes::default())
             .expect("recognised")
             .expect("fit")
+    }
+
+    #[test]
+    fn may_be_finds_select_in_any_case() {
+        assert!(may_be(b"INSERT INTO t SELECT 1"));
+        assert!(may_be(b"insert into t (a) (sElEcT a FROM u)"));
+        assert!(may_be(
+            b"INSERT INTO t WITH c AS (SELECT 1) SELECT * FROM c"
+        ));
+        assert!(!may_be(b"INSERT INTO t (a, s) VALUES (1, 'sel')"));
+        assert!(!may_be(
+            b"INSERT INTO t VALUES (1) ON DUPLICATE KEY UPDATE s = 2"
+        ));
+        // Every statement parse accepts passes the check first.
+        for sql in [
+            "INSERT INTO t SELECT 1",
+            "REPLACE t (a) WITH x AS (SELECT 1) SELECT * FROM x",
+        ] {
+            assert!(parse(sql, Modes::default()).is_some() && may_be(sql.as_bytes()));
+        }
     }
 
     #[test]

@@ -400,6 +400,36 @@ pub async fn wait_closed(tb: &Testbed, shard: usize, thread: u64) {
     }
 }
 
+/// A writer for the "no statement fails under load" tests: inserts into
+/// `orders (v)` with `v = w`, prepared and text alternately, until `stop`
+/// is set and at least 20 rows went in; panics on the first failure;
+/// returns the ids the client was told.
+pub fn insert_writer(
+    opts: OptsBuilder,
+    w: u32,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<Vec<u64>> {
+    use mysql_async::prelude::Queryable;
+    tokio::spawn(async move {
+        let mut c = mysql_async::Conn::new(opts).await.expect("writer logs in");
+        let stmt = c.prep("INSERT INTO orders (v) VALUES (?)").await.unwrap();
+        let mut ids = Vec::new();
+        let mut n = 0u32;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) || n < 20 {
+            if n % 2 == 0 {
+                c.exec_drop(&stmt, (w,)).await.expect("prepared insert");
+            } else {
+                c.query_drop(format!("INSERT INTO orders (v) VALUES ({w})"))
+                    .await
+                    .expect("insert");
+            }
+            ids.push(c.last_insert_id().expect("an id"));
+            n += 1;
+        }
+        ids
+    })
+}
+
 /// Creates `schema` directly on both test bed shards (one logical database).
 pub async fn create_schema(tb: &Testbed, schema: &str) {
     for shard in 0..2 {

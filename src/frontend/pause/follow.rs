@@ -3,7 +3,7 @@
 //! [`MEMBERS`] (member value 0), follows the pause epoch counter
 //! [`PAUSE`], and for each new epoch loads [`PAUSE_DOC`] and acts on it:
 //!
-//! - tables: pauses them ([`PauseGate::begin`]), waits until every
+//! - tables: pauses them (`PauseGate::begin`), waits until every
 //!   let-run session has settled (its command of before the pause done,
 //!   outside a transaction: polled in the session registry), then sets the
 //!   member value to the epoch;
@@ -14,8 +14,6 @@
 //! A newer epoch seen meanwhile replaces the one being acted on. A lost
 //! member record (lease expired) is joined again. Every few seconds it also
 //! reads the job documents, for the metrics.
-//!
-//! [`PauseGate::begin`]: super::PauseGate
 
 use crate::frontend::shared::Shared;
 use crate::idgen::store::NodeLease;

@@ -20,6 +20,7 @@ pub mod readback;
 pub mod registry;
 pub mod replay;
 pub mod seqstate;
+pub mod sha2state;
 pub mod stmt;
 
 use crate::backend::relay::{relay_reply, Action, Hook, RelayError};

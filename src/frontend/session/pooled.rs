@@ -21,9 +21,8 @@
 //!   closed; with `pool_min_idle`, idle connections of the last key used
 //!   are opened up to it.
 
-use crate::backend::pool::{ConnKey, Idle, PoolSettings, ShardLease, ShardPool, Taken};
+use crate::backend::pool::{ConnKey, Idle, ShardLease, ShardPool, Taken};
 use crate::backend::{BackendConn, BackendError, ConnectParams};
-use crate::config::BackendConfig;
 use crate::frontend::session::Session;
 use crate::frontend::shared::Shared;
 use crate::protocol::consts::{cap, cmd, status};
@@ -36,17 +35,6 @@ use tracing::debug;
 /// An idle connection unused for longer than this answers COM_PING before
 /// it is handed out (a half-open connection shows nothing on its socket).
 pub const PING_AFTER: Duration = Duration::from_secs(1);
-
-/// The pool settings of `[backend]`.
-pub fn settings(b: &BackendConfig) -> PoolSettings {
-    PoolSettings {
-        max: b.pool_max,
-        min_idle: b.pool_min_idle,
-        idle_timeout: Duration::from_secs(b.pool_idle_timeout),
-        max_lifetime: Duration::from_secs(b.pool_max_lifetime),
-        wait_timeout: Duration::from_millis(b.pool_wait_timeout_ms),
-    }
-}
 
 /// Capabilities that do not change how a connection's replies are framed
 /// (they only shape its login).

@@ -129,6 +129,9 @@ impl Session {
         &mut self,
         payload: &[u8],
     ) -> Result<bool, CmdError> {
+        if !insel::may_be(payload) {
+            return Ok(false);
+        }
         let Some(rules) = self.rules.clone() else {
             return Ok(false);
         };

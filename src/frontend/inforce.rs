@@ -1,0 +1,122 @@
+//! The rules in force: [`LiveRules`] holds the current [`RuleSet`] behind
+//! an atomic pointer and a version number, with what operators see of
+//! reloads ([`RulesStatus`]). A state type only: reloading it is
+//! `live.rs`' (which uses [`crate::frontend::shared::Shared`], which holds
+//! this), so the two files do not depend on each other in a circle.
+
+use crate::rules::RuleSet;
+use arc_swap::ArcSwapOption;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// The rule set in force, its version, and how reloads went.
+#[derive(Debug)]
+pub struct LiveRules {
+    current: ArcSwapOption<RuleSet>,
+    /// 1 for the rules idgate started with; +1 per applied reload.
+    version: AtomicU64,
+    status: parking_lot::Mutex<RulesStatus>,
+    /// One reload at a time.
+    pub(crate) reloading: tokio::sync::Mutex<()>,
+}
+
+/// What operators see of the rules (`SHOW IDGATE STATUS`, /metrics).
+#[derive(Debug, Clone)]
+pub struct RulesStatus {
+    /// When the rules in force were applied.
+    pub applied_at: SystemTime,
+    /// Reloads applied.
+    pub reloads: u64,
+    /// Reloads refused (the rules in force stayed).
+    pub failed_reloads: u64,
+    /// When the last reload was tried, applied or not.
+    pub last_attempt: Option<SystemTime>,
+    /// Why the last reload was refused, if it was.
+    pub last_error: Option<String>,
+    /// `source = "etcd"`: the published version that could not be applied
+    /// last (the rules in force stayed); cleared when a version applies.
+    pub failed_version: Option<u64>,
+    /// `source = "etcd"`: where the rules idgate started with came from,
+    /// when not from etcd (the cache file, etcd being unreachable).
+    pub started_from: Option<String>,
+}
+
+impl LiveRules {
+    /// The rules idgate starts with (`None`: it only relays).
+    pub fn new(rules: Option<Arc<RuleSet>>) -> LiveRules {
+        LiveRules {
+            current: ArcSwapOption::new(rules),
+            version: AtomicU64::new(1),
+            status: parking_lot::Mutex::new(RulesStatus {
+                applied_at: SystemTime::now(),
+                reloads: 0,
+                failed_reloads: 0,
+                last_attempt: None,
+                last_error: None,
+                failed_version: None,
+                started_from: None,
+            }),
+            reloading: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The rules in force.
+    #[inline]
+    pub fn load(&self) -> Option<Arc<RuleSet>> {
+        self.current.load_full()
+    }
+
+    /// Whether idgate fills ids at all (it has a rules directory).
+    pub fn is_some(&self) -> bool {
+        self.current.load().is_some()
+    }
+
+    /// The version of the rules in force.
+    #[inline]
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    /// A copy of the reload status.
+    pub fn status(&self) -> RulesStatus {
+        self.status.lock().clone()
+    }
+
+    /// `source = "etcd"`: the rules idgate starts with are published
+    /// version `version` (0: nothing published yet), read from etcd or,
+    /// said by `from`, from elsewhere (the cache file).
+    pub fn start_at(&self, version: u64, from: Option<String>) {
+        self.version.store(version, Ordering::Release);
+        self.status.lock().started_from = from;
+    }
+
+    /// Makes `rules` the rules in force: as version `version` (a published
+    /// version), or the next one.
+    pub(crate) fn publish(&self, rules: RuleSet, version: Option<u64>) -> u64 {
+        self.current.store(Some(Arc::new(rules)));
+        let v = match version {
+            Some(v) => {
+                self.version.store(v, Ordering::Release);
+                v
+            }
+            None => self.version.fetch_add(1, Ordering::AcqRel) + 1,
+        };
+        let mut s = self.status.lock();
+        s.applied_at = SystemTime::now();
+        s.reloads += 1;
+        s.last_attempt = Some(s.applied_at);
+        s.last_error = None;
+        s.failed_version = None;
+        v
+    }
+
+    /// A reload (of published version `version`, if one) was refused.
+    pub(crate) fn refused(&self, why: &str, version: Option<u64>) {
+        let mut s = self.status.lock();
+        s.failed_reloads += 1;
+        s.last_attempt = Some(SystemTime::now());
+        s.last_error = Some(why.to_string());
+        s.failed_version = version;
+    }
+}
