@@ -77,8 +77,9 @@ async fn run(shared: Arc<Shared>, store: Arc<dyn Store>, mut rx: watch::Receiver
                     continue;
                 }
             }
-            // A newer epoch came while this one was acted on.
-            if rx.has_changed().unwrap_or(false) {
+            // A newer epoch came while this one was acted on (its change
+            // may have been seen inside `act` already).
+            if *rx.borrow() > done {
                 continue;
             }
         }
@@ -394,6 +395,23 @@ mod tests {
         until("release acknowledged", || values(&m) == [2]).await;
         let v = shared.pause.view();
         assert_eq!((v.pauses, v.acked, v.tables.len()), (1, 2, 0));
+
+        // A pause whose let-run transaction never ends, given up by the
+        // mover (a release without rules): the release is acted on.
+        in_txn.control.in_txn.store(true, Ordering::Relaxed);
+        let pause = |epoch, tables: Vec<String>| Pause {
+            epoch,
+            tables,
+            job: "j".into(),
+            deadline_ms: u64::MAX,
+            resume_at_rules: None,
+        };
+        publish(&store, pause(3, vec!["s.orders".into()])).await;
+        until("paused again", || shared.pause.active()).await;
+        assert_eq!(values(&m), [2]);
+        publish(&store, pause(4, vec![])).await;
+        until("the give-up release acknowledged", || values(&m) == [4]).await;
+        assert!(!shared.pause.active());
         drop((in_txn, idle));
         task.abort();
         allocator.shutdown().await;
