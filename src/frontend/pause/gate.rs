@@ -96,11 +96,13 @@ pub fn unix_ms() -> u64 {
 }
 
 impl PauseGate {
-    /// Whether some table is paused (one relaxed load: the whole cost on a
-    /// statement's path when none is).
+    /// Whether some table is paused (one load, a plain move on x86: the
+    /// whole cost on a statement's path when none is). Sequentially
+    /// consistent, paired with the session's start of command
+    /// (`registry::Control::set_command`) and [`PauseGate::begin`]'s store.
     #[inline]
     pub fn active(&self) -> bool {
-        self.active.load(Ordering::Relaxed)
+        self.active.load(Ordering::SeqCst)
     }
 
     /// Pauses `tables` for epoch `epoch` of job `job`. The sessions busy

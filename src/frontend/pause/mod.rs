@@ -2,7 +2,7 @@
 //! [`crate::reshard::protocol`] (its module doc has the handshake).
 //!
 //! [`PauseGate`] (in [`crate::frontend::Shared`]) says which tables are paused. A session
-//! checks it once per statement with one relaxed atomic load
+//! checks it once per statement with one atomic load
 //! ([`PauseGate::active`]); only while a pause is active does it look at
 //! the statement's text (`Session::hold_if_paused`): a statement that
 //! names a paused table waits (it is *held*) until the release, then runs

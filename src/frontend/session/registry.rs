@@ -52,10 +52,23 @@ impl Control {
     }
 
     /// Records the start (`command`) or the end ([`IDLE`]) of a command.
+    ///
+    /// The start is a sequentially consistent store, paired with the
+    /// sequentially consistent load of the resharding pause's flag that
+    /// follows it (`pause::PauseGate::active`) and with the pause's store
+    /// of that flag before it reads every session's activity: either the
+    /// session sees the pause (and its statement is held), or the pause
+    /// sees the session busy (and waits for it before acknowledging);
+    /// never neither. On x86 it is one locked exchange.
     #[inline]
     pub fn set_command(&self, command: u8, now_us: u64) {
-        self.command.store(command, Ordering::Relaxed);
         self.since_us.store(now_us, Ordering::Relaxed);
+        let order = if command == IDLE {
+            Ordering::Release
+        } else {
+            Ordering::SeqCst
+        };
+        self.command.store(command, order);
     }
 
     /// Whether another session killed this one.
