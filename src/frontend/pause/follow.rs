@@ -63,6 +63,10 @@ async fn run(shared: Arc<Shared>, store: Arc<dyn Store>, mut rx: watch::Receiver
     let mut done = 0u64;
     let mut jobs = tokio::time::interval(JOBS_EVERY);
     loop {
+        if shared.pause.fenced() {
+            // The record was lost while acknowledging (`ack`).
+            done = catch_up_after_fence(&shared, &store, &mut rx, done).await;
+        }
         let seen = *rx.borrow_and_update();
         if seen > done {
             match act(&shared, &store, &mut rx).await {
@@ -88,11 +92,79 @@ async fn run(shared: Arc<Shared>, store: Arc<dyn Store>, mut rx: watch::Receiver
             _ = jobs.tick() => { refresh_jobs(&shared, &store).await; }
             () = lost(&shared) => {
                 // Expired (etcd unreachable for its TTL): a mover would no
-                // longer wait for this idgate. Back with the epoch acted on.
+                // longer wait for this idgate, so a cutover may run unseen.
+                // Fenced until it is back with the epoch acted on, the
+                // newest rules and the newest epoch.
                 warn!("the resharding member record was lost; joining again");
                 *shared.pause.member.lock() = None;
+                if follows_etcd_rules(&shared) {
+                    shared.pause.fence();
+                }
                 let acked = shared.pause.acked_epoch();
                 ack(&shared, &store, acked).await;
+                if shared.pause.fenced() {
+                    done = catch_up_after_fence(&shared, &store, &mut rx, done).await;
+                }
+            }
+        }
+    }
+}
+
+/// Whether this idgate takes its rules from the published versions (the
+/// only idgates a cutover's rules version reaches, and so the ones the
+/// fence protects; see `PauseGate::fence`).
+fn follows_etcd_rules(shared: &Shared) -> bool {
+    shared
+        .config
+        .rules
+        .as_ref()
+        .is_some_and(|r| r.source == crate::config::RulesSource::Etcd)
+}
+
+/// After the member record was joined again: the newest rules version
+/// applied (or refused here for good, as without a fence), the newest
+/// pause epoch acted on; then the fence is lifted. Tries again until the
+/// store answers. Returns the epoch acted on.
+async fn catch_up_after_fence(
+    shared: &Shared,
+    store: &Arc<dyn Store>,
+    rx: &mut watch::Receiver<u64>,
+    mut done: u64,
+) -> u64 {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let rules = match shared.catch_up().await {
+            Ok(_) => Ok(()),
+            Err(r) if !r.transient => Ok(()),
+            Err(r) => Err(r.why),
+        };
+        let epoch = match rules {
+            Ok(()) => store
+                .load(PAUSE)
+                .await
+                .map(|v| v.map_or(0, |v| v.value))
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e),
+        };
+        let acted = match epoch {
+            Ok(e) if e > done => act(shared, store, rx).await.map(|a| a.max(done)),
+            Ok(_) => Ok(done),
+            Err(e) => Err(e),
+        };
+        match acted {
+            Ok(a) => {
+                done = a;
+                shared.pause.unfence();
+                info!(
+                    epoch = done,
+                    "back among the resharding members; fence lifted"
+                );
+                return done;
+            }
+            Err(e) => {
+                warn!("fenced until the store answers: {e}");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
             }
         }
     }
@@ -241,6 +313,11 @@ async fn ack(shared: &Shared, store: &Arc<dyn Store>, epoch: u64) {
             Err(e) => {
                 warn!("acknowledging resharding pause epoch {epoch}: {e}; joining again");
                 *shared.pause.member.lock() = None;
+                if follows_etcd_rules(shared) {
+                    // The record may be gone: fenced until caught up
+                    // (`run` lifts it).
+                    shared.pause.fence();
+                }
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(1));
             }
@@ -276,6 +353,7 @@ pub async fn refresh_jobs(shared: &Shared, store: &Arc<dyn Store>) -> Vec<Job> {
 mod tests {
     use super::*;
     use crate::config::Config;
+    use crate::idgen::store::memory::Fault;
     use crate::idgen::{Allocator, MemoryStore, SystemClock};
     use std::sync::atomic::Ordering;
 
@@ -413,6 +491,48 @@ mod tests {
         until("the give-up release acknowledged", || values(&m) == [4]).await;
         assert!(!shared.pause.active());
         drop((in_txn, idle));
+        task.abort();
+        allocator.shutdown().await;
+    }
+
+    /// An idgate following etcd rules whose member record is lost is
+    /// fenced (statements on rule tables wait) until the store answers, it
+    /// has joined again and caught up; one on a rules directory is not.
+    #[tokio::test]
+    async fn a_lost_member_record_fences_an_etcd_rules_idgate_until_it_is_back() {
+        let m = MemoryStore::new();
+        let store: Arc<dyn Store> = m.clone();
+        let text = format!("{CONFIG}[rules]\nsource = \"etcd\"\n");
+        let cfg = Config::parse(&text, "t.toml").unwrap();
+        let allocator = Allocator::with_store(store.clone(), Arc::new(SystemClock::new()), &[])
+            .await
+            .unwrap();
+        let shared = Arc::new(Shared::with_rules(
+            cfg,
+            Some(Arc::new(crate::rules::RuleSet::default())),
+            Some(allocator.clone()),
+        ));
+        shared.rules.start_at(1, None);
+        let task = start(shared.clone()).expect("the memory store follows");
+        until("joined", || values(&m) == [0]).await;
+        assert!(!shared.pause.active() && !shared.pause.fenced());
+
+        // etcd stops answering and the record expires: fenced, and it
+        // stays so while the store fails.
+        m.set_fault(Fault::Fail);
+        let (handle, _) = m.member_records(MEMBERS)[0];
+        assert!(m.expire_member(MEMBERS, handle));
+        until("fenced", || shared.pause.fenced()).await;
+        assert!(shared.pause.active(), "every statement looks at the gate");
+        for _ in 0..20 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            assert!(shared.pause.fenced(), "lifted while the store fails");
+        }
+        // The store answers again: joined, caught up, the fence lifted.
+        m.set_fault(Fault::None);
+        until("fence lifted", || !shared.pause.fenced()).await;
+        assert_eq!(m.member_records(MEMBERS).len(), 1);
+        assert!(!shared.pause.active());
         task.abort();
         allocator.shutdown().await;
     }

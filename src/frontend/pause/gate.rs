@@ -33,6 +33,11 @@ pub struct PauseGate {
     pub(in crate::frontend) member: Mutex<Option<crate::idgen::store::NodeLease>>,
     /// Set on clean shutdown: the member record is not joined again.
     pub(in crate::frontend) leaving: AtomicBool,
+    /// The fence: this idgate (rules from etcd) lost its member record, so
+    /// a mover no longer waits for it and a cutover may run unseen; every
+    /// statement naming a rule table waits until it has joined again and
+    /// caught up (see [`PauseGate::fence`]).
+    fenced: AtomicBool,
 }
 
 /// The pause in force.
@@ -83,6 +88,7 @@ impl Default for PauseGate {
             jobs: Mutex::new(Vec::new()),
             member: Mutex::new(None),
             leaving: AtomicBool::new(false),
+            fenced: AtomicBool::new(false),
         }
     }
 }
@@ -102,7 +108,33 @@ impl PauseGate {
     /// (`registry::Control::set_command`) and [`PauseGate::begin`]'s store.
     #[inline]
     pub fn active(&self) -> bool {
-        self.active.load(Ordering::SeqCst)
+        self.active.load(Ordering::SeqCst) || self.fenced.load(Ordering::SeqCst)
+    }
+
+    /// Fences this idgate: its member record is lost (etcd unreachable
+    /// for the lease's time, or the record expired), so a mover would run a
+    /// cutover without waiting for it, and its rules may already be stale.
+    /// Until [`PauseGate::unfence`], statements naming any rule table
+    /// wait (`Session::hold_if_paused`). The lease is given up a margin
+    /// before etcd expires it, so the fence is up before any mover can
+    /// stop counting this idgate.
+    pub fn fence(&self) {
+        if !self.fenced.swap(true, Ordering::SeqCst) {
+            self.changed.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Lifts the fence: joined again, the newest rules version applied and
+    /// the newest pause epoch acted on.
+    pub fn unfence(&self) {
+        if self.fenced.swap(false, Ordering::SeqCst) {
+            self.changed.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Whether the fence is up.
+    pub fn fenced(&self) -> bool {
+        self.fenced.load(Ordering::SeqCst)
     }
 
     /// Pauses `tables` for epoch `epoch` of job `job`. The sessions busy

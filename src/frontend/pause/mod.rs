@@ -82,8 +82,35 @@ impl Session {
         let gate = &shared.pause;
         let mut held_once = false;
         let mut rx = gate.changed.subscribe();
+        let mut fence_until = None;
         loop {
             rx.borrow_and_update();
+            if gate.fenced() {
+                let rules = shared.rules.load();
+                let ruled = |w: &str| rules.as_ref().is_some_and(|r| r.has_table_name(w));
+                if crate::sql::mentions_table(text, modes, &ruled) {
+                    held_once = true;
+                    let until = *fence_until
+                        .get_or_insert_with(|| tokio::time::Instant::now() + FENCE_WAIT);
+                    let _holding = {
+                        gate.held.fetch_add(1, Ordering::Relaxed);
+                        Holding(&gate.held)
+                    };
+                    let gone = client_gone(self.client.tcp());
+                    tokio::select! {
+                        r = rx.changed() => if r.is_err() { break },
+                        () = tokio::time::sleep_until(until) => {
+                            gate.deadline_failures.fetch_add(1, Ordering::Relaxed);
+                            return Err(CmdError::Refused(
+                                codes::ER_LOCK_WAIT_TIMEOUT,
+                                "idgate: this idgate lost its place among the resharding members (the store, etcd, is unreachable), so a cutover may be under way without it: statements on rule tables wait until it is back; the statement did not run; run it again".into(),
+                            ));
+                        }
+                        e = gone => return Err(CmdError::ClientGone(e)),
+                    }
+                    continue;
+                }
+            }
             let in_txn = self.txn_open();
             let names =
                 |t: &str| crate::sql::mentions_table(text, modes, &|w| w.eq_ignore_ascii_case(t));
@@ -123,6 +150,10 @@ impl Session {
         Ok(())
     }
 }
+
+/// How long a statement on a rule table waits while this idgate is fenced
+/// (`PauseGate::fence`) before it fails with 1205.
+const FENCE_WAIT: Duration = Duration::from_secs(10);
 
 /// Completes when the client closed its connection (a held statement then
 /// ends with its session; nothing of it is left behind). Pending forever
