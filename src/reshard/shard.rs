@@ -87,11 +87,16 @@ impl Shard {
             let (mut c, _) = BackendConn::connect(&params).await?;
             // Each read sees what is committed when it runs: the copy and
             // the catch-up re-read rows, they never need a snapshot.
-            let mut p = vec![cmd::QUERY];
-            p.extend_from_slice(
-                b"SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED, SESSION autocommit = 1, SESSION sql_mode = CONCAT(@@sql_mode, ',NO_AUTO_VALUE_ON_ZERO'), SESSION group_concat_max_len = 1048576",
-            );
-            c.run(&p, Expect::Results).await?;
+            // NO_AUTO_VALUE_ON_ZERO: a stored 0 in an AUTO_INCREMENT
+            // column is copied as 0, not given a new value.
+            for q in [
+                &b"SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"[..],
+                b"SET SESSION autocommit = 1, SESSION sql_mode = CONCAT(@@sql_mode, ',NO_AUTO_VALUE_ON_ZERO')",
+            ] {
+                let mut p = vec![cmd::QUERY];
+                p.extend_from_slice(q);
+                c.run(&p, Expect::Results).await?;
+            }
             self.conn = Some(c);
         }
         match self.conn.as_mut() {
