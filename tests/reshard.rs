@@ -442,8 +442,16 @@ async fn check_placement(tb: &Testbed, s: &Setup, want: &Content, on: &[usize]) 
         .collect();
     assert_eq!(got.len(), rows.len(), "an id read twice through idgate");
     if got != *want {
-        let missing: Vec<_> = want.keys().filter(|k| !got.contains_key(k)).take(10).collect();
-        let extra: Vec<_> = got.keys().filter(|k| !want.contains_key(k)).take(10).collect();
+        let missing: Vec<_> = want
+            .keys()
+            .filter(|k| !got.contains_key(k))
+            .take(10)
+            .collect();
+        let extra: Vec<_> = got
+            .keys()
+            .filter(|k| !want.contains_key(k))
+            .take(10)
+            .collect();
         let differ: Vec<_> = want
             .iter()
             .filter(|(k, v)| got.get(k).is_some_and(|g| g != *v))
@@ -472,7 +480,10 @@ async fn check_placement(tb: &Testbed, s: &Setup, want: &Content, on: &[usize]) 
             ))
             .await
             .expect("triggers");
-        assert!(triggers.is_empty(), "shard s{i}: triggers left: {triggers:?}");
+        assert!(
+            triggers.is_empty(),
+            "shard s{i}: triggers left: {triggers:?}"
+        );
         match on.iter().position(|&x| x == i) {
             None => assert!(
                 tables.is_empty(),
@@ -513,7 +524,13 @@ async fn move_under_load(tag: &str, from: &str, from_shards: &[usize], to: &[usi
     let list: Vec<String> = to.iter().map(|i| format!("s{i}")).collect();
     let shards = list.join(",");
     // A slow copy (1,000 rows/s): the load runs through all of it.
-    let args = ["--shards", &shards, "--max-rows-per-second", "1000", "--no-cutover"];
+    let args = [
+        "--shards",
+        &shards,
+        "--max-rows-per-second",
+        "1000",
+        "--no-cutover",
+    ];
     if kill {
         let mut child = s
             .reshard_cmd(&args)
@@ -528,9 +545,15 @@ async fn move_under_load(tag: &str, from: &str, from_shards: &[usize], to: &[usi
                 if j.phase == Phase::Copy && j.copied() > 0 {
                     break;
                 }
-                assert!(j.phase <= Phase::Copy, "the copy ended before the kill: {j:?}");
+                assert!(
+                    j.phase <= Phase::Copy,
+                    "the copy ended before the kill: {j:?}"
+                );
             }
-            assert!(Instant::now() < deadline, "the copy did not begin within 120 s");
+            assert!(
+                Instant::now() < deadline,
+                "the copy did not begin within 120 s"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         child.kill().expect("kill -9");
@@ -625,7 +648,10 @@ async fn abort_leaves_the_old_placement() {
     // The shadow on s2 holds its rows, the triggers are in place.
     let mut d = direct(&tb, 2).await;
     let n: Option<u64> = d
-        .query_first(format!("SELECT COUNT(*) FROM `{}`._idgate_new_orders", s.schema))
+        .query_first(format!(
+            "SELECT COUNT(*) FROM `{}`._idgate_new_orders",
+            s.schema
+        ))
         .await
         .expect("shadow");
     assert_eq!(n, Some(SEED / 3));

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use super::progress::Progress;
 use super::protocol::{
-    job_key, log_table, old_table, shadow_table, Job, Pause, Phase, SourceProgress, MEMBERS,
-    PAUSE, PAUSE_DOC,
+    job_key, log_table, old_table, shadow_table, Job, Pause, Phase, SourceProgress, MEMBERS, PAUSE,
+    PAUSE_DOC,
 };
 use super::rule::{self, Side};
 use super::shard::{Rows, Shard};
@@ -157,7 +157,10 @@ pub async fn run(cfg: &Config, args: &Args, progress: &mut Progress) -> Result<S
     };
     if args.abort {
         let Some(job) = live else {
-            return Err(format!("no move of {} is in progress: nothing to abort", args.table));
+            return Err(format!(
+                "no move of {} is in progress: nothing to abort",
+                args.table
+            ));
         };
         m.job = Some(job);
         return m.abort().await;
@@ -496,7 +499,10 @@ impl Mover<'_> {
         let first = *sources.first().ok_or("the table has no source shard")?;
         let show = self
             .shard(first)?
-            .text(&format!("SHOW CREATE TABLE {}", sql::qualified(&schema, &table)))
+            .text(&format!(
+                "SHOW CREATE TABLE {}",
+                sql::qualified(&schema, &table)
+            ))
             .await?;
         let create = show
             .into_iter()
@@ -511,14 +517,20 @@ impl Mover<'_> {
                 s.exec(&d).await?;
             }
             for n in [log_table(&table), shadow_table(&table), old_table(&table)] {
-                s.exec(&format!("DROP TABLE IF EXISTS {}", sql::qualified(&schema, &n)))
-                    .await?;
+                s.exec(&format!(
+                    "DROP TABLE IF EXISTS {}",
+                    sql::qualified(&schema, &n)
+                ))
+                .await?;
             }
         }
         for &i in &targets {
             let s = self.shard(i)?;
-            s.exec(&format!("CREATE DATABASE IF NOT EXISTS {}", sql::q(&schema)))
-                .await?;
+            s.exec(&format!(
+                "CREATE DATABASE IF NOT EXISTS {}",
+                sql::q(&schema)
+            ))
+            .await?;
             s.exec(&shadow).await?;
         }
         let pk = self.pk.clone();
@@ -667,7 +679,12 @@ impl Mover<'_> {
                     end += 1;
                 }
                 let r = s
-                    .exec(&sql::replace_rows(&schema, &table, &cols, &texts[start..end]))
+                    .exec(&sql::replace_rows(
+                        &schema,
+                        &table,
+                        &cols,
+                        &texts[start..end],
+                    ))
                     .await;
                 if let Err(e) = r {
                     if txn {
@@ -708,7 +725,9 @@ impl Mover<'_> {
                 self.throttle.wait(&mut self.shards, &involved).await;
                 let rows = self
                     .shard(src)?
-                    .binary(&sql::chunk_select(&schema, &table, &cols, &pk, &last, CHUNK))
+                    .binary(&sql::chunk_select(
+                        &schema, &table, &cols, &pk, &last, CHUNK,
+                    ))
                     .await?;
                 let n = rows.rows.len();
                 if n == 0 {
@@ -1181,8 +1200,11 @@ impl Mover<'_> {
                 s.exec(&d).await?;
             }
             for n in [old_table(&table), log_table(&table)] {
-                s.exec(&format!("DROP TABLE IF EXISTS {}", sql::qualified(&schema, &n)))
-                    .await?;
+                s.exec(&format!(
+                    "DROP TABLE IF EXISTS {}",
+                    sql::qualified(&schema, &n)
+                ))
+                .await?;
             }
         }
         self.set_phase(Phase::Done).await
@@ -1225,8 +1247,11 @@ impl Mover<'_> {
                 s.exec(&d).await?;
             }
             for n in [log_table(&table), shadow_table(&table)] {
-                s.exec(&format!("DROP TABLE IF EXISTS {}", sql::qualified(&schema, &n)))
-                    .await?;
+                s.exec(&format!(
+                    "DROP TABLE IF EXISTS {}",
+                    sql::qualified(&schema, &n)
+                ))
+                .await?;
             }
         }
         self.job_mut()?.phase = Phase::Aborted;

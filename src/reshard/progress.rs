@@ -19,11 +19,7 @@ pub struct Progress {
 pub fn line(job: &Job, tty: bool) -> String {
     let copied = job.copied();
     let total = job.rows_total.max(copied);
-    let pct = if total == 0 {
-        100
-    } else {
-        copied * 100 / total
-    };
+    let pct = (copied * 100).checked_div(total).unwrap_or(100);
     let eta = if job.rate > 0 && total > copied {
         format!("{} s", (total - copied) / job.rate)
     } else {
@@ -44,11 +40,7 @@ pub fn line(job: &Job, tty: bool) -> String {
             job.phase.name()
         )
     } else {
-        format!(
-            "reshard {}: {}: {detail}",
-            job.table,
-            job.phase.name()
-        )
+        format!("reshard {}: {}: {detail}", job.table, job.phase.name())
     }
 }
 
@@ -143,7 +135,10 @@ mod tests {
             "reshard shop.orders: copy: 250/1000 rows (25%), 50 rows/s, ETA 15 s, re-copied 3, verified ranges 0"
         );
         let bar = line(&job, true);
-        assert!(bar.starts_with("\rshop.orders [#######......................."), "{bar}");
+        assert!(
+            bar.starts_with("\rshop.orders [#######......................."),
+            "{bar}"
+        );
         assert!(bar.ends_with("copy     "), "{bar}");
     }
 }

@@ -69,7 +69,12 @@ pub fn side_of(rules: &RuleSet, table: &str, shard_names: &[String]) -> Result<S
             rule.name
         ));
     }
-    let name = |i: usize| shard_names.get(i).cloned().unwrap_or_else(|| format!("#{i}"));
+    let name = |i: usize| {
+        shard_names
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| format!("#{i}"))
+    };
     match entry.placement() {
         None => Ok(Side {
             want: Want {
@@ -285,7 +290,11 @@ mod tests {
         let (files, side) = target(&b, "shop.orders", &to, &names()).unwrap();
         // The other file is untouched, comments and all.
         assert_eq!(files[0], b.files[0]);
-        assert!(files[1].text.contains("sharding = \"mod\""), "{}", files[1].text);
+        assert!(
+            files[1].text.contains("sharding = \"mod\""),
+            "{}",
+            files[1].text
+        );
         assert_eq!(side.shards, vec![0, 1]);
         assert_eq!(side.shard_of(10).unwrap(), 0);
         assert_eq!(side.shard_of(11).unwrap(), 1);
@@ -296,7 +305,11 @@ mod tests {
         }
         .rules(&names(), &crate::idgen::validate)
         .unwrap();
-        let p = again.entry(Some("shop"), "orders").unwrap().placement().unwrap();
+        let p = again
+            .entry(Some("shop"), "orders")
+            .unwrap()
+            .placement()
+            .unwrap();
         assert_eq!(p.shard_of(&KeyValue::Int(11)).unwrap(), 1);
     }
 
@@ -317,7 +330,9 @@ mod tests {
         .unwrap();
         let (_, side) = target(&b, "shop.orders", &to, &names()).unwrap();
         assert_eq!(
-            (0..6).map(|k| side.shard_of(k).unwrap()).collect::<Vec<_>>(),
+            (0..6)
+                .map(|k| side.shard_of(k).unwrap())
+                .collect::<Vec<_>>(),
             vec![0, 1, 2, 0, 1, 2]
         );
         // Back onto the default shard: an unsharded rule.
@@ -325,18 +340,28 @@ mod tests {
         assert_eq!(one.sharding, None);
         let (files, side) = target(&b, "shop.orders", &one, &names()).unwrap();
         assert!(!files[1].text.contains("shard"), "{}", files[1].text);
-        assert_eq!(side.placement.is_none(), true);
+        assert!(side.placement.is_none());
         assert_eq!(side.shard_of(5).unwrap(), 0);
         // Onto another single shard: a one-shard placement.
         let s2 = wanted(&["s2".into()], None, None, "id", &names()).unwrap();
         let (_, side) = target(&b, "shop.orders", &s2, &names()).unwrap();
         assert_eq!(side.shard_of(5).unwrap(), 2);
         // Hash placement is idgate's hash.
-        let h = wanted(&["s1".into(), "s2".into()], Some("hash"), None, "id", &names()).unwrap();
+        let h = wanted(
+            &["s1".into(), "s2".into()],
+            Some("hash"),
+            None,
+            "id",
+            &names(),
+        )
+        .unwrap();
         let (_, side) = target(&b, "shop.orders", &h, &names()).unwrap();
         let p = Placement::hash(vec![1, 2]).unwrap();
         for k in 0..50 {
-            assert_eq!(side.shard_of(k).unwrap(), p.shard_of(&KeyValue::Int(k)).unwrap());
+            assert_eq!(
+                side.shard_of(k).unwrap(),
+                p.shard_of(&KeyValue::Int(k)).unwrap()
+            );
         }
     }
 
@@ -353,7 +378,12 @@ mod tests {
         let rules = b.rules(&names(), &crate::idgen::validate).unwrap();
         let e = side_of(&rules, "shop.nothing", &names()).unwrap_err();
         assert!(e.contains("shop.nothing"), "{e}");
-        let e = edit_files(&b.files, "shop.nothing", &wanted(&["s0".into()], None, None, "id", &names()).unwrap()).unwrap_err();
+        let e = edit_files(
+            &b.files,
+            "shop.nothing",
+            &wanted(&["s0".into()], None, None, "id", &names()).unwrap(),
+        )
+        .unwrap_err();
         assert!(e.contains("shop.nothing"), "{e}");
     }
 }

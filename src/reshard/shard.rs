@@ -155,10 +155,7 @@ impl Shard {
     }
 
     /// A text query's rows by column name (for `SHOW ... STATUS`).
-    pub async fn named(
-        &mut self,
-        sql: &str,
-    ) -> Result<Vec<Vec<(String, Option<String>)>>, String> {
+    pub async fn named(&mut self, sql: &str) -> Result<Vec<Vec<(String, Option<String>)>>, String> {
         let mut p = Vec::with_capacity(sql.len() + 1);
         p.push(cmd::QUERY);
         p.extend_from_slice(sql.as_bytes());
@@ -296,9 +293,7 @@ impl Shard {
                 "SELECT CHARACTER_SET_NAME FROM information_schema.COLLATIONS WHERE ID = {id}"
             ))
             .await?
-            .filter(|n| {
-                !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-            })
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
             .ok_or_else(|| format!("shard {}: unknown character set id {id}", self.name))?;
         self.charsets.push((id, name.clone()));
         Ok(name)

@@ -178,9 +178,9 @@ pub fn trigger_drops(schema: &str, table: &str) -> Vec<String> {
 /// # Errors
 /// The text does not start with `CREATE TABLE` and a backquoted name.
 pub fn shadow_create(show_create: &str, schema: &str, table: &str) -> Result<String, String> {
-    let rest = show_create
-        .strip_prefix("CREATE TABLE `")
-        .ok_or_else(|| format!("SHOW CREATE TABLE {table}: unexpected text (not CREATE TABLE `...`)"))?;
+    let rest = show_create.strip_prefix("CREATE TABLE `").ok_or_else(|| {
+        format!("SHOW CREATE TABLE {table}: unexpected text (not CREATE TABLE `...`)")
+    })?;
     let b = rest.as_bytes();
     let mut i = 0;
     let end = loop {
@@ -281,25 +281,27 @@ mod tests {
             "((`id` > 1)) AND NOT ((`id` > 9))"
         );
         assert_eq!(key_range(&pk, &[], &[]), "1");
-        assert_eq!(
-            key_in(&pk, &[s(&["1"]), s(&["2"])]),
-            "`id` IN (1, 2)"
-        );
-        assert_eq!(
-            key_in(&pk2, &[s(&["1", "2"])]),
-            "(`a`, `b``x`) IN ((1, 2))"
-        );
+        assert_eq!(key_in(&pk, &[s(&["1"]), s(&["2"])]), "`id` IN (1, 2)");
+        assert_eq!(key_in(&pk2, &[s(&["1", "2"])]), "(`a`, `b``x`) IN ((1, 2))");
         assert_eq!(key_in(&pk, &[]), "0");
     }
 
     #[test]
     fn log_and_triggers() {
-        let c = log_create("shop", "orders", &[("id".into(), "bigint(20) unsigned".into())]);
+        let c = log_create(
+            "shop",
+            "orders",
+            &[("id".into(), "bigint(20) unsigned".into())],
+        );
         assert_eq!(c, "CREATE TABLE IF NOT EXISTS `shop`.`_idgate_log_orders` (`_idgate_seq` BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, `id` bigint(20) unsigned NULL) ENGINE=InnoDB");
         let t = trigger_creates("shop", "orders", &s(&["id"]));
         assert_eq!(t.len(), 3);
         assert!(t[0].starts_with("CREATE TRIGGER `shop`.`_idgate_ai_orders` AFTER INSERT ON `shop`.`orders` FOR EACH ROW INSERT INTO `shop`.`_idgate_log_orders` (`id`) VALUES (NEW.`id`)"), "{}", t[0]);
-        assert!(t[1].contains("IF NOT (OLD.`id` <=> NEW.`id`) THEN"), "{}", t[1]);
+        assert!(
+            t[1].contains("IF NOT (OLD.`id` <=> NEW.`id`) THEN"),
+            "{}",
+            t[1]
+        );
         assert!(t[2].ends_with("VALUES (OLD.`id`)"), "{}", t[2]);
         assert_eq!(
             trigger_drops("shop", "orders")[1],

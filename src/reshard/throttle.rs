@@ -146,7 +146,10 @@ mod tests {
             delay(10_000, 10_000, Duration::from_millis(600)),
             Duration::from_millis(400)
         );
-        assert_eq!(delay(10_000, 10_000, Duration::from_secs(2)), Duration::ZERO);
+        assert_eq!(
+            delay(10_000, 10_000, Duration::from_secs(2)),
+            Duration::ZERO
+        );
         assert_eq!(delay(0, 1_000_000, Duration::ZERO), Duration::ZERO);
     }
 }
