@@ -154,6 +154,8 @@ pub async fn run(cfg: &Config, args: &Args, progress: &mut Progress) -> Result<S
         progress,
         throttle: Throttle::new(args.max_rows_per_second),
         who: args.who.clone(),
+        phase_started: Instant::now(),
+        timings: Vec::new(),
     };
     if args.abort {
         let Some(job) = live else {
@@ -272,6 +274,10 @@ struct Mover<'p> {
     progress: &'p mut Progress,
     throttle: Throttle,
     who: Who,
+    /// When the phase under way began in this process, and how long the
+    /// phases this process finished took (for the final line).
+    phase_started: Instant,
+    timings: Vec<(Phase, Duration)>,
 }
 
 impl Mover<'_> {
@@ -331,6 +337,9 @@ impl Mover<'_> {
     }
 
     async fn set_phase(&mut self, phase: Phase) -> Result<(), String> {
+        let was = self.job()?.phase;
+        self.timings.push((was, self.phase_started.elapsed()));
+        self.phase_started = Instant::now();
         self.job_mut()?.phase = phase;
         self.save().await?;
         let job = self.job()?.clone();
@@ -360,8 +369,9 @@ impl Mover<'_> {
                 Phase::Verify => self.verify().await,
                 Phase::Cutover if no_cutover => {
                     return Ok(format!(
-                        "{}: copied and verified; the change log keeps the copy current. Run the same command without --no-cutover to cut over",
-                        self.full
+                        "{}: copied and verified; the change log keeps the copy current. Run the same command without --no-cutover to cut over{}",
+                        self.full,
+                        self.timing_text()
                     ))
                 }
                 Phase::Cutover => self.cutover().await,
@@ -369,12 +379,13 @@ impl Mover<'_> {
                 Phase::Done => {
                     let job = self.job()?;
                     return Ok(format!(
-                        "{}: moved onto {} (rules version {}); {} rows copied, {} re-copied by the catch-up",
+                        "{}: moved onto {} (rules version {}); {} rows copied, {} re-copied by the catch-up{}",
                         job.table,
                         job.to.shards.join(","),
                         job.published_version.unwrap_or(0),
                         job.copied(),
-                        job.caught_up
+                        job.caught_up,
+                        self.timing_text()
                     ));
                 }
                 Phase::Aborted => return Ok(format!("{}: move aborted", self.full)),
@@ -392,6 +403,32 @@ impl Mover<'_> {
                 return Err(e);
             }
         }
+    }
+
+    /// `; this run: copy 12.0 s (83000 rows/s), ...`: the phases this
+    /// process ran (the copy's rate over its rows copied here).
+    fn timing_text(&self) -> String {
+        if self.timings.is_empty() {
+            return String::new();
+        }
+        let copied_here = self.throttle.total();
+        let parts: Vec<String> = self
+            .timings
+            .iter()
+            .map(|(p, d)| {
+                let secs = d.as_secs_f64();
+                if *p == Phase::Copy && secs > 0.0 {
+                    format!(
+                        "{} {secs:.1} s ({:.0} rows/s)",
+                        p.name(),
+                        copied_here as f64 / secs
+                    )
+                } else {
+                    format!("{} {secs:.1} s", p.name())
+                }
+            })
+            .collect();
+        format!("; this run: {}", parts.join(", "))
     }
 
     /// Columns and primary key, from whichever of the table's names exists

@@ -35,6 +35,8 @@ pub struct Throttle {
     no_replica_status: Vec<usize>,
     /// Rows per second over the last window.
     rate: u64,
+    /// Rows counted since the start.
+    total: u64,
 }
 
 /// How long to wait before `rows` more rows, `rows_so_far` having been
@@ -57,16 +59,23 @@ impl Throttle {
             last_check: None,
             no_replica_status: Vec::new(),
             rate: 0,
+            total: 0,
         }
     }
 
     /// Counts `n` rows copied.
     pub fn rows(&mut self, n: u64) {
         self.window_rows += n;
+        self.total += n;
         let secs = self.window_start.elapsed().as_secs_f64();
         if secs > 0.0 {
             self.rate = (self.window_rows as f64 / secs) as u64;
         }
+    }
+
+    /// Rows counted since the start.
+    pub fn total(&self) -> u64 {
+        self.total
     }
 
     /// Rows per second lately.
