@@ -522,6 +522,31 @@ impl Mover<'_> {
         ))
     }
 
+    /// Runs `stmts` (the three triggers' CREATE or DROP) on shard `i`
+    /// under `LOCK TABLES <table> WRITE` where the table exists, so other
+    /// sessions see all three triggers or none: a statement the shard
+    /// prepared while only some existed failed with "Table
+    /// `_idgate_log_<table>` doesn't exist" when executed after the others
+    /// were created (seen on MariaDB 10.11 with idgate's prepared
+    /// statements).
+    async fn with_table_locked(&mut self, i: usize, stmts: &[String]) -> Result<(), String> {
+        let t = sql::qualified(&self.schema, &self.table);
+        let s = self.shard(i)?;
+        let locked = s.exec(&format!("LOCK TABLES {t} WRITE")).await.is_ok();
+        let mut r = Ok(());
+        for q in stmts {
+            r = s.exec(q).await;
+            if r.is_err() {
+                break;
+            }
+        }
+        if locked {
+            let u = s.exec("UNLOCK TABLES").await;
+            r = r.and(u);
+        }
+        r
+    }
+
     fn pk_names(&self) -> Vec<String> {
         self.pk.iter().map(|(c, _)| c.clone()).collect()
     }
@@ -549,10 +574,9 @@ impl Mover<'_> {
         let shadow = sql::shadow_create(&create, &schema, &table)?;
         // Leftovers of an earlier move (aborted, or killed in this phase).
         for i in self.involved()? {
+            self.with_table_locked(i, &sql::trigger_drops(&schema, &table))
+                .await?;
             let s = self.shard(i)?;
-            for d in sql::trigger_drops(&schema, &table) {
-                s.exec(&d).await?;
-            }
             for n in [log_table(&table), shadow_table(&table), old_table(&table)] {
                 s.exec(&format!(
                     "DROP TABLE IF EXISTS {}",
@@ -574,12 +598,13 @@ impl Mover<'_> {
         let pk_names = self.pk_names();
         let mut total = 0u64;
         for &i in &sources {
-            let s = self.shard(i)?;
-            s.exec(&sql::log_create(&schema, &table, &pk)).await?;
-            for c in sql::trigger_creates(&schema, &table, &pk_names) {
-                s.exec(&c).await?;
-            }
-            total += s
+            self.shard(i)?
+                .exec(&sql::log_create(&schema, &table, &pk))
+                .await?;
+            self.with_table_locked(i, &sql::trigger_creates(&schema, &table, &pk_names))
+                .await?;
+            total += self
+                .shard(i)?
                 .value(&format!(
                     "SELECT COUNT(*) FROM {}",
                     sql::qualified(&schema, &table)
@@ -1122,9 +1147,8 @@ impl Mover<'_> {
             }
             let sources = self.sides()?.0.shards.clone();
             for s in sources {
-                for d in sql::trigger_drops(&schema, &table) {
-                    self.shard(s)?.exec(&d).await?;
-                }
+                self.with_table_locked(s, &sql::trigger_drops(&schema, &table))
+                    .await?;
             }
             for i in self.involved()? {
                 let name = self.names.get(i).cloned().unwrap_or_default();
@@ -1232,10 +1256,9 @@ impl Mover<'_> {
     async fn cleanup(&mut self) -> Result<(), String> {
         let (schema, table) = (self.schema.clone(), self.table.clone());
         for i in self.involved()? {
+            self.with_table_locked(i, &sql::trigger_drops(&schema, &table))
+                .await?;
             let s = self.shard(i)?;
-            for d in sql::trigger_drops(&schema, &table) {
-                s.exec(&d).await?;
-            }
             for n in [old_table(&table), log_table(&table)] {
                 s.exec(&format!(
                     "DROP TABLE IF EXISTS {}",
@@ -1279,10 +1302,9 @@ impl Mover<'_> {
         all.dedup();
         let (schema, table) = (self.schema.clone(), self.table.clone());
         for i in all {
+            self.with_table_locked(i, &sql::trigger_drops(&schema, &table))
+                .await?;
             let s = self.shard(i)?;
-            for d in sql::trigger_drops(&schema, &table) {
-                s.exec(&d).await?;
-            }
             for n in [log_table(&table), shadow_table(&table)] {
                 s.exec(&format!(
                     "DROP TABLE IF EXISTS {}",
