@@ -701,3 +701,150 @@ async fn abort_leaves_the_old_placement() {
     );
     drop_schema(&tb, &s.schema).await;
 }
+
+/// A TCP forwarder to one shard that a test can cut (connections
+/// dropped, new ones refused) and open again on the same port.
+struct Forwarder {
+    port: u16,
+    upstream: String,
+    tasks: Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Forwarder {
+    async fn start(upstream: &str) -> Forwarder {
+        let f = Forwarder {
+            port: free_port(),
+            upstream: upstream.to_string(),
+            tasks: Arc::new(std::sync::Mutex::new(Vec::new())),
+        };
+        f.open().await;
+        f
+    }
+
+    async fn open(&self) {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", self.port))
+            .await
+            .expect("bind the forwarder");
+        let up = self.upstream.clone();
+        let tasks = self.tasks.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((mut c, _)) = listener.accept().await {
+                let up = up.clone();
+                let h = tokio::spawn(async move {
+                    if let Ok(mut u) = tokio::net::TcpStream::connect(up).await {
+                        let _ = tokio::io::copy_bidirectional(&mut c, &mut u).await;
+                    }
+                });
+                tasks.lock().expect("tasks").push(h);
+            }
+        });
+        self.tasks.lock().expect("tasks").push(accept);
+    }
+
+    /// Drops every connection and the listener.
+    fn cut(&self) {
+        for h in self.tasks.lock().expect("tasks").drain(..) {
+            h.abort();
+        }
+    }
+}
+
+/// A target shard unreachable during the copy pauses the move: the
+/// mover records the error, waits, and once the shard answers again goes
+/// on from its checkpoint to the end; every row ends where its rule says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_shard_down_during_the_copy_pauses_the_move() {
+    let Some(tb) = support::testbed() else { return };
+    let mut s = Setup::new(&tb, "rs_down");
+    s.push_rules("");
+    s.start().await;
+    let content = seed(&tb, &s, &[0]).await;
+    // The mover reaches s1 through the forwarder; idgate directly.
+    let fwd = Forwarder::start(&tb.shards[1]).await;
+    let text = std::fs::read_to_string(s.config()).expect("config");
+    let via = text.replace(
+        &format!("address = \"{}\"", tb.shards[1]),
+        &format!("address = \"127.0.0.1:{}\"", fwd.port),
+    );
+    assert_ne!(via, text);
+    let cfg = s.dir.path().join("mover.toml");
+    support::write_private(&cfg, &via);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_idgate"))
+        .args(["reshard", "--config"])
+        .arg(&cfg)
+        .args([
+            "--table",
+            &s.table(),
+            "--shards",
+            "s0,s1",
+            "--max-rows-per-second",
+            "1000",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start idgate reshard");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(j) = s.job(&tb).await {
+            assert!(
+                j.phase <= Phase::Copy,
+                "the copy ended before the cut: {j:?}"
+            );
+            if j.phase == Phase::Copy && j.copied() > 0 {
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the copy did not begin within 120 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    fwd.cut();
+    // The mover notices, records why, and waits (it does not exit).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let copied = loop {
+        let j = s.job(&tb).await.expect("job");
+        if let Some(e) = &j.error {
+            assert!(e.contains("s1"), "{e}");
+            break j.copied();
+        }
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "the mover exited while the shard was down"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the outage was not noticed within 120 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(copied < SEED, "the copy finished before the cut");
+    assert!(
+        child.try_wait().expect("wait").is_none(),
+        "the mover exited"
+    );
+    fwd.open().await;
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("mover");
+    assert!(
+        out.status.success(),
+        "mover after the outage: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("retrying in"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j = s.job(&tb).await.expect("job");
+    assert_eq!(j.phase, Phase::Done, "{j:?}");
+    fwd.cut();
+    s.start().await;
+    check_placement(&tb, &s, &content, &[0, 1]).await;
+    drop_schema(&tb, &s.schema).await;
+}

@@ -39,6 +39,10 @@ const PAUSE_DEADLINE: Duration = Duration::from_millis(3000);
 /// before giving the cutover up and retrying: well before the deadline.
 const ACK_BUDGET: Duration = Duration::from_millis(500);
 
+/// How long the mover waits, all told, for unreachable shards before it
+/// gives up (the job keeps its checkpoint; a new run resumes).
+const MAX_OUTAGE: Duration = Duration::from_secs(600);
+
 /// Cutover attempts before the job fails.
 const CUTOVER_ATTEMPTS: u32 = 20;
 
@@ -357,6 +361,9 @@ impl Mover<'_> {
     }
 
     async fn drive(mut self, no_cutover: bool) -> Result<String, String> {
+        // Time spent waiting for shards to come back since the last step
+        // that succeeded.
+        let mut waited = Duration::ZERO;
         loop {
             let phase = self.job()?.phase;
             if phase >= Phase::Copy && phase < Phase::Cleanup && self.cols.is_empty() {
@@ -393,14 +400,43 @@ impl Mover<'_> {
                     return Err(self.job()?.error.clone().unwrap_or_else(|| "failed".into()))
                 }
             };
-            if let Err(e) = r {
-                // Recorded for `SHOW IDGATE RESHARD`; the process exits
-                // non-zero and a new run resumes.
-                if let Ok(job) = self.job_mut() {
-                    job.error = Some(e.clone());
+            let transient = self
+                .shards
+                .iter_mut()
+                .fold(false, |t, s| s.take_transient() || t);
+            match r {
+                Ok(()) => {
+                    if !waited.is_zero() {
+                        waited = Duration::ZERO;
+                        if let Ok(job) = self.job_mut() {
+                            job.error = None;
+                        }
+                    }
                 }
-                let _ = self.save().await;
-                return Err(e);
+                Err(e) if transient && waited < MAX_OUTAGE => {
+                    // A shard down pauses the move: the phase runs again
+                    // from the checkpoint once the shards answer.
+                    let wait = (waited * 2).clamp(Duration::from_secs(1), Duration::from_secs(30));
+                    self.progress.note(&format!(
+                        "{e}; retrying in {} s (the move is paused, nothing is lost)",
+                        wait.as_secs()
+                    ));
+                    if let Ok(job) = self.job_mut() {
+                        job.error = Some(e.clone());
+                    }
+                    let _ = self.save().await;
+                    tokio::time::sleep(wait).await;
+                    waited += wait;
+                }
+                Err(e) => {
+                    // Recorded for `SHOW IDGATE RESHARD`; the process exits
+                    // non-zero and a new run resumes.
+                    if let Ok(job) = self.job_mut() {
+                        job.error = Some(e.clone());
+                    }
+                    let _ = self.save().await;
+                    return Err(e);
+                }
             }
         }
     }

@@ -43,6 +43,20 @@ pub struct Shard {
     conn: Option<BackendConn>,
     /// Collation id -> character set name, learned as needed.
     charsets: Vec<(u16, String)>,
+    /// See [`Shard::take_transient`].
+    transient: bool,
+}
+
+/// An error worth waiting out: the shard down or unreachable, the
+/// connection lost, a lock wait timeout (1205) or deadlock (1213).
+fn transient(e: &BackendError) -> bool {
+    match e {
+        BackendError::Connect { .. } | BackendError::Timeout { .. } | BackendError::Lost { .. } => {
+            true
+        }
+        BackendError::Server { err, .. } => matches!(err.code, 1205 | 1213),
+        _ => false,
+    }
 }
 
 impl Shard {
@@ -60,6 +74,7 @@ impl Shard {
             timeout: Duration::from_millis(cfg.backend.connect_timeout_ms.max(1)),
             conn: None,
             charsets: vec![(BINARY_CHARSET, "binary".into())],
+            transient: false,
         })
     }
 
@@ -117,9 +132,17 @@ impl Shard {
                 if !matches!(e, BackendError::Server { .. }) {
                     self.conn = None;
                 }
+                self.transient |= transient(&e);
                 Err(e.to_string())
             }
         }
+    }
+
+    /// Whether an error since the last call was one that passes (the
+    /// shard unreachable, a lost connection, a lock wait or deadlock);
+    /// cleared by the call.
+    pub fn take_transient(&mut self) -> bool {
+        std::mem::take(&mut self.transient)
     }
 
     /// Runs a statement (DDL, DML); its result, if any, is dropped.
