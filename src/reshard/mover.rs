@@ -400,10 +400,11 @@ impl Mover<'_> {
                     return Err(self.job()?.error.clone().unwrap_or_else(|| "failed".into()))
                 }
             };
-            let transient = self
-                .shards
-                .iter_mut()
-                .fold(false, |t, s| s.take_transient() || t);
+            // Every shard's flag cleared, not only the first set.
+            let mut transient = false;
+            for s in &mut self.shards {
+                transient |= s.take_transient();
+            }
             match r {
                 Ok(()) => {
                     if !waited.is_zero() {
