@@ -21,7 +21,9 @@
 #    the move as a fraction of the rate before it. The move is aborted
 #    afterwards.
 #
-#   scripts/bench-reshard.sh [--rows N] [--rounds N] [--secs S] [--threads N] BIN
+#   scripts/bench-reshard.sh [--rows N] [--rounds N] [--secs S] [--threads N] [--skip-copy] BIN
+#
+# --skip-copy: part 2 only.
 #
 # BIN: the idgate binary (e.g. target/release/idgate).
 set -euo pipefail
@@ -29,6 +31,7 @@ ROWS=1000000
 ROUNDS=3
 SECS=20
 THREADS=8
+SKIP_COPY=
 BIN=
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -36,6 +39,7 @@ while [ $# -gt 0 ]; do
     --rounds) ROUNDS=$2; shift 2 ;;
     --secs) SECS=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
+    --skip-copy) SKIP_COPY=1; shift ;;
     *) BIN=$1; shift ;;
   esac
 done
@@ -67,7 +71,7 @@ echo "== data: bench.big and bench.sbtest1 on s0 ($ROWS rows each); bench.t on s
 for s in "$S0" "$S1"; do
   sql "$s" "DROP DATABASE IF EXISTS bench; CREATE DATABASE bench; CREATE TABLE bench.t ($SB)"
 done
-sql "$S0" "CREATE TABLE bench.big ($SB); INSERT INTO bench.big $FILL;
+sql "$S0" "USE bench; CREATE TABLE bench.big ($SB); INSERT INTO bench.big $FILL;
   CREATE TABLE bench.sbtest1 ($SB); INSERT INTO bench.sbtest1 $FILL;
   CREATE TABLE bench.ref ($SB)"
 
@@ -148,6 +152,7 @@ timed() { # timed HOST PORT USER PASS SQL -> seconds
   echo "$t0 $t1" | awk '{ printf "%.2f", $2 - $1 }'
 }
 
+if [ -z "$SKIP_COPY" ]; then
 echo "== 1. copy rate, $ROWS rows, s0 -> s0+s1 (mod), median of $ROUNDS rounds"
 mover=() insel=() direct=()
 for r in $(seq 1 "$ROUNDS"); do
@@ -169,6 +174,7 @@ printf '%-60s %12s\n' "copy" "rows/s"
 printf '%-60s %12s\n' "idgate reshard, copy phase (no throttle)" "$(median "${mover[@]}")"
 printf '%-60s %12s\n' "INSERT ... SELECT through idgate into bench.t (s0+s1)" "$(median "${insel[@]}")"
 printf '%-60s %12s\n' "INSERT ... SELECT directly on s0 (one server)" "$(median "${direct[@]}")"
+fi
 
 echo "== 2. sysbench oltp_insert through idgate ($THREADS threads, $SECS s) before and during a move at the default throttle"
 sbrun() { # sbrun -> inserts per second
@@ -180,7 +186,9 @@ sbrun() { # sbrun -> inserts per second
 before=() during=()
 for r in $(seq 1 "$ROUNDS"); do
   before+=("$(sbrun)")
-  reshard --table bench.sbtest1 --shards s0,s1 --no-cutover >"$WORK/move.out" 2>"$WORK/move.err" &
+  # The binary itself in the background (its pid, not a subshell's).
+  "$BIN" reshard --config "$WORK/idgate.toml" --table bench.sbtest1 --shards s0,s1 --no-cutover \
+    >"$WORK/move.out" 2>"$WORK/move.err" &
   MOVER=$!
   # The copy under way (its first progress line) before sysbench starts.
   for _ in $(seq 1 600); do grep -q ": copy:" "$WORK/move.err" && break; sleep 0.1; done
