@@ -941,13 +941,21 @@ impl Mover<'_> {
     /// persistent one stops the move, naming the range and the shard.
     async fn verify(&mut self) -> Result<(), String> {
         let integer_pk = self.pk.len() == 1 && self.pk[0].1.contains("int");
+        // The largest key when the verification begins: the last range ends
+        // there, so rows inserted meanwhile above it (new ids, under a
+        // load of inserts) do not keep the last range from ever matching;
+        // they are the catch-up's, as every change after this point.
+        let top = if integer_pk {
+            self.largest_key().await?
+        } else {
+            None
+        };
         let mut lo: Option<i128> = None;
         self.job_mut()?.verified_chunks = 0;
         loop {
-            let hi = if integer_pk {
-                self.next_bound(lo).await?
-            } else {
-                None
+            let hi = match (integer_pk, top) {
+                (true, Some(top)) => Some(self.next_bound(lo).await?.map_or(top, |b| b.min(top))),
+                _ => None,
             };
             let mut tries = 0;
             loop {
@@ -982,11 +990,34 @@ impl Mover<'_> {
             let job = self.job()?.clone();
             self.progress.update(&job);
             match hi {
-                Some(h) => lo = Some(h),
-                None => break,
+                Some(h) if Some(h) != top => lo = Some(h),
+                _ => break,
             }
         }
         self.set_phase(Phase::Cutover).await
+    }
+
+    /// The largest primary key over every source (`None`: no row).
+    async fn largest_key(&mut self) -> Result<Option<i128>, String> {
+        let (schema, table) = (self.schema.clone(), self.table.clone());
+        let pk = self.pk[0].0.clone();
+        let sources = self.sides()?.0.shards.clone();
+        let mut top: Option<i128> = None;
+        for s in sources {
+            let v = self
+                .shard(s)?
+                .value(&format!(
+                    "SELECT MAX({}) FROM {}",
+                    sql::q(&pk),
+                    sql::qualified(&schema, &table)
+                ))
+                .await?
+                .and_then(|v| v.parse::<i128>().ok());
+            if let Some(v) = v {
+                top = Some(top.map_or(v, |t: i128| t.max(v)));
+            }
+        }
+        Ok(top)
     }
 
     /// The smallest of every source's CHUNK-th key after `lo` (`None`: the
