@@ -848,3 +848,83 @@ async fn a_shard_down_during_the_copy_pauses_the_move() {
     check_placement(&tb, &s, &content, &[0, 1]).await;
     drop_schema(&tb, &s.schema).await;
 }
+
+/// A copy that differs from its source stops the move before the
+/// cutover, naming the table, the key range and the shard; `--abort` then
+/// leaves the old placement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_corrupted_copy_stops_the_move_before_the_cutover() {
+    let Some(tb) = support::testbed() else { return };
+    let mut s = Setup::new(&tb, "rs_bad");
+    s.push_rules("shard_key = \"id\"\nsharding = \"mod\"\nshards = [\"s0\", \"s1\"]\n");
+    s.start().await;
+    let content = seed(&tb, &s, &[0, 1]).await;
+    let args = [
+        "--shards",
+        "s0,s1,s2",
+        "--max-rows-per-second",
+        "1000",
+        "--no-cutover",
+    ];
+    let mut child = s
+        .reshard_cmd(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start idgate reshard");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(j) = s.job(&tb).await {
+            assert!(
+                j.phase <= Phase::Copy,
+                "the copy ended before the kill: {j:?}"
+            );
+            if j.phase == Phase::Copy && j.copied() > 0 {
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the copy did not begin within 120 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    child.kill().expect("kill -9");
+    let _ = child.wait();
+    // Row 2 (the first rows are copied first) is on s2 in the new
+    // placement; its copy is changed behind the mover's back.
+    let mut d = direct(&tb, 2).await;
+    d.query_drop(format!(
+        "UPDATE `{}`._idgate_new_orders SET v = v + 1 WHERE id = 2",
+        s.schema
+    ))
+    .await
+    .expect("corrupt the copy");
+    let changed: Option<u64> = d
+        .query_first(format!(
+            "SELECT COUNT(*) FROM `{}`._idgate_new_orders WHERE id = 2",
+            s.schema
+        ))
+        .await
+        .expect("count");
+    d.disconnect().await.expect("disconnect");
+    assert_eq!(changed, Some(1), "row 2 was not copied before the kill");
+    let o = s.reshard(&args);
+    assert!(!o.status.success(), "{}", text_of(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("verify failed: {}, id in (-inf, ", s.table()))
+            && err.contains("shard s2: row id = 2 differs from the source"),
+        "{err}"
+    );
+    let j = s.job(&tb).await.expect("job");
+    assert_eq!(j.phase, Phase::Failed, "{j:?}");
+    assert!(
+        j.published_version.is_none() && j.swapped.is_empty(),
+        "{j:?}"
+    );
+    let o = s.reshard(&["--shards", "s0,s1,s2", "--abort"]);
+    assert!(o.status.success(), "abort: {}", text_of(&o));
+    check_placement(&tb, &s, &content, &[0, 1]).await;
+    drop_schema(&tb, &s.schema).await;
+}
