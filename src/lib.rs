@@ -26,7 +26,8 @@
 //! - [`reshard`]: online resharding (`idgate reshard`): the mover, and the
 //!   store protocol (`reshard::protocol`) by which every idgate pauses a
 //!   table's statements for the cutover. `reshard` -> (`publish`, `rules`,
-//!   `idgen`, `backend`); `frontend` uses only `reshard::protocol`.
+//!   `idgen`, `backend`, `sql::insel`'s literals, `shard::placement`);
+//!   `frontend` uses only `reshard::protocol`.
 //! - [`protocol`]: MySQL packet framing, handshake, OK/ERR packets, error codes,
 //!   column definitions and result-set rows. Bytes only, no SQL semantics.
 //! - [`backend`]: one client connection from idgate to a shard, and the

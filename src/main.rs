@@ -48,6 +48,39 @@ enum Command {
         #[command(subcommand)]
         command: RulesCommand,
     },
+    /// Move a rule table's rows onto other shards while applications keep
+    /// writing (copy, catch-up, verify, cutover through a new rules
+    /// version); resumes a move in progress; exits 0 once the new
+    /// placement serves.
+    Reshard(ReshardArgs),
+}
+
+#[derive(clap::Args)]
+struct ReshardArgs {
+    #[arg(long, short)]
+    config: PathBuf,
+    /// The table, as its rule names it: schema.table.
+    #[arg(long)]
+    table: String,
+    /// The shards it moves onto, in rule order (comma-separated).
+    #[arg(long, value_delimiter = ',', required = true)]
+    shards: Vec<String>,
+    /// `mod` (default) or `hash`.
+    #[arg(long)]
+    sharding: Option<String>,
+    /// The column rows are placed by (default: the id column).
+    #[arg(long)]
+    shard_key: Option<String>,
+    /// Copy rate limit (0: none).
+    #[arg(long, default_value_t = idgate::reshard::throttle::DEFAULT_MAX_ROWS_PER_SECOND)]
+    max_rows_per_second: u64,
+    /// Give up the move in progress (before its swap): drops what it wrote.
+    #[arg(long)]
+    abort: bool,
+    /// Copy, catch up and verify, then stop before the cutover (a later
+    /// run without it cuts over).
+    #[arg(long)]
+    no_cutover: bool,
 }
 
 #[derive(Subcommand)]
@@ -151,6 +184,7 @@ fn main() -> ExitCode {
             }
         },
         Command::Rules { command } => rules_command(command),
+        Command::Reshard(a) => reshard_command(a),
         Command::Serve { config } => {
             let cfg = match Config::load(&config) {
                 Ok(c) => c,
@@ -230,6 +264,45 @@ fn rules_command(command: RulesCommand) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `idgate reshard ...`.
+fn reshard_command(a: ReshardArgs) -> ExitCode {
+    let cfg = match Config::load(&a.config) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let args = idgate::reshard::mover::Args {
+        table: a.table,
+        shards: a.shards,
+        sharding: a.sharding,
+        shard_key: a.shard_key,
+        max_rows_per_second: a.max_rows_per_second,
+        abort: a.abort,
+        no_cutover: a.no_cutover,
+        who: idgate::publish::Who {
+            user: os_user(),
+            host: host_name(),
+        },
+    };
+    let mut progress = idgate::reshard::progress::Progress::stderr();
+    match rt.block_on(idgate::reshard::mover::run(&cfg, &args, &mut progress)) {
+        Ok(msg) => {
+            println!("{msg}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("idgate reshard: {e}");
             ExitCode::FAILURE
         }
     }

@@ -181,6 +181,24 @@ impl Published {
         who: &Who,
         now_unix: u64,
     ) -> Result<Meta, PushError> {
+        self.publish_for(expected, files, changes, rollback_of, None, who, now_unix)
+            .await
+    }
+
+    /// [`Published::publish`] of the version a resharding job's cutover
+    /// publishes (`Meta.reshard_job`: the one kind of version that may
+    /// change a table's placement live).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn publish_for(
+        &self,
+        expected: Option<(u64, u64)>,
+        files: Vec<BundleFile>,
+        changes: Vec<String>,
+        rollback_of: Option<u64>,
+        reshard_job: Option<String>,
+        who: &Who,
+        now_unix: u64,
+    ) -> Result<Meta, PushError> {
         let next = expected.map_or(1, |(n, _)| n + 1);
         let meta = Meta {
             version: next,
@@ -190,7 +208,7 @@ impl Published {
             changes,
             rollback_of,
             nonce: nonce(),
-            reshard_job: None,
+            reshard_job,
         };
         let bundle = Bundle {
             meta: meta.clone(),

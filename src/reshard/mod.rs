@@ -15,6 +15,16 @@
 //! tables are invisible to applications); after it, the new one.
 //!
 //! Files: `protocol.rs` (the store keys and documents the mover and the
-//! idgates share; pure).
+//! idgates share; pure), `mover.rs` (the phases, the checkpoint),
+//! `rule.rs` (the placements before and after, the edited rules; pure),
+//! `sql.rs` (the statements; pure), `shard.rs` (a connection to a shard
+//! through [`crate::backend`]), `throttle.rs` (rate and load limits),
+//! `progress.rs` (the bar and the progress lines).
 
+pub mod mover;
+pub mod progress;
 pub mod protocol;
+pub mod rule;
+pub mod shard;
+pub mod sql;
+pub mod throttle;
