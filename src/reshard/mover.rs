@@ -219,7 +219,30 @@ pub async fn run(cfg: &Config, args: &Args, progress: &mut Progress) -> Result<S
                     want.sharding.as_deref().unwrap_or("one shard")
                 ));
             }
-            let (_, to) = rule::target(&current, &args.table, &want, &m.names)?;
+            let (files, to) = rule::target(&current, &args.table, &want, &m.names)?;
+            // The running idgates must be able to apply the cutover's
+            // version (a move that turns statement routing on cannot be
+            // applied live): refused now, before anything is written.
+            let new_rules = Bundle {
+                meta: current.meta.clone(),
+                files,
+            }
+            .rules(&m.names, &crate::idgen::validate)
+            .map_err(|e| format!("the rules with {} moved do not load:\n{e}", args.table))?;
+            let resharded = crate::rules::diff::Resharded {
+                table: args.table.clone(),
+                shards: want.shards.clone(),
+                sharding: want.sharding.clone(),
+                shard_key: want.shard_key.clone(),
+                config_shards: m.names.clone(),
+            };
+            crate::rules::diff::diff_resharded(&rules_now, &new_rules, Some(&resharded)).map_err(
+                |e| {
+                    format!(
+                        "the running idgates could not apply this move's rules version, so nothing was started:\n{e}"
+                    )
+                },
+            )?;
             let now = now_ms();
             m.job = Some(Job {
                 table: args.table.clone(),
