@@ -60,7 +60,7 @@ pub(in crate::frontend) async fn quit(mut c: BackendConn) {
 
 impl Session {
     /// The pool key of this session's connections.
-    fn conn_key(&self) -> ConnKey {
+    pub(in crate::frontend) fn conn_key(&self) -> ConnKey {
         let (user, password) = self.shared.shard_account(&self.login.user);
         ConnKey {
             user: user.to_string(),
@@ -72,11 +72,12 @@ impl Session {
     }
 
     /// A ready connection to `shard` from its pool (reused, or opened in a
-    /// free place), in the session's schema. `true`: opened now.
+    /// free place), in the session's schema, with the session state its
+    /// last user left on it (`Checked::tag`, `Checked::lid`).
     pub(in crate::frontend) async fn checkout(
         &mut self,
         shard: usize,
-    ) -> Result<(BackendConn, ShardLease), BackendError> {
+    ) -> Result<Checked, BackendError> {
         let shared = self.shared.clone();
         let Some(pool) = shared.pools.get(shard) else {
             return Err(BackendError::Lost {
@@ -85,14 +86,16 @@ impl Session {
             });
         };
         let key = self.conn_key();
+        let tag = self.state_tag();
         let lease = loop {
-            let taken = pool.take(&key, self.schema.as_deref()).await.map_err(|f| {
-                BackendError::PoolFull {
+            let taken = pool
+                .take(&key, self.schema.as_deref(), tag)
+                .await
+                .map_err(|f| BackendError::PoolFull {
                     shard: pool.shard.clone(),
                     max: f.max,
                     waited_ms: f.waited.as_millis() as u64,
-                }
-            })?;
+                })?;
             match taken {
                 Taken::Open { lease, evicted } => {
                     if let Some(c) = evicted {
@@ -101,7 +104,7 @@ impl Session {
                     break lease;
                 }
                 Taken::Reuse(idle) => match self.ready(pool, idle).await? {
-                    Ready::Conn(c, lease) => return Ok((c, lease)),
+                    Ready::Conn(c) => return Ok(c),
                     // Closed: its place is free again, take anew.
                     Ready::Stale => continue,
                     // Connection closed, place kept: open one in it.
@@ -129,7 +132,12 @@ impl Session {
         let (conn, hs) = BackendConn::connect(&params).await?;
         shared.learn(&hs);
         pool.stats.created.fetch_add(1, Ordering::Relaxed);
-        Ok((conn, lease))
+        Ok(Checked {
+            conn,
+            lease,
+            tag: 0,
+            lid: Some(0),
+        })
     }
 
     /// Checks an idle connection before it is handed out, and moves it to
@@ -143,6 +151,8 @@ impl Session {
             key,
             mut conn,
             db,
+            tag,
+            lid,
             lease,
             since,
         } = idle;
@@ -160,8 +170,16 @@ impl Session {
             return Ok(Ready::Stale);
         }
         let want = self.schema.clone();
+        let checked = |conn, lease| {
+            Ready::Conn(Checked {
+                conn,
+                lease,
+                tag,
+                lid,
+            })
+        };
         if db == want {
-            return Ok(Ready::Conn(conn, lease));
+            return Ok(checked(conn, lease));
         }
         let Some(want) = want else {
             // A schema cannot be left: a new connection without one.
@@ -171,7 +189,7 @@ impl Session {
         let mut payload = vec![cmd::INIT_DB];
         payload.extend_from_slice(want.as_bytes());
         match tokio::time::timeout(timeout, conn.run(&payload, Expect::Single)).await {
-            Ok(Ok(_)) => Ok(Ready::Conn(conn, lease)),
+            Ok(Ok(_)) => Ok(checked(conn, lease)),
             Ok(Err(e @ BackendError::Server { .. })) => {
                 // The schema was refused (the client is told); the
                 // connection is as good as before.
@@ -179,6 +197,8 @@ impl Session {
                     key,
                     conn,
                     db,
+                    tag,
+                    lid,
                     lease,
                     since: Instant::now(),
                 }) {
@@ -195,11 +215,18 @@ impl Session {
     }
 
     /// At the session's end (or its COM_CHANGE_USER): each shard
-    /// connection is reset and given back to its pool when it can be
-    /// reused, otherwise closed.
+    /// connection is given back to its pool when it can be reused (as it
+    /// is when nothing pins the session, `mux.rs`; otherwise reset),
+    /// otherwise closed.
     pub(in crate::frontend) async fn return_backends(&mut self, at_rest: bool) {
         let reusable =
             at_rest && self.txn_xa.is_none() && !self.killed && self.cursor_stream.is_none();
+        if reusable && self.may_skip_reset() {
+            // What a reset would clear the next taker restores if it
+            // differs (the state tag): no round trip here.
+            self.give_back_all().await;
+            return;
+        }
         let key = self.conn_key();
         let timeout = self.shared.connect_timeout();
         let routing = self.shared.routing;
@@ -237,6 +264,8 @@ impl Session {
                 key: key.clone(),
                 conn,
                 db: self.schema.clone(),
+                tag: 0,
+                lid: Some(0),
                 lease,
                 since: Instant::now(),
             }) {
@@ -246,9 +275,19 @@ impl Session {
     }
 }
 
+/// A connection handed to a session, with what its last user left on it.
+pub(in crate::frontend) struct Checked {
+    pub(in crate::frontend) conn: BackendConn,
+    pub(in crate::frontend) lease: ShardLease,
+    /// Its session state tag (`Idle::tag`; 0: as after a login or reset).
+    pub(in crate::frontend) tag: u64,
+    /// Its `LAST_INSERT_ID()`, when known.
+    pub(in crate::frontend) lid: Option<u64>,
+}
+
 /// What an idle connection turned out to be.
 enum Ready {
-    Conn(BackendConn, ShardLease),
+    Conn(Checked),
     Stale,
     Reopen(ShardLease),
 }
@@ -305,6 +344,8 @@ async fn fill_min_idle(shared: &Shared, shard: usize, pool: &Arc<ShardPool>) {
             key: key.clone(),
             conn,
             db: None,
+            tag: 0,
+            lid: Some(0),
             lease,
             since: Instant::now(),
         }) {

@@ -175,6 +175,21 @@ impl Statements {
         }
     }
 
+    /// Forgets every statement's id on `shard` and returns them (the
+    /// connection goes back to the pool: they are closed there).
+    pub fn take_shard(&mut self, shard: usize) -> Vec<u32> {
+        let mut ids = Vec::new();
+        for s in self.map.values_mut() {
+            if let Some(id) = s.backend_ids.get_mut(shard).and_then(Option::take) {
+                ids.push(id);
+            }
+            if let Some(t) = s.types_sent.get_mut(shard) {
+                *t = false;
+            }
+        }
+        ids
+    }
+
     pub fn len(&self) -> usize {
         self.map.len()
     }
