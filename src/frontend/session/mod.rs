@@ -305,6 +305,8 @@ impl Session {
                 lease,
                 tag,
                 lid,
+                owner,
+                stmts,
             } = self.checkout(shard).await?;
             let s = &self.shared.config.shards[shard];
             if let Some(n) = self.shared.shard_connects.get(shard) {
@@ -318,7 +320,8 @@ impl Session {
             }
             let want = self.state_tag();
             let mut lid = lid;
-            if tag != want && tag != 0 {
+            let reset = tag != want && tag != 0;
+            if reset {
                 // Another session's state: reset, then this one's.
                 if let Some(pool) = self.shared.pools.get(shard) {
                     pool.stats
@@ -350,7 +353,8 @@ impl Session {
                     }
                 }
             }
-            self.took(shard, &mut conn, lid).await?;
+            self.took(shard, &mut conn, lid, owner, &stmts, reset)
+                .await?;
             let s = &self.shared.config.shards[shard];
             debug!(conn = self.id, shard = %s.name, backend_conn = conn.connection_id, "shard connection opened");
             self.registered

@@ -36,7 +36,6 @@
 //! the connect-per-request path.
 
 use crate::backend::pool::{Idle, ShardPool, PIN_SLOTS};
-use crate::frontend::session::replay::SessionState;
 use crate::frontend::session::Session;
 use crate::protocol::consts::{cmd, status};
 use crate::protocol::response::Expect;
@@ -141,6 +140,9 @@ pub struct MuxState {
     /// Shards (bits) whose connection got the session's value from idgate
     /// during this command (`Session::set_last_insert_id`).
     lid_set: u64,
+    /// Per shard: the connection (its id) the session's prepared
+    /// statements' ids on that shard belong to.
+    stmts_on: Vec<Option<u32>>,
     /// Connections given back after a statement, in all.
     given_back: u64,
     /// The pools where this session's held connections are counted as
@@ -172,6 +174,41 @@ impl PinCount {
 impl Drop for PinCount {
     fn drop(&mut self) {
         self.clear();
+    }
+}
+
+/// What a client statement's text tells the multiplexer.
+#[derive(Debug, Clone, Copy)]
+struct Facts {
+    /// Sticky pins it sets.
+    pins: u32,
+    /// It releases `LOCK TABLES`.
+    unlock: bool,
+    /// It reads diagnostics (`SHOW WARNINGS`, `GET DIAGNOSTICS`,
+    /// `@@warning_count`): they stay the previous statement's.
+    diagnostics: bool,
+    /// It names `LAST_INSERT_ID()`.
+    mentions_lid: bool,
+    /// An INSERT or REPLACE (may set it).
+    inserts: bool,
+}
+
+impl Facts {
+    fn of(sql: &[u8]) -> Facts {
+        let (pins, unlock) = sticky_pins(sql);
+        let first = first_keyword(sql);
+        Facts {
+            pins,
+            unlock,
+            diagnostics: (&first == b"SHOW\0\0\0\0"
+                && (contains_ignore_case(sql, b"warnings")
+                    || contains_ignore_case(sql, b"errors")))
+                || &first == b"GET\0\0\0\0\0"
+                || contains_ignore_case(sql, b"warning_count")
+                || contains_ignore_case(sql, b"error_count"),
+            mentions_lid: mentions_last_id(sql),
+            inserts: matches!(&first, b"INSERT\0\0" | b"REPLACE\0"),
+        }
     }
 }
 
@@ -300,15 +337,15 @@ impl Session {
         self.shared.config.backend.multiplex
     }
 
-    /// The client statement text of a command, if it has one (a query, or
-    /// the prepared text of an execute).
-    fn command_sql(&mut self, payload: &[u8]) -> Option<Vec<u8>> {
+    /// What a command's statement text (a query's, or the prepared text of
+    /// an execute) tells about pins and `LAST_INSERT_ID()`.
+    fn command_facts(&mut self, payload: &[u8]) -> Option<Facts> {
         match payload.first() {
-            Some(&cmd::QUERY) => payload.get(1..).map(<[u8]>::to_vec),
+            Some(&cmd::QUERY) => payload.get(1..).map(Facts::of),
             Some(&cmd::STMT_EXECUTE) => {
                 let id = crate::protocol::stmt::stmt_id(payload.get(1..)?).ok()?;
                 let s = self.stmts.get_mut(id)?;
-                s.client_prepare.get(1..).map(<[u8]>::to_vec)
+                s.client_prepare.get(1..).map(Facts::of)
             }
             _ => None,
         }
@@ -321,44 +358,37 @@ impl Session {
         let Some(&command) = payload.first() else {
             return;
         };
-        let sql = self.command_sql(payload);
+        let facts = self.command_facts(payload);
         if command == cmd::SET_OPTION {
             self.mux.sticky |= Pin::SetOption.bit();
         }
-        let diag_stmt = sql.as_deref().is_some_and(|s| {
-            matches!(
-                crate::sql::statement::classify(s).kind,
-                crate::sql::statement::Kind::Diag(_)
-            ) || contains_ignore_case(s, b"warning_count")
-                || contains_ignore_case(s, b"error_count")
-        });
-        if let Some(sql) = &sql {
-            let (pins, unlock) = sticky_pins(sql);
-            if unlock {
+        if let Some(f) = &facts {
+            if f.unlock {
                 self.mux.sticky &= !Pin::LockTables.bit();
             }
-            self.mux.sticky |= pins;
+            self.mux.sticky |= f.pins;
         }
+        let diag_stmt = facts.as_ref().is_some_and(|f| f.diagnostics);
         if !diag_stmt && matches!(command, cmd::QUERY | cmd::STMT_EXECUTE | cmd::STMT_PREPARE) {
             self.mux.diag_pending = self.backends.conns().any(|b| b.diagnostics > 0);
         }
-        if let Some(sql) = &sql {
-            self.note_lid_change(sql);
+        if let Some(f) = &facts {
+            self.note_lid_change(f);
         }
-        self.mux.lid_set = 0;
         let pin = self.pinned(command);
         self.count_pin(pin);
         if self.multiplexing() && pin.is_none() {
             self.give_back_all().await;
         }
+        self.mux.lid_set = 0;
     }
 
     /// After statement `sql`: the held connections whose
     /// `LAST_INSERT_ID()` it may have changed hold an unknown value, and
     /// the session's is to be read again (unless idgate set it).
-    fn note_lid_change(&mut self, sql: &[u8]) {
-        let mentions = mentions_last_id(sql);
-        if !mentions && !matches!(&first_keyword(sql), b"INSERT\0\0" | b"REPLACE\0") {
+    fn note_lid_change(&mut self, f: &Facts) {
+        let mentions = f.mentions_lid;
+        if !mentions && !f.inserts {
             return;
         }
         let set = self.mux.lid_set;
@@ -470,9 +500,12 @@ impl Session {
         }
         self.mux.counted.clear();
         let home = self.lid_home;
+        // The writes moved the session's value to `home` since the last
+        // give-back (`lastid.rs`; it is `u64::MAX` right after one).
+        let home_changed = self.lid_synced != u64::MAX;
         for shard in 0..self.backends.len() {
             if self.backends.is_open(shard) {
-                self.give_back(shard, home).await;
+                self.give_back(shard, home, home_changed).await;
             }
         }
         // Every connection taken from now on is given the session's value.
@@ -481,12 +514,12 @@ impl Session {
         self.lid_synced = u64::MAX;
     }
 
-    async fn give_back(&mut self, shard: usize, home: usize) {
+    async fn give_back(&mut self, shard: usize, home: usize, home_changed: bool) {
         let Some((mut conn, lease)) = self.backends.take(shard) else {
             return;
         };
         self.registered.control.set_thread(shard, None);
-        let stmt_ids = self.stmts.take_shard(shard);
+        let stmt_ids = self.stmts.ids_on(shard);
         let pool = self.shared.pools.get(shard).cloned();
         // Only shard 0 follows the session's schema without routing.
         let db_known = shard == 0 || self.shared.routing;
@@ -496,16 +529,18 @@ impl Session {
         };
         let timeout = self.shared.connect_timeout();
         let mut held = self.mux.held_lid.get(shard).copied().flatten();
-        let read_lid = self.mux.lid_dirty && shard == home;
+        // The session's value is on its home connection: known when idgate
+        // gave it there in this command, otherwise read.
+        let dirty_home = shard == home && (self.mux.lid_dirty || home_changed);
+        let known = self.mux.lid_set & bit(shard) != 0;
+        if let (true, true, Some(v)) = (dirty_home, known, held) {
+            self.mux.lid = v;
+        }
+        let read_lid = dirty_home && !(known && held.is_some());
         let lid = &mut self.mux.lid;
         let work = async {
             if conn.detached() > 0 {
                 conn.drain().await?;
-            }
-            for bid in &stmt_ids {
-                let mut out = vec![cmd::STMT_CLOSE];
-                out.extend_from_slice(&bid.to_le_bytes());
-                conn.send(&out).await?;
             }
             if read_lid {
                 let rows = conn.query_rows("SELECT LAST_INSERT_ID()").await?;
@@ -534,6 +569,10 @@ impl Session {
             db: self.schema.clone(),
             tag: self.state.tag(),
             lid: held,
+            // Its prepared statements stay: taken back by this session,
+            // they are used again; by another, closed.
+            owner: self.id,
+            stmts: stmt_ids,
             lease,
             since: Instant::now(),
         }) {
@@ -548,16 +587,46 @@ impl Session {
         self.mux.given_back > 0
     }
 
-    /// A connection taken for `shard` whose `LAST_INSERT_ID()` is `lid`:
-    /// recorded, and given the session's value when it holds another.
+    /// A connection taken for `shard` (`reset`: just reset for the
+    /// session) whose `LAST_INSERT_ID()` is `lid`, left by session
+    /// `owner` with statements `left` open: the session's statement ids
+    /// stay valid if it is the connection they were prepared on, and are
+    /// forgotten otherwise; the statements left that are not the
+    /// session's (now) are closed; the session's `LAST_INSERT_ID()` given
+    /// when it holds another.
     pub(in crate::frontend) async fn took(
         &mut self,
         shard: usize,
         conn: &mut crate::backend::BackendConn,
         lid: Option<u64>,
+        owner: u32,
+        left: &[u32],
+        reset: bool,
     ) -> Result<(), crate::backend::BackendError> {
-        if self.mux.held_lid.len() < self.backends.len() {
-            self.mux.held_lid.resize(self.backends.len(), None);
+        let n = self.backends.len();
+        if self.mux.held_lid.len() < n {
+            self.mux.held_lid.resize(n, None);
+            self.mux.stmts_on.resize(n, None);
+        }
+        let on = self.mux.stmts_on.get(shard).copied().flatten();
+        let mine = !reset && owner == self.id && on == Some(conn.connection_id);
+        if !mine {
+            self.stmts.forget_shard(shard);
+        }
+        if !reset && !left.is_empty() {
+            let keep = if mine {
+                self.stmts.ids_on(shard)
+            } else {
+                Vec::new()
+            };
+            for bid in left.iter().filter(|b| !keep.contains(b)) {
+                let mut out = vec![cmd::STMT_CLOSE];
+                out.extend_from_slice(&bid.to_le_bytes());
+                conn.send(&out).await?;
+            }
+        }
+        if let Some(s) = self.mux.stmts_on.get_mut(shard) {
+            *s = Some(conn.connection_id);
         }
         let want = self.mux.lid;
         let held = if lid != Some(want) {
@@ -616,23 +685,6 @@ fn bit(shard: usize) -> u64 {
     }
 }
 
-impl SessionState {
-    /// A fingerprint of the recorded `SET`s (0: none, as on a connection
-    /// after a login or COM_RESET_CONNECTION).
-    pub fn tag(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let Some(sets) = self.replay() else {
-            return u64::MAX;
-        };
-        if sets.is_empty() {
-            return 0;
-        }
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        sets.hash(&mut h);
-        h.finish().max(1)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -682,6 +734,7 @@ mod tests {
 
     #[test]
     fn state_tags() {
+        use crate::frontend::session::replay::SessionState;
         let q = |s: &str| [&[3u8][..], s.as_bytes()].concat();
         let mut a = SessionState::default();
         assert_eq!(a.tag(), 0);

@@ -21,7 +21,7 @@
 //!   closed; with `pool_min_idle`, idle connections of the last key used
 //!   are opened up to it.
 
-use crate::backend::pool::{ConnKey, Idle, PoolSettings, ShardLease, ShardPool, Taken};
+use crate::backend::pool::{ConnKey, Idle, PoolSettings, ShardLease, ShardPool, Taken, Want};
 use crate::backend::{BackendConn, BackendError, ConnectParams};
 use crate::config::BackendConfig;
 use crate::frontend::session::Session;
@@ -88,8 +88,13 @@ impl Session {
         let key = self.conn_key();
         let tag = self.state_tag();
         let lease = loop {
+            let want = Want {
+                db: self.schema.as_deref(),
+                tag,
+                owner: self.id,
+            };
             let taken = pool
-                .take(&key, self.schema.as_deref(), tag)
+                .take(&key, want)
                 .await
                 .map_err(|f| BackendError::PoolFull {
                     shard: pool.shard.clone(),
@@ -137,6 +142,8 @@ impl Session {
             lease,
             tag: 0,
             lid: Some(0),
+            owner: 0,
+            stmts: Vec::new(),
         })
     }
 
@@ -153,6 +160,8 @@ impl Session {
             db,
             tag,
             lid,
+            owner,
+            stmts,
             lease,
             since,
         } = idle;
@@ -170,16 +179,18 @@ impl Session {
             return Ok(Ready::Stale);
         }
         let want = self.schema.clone();
-        let checked = |conn, lease| {
+        let checked = |conn, lease, stmts| {
             Ready::Conn(Checked {
                 conn,
                 lease,
                 tag,
                 lid,
+                owner,
+                stmts,
             })
         };
         if db == want {
-            return Ok(checked(conn, lease));
+            return Ok(checked(conn, lease, stmts));
         }
         let Some(want) = want else {
             // A schema cannot be left: a new connection without one.
@@ -189,7 +200,7 @@ impl Session {
         let mut payload = vec![cmd::INIT_DB];
         payload.extend_from_slice(want.as_bytes());
         match tokio::time::timeout(timeout, conn.run(&payload, Expect::Single)).await {
-            Ok(Ok(_)) => Ok(checked(conn, lease)),
+            Ok(Ok(_)) => Ok(checked(conn, lease, stmts)),
             Ok(Err(e @ BackendError::Server { .. })) => {
                 // The schema was refused (the client is told); the
                 // connection is as good as before.
@@ -199,6 +210,8 @@ impl Session {
                     db,
                     tag,
                     lid,
+                    owner,
+                    stmts,
                     lease,
                     since: Instant::now(),
                 }) {
@@ -266,6 +279,8 @@ impl Session {
                 db: self.schema.clone(),
                 tag: 0,
                 lid: Some(0),
+                owner: 0,
+                stmts: Vec::new(),
                 lease,
                 since: Instant::now(),
             }) {
@@ -283,6 +298,10 @@ pub(in crate::frontend) struct Checked {
     pub(in crate::frontend) tag: u64,
     /// Its `LAST_INSERT_ID()`, when known.
     pub(in crate::frontend) lid: Option<u64>,
+    /// The session that gave it back as it was (`Idle::owner`).
+    pub(in crate::frontend) owner: u32,
+    /// Statement ids left open on it by `owner`.
+    pub(in crate::frontend) stmts: Vec<u32>,
 }
 
 /// What an idle connection turned out to be.
@@ -346,6 +365,8 @@ async fn fill_min_idle(shared: &Shared, shard: usize, pool: &Arc<ShardPool>) {
             db: None,
             tag: 0,
             lid: Some(0),
+            owner: 0,
+            stmts: Vec::new(),
             lease,
             since: Instant::now(),
         }) {

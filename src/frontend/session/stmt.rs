@@ -175,19 +175,12 @@ impl Statements {
         }
     }
 
-    /// Forgets every statement's id on `shard` and returns them (the
-    /// connection goes back to the pool: they are closed there).
-    pub fn take_shard(&mut self, shard: usize) -> Vec<u32> {
-        let mut ids = Vec::new();
-        for s in self.map.values_mut() {
-            if let Some(id) = s.backend_ids.get_mut(shard).and_then(Option::take) {
-                ids.push(id);
-            }
-            if let Some(t) = s.types_sent.get_mut(shard) {
-                *t = false;
-            }
-        }
-        ids
+    /// The statements' ids on `shard`'s connection.
+    pub fn ids_on(&self, shard: usize) -> Vec<u32> {
+        self.map
+            .values()
+            .filter_map(|s| s.backend_ids.get(shard).copied().flatten())
+            .collect()
     }
 
     pub fn len(&self) -> usize {
