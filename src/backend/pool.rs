@@ -790,16 +790,15 @@ mod tests {
         // The one with the taker's state, else the most recent one.
         assert_eq!(take(7, 0), 1);
         assert_eq!(take(5, 0), 3);
+        assert_eq!(take(0, 0), 2);
         // With the taker's state, the one it gave back comes first.
-        let l = open(&p, 1);
-        let mut i = idle(1, 4, l, Instant::now());
+        let (l4, l5) = (open(&p, 1), open(&p, 1));
+        let mut i = idle(1, 4, l4, Instant::now());
         i.owner = 42;
         assert!(p.give_back(i).is_none());
-        let l = open(&p, 1);
-        assert!(p.give_back(idle(1, 5, l, Instant::now())).is_none());
+        assert!(p.give_back(idle(1, 5, l5, Instant::now())).is_none());
         assert_eq!(take(0, 42), 4);
         assert_eq!(take(0, 42), 5);
-        assert_eq!(take(0, 0), 2);
     }
 
     #[test]

@@ -213,24 +213,23 @@ impl Facts {
 }
 
 /// Sticky pins a client statement (its SQL text) sets, and whether it
-/// releases `LOCK TABLES`.
+/// releases `LOCK TABLES`. A query of several statements is looked at
+/// statement by statement (cut at every `;`, also one in a string: more
+/// pins at worst).
 fn sticky_pins(sql: &[u8]) -> (u32, bool) {
-    let first = first_keyword(sql);
     let mut pins = 0;
     let mut unlock = false;
-    match &first {
-        b"CREATE\0\0" if contains_ignore_case(sql, b"temporary") => {
-            pins |= Pin::TemporaryTable.bit()
+    for part in sql.split(|&b| b == b';') {
+        if part.iter().all(u8::is_ascii_whitespace) {
+            continue;
         }
-        b"LOCK\0\0\0\0" => pins |= Pin::LockTables.bit(),
-        b"FLUSH\0\0\0" if contains_ignore_case(sql, b"read lock") => pins |= Pin::LockTables.bit(),
-        b"UNLOCK\0\0" => unlock = true,
-        b"PREPARE\0" | b"EXECUTE\0" | b"DEALLOC\0" | b"DEALLOCA" => pins |= Pin::SqlPrepare.bit(),
-        b"CALL\0\0\0\0" => pins |= Pin::Call.bit(),
-        b"HANDLER\0" => pins |= Pin::Handler.bit(),
-        b"XA\0\0\0\0\0\0" => pins |= Pin::Xa.bit(),
-        b"SET\0\0\0\0\0" if set_transaction(sql) => pins |= Pin::SetTransaction.bit(),
-        _ => {}
+        let (p, u) = keyword_pins(part);
+        pins |= p;
+        // `UNLOCK TABLES` releases the locks taken before it only.
+        if u {
+            pins &= !Pin::LockTables.bit();
+        }
+        unlock |= u && pins & Pin::LockTables.bit() == 0;
     }
     if user_variable(sql) {
         pins |= Pin::UserVariable.bit();
@@ -244,12 +243,25 @@ fn sticky_pins(sql: &[u8]) -> (u32, bool) {
     if native_sequence(sql) {
         pins |= Pin::Sequence.bit();
     }
-    if memchr::memchr(b';', sql).is_some() && contains_ignore_case(sql, b"temporary") {
-        // A multi-statement query: its later statements' first keywords
-        // are not looked at above.
-        pins |= Pin::TemporaryTable.bit();
-    }
     (pins, unlock)
+}
+
+/// The pins one statement sets by its first keyword, and whether it is
+/// `UNLOCK TABLES`.
+fn keyword_pins(sql: &[u8]) -> (u32, bool) {
+    let pin = match &first_keyword(sql) {
+        b"CREATE\0\0" if contains_ignore_case(sql, b"temporary") => Pin::TemporaryTable,
+        b"LOCK\0\0\0\0" => Pin::LockTables,
+        b"FLUSH\0\0\0" if contains_ignore_case(sql, b"read lock") => Pin::LockTables,
+        b"UNLOCK\0\0" => return (0, true),
+        b"PREPARE\0" | b"EXECUTE\0" | b"DEALLOCA" => Pin::SqlPrepare,
+        b"CALL\0\0\0\0" => Pin::Call,
+        b"HANDLER\0" => Pin::Handler,
+        b"XA\0\0\0\0\0\0" => Pin::Xa,
+        b"SET\0\0\0\0\0" if set_transaction(sql) => Pin::SetTransaction,
+        _ => return (0, false),
+    };
+    (pin.bit(), false)
 }
 
 /// `SET TRANSACTION ...` (for the next transaction only).
@@ -318,12 +330,39 @@ fn skip_line(sql: &[u8], i: usize) -> usize {
 /// Whether `sql` uses a MariaDB sequence's per-connection values (not
 /// idgate's own generators, `idgate.g`, which idgate answers itself).
 fn native_sequence(sql: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(sql).to_ascii_lowercase();
-    ["nextval(", "lastval(", "setval("].iter().any(|f| {
-        text.match_indices(f)
-            .any(|(i, _)| !text[i + f.len()..].trim_start().starts_with("idgate."))
-    }) || text.contains("next value for")
-        || text.contains("previous value for")
+    if contains_ignore_case(sql, b"value for") {
+        return true;
+    }
+    // `NEXTVAL(`, `LASTVAL(`, `SETVAL(`: the text after `val(`.
+    let mut rest = sql;
+    while let Some(i) = find_ignore_case(rest, b"val(") {
+        let after = &rest[i + 4..];
+        let arg = &after[after.iter().take_while(|b| b.is_ascii_whitespace()).count()..];
+        let named = i >= 3 && {
+            let w = &rest[i - 3..i];
+            w.eq_ignore_ascii_case(b"ext")
+                || w.eq_ignore_ascii_case(b"ast")
+                || w.eq_ignore_ascii_case(b"set")
+        };
+        if named
+            && !arg
+                .get(..7)
+                .is_some_and(|a| a.eq_ignore_ascii_case(b"idgate."))
+        {
+            return true;
+        }
+        rest = after;
+    }
+    false
+}
+
+/// Where `needle` (lower case ASCII) first occurs in `hay`, ignoring case.
+fn find_ignore_case(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    let first = *needle.first()?;
+    memchr::memchr2_iter(first, first.to_ascii_uppercase(), hay).find(|&i| {
+        hay.get(i..i + needle.len())
+            .is_some_and(|w| w.eq_ignore_ascii_case(needle))
+    })
 }
 
 /// Whether `sql` reads or sets the last insert id by name.
@@ -376,9 +415,11 @@ impl Session {
             self.note_lid_change(f);
         }
         let pin = self.pinned(command);
-        self.count_pin(pin);
-        if self.multiplexing() && pin.is_none() {
-            self.give_back_all().await;
+        if self.multiplexing() {
+            self.count_pin(pin);
+            if pin.is_none() {
+                self.give_back_all().await;
+            }
         }
         self.mux.lid_set = 0;
     }
@@ -730,6 +771,15 @@ mod tests {
         assert_eq!(p("SET @v = 1"), Pin::UserVariable.bit());
         assert_eq!(p("SELECT * FROM t WHERE id = 1"), 0);
         assert_eq!(p("XA START 'x'"), Pin::Xa.bit());
+        // Each statement of a multi-statement query counts.
+        assert_eq!(p("SELECT 1; LOCK TABLES t WRITE"), Pin::LockTables.bit());
+        assert_eq!(p("LOCK TABLES t WRITE; UNLOCK TABLES"), 0);
+        assert!(sticky_pins(b"SELECT 1;\n UNLOCK TABLES").1);
+        assert_eq!(
+            p("SELECT LASTVAL( idgate.g), SETVAL(s, 1)"),
+            Pin::Sequence.bit()
+        );
+        assert_eq!(p("SELECT interval(1, 2), eval(3)"), 0);
     }
 
     #[test]
