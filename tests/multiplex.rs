@@ -46,9 +46,22 @@ async fn one<T: mysql_async::prelude::FromValue + Send + 'static>(c: &mut Conn, 
         .unwrap_or_else(|| panic!("{sql}: no row"))
 }
 
-/// Connections of shard 0's pool held now by a session pinned by `pin`.
-fn pinned(p: &Proxy, pin: Pin) -> u64 {
-    p.shared.pools[0].view().pinned[pin as usize]
+/// Polls (up to 60 s) until `n` connections of shard 0's pool are held by
+/// a session pinned by `pin` (a session counts them after its reply).
+async fn wait_pinned(p: &Proxy, pin: Pin, n: u64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let v = p.shared.pools[0].view();
+        if v.pinned[pin as usize] == n {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never {n} connection(s) pinned by {}: {v:?}",
+            pin.name()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// Polls (up to 60 s) until shard 0's pool has `idle` idle connections.
@@ -139,13 +152,13 @@ async fn two_clients_alternate_on_one_connection_without_seeing_each_other() {
     a.query_drop("SELECT CAST('1x' AS SIGNED)")
         .await
         .expect("a truncation warning");
-    assert_eq!(pinned(&p, Pin::Diagnostics), 1);
+    wait_pinned(&p, Pin::Diagnostics, 1).await;
     let w: Vec<(String, u64, String)> = a.query("SHOW WARNINGS").await.expect("warnings");
     assert_eq!(w.len(), 1, "{w:?}");
     assert_eq!(w[0].1, 1292, "{w:?}");
     assert_eq!(one::<u64>(&mut a, "SELECT @@warning_count").await, 1);
     a.query_drop("SELECT 1").await.expect("select");
-    assert_eq!(pinned(&p, Pin::Diagnostics), 0);
+    wait_pinned(&p, Pin::Diagnostics, 0).await;
     let w: Vec<(String, u64, String)> = b.query("SHOW WARNINGS").await.expect("warnings");
     assert!(w.is_empty(), "b sees a's warnings: {w:?}");
     assert_eq!(connection_id(&mut b).await, id);
@@ -170,21 +183,29 @@ async fn pinned_sessions_keep_their_connection_until_released() {
     a.query_drop("CREATE TABLE t (v INT) ENGINE = InnoDB")
         .await
         .expect("create");
-    // A logged-in client that waits holds no shard connection.
-    wait_idle(&p, 1).await;
-    assert_eq!(p.shared.pools[0].view().in_use(), 0);
+    // A logged-in client that waits holds no shard connection (given back
+    // right after the reply: polled).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while p.shared.pools[0].view().in_use() != 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "connections still in use: {:?}",
+            p.shared.pools[0].view()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 
     // A transaction: a holds its connection until COMMIT; b gets the other.
     a.query_drop("BEGIN").await.expect("begin");
     a.query_drop("INSERT INTO t VALUES (1)")
         .await
         .expect("insert");
-    assert_eq!(pinned(&p, Pin::Transaction), 1);
+    wait_pinned(&p, Pin::Transaction, 1).await;
     let id_a = connection_id(&mut a).await;
     assert_ne!(connection_id(&mut b).await, id_a);
     assert_eq!(one::<u64>(&mut b, "SELECT COUNT(*) FROM t").await, 0);
     a.query_drop("COMMIT").await.expect("commit");
-    assert_eq!(pinned(&p, Pin::Transaction), 0);
+    wait_pinned(&p, Pin::Transaction, 0).await;
     assert_eq!(one::<u64>(&mut b, "SELECT COUNT(*) FROM t").await, 1);
 
     // A temporary table and a user variable pin for the session's life
@@ -193,7 +214,7 @@ async fn pinned_sessions_keep_their_connection_until_released() {
         .await
         .expect("temporary table");
     a.query_drop("SET @mine = 7").await.expect("user variable");
-    assert_eq!(pinned(&p, Pin::TemporaryTable), 1);
+    wait_pinned(&p, Pin::TemporaryTable, 1).await;
     let id_a = connection_id(&mut a).await;
     for _ in 0..3 {
         assert_ne!(connection_id(&mut b).await, id_a);
@@ -221,7 +242,7 @@ async fn pinned_sessions_keep_their_connection_until_released() {
     // The session ends: its connection is reset, and nothing of a's stays.
     a.disconnect().await.expect("a quits");
     wait_idle(&p, 1).await;
-    assert_eq!(pinned(&p, Pin::TemporaryTable), 0);
+    wait_pinned(&p, Pin::TemporaryTable, 0).await;
     let mut c = Conn::new(p.opts(Some(&schema))).await.expect("client c");
     let mut seen = Vec::new();
     for _ in 0..4 {
