@@ -109,7 +109,7 @@ impl Session {
                     break lease;
                 }
                 Taken::Reuse(idle) => match self.ready(pool, idle).await? {
-                    Ready::Conn(c) => return Ok(c),
+                    Ready::Conn(c) => return Ok(*c),
                     // Closed: its place is free again, take anew.
                     Ready::Stale => continue,
                     // Connection closed, place kept: open one in it.
@@ -180,14 +180,14 @@ impl Session {
         }
         let want = self.schema.clone();
         let checked = |conn, lease, stmts| {
-            Ready::Conn(Checked {
+            Ready::Conn(Box::new(Checked {
                 conn,
                 lease,
                 tag,
                 lid,
                 owner,
                 stmts,
-            })
+            }))
         };
         if db == want {
             return Ok(checked(conn, lease, stmts));
@@ -306,7 +306,8 @@ pub(in crate::frontend) struct Checked {
 
 /// What an idle connection turned out to be.
 enum Ready {
-    Conn(Checked),
+    /// Boxed: a connection is large, the other outcomes are not.
+    Conn(Box<Checked>),
     Stale,
     Reopen(ShardLease),
 }
