@@ -53,7 +53,39 @@ def main():
     ap.add_argument("--target-kib", type=float, default=None,
                     help="print PASS/FAIL against this KiB per session (auth phase)")
     ap.add_argument("--tsv", default=None, help="append results to this file")
+    ap.add_argument("--shard-port", type=int, default=None,
+                    help="the shard's port: the process's established TCP "
+                         "connections to it are counted in each phase")
     args = ap.parse_args()
+
+    def shard_connections():
+        """The measured process's established connections to the shard's
+        port now (from /proc: its socket inodes in the TCP tables), or None
+        without --shard-port."""
+        if args.shard_port is None:
+            return None
+        import os
+        inodes = set()
+        fds = f"/proc/{args.pid}/fd"
+        for fd in os.listdir(fds):
+            try:
+                link = os.readlink(f"{fds}/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+        n = 0
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                rows = open(table).read().splitlines()[1:]
+            except OSError:
+                continue
+            for row in rows:
+                f = row.split()
+                port = int(f[2].rsplit(":", 1)[1], 16)
+                if port == args.shard_port and f[3] == "01" and f[9] in inodes:
+                    n += 1
+        return n
 
     # Every connection is a file descriptor here (and in the server).
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -93,7 +125,7 @@ def main():
               file=sys.stderr)
         return 1
     after_auth = settle(args.pid)
-    results.append(("auth", n, base, after_auth))
+    results.append(("auth", n, base, after_auth, shard_connections()))
 
     qfailed = 0
     for c in conns:
@@ -105,7 +137,7 @@ def main():
             qfailed += 1
             first_error = first_error or repr(e)
     after_query = settle(args.pid)
-    results.append(("query", n - qfailed, base, after_query))
+    results.append(("query", n - qfailed, base, after_query, shard_connections()))
 
     for c in conns:
         try:
@@ -118,7 +150,7 @@ def main():
           f"{connect_s:.1f} s, {failed} refused"
           + (f" (first error: {first_error})" if first_error else ""))
     lines = []
-    for phase, count, before, after in results:
+    for phase, count, before, after, on_shard in results:
         per = (after - before) / max(count, 1)
         desc = {"auth": "idle after login only        ",
                 "query": "idle after one SELECT 1      "}[phase]
@@ -126,8 +158,9 @@ def main():
         if args.target_kib is not None and phase == "auth":
             verdict = (f"   target <= {args.target_kib:g} KiB: "
                        + ("PASS" if per <= args.target_kib else "FAIL"))
+        shard = "" if on_shard is None else f", shard connections {on_shard}"
         print(f"[idle] {args.label}: {desc} RSS {before} -> {after} KiB: "
-              f"{per:7.1f} KiB/session{verdict}")
+              f"{per:7.1f} KiB/session{verdict}{shard}")
         lines.append(f"idle\t{args.label}\t{phase}\t{count}\t{before}\t{after}\t{per:.1f}\n")
     print(f"[idle] {args.label}: after closing them all: RSS {after_close} KiB")
     if args.tsv:

@@ -6,6 +6,8 @@
 #   haproxy  HAProxy (mode tcp) -> s0 (MariaDB's native login)   the peer
 #   idgate   idgate (caching_sha2_password fast path; the SELECT
 #            takes a pooled connection to s0, no shard login)    what we build
+#   mux      the same idgate with [backend] multiplex = true
+#            (the connection goes back after each statement)
 #   nopool   the same idgate with [backend] pool_idle_timeout = 0
 #            (no connection kept: a shard login per client, as
 #            before the pool)                                     the baseline
@@ -47,9 +49,9 @@ if ((do_build)); then log "cargo build --release"; (cd "$repo" && cargo build --
 bin=$repo/target/release/idgate
 free_port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 tmp=$(mktemp -d)
-haproxy_pid= idgate_pid= nopool_pid=
+haproxy_pid= idgate_pid= nopool_pid= mux_pid=
 cleanup() {
-  for pid in $haproxy_pid $idgate_pid $nopool_pid; do
+  for pid in $haproxy_pid $idgate_pid $nopool_pid $mux_pid; do
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
@@ -121,14 +123,23 @@ chmod 600 "$tmp/nopool.toml"
 IDGATE_LOG=warn "$bin" serve --config "$tmp/nopool.toml" >"$tmp/nopool.log" 2>&1 &
 nopool_pid=$!
 wait_ready "$np" app app-secret
+# Multiplexing: the same config with [backend] multiplex = true.
+mp=$(free_port) mpa=$(free_port)
+sed -e "s|$host:$ip|$host:$mp|" -e "s|$host:$ap|$host:$mpa|" \
+  -e 's|^tls = "disabled"|tls = "disabled"\nmultiplex = true|' "$tmp/idgate.toml" >"$tmp/mux.toml"
+chmod 600 "$tmp/mux.toml"
+IDGATE_LOG=warn "$bin" serve --config "$tmp/mux.toml" >"$tmp/mux.log" 2>&1 &
+mux_pid=$!
+wait_ready "$mp" app app-secret
 
-targets=(direct haproxy idgate nopool)
+targets=(direct haproxy idgate mux nopool)
 args_of() { # PORT USER PASSWORD of a target
   case "$1" in
     direct) echo "${s0#*:} $user $password" ;;
     haproxy) echo "$hp $user $password" ;;
     idgate) echo "$ip app app-secret" ;;
     nopool) echo "$np app app-secret" ;;
+    mux) echo "$mp app app-secret" ;;
   esac
 }
 log "$rounds rounds of $secs s per target, $procs client processes ($client client)"
@@ -148,16 +159,18 @@ done
 log "idgate: $(curl -fsS "http://$host:$ap/metrics" | grep '^idgate_sha2_logins_total' | tr '\n' ' ')"
 # Shard logins the pooled idgate did (created) against connections handed out again (reused).
 log "idgate pool: $(curl -fsS "http://$host:$ap/metrics" | grep -E '^idgate_pool_(created|reused|timeouts)_total' | tr '\n' ' ')"
+log "mux pool: $(curl -fsS "http://$host:$mpa/metrics" | grep -E '^idgate_pool_(created|reused|timeouts|multiplexed|restored)_total' | tr '\n' ' ')"
 "$py" - "$results" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 med = {}
-for t in ("direct", "haproxy", "idgate", "nopool"):
+for t in ("direct", "haproxy", "idgate", "mux", "nopool"):
     v = [float(r[1]) for r in rows if r[0] == t]
     plugin = next(r[2] for r in rows if r[0] == t)
     errors = sum(int(r[3]) for r in rows if r[0] == t)
     med[t] = statistics.median(v)
     print(f"{t:8} median {med[t]:8.1f} conn/s  rounds {' '.join(f'{x:.1f}' for x in v)}  plugin {plugin}  errors {errors}")
+print(f"mux/haproxy {med['mux'] / med['haproxy']:.3f}   mux/direct {med['mux'] / med['direct']:.3f}   mux/idgate {med['mux'] / med['idgate']:.3f}")
 print(f"idgate/haproxy {med['idgate'] / med['haproxy']:.3f}   idgate/direct {med['idgate'] / med['direct']:.3f}   "
       f"idgate/nopool {med['idgate'] / med['nopool']:.3f}   nopool/haproxy {med['nopool'] / med['haproxy']:.3f}   haproxy/direct {med['haproxy'] / med['direct']:.3f}")
 PY

@@ -71,7 +71,10 @@
 # measured side by side in one run; its ratio idgate/idgate_base is the change),
 # IDGATE_TB_S0_PORT / IDGATE_TB_ETCD_PORT (test bed ports, as testbed.sh),
 # BENCH_DB / BENCH_IDS_DB (schemas, default sbtest / sbtest_ids),
-# BENCH_APP_USER / BENCH_APP_PASSWORD (idgate's [[users]] account, default sbtest).
+# BENCH_APP_USER / BENCH_APP_PASSWORD (idgate's [[users]] account, default sbtest),
+# BENCH_BACKEND_EXTRA (lines added to idgate's [backend], not idgate_base's:
+# e.g. "multiplex = true" with IDGATE_BASE_BIN=target/release/idgate measures
+# multiplexing against the pool alone, same binary).
 set -euo pipefail
 # idgate refuses a world-readable config that holds a plaintext password:
 # every file this script writes is its owner's only.
@@ -305,6 +308,7 @@ password = "$backend_password"
 # it; sysbench and HAProxy talk to them in clear text, so idgate does too
 # (with --tls all three use TLS).
 tls = "$backend_tls"
+$(printf '%s' "${BENCH_BACKEND_EXTRA:-}" | sed -e '/^$/d' -e 's/$/ # bench-extra/')
 
 [[shards]]
 name = "s0"
@@ -380,7 +384,8 @@ start_idgate() {
   if [ -n "$idgate_base_bin" ]; then
     if [ -x "$idgate_base_bin" ]; then
       local port_base; port_base=$(free_port)
-      sed "s/^listen = \"$host:$port\"/listen = \"$host:$port_base\"/" "$tmp/idgate.toml" >"$tmp/idgate_base.toml"
+      # Without BENCH_BACKEND_EXTRA: the base runs idgate's own defaults.
+      sed -e "s/^listen = \"$host:$port\"/listen = \"$host:$port_base\"/" -e '/ # bench-extra$/d' "$tmp/idgate.toml" >"$tmp/idgate_base.toml"
       # A base binary from before the TLS keys (it refuses unknown keys) had
       # no TLS at all: the lines go.
       if ! "$idgate_base_bin" check --config "$tmp/idgate_base.toml" >/dev/null 2>&1; then
@@ -590,7 +595,7 @@ idle_step() {
   if ((idgate_ok)); then
     "$py" "$repo/bench/idle.py" --host "$host" --port "$idgate_port" --user "$app_user" \
       --password "$app_password" --pid "$idgate_pid" -n "$idle_conns" --label idgate \
-      --target-kib 64 --tsv "$results" >&2 || log "idle step against idgate reported errors"
+      --target-kib 64 --shard-port "$s0_port" --tsv "$results" >&2 || log "idle step against idgate reported errors"
   else
     log "idle step: idgate SKIPPED (not running)"
   fi

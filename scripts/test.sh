@@ -69,3 +69,19 @@ cargo clippy --all-targets --locked -- -D warnings
 echo "== cargo test"
 # --all-targets also runs each criterion benchmark once, as a smoke test.
 cargo test --all-targets --locked "${extra[@]}"
+
+# The relay, pool, routing and write tests again with multiplexing on
+# (`[backend] multiplex = true` in every idgate the tests start,
+# tests/support's `backend_extra`), about two more minutes. Skipped: the
+# mariadb CLI transcript, whose `ROW_COUNT()` after an INSERT that generated
+# an id is the one documented difference (README, Multiplexing).
+if [ ${#extra[@]} -eq 0 ]; then
+  echo "== cargo test, multiplexing on"
+  IDGATE_TEST_MULTIPLEX=1 cargo test --locked \
+    --test relay_text --test relay_prepared --test relay_raw --test relay_limits \
+    --test relay_clients --test pool --test multiplex --test inject_ids \
+    --test shard_route --test shard_merge --test shard_prepared_split \
+    --test shard_stream --test shard_deadlock --test explicit_capture \
+    --test insert_select --test load_data --test sql_sequences \
+    -- --skip mariadb_cli_prints_the_same_as_direct
+fi

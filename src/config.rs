@@ -381,6 +381,11 @@ pub struct BackendConfig {
     /// pool is full; then error 1040 naming the shard.
     #[serde(default = "default_pool_wait_timeout")]
     pub pool_wait_timeout_ms: u64,
+    /// Multiplexing: a session outside a transaction whose state does not
+    /// pin it gives its shard connections back after each statement
+    /// (`frontend::session::mux`).
+    #[serde(default)]
+    pub multiplex: bool,
 }
 
 impl std::fmt::Debug for BackendConfig {
@@ -399,6 +404,7 @@ impl std::fmt::Debug for BackendConfig {
             .field("pool_idle_timeout", &self.pool_idle_timeout)
             .field("pool_max_lifetime", &self.pool_max_lifetime)
             .field("pool_wait_timeout_ms", &self.pool_wait_timeout_ms)
+            .field("multiplex", &self.multiplex)
             .finish_non_exhaustive()
     }
 }

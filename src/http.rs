@@ -235,7 +235,7 @@ fn sha2_metrics(s: &crate::frontend::session::sha2state::Sha2State) -> String {
 /// The shard connection pools, per shard (as `SHOW IDGATE POOLS`).
 pub fn pool_metrics(pools: &[crate::backend::pool::PoolView]) -> String {
     type Get = fn(&crate::backend::pool::PoolView) -> f64;
-    let series: [(&str, &str, &str, Get); 11] = [
+    let series: [(&str, &str, &str, Get); 13] = [
         (
             "open",
             "gauge",
@@ -302,6 +302,18 @@ pub fn pool_metrics(pools: &[crate::backend::pool::PoolView]) -> String {
             "Idle shard connections found closed by the shard before use (replaced).",
             |v| v.stale as f64,
         ),
+        (
+            "multiplexed_total",
+            "counter",
+            "Shard connections given back after a statement (multiplex).",
+            |v| v.multiplexed as f64,
+        ),
+        (
+            "restored_total",
+            "counter",
+            "Shard connections reset and given their taker's session state (multiplex).",
+            |v| v.restored as f64,
+        ),
     ];
     let mut out = String::new();
     for (name, kind, help, get) in series {
@@ -313,6 +325,21 @@ pub fn pool_metrics(pools: &[crate::backend::pool::PoolView]) -> String {
                 "idgate_pool_{name}{{shard=\"{}\"}} {}",
                 label(&v.shard),
                 get(v)
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP idgate_pool_pinned Shard connections held by sessions that cannot give them back after a statement, by reason (multiplex).\n# TYPE idgate_pool_pinned gauge"
+    );
+    for v in pools {
+        for p in crate::frontend::session::mux::Pin::ALL {
+            let _ = writeln!(
+                out,
+                "idgate_pool_pinned{{shard=\"{}\",reason=\"{}\"}} {}",
+                label(&v.shard),
+                p.name(),
+                v.pinned.get(p as usize).copied().unwrap_or(0)
             );
         }
     }
@@ -576,6 +603,10 @@ mod tests {
             "{m}"
         );
         assert!(m.contains("# TYPE idgate_pool_open gauge\n"), "{m}");
+        assert!(
+            m.contains("idgate_pool_pinned{shard=\"s\\\"0\",reason=\"transaction\"} 0\n"),
+            "{m}"
+        );
     }
 
     #[test]

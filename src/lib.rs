@@ -38,7 +38,10 @@
 //!   - the core: `frontend/session/` (a session's state, its shard
 //!     connections (`backends`: the one provider handlers get a connection
 //!     from; each logs in with the user's shard account; `pooled`: taken
-//!     from and given back to the shard's pool, reset),
+//!     from and given back to the shard's pool, reset; `mux`: what pins
+//!     a session to its connections, and with `[backend] multiplex` the
+//!     connections given back after each statement, the session's state
+//!     restored on the next),
 //!     forwarding, login and its limits, password checks by plugin
 //!     (`auth`: mysql_native_password, caching_sha2_password's fast path,
 //!     cache and RSA), what it reads of the session from a

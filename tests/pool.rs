@@ -236,6 +236,8 @@ async fn pool_max_then_1040_naming_the_shard() {
     let p = start_pool(&tb, "pool_max = 1\npool_wait_timeout_ms = 200").await;
     let mut a = Conn::new(p.opts(Some("mysql"))).await.expect("client a");
     connection_id(&mut a).await;
+    // A transaction holds the connection (also with multiplexing).
+    a.query_drop("BEGIN").await.expect("begin");
     // The only connection is a's: b waits 200 ms, then 1040.
     let e = Conn::new(p.opts(Some("mysql"))).await;
     match &e {
@@ -265,6 +267,7 @@ async fn pool_max_then_1040_naming_the_shard() {
         (1, 1, 1, 0)
     );
     assert_eq!((col("Waits"), col("Timeouts"), col("Created")), (1, 1, 1));
+    a.query_drop("COMMIT").await.expect("commit");
     a.disconnect().await.expect("client a quits");
     wait_idle(&p, 1).await;
     let mut c = Conn::new(p.opts(Some("mysql"))).await.expect("client c");
@@ -279,6 +282,8 @@ async fn a_waiting_client_gets_the_connection_given_back() {
     let p = start_pool(&tb, "pool_max = 1\npool_wait_timeout_ms = 600000").await;
     let mut a = Conn::new(p.opts(Some("mysql"))).await.expect("client a");
     let id_a = connection_id(&mut a).await;
+    // A transaction holds the connection (also with multiplexing).
+    a.query_drop("BEGIN").await.expect("begin");
     let opts = p.opts(Some("mysql"));
     let b = tokio::spawn(async move {
         let mut b = Conn::new(opts).await.expect("client b after waiting");
@@ -291,6 +296,7 @@ async fn a_waiting_client_gets_the_connection_given_back() {
         assert!(tokio::time::Instant::now() < deadline, "b never waited");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    a.query_drop("COMMIT").await.expect("commit");
     a.disconnect().await.expect("client a quits");
     assert_eq!(b.await.expect("client b"), id_a, "handed straight to b");
     assert_eq!(p.shared.pools[0].stats.waits.load(Ordering::Relaxed), 1);

@@ -172,11 +172,16 @@ async fn keyed_statements_touch_only_their_shard() {
         .await
         .unwrap();
     let after: Vec<u64> = p.shard_connects();
-    assert_eq!(
-        after[0], before[0],
-        "keyed statements on odd ids opened no connection to shard s0"
-    );
-    assert_eq!(after[1], before[1] + 1, "one connection to s1");
+    // With multiplexing (IDGATE_TEST_MULTIPLEX=1) a session takes a
+    // connection for every statement, and a prepare goes to the first
+    // shard: the count says nothing of routing then.
+    if support::backend_extra().is_empty() {
+        assert_eq!(
+            after[0], before[0],
+            "keyed statements on odd ids opened no connection to shard s0"
+        );
+        assert_eq!(after[1], before[1] + 1, "one connection to s1");
+    }
     assert_eq!(ids_on(&tb, 1, &schema, "t").await, [13]);
     assert_eq!(ids_on(&tb, 0, &schema, "t").await, [10, 12]);
     // Changing the shard key is refused.

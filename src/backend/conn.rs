@@ -122,6 +122,12 @@ pub struct BackendConn {
     pub connection_id: u32,
     /// Server status from the last reply (transaction state).
     pub status: u16,
+    /// What `SHOW WARNINGS` would list after the last reply relayed or
+    /// read (warnings, plus one for an error): a multiplexed session keeps
+    /// a connection whose diagnostics the client may still ask for.
+    pub diagnostics: u16,
+    /// The last insert id of the last reply's OK packet.
+    pub insert_id: u64,
     /// The OK packet that completed the login (with the shard's session
     /// state changes, for a client that logs in with a database).
     pub login_ok: Vec<u8>,
@@ -271,6 +277,8 @@ impl BackendConn {
                             capabilities: caps & !cap::SSL,
                             connection_id: hs.connection_id,
                             status: ok.status,
+                            diagnostics: 0,
+                            insert_id: 0,
                             login_ok: std::mem::take(&mut buf),
                             wbuf: Vec::new(),
                             detached: 0,
@@ -440,7 +448,10 @@ impl BackendConn {
                     source,
                 })?;
             match kind {
-                Kind::Err => return Err(server_err(&self.shard, &buf)),
+                Kind::Err => {
+                    self.diagnostics = tracker.diagnostics();
+                    return Err(server_err(&self.shard, &buf));
+                }
                 Kind::LocalInfile => {
                     // Never asked for by idgate's own queries; answer "no data".
                     self.conn.write_raw(&[0, 0, 0, 2]).await.map_err(|source| {
@@ -455,6 +466,8 @@ impl BackendConn {
             }
         }
         self.status = tracker.status();
+        self.diagnostics = tracker.diagnostics();
+        self.insert_id = tracker.insert_id();
         Ok(packets)
     }
 

@@ -103,7 +103,21 @@ pub struct PoolStats {
     pub timeouts: AtomicU64,
     /// Idle connections found closed or not answering a ping before use.
     pub stale: AtomicU64,
+    /// Connections given back after a statement by a multiplexed session
+    /// (`[backend] multiplex`), without a reset.
+    pub multiplexed: AtomicU64,
+    /// Connections handed out whose session state (its [`Idle::tag`])
+    /// differed from the taker's: reset and given the taker's state.
+    pub restored: AtomicU64,
+    /// Connections held now by a session that could not give them back
+    /// after its statement, by the reason (its index; the names are the
+    /// session's, `frontend::session::mux::Pin`).
+    pub pinned: [AtomicU64; PIN_SLOTS],
 }
+
+/// Reasons a session's connection may be pinned (slots in
+/// [`PoolStats::pinned`]).
+pub const PIN_SLOTS: usize = 20;
 
 /// A snapshot of a pool's state.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -128,6 +142,9 @@ pub struct PoolView {
     pub wait_us: u64,
     pub timeouts: u64,
     pub stale: u64,
+    pub multiplexed: u64,
+    pub restored: u64,
+    pub pinned: [u64; PIN_SLOTS],
 }
 
 impl PoolView {
@@ -144,6 +161,19 @@ pub struct Idle<K, C> {
     pub conn: C,
     /// Its current schema, as the last user left it.
     pub db: Option<String>,
+    /// The session state its last user left on it (the session's `SET`s,
+    /// as a fingerprint): 0 as after a login or COM_RESET_CONNECTION. A
+    /// taker with the same tag needs no round trip to use it.
+    pub tag: u64,
+    /// Its `LAST_INSERT_ID()`, when known.
+    pub lid: Option<u64>,
+    /// The session that gave it back as it was (0: none; a reset one has
+    /// none): taken back by it first, its prepared statements are still
+    /// there.
+    pub owner: u32,
+    /// Server-side statement ids `owner` left open on it (another taker
+    /// closes them).
+    pub stmts: Vec<u32>,
     pub lease: Lease<K, C>,
     /// Given back at.
     pub since: Instant,
@@ -252,6 +282,9 @@ impl<K, C> Pool<K, C> {
             wait_us: n(&st.wait_us),
             timeouts: n(&st.timeouts),
             stale: n(&st.stale),
+            multiplexed: n(&st.multiplexed),
+            restored: n(&st.restored),
+            pinned: std::array::from_fn(|i| n(&st.pinned[i])),
         }
     }
 
@@ -302,14 +335,11 @@ impl<K: Clone + Eq, C> Pool<K, C> {
         })
     }
 
-    /// Takes a connection for `key` (preferring one already in `db`), or a
-    /// place to open one, waiting in line when the pool is full.
-    pub async fn take(
-        self: &Arc<Self>,
-        key: &K,
-        db: Option<&str>,
-    ) -> Result<Taken<K, C>, PoolFull> {
-        let rx = match self.try_take(key, db, Instant::now()) {
+    /// Takes a connection for `key` (preferring the one `owner` gave back,
+    /// then one already in `db` and with session state `tag`), or a place
+    /// to open one, waiting in line when the pool is full.
+    pub async fn take(self: &Arc<Self>, key: &K, want: Want<'_>) -> Result<Taken<K, C>, PoolFull> {
+        let rx = match self.try_take(key, want, Instant::now()) {
             Ok(t) => return Ok(t),
             Err(rx) => rx,
         };
@@ -357,14 +387,14 @@ impl<K: Clone + Eq, C> Pool<K, C> {
     fn try_take(
         self: &Arc<Self>,
         key: &K,
-        db: Option<&str>,
+        want: Want<'_>,
         now: Instant,
     ) -> Result<Taken<K, C>, oneshot::Receiver<Grant<K, C>>> {
         if self.settings.min_idle > 0 {
             *self.last_key.lock() = Some(key.clone());
         }
         let mut g = self.inner.lock();
-        if let Some(i) = pick(&g.idle, key, db) {
+        if let Some(i) = pick(&g.idle, key, want) {
             if let Some(idle) = g.idle.remove(i) {
                 self.stats.reused.fetch_add(1, Ordering::Relaxed);
                 return Ok(Taken::Reuse(idle));
@@ -488,23 +518,40 @@ impl<K: Clone + Eq, C> Pool<K, C> {
     }
 }
 
-/// The idle connection to hand `key`: its most recently given back, one in
-/// `db` first; with no schema wanted, only one that has none (a schema
-/// cannot be left).
-fn pick<K: Eq, C>(idle: &VecDeque<Idle<K, C>>, key: &K, db: Option<&str>) -> Option<usize> {
-    let mut any = None;
+/// What a taker would like of an idle connection, besides its key.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Want<'a> {
+    /// Its schema.
+    pub db: Option<&'a str>,
+    /// Its session state tag ([`Idle::tag`]).
+    pub tag: u64,
+    /// The taker (0: none): the connection it gave back is best.
+    pub owner: u32,
+}
+
+/// The idle connection to hand `key`: its most recently given back, the
+/// one the taker gave back as it was first, then one in `db` with the
+/// taker's session state, then one in `db`; with no schema wanted, only
+/// one that has none (a schema cannot be left).
+fn pick<K: Eq, C>(idle: &VecDeque<Idle<K, C>>, key: &K, want: Want<'_>) -> Option<usize> {
+    let (mut same_state, mut in_db, mut any) = (None, None, None);
     for (i, c) in idle.iter().enumerate().rev() {
         if &c.key != key {
             continue;
         }
-        if c.db.as_deref() == db {
-            return Some(i);
-        }
-        if db.is_some() && any.is_none() {
+        if c.db.as_deref() == want.db {
+            if c.tag == want.tag {
+                if want.owner != 0 && c.owner == want.owner {
+                    return Some(i);
+                }
+                same_state = same_state.or(Some(i));
+            }
+            in_db = in_db.or(Some(i));
+        } else if want.db.is_some() && any.is_none() {
             any = Some(i);
         }
     }
-    any
+    same_state.or(in_db).or(any)
 }
 
 /// A lease whose place is not freed when it is dropped (the place moved
@@ -534,7 +581,7 @@ mod tests {
     }
 
     fn open(p: &Arc<Pool<u8, u32>>, key: u8) -> Lease<u8, u32> {
-        match p.try_take(&key, None, Instant::now()) {
+        match p.try_take(&key, Want::default(), Instant::now()) {
             Ok(Taken::Open { lease, evicted }) => {
                 assert!(evicted.is_none());
                 lease
@@ -548,6 +595,10 @@ mod tests {
             key,
             conn,
             db: None,
+            tag: 0,
+            lid: None,
+            owner: 0,
+            stmts: Vec::new(),
             lease,
             since,
         }
@@ -560,7 +611,9 @@ mod tests {
         let b = open(&p, 1);
         assert_eq!(p.state().open, 2);
         // Full: a third taker is in line.
-        let mut rx = p.try_take(&1, None, Instant::now()).expect_err("in line");
+        let mut rx = p
+            .try_take(&1, Want::default(), Instant::now())
+            .expect_err("in line");
         assert_eq!(p.state().waiting, 1);
         drop(b);
         // The freed place went to the waiter (still counted open).
@@ -574,7 +627,7 @@ mod tests {
         );
         let _place = rx.try_recv().expect("a place");
         assert!(p.give_back(idle(1, 7, a, Instant::now())).is_none());
-        match p.try_take(&1, None, Instant::now()) {
+        match p.try_take(&1, Want::default(), Instant::now()) {
             Ok(Taken::Reuse(i)) => assert_eq!(i.conn, 7),
             _ => panic!("expected the idle connection"),
         }
@@ -585,7 +638,7 @@ mod tests {
         let p = Pool::<u8, u32>::new("s0", settings(1));
         let a = open(&p, 1);
         assert!(p.give_back(idle(1, 7, a, Instant::now())).is_none());
-        match p.try_take(&2, None, Instant::now()) {
+        match p.try_take(&2, Want::default(), Instant::now()) {
             Ok(Taken::Open { evicted, lease }) => {
                 assert_eq!(evicted, Some(7));
                 assert_eq!(p.state().open, 1);
@@ -600,8 +653,12 @@ mod tests {
     fn given_back_to_the_first_waiter() {
         let p = Pool::<u8, u32>::new("s0", settings(1));
         let a = open(&p, 1);
-        let mut rx_other = p.try_take(&2, None, Instant::now()).expect_err("in line");
-        let mut rx_same = p.try_take(&1, None, Instant::now()).expect_err("in line");
+        let mut rx_other = p
+            .try_take(&2, Want::default(), Instant::now())
+            .expect_err("in line");
+        let mut rx_same = p
+            .try_take(&1, Want::default(), Instant::now())
+            .expect_err("in line");
         // The first waiter needs another key: the connection is closed and
         // its place moves there.
         assert_eq!(p.give_back(idle(1, 7, a, Instant::now())), Some(7));
@@ -633,7 +690,9 @@ mod tests {
     fn a_waiter_that_left_is_skipped() {
         let p = Pool::<u8, u32>::new("s0", settings(1));
         let a = open(&p, 1);
-        let rx = p.try_take(&1, None, Instant::now()).expect_err("in line");
+        let rx = p
+            .try_take(&1, Want::default(), Instant::now())
+            .expect_err("in line");
         drop(rx);
         assert!(p.give_back(idle(1, 7, a, Instant::now())).is_none());
         assert_eq!(
@@ -685,7 +744,14 @@ mod tests {
             i.db = db.map(str::to_string);
             assert!(p.give_back(i).is_none());
         }
-        let take = |db| match p.try_take(&1, db, Instant::now()) {
+        let take = |db| match p.try_take(
+            &1,
+            Want {
+                db,
+                ..Want::default()
+            },
+            Instant::now(),
+        ) {
             Ok(Taken::Reuse(i)) => i,
             _ => panic!("expected a reuse"),
         };
@@ -695,9 +761,44 @@ mod tests {
         // Another schema: any (it is changed by the taker).
         assert_eq!(take(Some("z")).conn, 2);
         assert!(matches!(
-            p.try_take(&1, None, Instant::now()),
+            p.try_take(&1, Want::default(), Instant::now()),
             Ok(Taken::Open { .. })
         ));
+    }
+
+    #[test]
+    fn session_state_preference() {
+        let p = Pool::<u8, u32>::new("s0", settings(0));
+        let leases: Vec<_> = (0..3).map(|_| open(&p, 1)).collect();
+        for ((c, tag), l) in [(1, 7), (2, 0), (3, 9)].into_iter().zip(leases) {
+            let mut i = idle(1, c, l, Instant::now());
+            i.tag = tag;
+            assert!(p.give_back(i).is_none());
+        }
+        let take = |tag, owner| match p.try_take(
+            &1,
+            Want {
+                db: None,
+                tag,
+                owner,
+            },
+            Instant::now(),
+        ) {
+            Ok(Taken::Reuse(i)) => i.conn,
+            _ => panic!("expected a reuse"),
+        };
+        // The one with the taker's state, else the most recent one.
+        assert_eq!(take(7, 0), 1);
+        assert_eq!(take(5, 0), 3);
+        assert_eq!(take(0, 0), 2);
+        // With the taker's state, the one it gave back comes first.
+        let (l4, l5) = (open(&p, 1), open(&p, 1));
+        let mut i = idle(1, 4, l4, Instant::now());
+        i.owner = 42;
+        assert!(p.give_back(i).is_none());
+        assert!(p.give_back(idle(1, 5, l5, Instant::now())).is_none());
+        assert_eq!(take(0, 42), 4);
+        assert_eq!(take(0, 42), 5);
     }
 
     #[test]
@@ -714,11 +815,11 @@ mod tests {
     async fn full_pool_times_out() {
         let p = Pool::<u8, u32>::new("s0", settings(1));
         let _a = open(&p, 1);
-        let e = p.take(&1, None).await.expect_err("full");
+        let e = p.take(&1, Want::default()).await.expect_err("full");
         assert_eq!(e.max, 1);
         assert_eq!(p.stats.timeouts.load(Ordering::Relaxed), 1);
         // The one that timed out is no longer in line.
         assert_eq!(p.state().waiting, 0);
-        assert!(p.try_take(&1, None, Instant::now()).is_err());
+        assert!(p.try_take(&1, Want::default(), Instant::now()).is_err());
     }
 }

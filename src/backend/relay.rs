@@ -125,6 +125,8 @@ pub async fn relay_reply(
         if tracker.is_done() {
             flush(backend, client, pos, next_seq, seq).await?;
             backend.status = tracker.status();
+            backend.diagnostics = tracker.diagnostics();
+            backend.insert_id = tracker.insert_id();
             return Ok(());
         }
         if pos >= FLUSH_AT {

@@ -73,6 +73,11 @@ pub struct Tracker {
     continuation: bool,
     results: usize,
     status: u16,
+    /// Warnings of the last result, plus one when the reply ended with an
+    /// error: what `SHOW WARNINGS` would list after it.
+    diagnostics: u16,
+    /// The last OK packet's last insert id.
+    insert_id: u64,
 }
 
 impl Tracker {
@@ -95,7 +100,29 @@ impl Tracker {
             continuation: false,
             results: 0,
             status,
+            diagnostics: 0,
+            insert_id: 0,
         }
+    }
+
+    /// What `SHOW WARNINGS` lists after this reply (its last result's
+    /// warnings, one more for an error), as far as seen.
+    pub fn diagnostics(&self) -> u16 {
+        self.diagnostics
+    }
+
+    /// The last OK packet's last insert id (0 when none was seen).
+    pub fn insert_id(&self) -> u64 {
+        self.insert_id
+    }
+
+    fn note_ok(&mut self, ok: &reply::OkPacket) {
+        self.diagnostics = ok.warnings;
+        self.insert_id = ok.last_insert_id;
+    }
+
+    fn note_err(&mut self) {
+        self.diagnostics = self.diagnostics.saturating_add(1);
     }
 
     /// Whether the reply is complete.
@@ -125,10 +152,15 @@ impl Tracker {
             State::Single => {
                 self.state = State::Done;
                 match first {
-                    Some(ERR) => Ok(Kind::Err),
+                    Some(ERR) => {
+                        self.diagnostics = 0;
+                        self.note_err();
+                        Ok(Kind::Err)
+                    }
                     Some(OK) if len < MAX_PAYLOAD => {
                         if let Ok(ok) = reply::parse_ok(payload) {
                             self.status = ok.status;
+                            self.note_ok(&ok);
                         }
                         Ok(Kind::Ok { index: 0 })
                     }
@@ -138,12 +170,15 @@ impl Tracker {
             State::Start => match first {
                 Some(OK) => {
                     let ok = reply::parse_ok(payload)?;
+                    self.note_ok(&ok);
                     let index = self.results;
                     self.end_result(ok.status);
                     Ok(Kind::Ok { index })
                 }
                 Some(ERR) => {
                     self.state = State::Done;
+                    self.diagnostics = 0;
+                    self.note_err();
                     Ok(Kind::Err)
                 }
                 Some(LOCAL_INFILE) => Ok(Kind::LocalInfile),
@@ -181,10 +216,16 @@ impl Tracker {
             State::Rows | State::FieldList => {
                 if first == Some(ERR) {
                     self.state = State::Done;
+                    self.note_err();
                     return Ok(Kind::Err);
                 }
                 if self.is_terminator(len, payload) {
                     let st = self.terminator_status(payload)?;
+                    // The result's warnings (an EOF has them at bytes
+                    // 1..3, an OK terminator after two length-encoded
+                    // integers).
+                    self.diagnostics = self.terminator_warnings(payload);
+                    self.insert_id = 0;
                     if self.state == State::FieldList {
                         self.status = st;
                         self.state = State::Done;
@@ -261,6 +302,17 @@ impl Tracker {
             } else {
                 len < 9
             }
+    }
+
+    fn terminator_warnings(&self, payload: &[u8]) -> u16 {
+        if self.deprecate_eof && payload.len() >= 7 {
+            reply::parse_ok(payload).map_or(0, |ok| ok.warnings)
+        } else {
+            match payload.get(1..3) {
+                Some(w) => u16::from_le_bytes([w[0], w[1]]),
+                None => 0,
+            }
+        }
     }
 
     fn terminator_status(&self, payload: &[u8]) -> Result<u16, Malformed> {

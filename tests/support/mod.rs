@@ -100,6 +100,16 @@ pub fn testbed() -> Option<Testbed> {
 
 /// A name unique to this test run, for schemas and etcd prefixes, so test
 /// binaries running at the same time never share state.
+/// `[backend]` lines every idgate the tests start gets: `multiplex = true`
+/// under `IDGATE_TEST_MULTIPLEX=1` (scripts/test.sh runs the relevant
+/// test files a second time so), else none.
+pub fn backend_extra() -> &'static str {
+    match std::env::var("IDGATE_TEST_MULTIPLEX").as_deref() {
+        Ok("1") => "multiplex = true\n",
+        _ => "",
+    }
+}
+
 pub fn unique(prefix: &str) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);

@@ -137,13 +137,14 @@ impl Idgate {
         }
         let config = format!(
             "[server]\nlisten = \"{mysql}\"\nresp_listen = \"{resp}\"\nadmin_listen = \"{admin}\"\n{}\n{USERS}\
-             [backend]\nuser = \"{}\"\npassword = \"{}\"\n{shards}\
+             [backend]\nuser = \"{}\"\npassword = \"{}\"\n{}{shards}\
              [allocator]\nstore = \"etcd\"\netcd_endpoints = [\"{}\"]\netcd_prefix = \"{}\"\n\
              {TEST_ALLOCATOR_BOUNDS}\
              [rules]\n{}\n",
             opts.server_extra,
             tb.user,
             tb.password,
+            super::backend_extra(),
             opts.etcd.as_deref().unwrap_or(&tb.etcd),
             opts.etcd_prefix,
             opts.rules_section.as_deref().unwrap_or("dir = \"rules\"")

@@ -54,8 +54,10 @@ pub fn config_text(tb: &Testbed, listen: &str, server_extra: &str) -> String {
          [[users]]\nname = \"{USER}\"\npassword = \"{PASSWORD}\"\n\
          [[users]]\nname = \"{USER2}\"\npassword = \"{PASSWORD2}\"\n\
          [[users]]\nname = \"{ADMIN}\"\npassword = \"{ADMIN_PASSWORD}\"\nadmin = true\n\
-         [backend]\nuser = \"{}\"\npassword = \"{}\"\nconnect_timeout_ms = 60000\n{shards}",
-        tb.user, tb.password
+         [backend]\nuser = \"{}\"\npassword = \"{}\"\nconnect_timeout_ms = 60000\n{}{shards}",
+        tb.user,
+        tb.password,
+        super::backend_extra()
     )
 }
 

@@ -2,8 +2,13 @@
 //! (`backend::pool`): its cap, connections open, idle and in use, clients
 //! waiting for one now, and since the start: waits, time waited, 1040s
 //! given, connections created, closed, handed out again without a login,
-//! and idle ones found closed by the shard before use.
+//! and idle ones found closed by the shard before use; with
+//! multiplexing, connections given back after a statement, connections
+//! whose session state was reset and restored for their taker, and the
+//! connections held now by pinned sessions, by reason
+//! (`session/mux.rs`).
 
+use crate::frontend::session::mux::Pin;
 use crate::frontend::session::{CmdError, Session};
 use crate::protocol::resultset::ColumnType;
 
@@ -30,6 +35,9 @@ impl Session {
                     n(v.closed),
                     n(v.reused),
                     n(v.stale),
+                    n(v.multiplexed),
+                    n(v.restored),
+                    Some(pinned_text(&v.pinned)),
                 ]
             })
             .collect();
@@ -49,9 +57,37 @@ impl Session {
                 ("Closed", UInt),
                 ("Reused", UInt),
                 ("Stale", UInt),
+                ("Multiplexed", UInt),
+                ("Restored", UInt),
+                ("Pinned", Text),
             ],
             &rows,
         )
         .await
+    }
+}
+
+/// `reason=n` for each reason with connections pinned now, comma-separated
+/// (empty when none).
+fn pinned_text(pinned: &[u64]) -> String {
+    Pin::ALL
+        .iter()
+        .filter_map(|p| {
+            let n = pinned.get(*p as usize).copied().unwrap_or(0);
+            (n > 0).then(|| format!("{}={n}", p.name()))
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn pinned_reasons_as_text() {
+        let mut v = [0u64; crate::backend::pool::PIN_SLOTS];
+        assert_eq!(super::pinned_text(&v), "");
+        v[0] = 2;
+        v[8] = 1;
+        assert_eq!(super::pinned_text(&v), "transaction=2,user_variable=1");
     }
 }

@@ -107,6 +107,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::
         rules_version: 0,
         last_values: Default::default(),
         cursor_stream: None,
+        mux: Default::default(),
         schema_shown: None,
         user_slot,
     };
@@ -136,6 +137,10 @@ impl Session {
         let now = self.shared.sessions.now_us();
         self.registered.control.set_command(payload[0], now);
         let r = self.dispatch(payload).await;
+        if r.is_ok() {
+            // Pins, and with multiplexing the connections given back.
+            self.after_command(payload).await;
+        }
         self.command_done();
         r
     }
@@ -1011,6 +1016,8 @@ impl Session {
         if let Err(e) = sent {
             return e.to_string();
         }
+        // A multiplexed session holds no connection while it waits.
+        self.after_login().await;
         let max_packet = self.shared.config.server.max_packet;
         let mut draining = *shutdown.borrow();
         let control = self.registered.control.clone();

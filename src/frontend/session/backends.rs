@@ -130,6 +130,20 @@ impl Backends {
     }
 }
 
+/// A connection handed to a session, with what its last user left on it.
+pub(in crate::frontend) struct Checked {
+    pub(in crate::frontend) conn: BackendConn,
+    pub(in crate::frontend) lease: ShardLease,
+    /// Its session state tag (`Idle::tag`; 0: as after a login or reset).
+    pub(in crate::frontend) tag: u64,
+    /// Its `LAST_INSERT_ID()`, when known.
+    pub(in crate::frontend) lid: Option<u64>,
+    /// The session that gave it back as it was (`Idle::owner`).
+    pub(in crate::frontend) owner: u32,
+    /// Statement ids left open on it by `owner`.
+    pub(in crate::frontend) stmts: Vec<u32>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -89,6 +89,7 @@ impl Session {
         b.send_detached(q.as_bytes())
             .await
             .map_err(CmdError::Backend)?;
+        self.lid_given(shard, id);
         Ok(())
     }
 }

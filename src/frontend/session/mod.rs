@@ -15,6 +15,8 @@ pub mod kill;
 pub mod lastid;
 pub mod limits;
 pub mod login;
+pub mod mux;
+pub mod muxstate;
 pub mod pooled;
 pub mod readback;
 pub mod registry;
@@ -165,6 +167,9 @@ pub struct Session {
     /// Its state is the route handler's (a `LiveCursor`), so the core keeps
     /// it opaque: the core does not depend on a handler's types.
     pub(in crate::frontend) cursor_stream: Option<Box<dyn std::any::Any + Send + Sync>>,
+    /// What pins the session to its shard connections, and what idgate
+    /// restores on a connection it takes (`mux.rs`).
+    pub(in crate::frontend) mux: muxstate::MuxState,
 }
 
 /// A slot under `user`'s `max_connections`, if one is free.
@@ -297,16 +302,38 @@ impl Session {
             }
             // From the shard's pool (`pooled.rs`): reused, or opened with
             // the user's own shard account (the shard's GRANTs apply).
-            let (mut conn, lease) = self.checkout(shard).await?;
+            let backends::Checked {
+                mut conn,
+                lease,
+                tag,
+                lid,
+                owner,
+                stmts,
+            } = self.checkout(shard).await?;
             let s = &self.shared.config.shards[shard];
             if let Some(n) = self.shared.shard_connects.get(shard) {
                 n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
-            if shard == 0 {
+            if shard == 0 && !self.has_multiplexed() {
+                // A multiplexed session's connections all get its state:
+                // what it read of it stays true.
                 self.sql_modes = None;
                 self.client_cs = None;
             }
-            {
+            let want = self.state_tag();
+            let mut lid = lid;
+            let reset = tag != want && tag != 0;
+            if reset {
+                // Another session's state: reset, then this one's.
+                if let Some(pool) = self.shared.pools.get(shard) {
+                    pool.stats
+                        .restored
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                Self::reset_taken(&mut conn).await?;
+                lid = Some(0);
+            }
+            if tag != want || want == u64::MAX {
                 // Every new connection gets the session's state, whether it
                 // replaces a lost one or is the first to this shard.
                 let shard_name = s.name.clone();
@@ -328,6 +355,9 @@ impl Session {
                     }
                 }
             }
+            self.took(shard, &mut conn, lid, owner, &stmts, reset)
+                .await?;
+            let s = &self.shared.config.shards[shard];
             debug!(conn = self.id, shard = %s.name, backend_conn = conn.connection_id, "shard connection opened");
             self.registered
                 .control
@@ -642,6 +672,7 @@ impl Session {
         self.lid_home = 0;
         self.lid_synced = u64::MAX;
         self.last_values.clear();
+        self.forget_mux_state();
     }
 
     pub(in crate::frontend) async fn unknown_stmt(

@@ -21,8 +21,9 @@
 //!   closed; with `pool_min_idle`, idle connections of the last key used
 //!   are opened up to it.
 
-use crate::backend::pool::{ConnKey, Idle, ShardLease, ShardPool, Taken};
+use crate::backend::pool::{ConnKey, Idle, ShardLease, ShardPool, Taken, Want};
 use crate::backend::{BackendConn, BackendError, ConnectParams};
+use crate::frontend::session::backends::Checked;
 use crate::frontend::session::Session;
 use crate::frontend::shared::Shared;
 use crate::protocol::consts::{cap, cmd, status};
@@ -48,7 +49,7 @@ pub(in crate::frontend) async fn quit(mut c: BackendConn) {
 
 impl Session {
     /// The pool key of this session's connections.
-    fn conn_key(&self) -> ConnKey {
+    pub(in crate::frontend) fn conn_key(&self) -> ConnKey {
         let (user, password) = self.shared.shard_account(&self.login.user);
         ConnKey {
             user: user.to_string(),
@@ -60,11 +61,12 @@ impl Session {
     }
 
     /// A ready connection to `shard` from its pool (reused, or opened in a
-    /// free place), in the session's schema. `true`: opened now.
+    /// free place), in the session's schema, with the session state its
+    /// last user left on it (`Checked::tag`, `Checked::lid`).
     pub(in crate::frontend) async fn checkout(
         &mut self,
         shard: usize,
-    ) -> Result<(BackendConn, ShardLease), BackendError> {
+    ) -> Result<Checked, BackendError> {
         let shared = self.shared.clone();
         let Some(pool) = shared.pools.get(shard) else {
             return Err(BackendError::Lost {
@@ -73,14 +75,21 @@ impl Session {
             });
         };
         let key = self.conn_key();
+        let tag = self.state_tag();
         let lease = loop {
-            let taken = pool.take(&key, self.schema.as_deref()).await.map_err(|f| {
-                BackendError::PoolFull {
+            let want = Want {
+                db: self.schema.as_deref(),
+                tag,
+                owner: self.id,
+            };
+            let taken = pool
+                .take(&key, want)
+                .await
+                .map_err(|f| BackendError::PoolFull {
                     shard: pool.shard.clone(),
                     max: f.max,
                     waited_ms: f.waited.as_millis() as u64,
-                }
-            })?;
+                })?;
             match taken {
                 Taken::Open { lease, evicted } => {
                     if let Some(c) = evicted {
@@ -89,7 +98,7 @@ impl Session {
                     break lease;
                 }
                 Taken::Reuse(idle) => match self.ready(pool, idle).await? {
-                    Ready::Conn(c, lease) => return Ok((c, lease)),
+                    Ready::Conn(c) => return Ok(*c),
                     // Closed: its place is free again, take anew.
                     Ready::Stale => continue,
                     // Connection closed, place kept: open one in it.
@@ -117,7 +126,14 @@ impl Session {
         let (conn, hs) = BackendConn::connect(&params).await?;
         shared.learn(&hs);
         pool.stats.created.fetch_add(1, Ordering::Relaxed);
-        Ok((conn, lease))
+        Ok(Checked {
+            conn,
+            lease,
+            tag: 0,
+            lid: Some(0),
+            owner: 0,
+            stmts: Vec::new(),
+        })
     }
 
     /// Checks an idle connection before it is handed out, and moves it to
@@ -131,6 +147,10 @@ impl Session {
             key,
             mut conn,
             db,
+            tag,
+            lid,
+            owner,
+            stmts,
             lease,
             since,
         } = idle;
@@ -148,8 +168,18 @@ impl Session {
             return Ok(Ready::Stale);
         }
         let want = self.schema.clone();
+        let checked = |conn, lease, stmts| {
+            Ready::Conn(Box::new(Checked {
+                conn,
+                lease,
+                tag,
+                lid,
+                owner,
+                stmts,
+            }))
+        };
         if db == want {
-            return Ok(Ready::Conn(conn, lease));
+            return Ok(checked(conn, lease, stmts));
         }
         let Some(want) = want else {
             // A schema cannot be left: a new connection without one.
@@ -159,7 +189,7 @@ impl Session {
         let mut payload = vec![cmd::INIT_DB];
         payload.extend_from_slice(want.as_bytes());
         match tokio::time::timeout(timeout, conn.run(&payload, Expect::Single)).await {
-            Ok(Ok(_)) => Ok(Ready::Conn(conn, lease)),
+            Ok(Ok(_)) => Ok(checked(conn, lease, stmts)),
             Ok(Err(e @ BackendError::Server { .. })) => {
                 // The schema was refused (the client is told); the
                 // connection is as good as before.
@@ -167,6 +197,10 @@ impl Session {
                     key,
                     conn,
                     db,
+                    tag,
+                    lid,
+                    owner,
+                    stmts,
                     lease,
                     since: Instant::now(),
                 }) {
@@ -183,11 +217,18 @@ impl Session {
     }
 
     /// At the session's end (or its COM_CHANGE_USER): each shard
-    /// connection is reset and given back to its pool when it can be
-    /// reused, otherwise closed.
+    /// connection is given back to its pool when it can be reused (as it
+    /// is when nothing pins the session, `mux.rs`; otherwise reset),
+    /// otherwise closed.
     pub(in crate::frontend) async fn return_backends(&mut self, at_rest: bool) {
         let reusable =
             at_rest && self.txn_xa.is_none() && !self.killed && self.cursor_stream.is_none();
+        if reusable && self.may_skip_reset() {
+            // What a reset would clear the next taker restores if it
+            // differs (the state tag): no round trip here.
+            self.give_back_all().await;
+            return;
+        }
         let key = self.conn_key();
         let timeout = self.shared.connect_timeout();
         let routing = self.shared.routing;
@@ -225,6 +266,10 @@ impl Session {
                 key: key.clone(),
                 conn,
                 db: self.schema.clone(),
+                tag: 0,
+                lid: Some(0),
+                owner: 0,
+                stmts: Vec::new(),
                 lease,
                 since: Instant::now(),
             }) {
@@ -236,7 +281,8 @@ impl Session {
 
 /// What an idle connection turned out to be.
 enum Ready {
-    Conn(BackendConn, ShardLease),
+    /// Boxed: a connection is large, the other outcomes are not.
+    Conn(Box<Checked>),
     Stale,
     Reopen(ShardLease),
 }
@@ -293,6 +339,10 @@ async fn fill_min_idle(shared: &Shared, shard: usize, pool: &Arc<ShardPool>) {
             key: key.clone(),
             conn,
             db: None,
+            tag: 0,
+            lid: Some(0),
+            owner: 0,
+            stmts: Vec::new(),
             lease,
             since: Instant::now(),
         }) {

@@ -21,6 +21,8 @@ pub struct SessionState {
     sets: Vec<Vec<u8>>,
     /// Some state could not be recorded: a reopen cannot restore it.
     lost: bool,
+    /// A fingerprint of `sets` and `lost` (`mux.rs`), kept up to date.
+    tag: u64,
 }
 
 impl SessionState {
@@ -44,6 +46,18 @@ impl SessionState {
             return;
         }
         self.sets.push(payload.to_vec());
+        self.tag = fingerprint(&self.sets);
+    }
+
+    /// The session state tag of a connection that has these `SET`s (0:
+    /// none, as after a login or COM_RESET_CONNECTION; `u64::MAX`: lost,
+    /// never equal to a connection's).
+    pub fn tag(&self) -> u64 {
+        if self.lost {
+            u64::MAX
+        } else {
+            self.tag
+        }
     }
 
     /// The statements to replay on a new connection, or `None` when the
@@ -56,7 +70,19 @@ impl SessionState {
     pub fn clear(&mut self) {
         self.sets.clear();
         self.lost = false;
+        self.tag = 0;
     }
+}
+
+/// A fingerprint of `SET`s in order: 0 for none, never `u64::MAX`.
+fn fingerprint(sets: &[Vec<u8>]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    if sets.is_empty() {
+        return 0;
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    sets.hash(&mut h);
+    h.finish().clamp(1, u64::MAX - 1)
 }
 
 /// Whether a `SET` statement changes this session (not `SET GLOBAL`, `SET

@@ -175,6 +175,14 @@ impl Statements {
         }
     }
 
+    /// The statements' ids on `shard`'s connection.
+    pub fn ids_on(&self, shard: usize) -> Vec<u32> {
+        self.map
+            .values()
+            .filter_map(|s| s.backend_ids.get(shard).copied().flatten())
+            .collect()
+    }
+
     pub fn len(&self) -> usize {
         self.map.len()
     }

@@ -1,0 +1,752 @@
+//! Multiplexing (`[backend] multiplex = true`): a session gives its shard
+//! connections back to the pool after each statement, unless something it
+//! did pins it to them, and takes any pooled one for the next.
+//!
+//! What a connection carries from one session to the next is either
+//! restored or pins the session:
+//!
+//! - Restored: the schema (COM_INIT_DB, `pooled.rs`), the session's
+//!   replayable `SET`s (`replay.rs`: on a connection whose state tag (a
+//!   fingerprint of those `SET`s, [`SessionState::tag`]) differs,
+//!   COM_RESET_CONNECTION and then the `SET`s; none on one that has the
+//!   same tag), `LAST_INSERT_ID()` (idgate keeps the session's value and
+//!   gives it with `DO LAST_INSERT_ID(v)` to a connection that holds
+//!   another), server-side prepared statements (closed when the connection
+//!   goes back, prepared again at the next execute, `Session::backend_stmt`).
+//! - Pinning until released ([`Pin`], dynamic): a transaction or XA
+//!   branch (also autocommit off), a cursor open on a shard, long data sent
+//!   for the next execute, and diagnostics the client may still read (the
+//!   last statement left warnings or an error: `SHOW WARNINGS`,
+//!   `@@warning_count` and `GET DIAGNOSTICS` must see the connection it
+//!   ran on; a diagnostics statement keeps the pin as it was).
+//! - Pinning until the session ends or COM_RESET_CONNECTION (sticky,
+//!   found in the statement's text): temporary tables, `LOCK TABLES`
+//!   (released by `UNLOCK TABLES`), `GET_LOCK`, any user variable
+//!   mentioned (`@v`: the simplest honest rule, as idgate cannot tell
+//!   which are read later), SQL `PREPARE`/`EXECUTE`, `SQL_CALC_FOUND_ROWS`,
+//!   `CALL` (a routine may change anything), `HANDLER`, MariaDB sequences'
+//!   per-connection values (`NEXTVAL`, `LASTVAL`, ...), COM_SET_OPTION, a
+//!   `SET` idgate cannot replay, `SET TRANSACTION` (until the transaction
+//!   it is for begins), client-issued `XA`.
+//!
+//! The same rules decide, with or without multiplexing, whether a session
+//! that ends may give its connections back without COM_RESET_CONNECTION
+//! (a session that pinned nothing leaves nothing a reset would clear but
+//! its `SET`s, which the tag covers): the reset's round trip is saved on
+//! the connect-per-request path.
+
+use crate::backend::pool::{Idle, PIN_SLOTS};
+use crate::frontend::session::Session;
+use crate::protocol::consts::{cmd, status};
+use crate::protocol::response::Expect;
+use crate::sql::statement::keyword::{contains_ignore_case, first_keyword};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+use tracing::debug;
+
+/// Why a session keeps its shard connections after a statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Pin {
+    Transaction = 0,
+    Cursor,
+    LongData,
+    Diagnostics,
+    SetNotReplayable,
+    TemporaryTable,
+    LockTables,
+    GetLock,
+    UserVariable,
+    SqlPrepare,
+    FoundRows,
+    Call,
+    Handler,
+    Sequence,
+    SetOption,
+    SetTransaction,
+    Xa,
+}
+
+impl Pin {
+    /// Every reason, in slot order.
+    pub const ALL: [Pin; 17] = [
+        Pin::Transaction,
+        Pin::Cursor,
+        Pin::LongData,
+        Pin::Diagnostics,
+        Pin::SetNotReplayable,
+        Pin::TemporaryTable,
+        Pin::LockTables,
+        Pin::GetLock,
+        Pin::UserVariable,
+        Pin::SqlPrepare,
+        Pin::FoundRows,
+        Pin::Call,
+        Pin::Handler,
+        Pin::Sequence,
+        Pin::SetOption,
+        Pin::SetTransaction,
+        Pin::Xa,
+    ];
+
+    /// Its name in `SHOW IDGATE POOLS` and `/metrics`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pin::Transaction => "transaction",
+            Pin::Cursor => "cursor",
+            Pin::LongData => "long_data",
+            Pin::Diagnostics => "diagnostics",
+            Pin::SetNotReplayable => "set_not_replayable",
+            Pin::TemporaryTable => "temporary_table",
+            Pin::LockTables => "lock_tables",
+            Pin::GetLock => "get_lock",
+            Pin::UserVariable => "user_variable",
+            Pin::SqlPrepare => "sql_prepare",
+            Pin::FoundRows => "found_rows",
+            Pin::Call => "call",
+            Pin::Handler => "handler",
+            Pin::Sequence => "sequence",
+            Pin::SetOption => "set_option",
+            Pin::SetTransaction => "set_transaction",
+            Pin::Xa => "xa",
+        }
+    }
+
+    fn bit(self) -> u32 {
+        1 << (self as u8)
+    }
+}
+
+const _: () = assert!(Pin::ALL.len() <= PIN_SLOTS);
+
+/// What a client statement's text tells the multiplexer.
+#[derive(Debug, Clone, Copy)]
+struct Facts {
+    /// Sticky pins it sets.
+    pins: u32,
+    /// It releases `LOCK TABLES`.
+    unlock: bool,
+    /// It reads diagnostics (`SHOW WARNINGS`, `GET DIAGNOSTICS`,
+    /// `@@warning_count`): they stay the previous statement's.
+    diagnostics: bool,
+    /// It names `LAST_INSERT_ID()`.
+    mentions_lid: bool,
+    /// An INSERT or REPLACE (may set it).
+    inserts: bool,
+}
+
+impl Facts {
+    fn of(sql: &[u8]) -> Facts {
+        let (pins, unlock) = sticky_pins(sql);
+        let first = first_keyword(sql);
+        Facts {
+            pins,
+            unlock,
+            diagnostics: (&first == b"SHOW\0\0\0\0"
+                && (contains_ignore_case(sql, b"warnings")
+                    || contains_ignore_case(sql, b"errors")))
+                || &first == b"GET\0\0\0\0\0"
+                || contains_ignore_case(sql, b"warning_count")
+                || contains_ignore_case(sql, b"error_count"),
+            mentions_lid: mentions_last_id(sql),
+            inserts: matches!(&first, b"INSERT\0\0" | b"REPLACE\0"),
+        }
+    }
+}
+
+/// Sticky pins a client statement (its SQL text) sets, and whether it
+/// releases `LOCK TABLES`. A query of several statements is looked at
+/// statement by statement (cut at every `;`, also one in a string: more
+/// pins at worst).
+fn sticky_pins(sql: &[u8]) -> (u32, bool) {
+    let mut pins = 0;
+    let mut unlock = false;
+    for part in sql.split(|&b| b == b';') {
+        if part.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let (p, u) = keyword_pins(part);
+        pins |= p;
+        // `UNLOCK TABLES` releases the locks taken before it only.
+        if u {
+            pins &= !Pin::LockTables.bit();
+        }
+        unlock |= u && pins & Pin::LockTables.bit() == 0;
+    }
+    if user_variable(sql) {
+        pins |= Pin::UserVariable.bit();
+    }
+    if contains_ignore_case(sql, b"get_lock") {
+        pins |= Pin::GetLock.bit();
+    }
+    if contains_ignore_case(sql, b"sql_calc_found_rows") {
+        pins |= Pin::FoundRows.bit();
+    }
+    if native_sequence(sql) {
+        pins |= Pin::Sequence.bit();
+    }
+    (pins, unlock)
+}
+
+/// The pins one statement sets by its first keyword, and whether it is
+/// `UNLOCK TABLES`.
+fn keyword_pins(sql: &[u8]) -> (u32, bool) {
+    let pin = match &first_keyword(sql) {
+        b"CREATE\0\0" if contains_ignore_case(sql, b"temporary") => Pin::TemporaryTable,
+        b"LOCK\0\0\0\0" => Pin::LockTables,
+        b"FLUSH\0\0\0" if contains_ignore_case(sql, b"read lock") => Pin::LockTables,
+        b"UNLOCK\0\0" => return (0, true),
+        b"PREPARE\0" | b"EXECUTE\0" | b"DEALLOCA" => Pin::SqlPrepare,
+        b"CALL\0\0\0\0" => Pin::Call,
+        b"HANDLER\0" => Pin::Handler,
+        b"XA\0\0\0\0\0\0" => Pin::Xa,
+        b"SET\0\0\0\0\0" if set_transaction(sql) => Pin::SetTransaction,
+        _ => return (0, false),
+    };
+    (pin.bit(), false)
+}
+
+/// `SET TRANSACTION ...` (for the next transaction only).
+fn set_transaction(sql: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(sql);
+    let mut words = text.split_ascii_whitespace().skip(1);
+    matches!(words.next(), Some(w) if w.eq_ignore_ascii_case("transaction"))
+}
+
+/// Whether `sql` mentions a user variable (`@v`, `@'v'`, not `@@v`)
+/// outside strings, quoted names and comments.
+pub fn user_variable(sql: &[u8]) -> bool {
+    if memchr::memchr(b'@', sql).is_none() {
+        return false;
+    }
+    let mut i = 0;
+    while let Some(&b) = sql.get(i) {
+        match b {
+            b'\'' | b'"' | b'`' => {
+                // Skip to the closing quote (a backslash escapes in strings).
+                i += 1;
+                while let Some(&c) = sql.get(i) {
+                    if c == b'\\' && b != b'`' {
+                        i += 2;
+                        continue;
+                    }
+                    i += 1;
+                    if c == b {
+                        break;
+                    }
+                }
+            }
+            b'#' => i = skip_line(sql, i),
+            b'-' if sql.get(i + 1) == Some(&b'-') => i = skip_line(sql, i),
+            b'/' if sql.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i < sql.len() && !(sql[i] == b'*' && sql.get(i + 1) == Some(&b'/')) {
+                    i += 1;
+                }
+                i += 2;
+            }
+            b'@' => {
+                if sql.get(i + 1) == Some(&b'@') {
+                    // A system variable: skip its name.
+                    i += 2;
+                    while sql
+                        .get(i)
+                        .is_some_and(|c| c.is_ascii_alphanumeric() || b"_.$".contains(c))
+                    {
+                        i += 1;
+                    }
+                } else {
+                    return true;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    false
+}
+
+fn skip_line(sql: &[u8], i: usize) -> usize {
+    memchr::memchr(b'\n', &sql[i..]).map_or(sql.len(), |n| i + n + 1)
+}
+
+/// Whether `sql` uses a MariaDB sequence's per-connection values (not
+/// idgate's own generators, `idgate.g`, which idgate answers itself).
+fn native_sequence(sql: &[u8]) -> bool {
+    if contains_ignore_case(sql, b"value for") {
+        return true;
+    }
+    // `NEXTVAL(`, `LASTVAL(`, `SETVAL(`: the text after `val(`.
+    let mut rest = sql;
+    while let Some(i) = find_ignore_case(rest, b"val(") {
+        let after = &rest[i + 4..];
+        let arg = &after[after.iter().take_while(|b| b.is_ascii_whitespace()).count()..];
+        let named = i >= 3 && {
+            let w = &rest[i - 3..i];
+            w.eq_ignore_ascii_case(b"ext")
+                || w.eq_ignore_ascii_case(b"ast")
+                || w.eq_ignore_ascii_case(b"set")
+        };
+        if named
+            && !arg
+                .get(..7)
+                .is_some_and(|a| a.eq_ignore_ascii_case(b"idgate."))
+        {
+            return true;
+        }
+        rest = after;
+    }
+    false
+}
+
+/// Where `needle` (lower case ASCII) first occurs in `hay`, ignoring case.
+fn find_ignore_case(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    let first = *needle.first()?;
+    memchr::memchr2_iter(first, first.to_ascii_uppercase(), hay).find(|&i| {
+        hay.get(i..i + needle.len())
+            .is_some_and(|w| w.eq_ignore_ascii_case(needle))
+    })
+}
+
+/// Whether `sql` reads or sets the last insert id by name.
+fn mentions_last_id(sql: &[u8]) -> bool {
+    contains_ignore_case(sql, b"last_insert_id") || contains_ignore_case(sql, b"@@identity")
+}
+
+impl Session {
+    /// Whether `[backend] multiplex` is on.
+    pub(in crate::frontend) fn multiplexing(&self) -> bool {
+        self.shared.config.backend.multiplex
+    }
+
+    /// What a command's statement text (a query's, or the prepared text of
+    /// an execute) tells about pins and `LAST_INSERT_ID()`.
+    fn command_facts(&mut self, payload: &[u8]) -> Option<Facts> {
+        match payload.first() {
+            Some(&cmd::QUERY) => payload.get(1..).map(Facts::of),
+            Some(&cmd::STMT_EXECUTE) => {
+                let id = crate::protocol::stmt::stmt_id(payload.get(1..)?).ok()?;
+                let s = self.stmts.get_mut(id)?;
+                s.client_prepare.get(1..).map(Facts::of)
+            }
+            _ => None,
+        }
+    }
+
+    /// After each command (the session goes on): the pins the command
+    /// set or released, and with multiplexing, the connections given back
+    /// when nothing pins the session.
+    pub(in crate::frontend) async fn after_command(&mut self, payload: &[u8]) {
+        let Some(&command) = payload.first() else {
+            return;
+        };
+        let facts = self.command_facts(payload);
+        if command == cmd::SET_OPTION {
+            self.mux.sticky |= Pin::SetOption.bit();
+        }
+        if let Some(f) = &facts {
+            if f.unlock {
+                self.mux.sticky &= !Pin::LockTables.bit();
+            }
+            self.mux.sticky |= f.pins;
+        }
+        let diag_stmt = facts.as_ref().is_some_and(|f| f.diagnostics);
+        if !diag_stmt && matches!(command, cmd::QUERY | cmd::STMT_EXECUTE | cmd::STMT_PREPARE) {
+            self.mux.diag_pending = self.backends.conns().any(|b| b.diagnostics > 0);
+        }
+        if let Some(f) = &facts {
+            self.note_lid_change(f);
+        }
+        let pin = self.pinned(command);
+        if self.multiplexing() {
+            self.count_pin(pin);
+            if pin.is_none() {
+                self.give_back_all().await;
+            }
+        }
+        self.mux.lid_set = 0;
+    }
+
+    /// After statement `sql`: the held connections whose
+    /// `LAST_INSERT_ID()` it may have changed hold an unknown value, and
+    /// the session's is to be read again (unless idgate set it).
+    fn note_lid_change(&mut self, f: &Facts) {
+        let mentions = f.mentions_lid;
+        if !mentions && !f.inserts {
+            return;
+        }
+        let set = self.mux.lid_set;
+        let mut changed = false;
+        for (shard, b) in self.backends.open() {
+            if set & bit(shard) == 0 && (mentions || b.insert_id != 0) {
+                changed = true;
+                if let Some(h) = self.mux.held_lid.get_mut(shard) {
+                    *h = None;
+                }
+            }
+        }
+        if changed && set == 0 {
+            self.mux.lid_dirty = true;
+        }
+    }
+
+    /// Forgets the session's pins and `LAST_INSERT_ID()`
+    /// (COM_RESET_CONNECTION reset the held connections; COM_CHANGE_USER
+    /// gave them back).
+    pub(in crate::frontend) fn forget_mux_state(&mut self) {
+        self.mux.sticky = 0;
+        self.mux.diag_pending = false;
+        self.mux.lid = 0;
+        self.mux.lid_dirty = false;
+        for h in &mut self.mux.held_lid {
+            *h = Some(0);
+        }
+    }
+
+    /// After the login's reply: with multiplexing, the connection that
+    /// checked the login's schema goes back.
+    pub(in crate::frontend) async fn after_login(&mut self) {
+        if self.multiplexing() && self.pinned(NO_COMMAND).is_none() {
+            self.give_back_all().await;
+        }
+    }
+
+    /// The first reason the session must keep its connections now.
+    pub(in crate::frontend) fn pinned(&mut self, command: u8) -> Option<Pin> {
+        if self.txn_open()
+            || self
+                .backends
+                .conns()
+                .any(|b| b.status & (status::IN_TRANS | status::AUTOCOMMIT) != status::AUTOCOMMIT)
+        {
+            // A transaction, or autocommit off (one begins with the next
+            // statement).
+            self.mux.sticky &= !Pin::SetTransaction.bit();
+            return Some(Pin::Transaction);
+        }
+        if self.cursor_stream.is_some()
+            || self
+                .backends
+                .conns()
+                .any(|b| b.status & status::CURSOR_EXISTS != 0)
+        {
+            return Some(Pin::Cursor);
+        }
+        if command == cmd::STMT_SEND_LONG_DATA {
+            return Some(Pin::LongData);
+        }
+        if self.mux.diag_pending {
+            return Some(Pin::Diagnostics);
+        }
+        if self.state.replay().is_none() {
+            return Some(Pin::SetNotReplayable);
+        }
+        if self.killed {
+            return Some(Pin::Transaction);
+        }
+        let sticky = self.mux.sticky;
+        Pin::ALL.into_iter().find(|p| sticky & p.bit() != 0)
+    }
+
+    /// Counts the session's held connections as pinned by `pin` in their
+    /// pools' gauges (or nothing when not pinned).
+    fn count_pin(&mut self, pin: Option<Pin>) {
+        let now: Vec<_> = match pin {
+            Some(p) => self
+                .backends
+                .open()
+                .filter_map(|(s, _)| {
+                    self.shared
+                        .pools
+                        .get(s)
+                        .map(|pool| (pool.clone(), p as usize))
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let same = now.len() == self.mux.counted.0.len()
+            && now
+                .iter()
+                .zip(&self.mux.counted.0)
+                .all(|((a, r), (b, q))| Arc::ptr_eq(a, b) && r == q);
+        if !same {
+            self.mux.counted.set(now);
+        }
+    }
+
+    /// Gives every held connection back to its pool, as it is (no reset):
+    /// the session's `LAST_INSERT_ID()` read first from its home
+    /// connection when a statement may have changed it, the session's
+    /// prepared statements closed on each.
+    pub(in crate::frontend) async fn give_back_all(&mut self) {
+        if self.backends.open().next().is_none() {
+            return;
+        }
+        self.mux.counted.clear();
+        let home = self.lid_home;
+        // The writes moved the session's value to `home` since the last
+        // give-back (`lastid.rs`; it is `u64::MAX` right after one).
+        let home_changed = self.lid_synced != u64::MAX;
+        for shard in 0..self.backends.len() {
+            if self.backends.is_open(shard) {
+                self.give_back(shard, home, home_changed).await;
+            }
+        }
+        // Every connection taken from now on is given the session's value.
+        self.mux.lid_dirty = false;
+        self.lid_home = 0;
+        self.lid_synced = u64::MAX;
+    }
+
+    async fn give_back(&mut self, shard: usize, home: usize, home_changed: bool) {
+        let Some((mut conn, lease)) = self.backends.take(shard) else {
+            return;
+        };
+        self.registered.control.set_thread(shard, None);
+        let stmt_ids = self.stmts.ids_on(shard);
+        let pool = self.shared.pools.get(shard).cloned();
+        // Only shard 0 follows the session's schema without routing.
+        let db_known = shard == 0 || self.shared.routing;
+        let (Some(lease), Some(pool), true) = (lease, pool, db_known) else {
+            crate::frontend::session::pooled::quit(conn).await;
+            return;
+        };
+        let timeout = self.shared.connect_timeout();
+        let mut held = self.mux.held_lid.get(shard).copied().flatten();
+        // The session's value is on its home connection: known when idgate
+        // gave it there in this command, otherwise read.
+        let dirty_home = shard == home && (self.mux.lid_dirty || home_changed);
+        let known = self.mux.lid_set & bit(shard) != 0;
+        if let (true, true, Some(v)) = (dirty_home, known, held) {
+            self.mux.lid = v;
+        }
+        let read_lid = dirty_home && !(known && held.is_some());
+        let lid = &mut self.mux.lid;
+        let work = async {
+            if conn.detached() > 0 {
+                conn.drain().await?;
+            }
+            if read_lid {
+                let rows = conn.query_rows("SELECT LAST_INSERT_ID()").await?;
+                let v = rows
+                    .first()
+                    .and_then(|r| r.first().cloned().flatten())
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                *lid = v;
+                held = Some(v);
+            }
+            Ok::<_, crate::backend::BackendError>(())
+        };
+        let ok = matches!(tokio::time::timeout(timeout, work).await, Ok(Ok(())));
+        if !ok || conn.status & status::IN_TRANS != 0 {
+            drop(lease);
+            crate::frontend::session::pooled::quit(conn).await;
+            return;
+        }
+        pool.stats.multiplexed.fetch_add(1, Ordering::Relaxed);
+        self.mux.given_back += 1;
+        debug!(conn = self.id, shard = %pool.shard, backend_conn = conn.connection_id, "shard connection given back after the statement");
+        if let Some(c) = pool.give_back(Idle {
+            key: self.conn_key(),
+            conn,
+            db: self.schema.clone(),
+            tag: self.state.tag(),
+            lid: held,
+            // Its prepared statements stay: taken back by this session,
+            // they are used again; by another, closed.
+            owner: self.id,
+            stmts: stmt_ids,
+            lease,
+            since: Instant::now(),
+        }) {
+            crate::frontend::session::pooled::quit(c).await;
+        }
+    }
+
+    /// Whether the session has given a connection back after a statement
+    /// (its cached `sql_mode` and character set stay valid: every
+    /// connection it takes gets its state).
+    pub(in crate::frontend) fn has_multiplexed(&self) -> bool {
+        self.mux.given_back > 0
+    }
+
+    /// A connection taken for `shard` (`reset`: just reset for the
+    /// session) whose `LAST_INSERT_ID()` is `lid`, left by session
+    /// `owner` with statements `left` open: the session's statement ids
+    /// stay valid if it is the connection they were prepared on, and are
+    /// forgotten otherwise; the statements left that are not the
+    /// session's (now) are closed; the session's `LAST_INSERT_ID()` given
+    /// when it holds another.
+    pub(in crate::frontend) async fn took(
+        &mut self,
+        shard: usize,
+        conn: &mut crate::backend::BackendConn,
+        lid: Option<u64>,
+        owner: u32,
+        left: &[u32],
+        reset: bool,
+    ) -> Result<(), crate::backend::BackendError> {
+        let n = self.backends.len();
+        if self.mux.held_lid.len() < n {
+            self.mux.held_lid.resize(n, None);
+            self.mux.stmts_on.resize(n, None);
+        }
+        let on = self.mux.stmts_on.get(shard).copied().flatten();
+        let mine = !reset && owner == self.id && on == Some(conn.connection_id);
+        if !mine {
+            self.stmts.forget_shard(shard);
+        }
+        if !reset && !left.is_empty() {
+            let keep = if mine {
+                self.stmts.ids_on(shard)
+            } else {
+                Vec::new()
+            };
+            for bid in left.iter().filter(|b| !keep.contains(b)) {
+                let mut out = vec![cmd::STMT_CLOSE];
+                out.extend_from_slice(&bid.to_le_bytes());
+                conn.send(&out).await?;
+            }
+        }
+        if let Some(s) = self.mux.stmts_on.get_mut(shard) {
+            *s = Some(conn.connection_id);
+        }
+        let want = self.mux.lid;
+        let held = if lid != Some(want) {
+            let q = format!("\x03DO LAST_INSERT_ID({want})");
+            conn.send_detached(q.as_bytes()).await?;
+            Some(want)
+        } else {
+            lid
+        };
+        if let Some(h) = self.mux.held_lid.get_mut(shard) {
+            *h = held;
+        }
+        Ok(())
+    }
+
+    /// `Session::set_last_insert_id` gave `shard` the session's new value.
+    pub(in crate::frontend) fn lid_given(&mut self, shard: usize, id: u64) {
+        self.mux.lid = id;
+        self.mux.lid_dirty = false;
+        self.mux.lid_set |= bit(shard);
+        if let Some(h) = self.mux.held_lid.get_mut(shard) {
+            *h = Some(id);
+        }
+    }
+
+    /// At the session's end: whether its connections may be given back as
+    /// they are (nothing pins it), without COM_RESET_CONNECTION.
+    pub(in crate::frontend) fn may_skip_reset(&mut self) -> bool {
+        !self.killed && !self.mux.lid_dirty && self.pinned(NO_COMMAND).is_none()
+    }
+
+    /// Reads the session state tag (for `pooled.rs`).
+    pub(in crate::frontend) fn state_tag(&self) -> u64 {
+        self.state.tag()
+    }
+
+    /// Runs COM_RESET_CONNECTION on a taken connection whose state is
+    /// another session's.
+    pub(in crate::frontend) async fn reset_taken(
+        conn: &mut crate::backend::BackendConn,
+    ) -> Result<(), crate::backend::BackendError> {
+        conn.run(&[cmd::RESET_CONNECTION], Expect::Single)
+            .await
+            .map(|_| ())
+    }
+}
+
+/// For [`Session::pinned`] outside a command (COM_SLEEP's byte).
+const NO_COMMAND: u8 = 0;
+
+fn bit(shard: usize) -> u64 {
+    if shard < 64 {
+        1 << shard
+    } else {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_variables_outside_strings_and_comments() {
+        assert!(user_variable(b"SET @a = 1"));
+        assert!(user_variable(b"SELECT @`a`"));
+        assert!(user_variable(b"SELECT 1 INTO @x"));
+        assert!(!user_variable(b"SELECT @@sql_mode, @@session.time_zone"));
+        assert!(!user_variable(b"SELECT 'a@b.com', \"x@y\", `c@d` FROM t"));
+        assert!(!user_variable(
+            b"SELECT 'it\\'s @no' -- @no\n # @no\n /* @no */"
+        ));
+        assert!(user_variable(b"SELECT 'x' /* c */, @yes"));
+    }
+
+    #[test]
+    fn sticky_pins_by_statement() {
+        let p = |s: &str| sticky_pins(s.as_bytes()).0;
+        assert_eq!(
+            p("CREATE TEMPORARY TABLE t (a int)"),
+            Pin::TemporaryTable.bit()
+        );
+        assert_eq!(p("CREATE TABLE t (a int)"), 0);
+        assert_eq!(p("LOCK TABLES t WRITE"), Pin::LockTables.bit());
+        assert!(sticky_pins(b"UNLOCK TABLES").1);
+        assert_eq!(p("SELECT GET_LOCK('x', 0)"), Pin::GetLock.bit());
+        assert_eq!(p("PREPARE s FROM 'SELECT 1'"), Pin::SqlPrepare.bit());
+        assert_eq!(
+            p("SELECT SQL_CALC_FOUND_ROWS * FROM t LIMIT 1"),
+            Pin::FoundRows.bit()
+        );
+        assert_eq!(p("CALL p()"), Pin::Call.bit());
+        assert_eq!(p("SELECT NEXTVAL(s)"), Pin::Sequence.bit());
+        assert_eq!(p("SELECT NEXTVAL(idgate.g)"), 0);
+        assert_eq!(p("SELECT PREVIOUS VALUE FOR s"), Pin::Sequence.bit());
+        assert_eq!(
+            p("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"),
+            Pin::SetTransaction.bit()
+        );
+        assert_eq!(p("SET sql_mode = ''"), 0);
+        assert_eq!(p("SET @v = 1"), Pin::UserVariable.bit());
+        assert_eq!(p("SELECT * FROM t WHERE id = 1"), 0);
+        assert_eq!(p("XA START 'x'"), Pin::Xa.bit());
+        // Each statement of a multi-statement query counts.
+        assert_eq!(p("SELECT 1; LOCK TABLES t WRITE"), Pin::LockTables.bit());
+        assert_eq!(p("LOCK TABLES t WRITE; UNLOCK TABLES"), 0);
+        assert!(sticky_pins(b"SELECT 1;\n UNLOCK TABLES").1);
+        assert_eq!(
+            p("SELECT LASTVAL( idgate.g), SETVAL(s, 1)"),
+            Pin::Sequence.bit()
+        );
+        assert_eq!(p("SELECT interval(1, 2), eval(3)"), 0);
+    }
+
+    #[test]
+    fn state_tags() {
+        use crate::frontend::session::replay::SessionState;
+        let q = |s: &str| [&[3u8][..], s.as_bytes()].concat();
+        let mut a = SessionState::default();
+        assert_eq!(a.tag(), 0);
+        a.record(&q("SET sql_mode = ''"));
+        let mut b = SessionState::default();
+        b.record(&q("SET sql_mode = ''"));
+        assert_eq!(a.tag(), b.tag());
+        assert_ne!(a.tag(), 0);
+        b.record(&q("SET time_zone = '+01:00'"));
+        assert_ne!(a.tag(), b.tag());
+        a.record(&q("SET @a = 1; SET @b = 2"));
+        assert_eq!(a.tag(), u64::MAX);
+    }
+
+    #[test]
+    fn every_pin_has_its_slot_and_name() {
+        for (i, p) in Pin::ALL.iter().enumerate() {
+            assert_eq!(*p as usize, i);
+            assert!(!p.name().is_empty());
+        }
+    }
+}

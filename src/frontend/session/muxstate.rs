@@ -1,0 +1,64 @@
+//! A session's multiplexing state ([`MuxState`]), held by the session;
+//! the rules and hooks that use it are `mux.rs`' (which takes `Session`),
+//! so neither file depends on the other in a circle.
+
+use crate::backend::pool::ShardPool;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// A session's multiplexing state.
+#[derive(Debug, Default)]
+pub struct MuxState {
+    /// Sticky pins (pin bits) found in the session's statements.
+    pub(in crate::frontend) sticky: u32,
+    /// The last statement (not a diagnostics one) left warnings or an error.
+    pub(in crate::frontend) diag_pending: bool,
+    /// The session's `LAST_INSERT_ID()` as idgate knows it (valid once the
+    /// session gave a connection back: then it was read or set).
+    pub(in crate::frontend) lid: u64,
+    /// A statement may have changed the session's `LAST_INSERT_ID()` on a
+    /// held connection since `lid` was last known (it is read from its
+    /// home connection before that is given back).
+    pub(in crate::frontend) lid_dirty: bool,
+    /// Per shard: the `LAST_INSERT_ID()` of the connection held now, when
+    /// known.
+    pub(in crate::frontend) held_lid: Vec<Option<u64>>,
+    /// Shards (bits) whose connection got the session's value from idgate
+    /// during this command (`Session::set_last_insert_id`).
+    pub(in crate::frontend) lid_set: u64,
+    /// Per shard: the connection (its id) the session's prepared
+    /// statements' ids on that shard belong to.
+    pub(in crate::frontend) stmts_on: Vec<Option<u32>>,
+    /// Connections given back after a statement, in all.
+    pub(in crate::frontend) given_back: u64,
+    /// The pools where this session's held connections are counted as
+    /// pinned, with the reason.
+    pub(in crate::frontend) counted: PinCount,
+}
+
+/// What a session counts in its pools' `pinned` gauges, taken back when
+/// it changes and when the session is dropped (however it ends).
+#[derive(Debug, Default)]
+pub(in crate::frontend) struct PinCount(pub(in crate::frontend) Vec<(Arc<ShardPool>, usize)>);
+
+impl PinCount {
+    pub(in crate::frontend) fn set(&mut self, now: Vec<(Arc<ShardPool>, usize)>) {
+        for (p, r) in &now {
+            p.stats.pinned[*r].fetch_add(1, Ordering::Relaxed);
+        }
+        self.clear();
+        self.0 = now;
+    }
+
+    pub(in crate::frontend) fn clear(&mut self) {
+        for (p, r) in self.0.drain(..) {
+            p.stats.pinned[r].fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for PinCount {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}

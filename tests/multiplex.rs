@@ -1,0 +1,259 @@
+//! Multiplexing (`[backend] multiplex = true`, #19), against the real test
+//! bed: two clients alternating on one shard connection (`pool_max = 1`,
+//! CONNECTION_ID() proves it is the same one) each keep their own session
+//! (variables, sql_mode, time zone, LAST_INSERT_ID(), prepared
+//! statements, warnings) and see none of the other's; what pins a session
+//! (a transaction, a temporary table, a user variable) keeps its
+//! connection, counted by reason, until released or the session ends.
+
+mod support;
+
+use idgate::frontend::session::mux::Pin;
+use mysql_async::prelude::Queryable;
+use mysql_async::Conn;
+use std::time::Duration;
+use support::proxy::{self, Proxy};
+
+/// idgate with multiplexing and the `[backend]` lines `pool`.
+async fn start_mux(tb: &support::Testbed, pool: &str) -> Proxy {
+    let text = proxy::config_text(tb, "127.0.0.1:0", "").replacen(
+        "connect_timeout_ms = 60000\n",
+        &format!(
+            "connect_timeout_ms = 60000\n{}{pool}\n",
+            // Already there under IDGATE_TEST_MULTIPLEX=1.
+            match support::backend_extra() {
+                "" => "multiplex = true\n",
+                _ => "",
+            }
+        ),
+        1,
+    );
+    let cfg = idgate::config::Config::parse(&text, "test").expect("test config is valid");
+    Proxy::start_config(cfg, true).await
+}
+
+async fn connection_id(c: &mut Conn) -> u64 {
+    c.query_first("SELECT CONNECTION_ID()")
+        .await
+        .expect("CONNECTION_ID()")
+        .expect("a row")
+}
+
+async fn one<T: mysql_async::prelude::FromValue + Send + 'static>(c: &mut Conn, sql: &str) -> T {
+    c.query_first(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .unwrap_or_else(|| panic!("{sql}: no row"))
+}
+
+/// Polls (up to 60 s) until `n` connections of shard 0's pool are held by
+/// a session pinned by `pin` (a session counts them after its reply).
+async fn wait_pinned(p: &Proxy, pin: Pin, n: u64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let v = p.shared.pools[0].view();
+        if v.pinned[pin as usize] == n {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never {n} connection(s) pinned by {}: {v:?}",
+            pin.name()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Polls (up to 60 s) until shard 0's pool has `idle` idle connections.
+async fn wait_idle(p: &Proxy, idle: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = p.shared.pools[0].state();
+        if s.idle == idle {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "pool of s0 never had {idle} idle connection(s): {s:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_clients_alternate_on_one_connection_without_seeing_each_other() {
+    let Some(tb) = support::testbed() else { return };
+    let schema = support::unique("mux_alt");
+    proxy::create_schema(&tb, &schema).await;
+    let p = start_mux(&tb, "pool_max = 1\npool_wait_timeout_ms = 60000").await;
+    let mut a = Conn::new(p.opts(Some(&schema))).await.expect("client a");
+    let mut b = Conn::new(p.opts(Some(&schema))).await.expect("client b");
+    let id = connection_id(&mut a).await;
+    assert_eq!(
+        connection_id(&mut b).await,
+        id,
+        "one shard connection for both"
+    );
+
+    // Session settings: a's are restored on the connection for a only.
+    for sql in [
+        "SET SESSION sql_mode = 'ANSI_QUOTES'",
+        "SET time_zone = '+03:00'",
+        "SET SESSION group_concat_max_len = 4242",
+    ] {
+        a.query_drop(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    let settings = "SELECT CONCAT_WS('|', @@sql_mode, @@time_zone, @@group_concat_max_len)";
+    for _ in 0..2 {
+        let seen_b: String = one(&mut b, settings).await;
+        assert!(
+            !seen_b.contains("ANSI_QUOTES"),
+            "b sees a's sql_mode: {seen_b}"
+        );
+        assert!(
+            !seen_b.contains("+03:00") && !seen_b.contains("4242"),
+            "{seen_b}"
+        );
+        let seen_a: String = one(&mut a, settings).await;
+        assert_eq!(seen_a, "ANSI_QUOTES|+03:00|4242", "a keeps its settings");
+    }
+    assert_eq!(connection_id(&mut a).await, id);
+    assert_eq!(connection_id(&mut b).await, id);
+
+    // LAST_INSERT_ID() is each session's own.
+    a.query_drop("CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+        .await
+        .expect("create");
+    a.query_drop("INSERT INTO t (v) VALUES (1)")
+        .await
+        .expect("insert a");
+    assert_eq!(one::<u64>(&mut b, "SELECT LAST_INSERT_ID()").await, 0);
+    b.query_drop("INSERT INTO t (v) VALUES (2)")
+        .await
+        .expect("insert b");
+    assert_eq!(one::<u64>(&mut a, "SELECT LAST_INSERT_ID()").await, 1);
+    assert_eq!(one::<u64>(&mut b, "SELECT LAST_INSERT_ID()").await, 2);
+    assert_eq!(one::<u64>(&mut a, "SELECT LAST_INSERT_ID()").await, 1);
+
+    // Server-side prepared statements: prepared again on the connection
+    // each execute gets.
+    let sa = a.prep("SELECT ? + 1").await.expect("prepare a");
+    let sb = b.prep("SELECT ? * 10").await.expect("prepare b");
+    for i in 0..3i64 {
+        let ra: Option<i64> = a.exec_first(&sa, (i,)).await.expect("execute a");
+        let rb: Option<i64> = b.exec_first(&sb, (i,)).await.expect("execute b");
+        assert_eq!((ra, rb), (Some(i + 1), Some(i * 10)));
+    }
+
+    // Warnings: a keeps the connection until it ran a statement without
+    // any, so SHOW WARNINGS sees its own; b never sees a's.
+    a.query_drop("SELECT CAST('1x' AS SIGNED)")
+        .await
+        .expect("a truncation warning");
+    wait_pinned(&p, Pin::Diagnostics, 1).await;
+    let w: Vec<(String, u64, String)> = a.query("SHOW WARNINGS").await.expect("warnings");
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(w[0].1, 1292, "{w:?}");
+    assert_eq!(one::<u64>(&mut a, "SELECT @@warning_count").await, 1);
+    a.query_drop("SELECT 1").await.expect("select");
+    wait_pinned(&p, Pin::Diagnostics, 0).await;
+    let w: Vec<(String, u64, String)> = b.query("SHOW WARNINGS").await.expect("warnings");
+    assert!(w.is_empty(), "b sees a's warnings: {w:?}");
+    assert_eq!(connection_id(&mut b).await, id);
+
+    let v = p.shared.pools[0].view();
+    assert_eq!(v.created, 1, "one login to the shard in all: {v:?}");
+    assert!(v.multiplexed > 20, "{v:?}");
+    assert!(v.restored > 0, "{v:?}");
+    a.disconnect().await.expect("a quits");
+    b.disconnect().await.expect("b quits");
+    proxy::teardown(&tb, p, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pinned_sessions_keep_their_connection_until_released() {
+    let Some(tb) = support::testbed() else { return };
+    let schema = support::unique("mux_pin");
+    proxy::create_schema(&tb, &schema).await;
+    let p = start_mux(&tb, "pool_max = 2\npool_wait_timeout_ms = 60000").await;
+    let mut a = Conn::new(p.opts(Some(&schema))).await.expect("client a");
+    let mut b = Conn::new(p.opts(Some(&schema))).await.expect("client b");
+    a.query_drop("CREATE TABLE t (v INT) ENGINE = InnoDB")
+        .await
+        .expect("create");
+    // A logged-in client that waits holds no shard connection (given back
+    // right after the reply: polled).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while p.shared.pools[0].view().in_use() != 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "connections still in use: {:?}",
+            p.shared.pools[0].view()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    // A transaction: a holds its connection until COMMIT; b gets the other.
+    a.query_drop("BEGIN").await.expect("begin");
+    a.query_drop("INSERT INTO t VALUES (1)")
+        .await
+        .expect("insert");
+    wait_pinned(&p, Pin::Transaction, 1).await;
+    let id_a = connection_id(&mut a).await;
+    assert_ne!(connection_id(&mut b).await, id_a);
+    assert_eq!(one::<u64>(&mut b, "SELECT COUNT(*) FROM t").await, 0);
+    a.query_drop("COMMIT").await.expect("commit");
+    wait_pinned(&p, Pin::Transaction, 0).await;
+    assert_eq!(one::<u64>(&mut b, "SELECT COUNT(*) FROM t").await, 1);
+
+    // A temporary table and a user variable pin for the session's life
+    // (b mentions one too: it is pinned as well).
+    a.query_drop("CREATE TEMPORARY TABLE tmp (a INT)")
+        .await
+        .expect("temporary table");
+    a.query_drop("SET @mine = 7").await.expect("user variable");
+    wait_pinned(&p, Pin::TemporaryTable, 1).await;
+    let id_a = connection_id(&mut a).await;
+    for _ in 0..3 {
+        assert_ne!(connection_id(&mut b).await, id_a);
+        assert!(
+            b.query_drop("SELECT * FROM tmp").await.is_err(),
+            "b sees a's table"
+        );
+        let v: Option<u64> = one(&mut b, "SELECT @mine").await;
+        assert_eq!(v, None, "b sees a's user variable");
+        assert_eq!(connection_id(&mut a).await, id_a);
+        assert_eq!(one::<u64>(&mut a, "SELECT @mine").await, 7);
+    }
+    let rows: Vec<mysql_async::Row> = b.query("SHOW IDGATE POOLS").await.expect("show pools");
+    let s0 = &rows[0];
+    let multiplexed: u64 = s0
+        .get::<String, _>("Multiplexed")
+        .expect("column Multiplexed")
+        .parse()
+        .expect("a number");
+    assert!(multiplexed > 0);
+    assert_eq!(
+        s0.get::<String, _>("Pinned").as_deref(),
+        Some("temporary_table=1,user_variable=1")
+    );
+    // The session ends: its connection is reset, and nothing of a's stays.
+    a.disconnect().await.expect("a quits");
+    wait_idle(&p, 1).await;
+    wait_pinned(&p, Pin::TemporaryTable, 0).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.expect("client c");
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        seen.push(connection_id(&mut c).await);
+        let v: Option<u64> = one(&mut c, "SELECT @mine").await;
+        assert_eq!(v, None, "a's user variable outlived a");
+        assert!(c.query_drop("SELECT * FROM tmp").await.is_err());
+    }
+    // b holds the other one: c gets a's, reset.
+    assert!(seen.iter().all(|i| *i == id_a), "{seen:?} {id_a}");
+    b.disconnect().await.expect("b quits");
+    c.disconnect().await.expect("c quits");
+    proxy::teardown(&tb, p, &schema).await;
+}
