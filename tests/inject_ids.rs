@@ -343,3 +343,66 @@ async fn spawn_binary(
     }
     (child, addr)
 }
+
+/// A rule table with an AFTER INSERT trigger that writes to a table of
+/// its own with AUTO_INCREMENT: MariaDB then reports 0 in the OK of an
+/// INSERT whose id idgate wrote as `LAST_INSERT_ID(<id>)`, though
+/// `LAST_INSERT_ID()` is the id. The client must still be told the stored
+/// id, in the text and the binary protocol, as MariaDB tells it for an
+/// AUTO_INCREMENT table with the same trigger (checked beside it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_insert_trigger_does_not_hide_the_generated_id() {
+    let Some(tb) = support::testbed() else { return };
+    let schema = support::unique("trg");
+    let table = |name: &str, id: &str| {
+        format!("CREATE TABLE `{schema}`.{name} (id {id} PRIMARY KEY, w VARCHAR(32) NOT NULL, n INT NOT NULL)")
+    };
+    let log = |name: &str| {
+        format!("CREATE TABLE `{schema}`.{name} (seq BIGINT AUTO_INCREMENT PRIMARY KEY, id BIGINT)")
+    };
+    let trigger = |on: &str, into: &str| {
+        format!("CREATE TRIGGER `{schema}`.{on}_ai AFTER INSERT ON `{schema}`.{on} FOR EACH ROW INSERT INTO `{schema}`.{into} (id) VALUES (NEW.id)")
+    };
+    proxy::admin(
+        &tb,
+        0,
+        &[
+            &format!("CREATE DATABASE `{schema}`"),
+            &table("t", "BIGINT UNSIGNED"),
+            &table("a", "BIGINT UNSIGNED AUTO_INCREMENT"),
+            &log("t_log"),
+            &log("a_log"),
+            &trigger("t", "t_log"),
+            &trigger("a", "a_log"),
+        ],
+    )
+    .await;
+    let p = Proxy::start_rules(&tb, &rules(&schema), &support::unique("/trg")).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.expect("login");
+    for table in ["a", "t"] {
+        for sql in [
+            format!("INSERT INTO {table} (w, n) VALUES ('x', 1)"),
+            format!("INSERT INTO {table} (w, n) VALUES ('x', 1), ('y', 2)"),
+        ] {
+            c.query_drop(&sql).await.expect("text insert");
+            let ok = c.last_insert_id().unwrap_or(0);
+            let sel: Option<u64> = c.query_first("SELECT LAST_INSERT_ID()").await.unwrap();
+            assert!(
+                ok > 0 && Some(ok) == sel,
+                "{sql}: OK {ok}, LAST_INSERT_ID() {sel:?}"
+            );
+            c.exec_drop(sql.replace("'x', 1", "?, ?"), ("p", 3))
+                .await
+                .expect("prepared insert");
+            let ok = c.last_insert_id().unwrap_or(0);
+            let sel: Option<u64> = c.query_first("SELECT LAST_INSERT_ID()").await.unwrap();
+            assert!(
+                ok > 0 && Some(ok) == sel,
+                "prepared {sql}: OK {ok}, LAST_INSERT_ID() {sel:?}"
+            );
+        }
+    }
+    drop(c);
+    p.stop().await;
+    drop_schema(&tb, &schema).await;
+}

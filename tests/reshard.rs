@@ -335,15 +335,20 @@ async fn worker(opts: OptsBuilder, w: u64, stop: Arc<AtomicBool>) -> Outcome {
                     .await
                 {
                     Ok(()) => {
-                        let id = match c.last_insert_id() {
-                            Some(id) if id > 0 => id,
-                            _ => c
-                                .query_first::<u64, _>("SELECT LAST_INSERT_ID()")
-                                .await
-                                .ok()
-                                .flatten()
-                                .unwrap_or(0),
-                        };
+                        // The OK's id is the stored one, triggers or not.
+                        let id = c.last_insert_id().unwrap_or(0);
+                        let sel = c
+                            .query_first::<u64, _>("SELECT LAST_INSERT_ID()")
+                            .await
+                            .ok()
+                            .flatten()
+                            .unwrap_or(0);
+                        if id != sel || id == 0 {
+                            out.failed.push(format!(
+                                "worker {w} step {step}: the OK says id {id}, LAST_INSERT_ID() {sel}"
+                            ));
+                            break;
+                        }
                         out.inserted.push(id);
                         out.rows.insert(id, Some((v, note)));
                         mine.push(id);

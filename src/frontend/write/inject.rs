@@ -241,6 +241,13 @@ impl Session {
                     _ => Action::Keep,
                 }
             }
+            Kind::Ok { index } if report_of(index) == Report::Wrap => match stmts.get(index) {
+                Some(st) if st.generated > 0 => match ids.get(st.first_slot) {
+                    Some(&first) => wrapped_ok(p, first),
+                    None => Action::Keep,
+                },
+                other => explicit_only_ok(other, p),
+            },
             Kind::Ok { index } => explicit_only_ok(stmts.get(index), p),
             _ => Action::Keep,
         };
@@ -633,6 +640,9 @@ impl Session {
                     Inserted::None => Action::Keep,
                 }
             }
+            (Kind::Ok { index: 0 }, _) if report == Report::Wrap && first.is_some() => {
+                first.map_or(Action::Keep, |id| wrapped_ok(p, id))
+            }
             (Kind::Ok { index: 0 }, Some(v)) => replace_last_insert_id(p, v),
             _ => Action::Keep,
         };
@@ -797,6 +807,16 @@ fn inserted_from_ok(
         None if ok.affected_rows == 1 && !unchanged_duplicate => Inserted::All(first),
         None => Inserted::None,
     }
+}
+
+/// The OK of a statement whose first generated id was written as
+/// `LAST_INSERT_ID(<id>)` ([`Report::Wrap`]): the shard reports that id
+/// itself, except when a trigger on the table ran a statement of its own
+/// (MariaDB then sends 0, though `LAST_INSERT_ID()` is the id): idgate puts
+/// the id in, as MariaDB reports an AUTO_INCREMENT id with or without
+/// triggers.
+fn wrapped_ok(p: &[u8], first: u64) -> Action {
+    replace_last_insert_id(p, first)
 }
 
 fn replace_last_insert_id(p: &[u8], v: u64) -> Action {
