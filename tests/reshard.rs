@@ -578,6 +578,12 @@ async fn move_under_load(tag: &str, from: &str, from_shards: &[usize], to: &[usi
     let j = s.job(&tb).await.expect("job");
     assert_eq!(j.phase, Phase::Done, "{j:?}");
     assert!(j.published_version.is_some(), "{j:?}");
+    // Each source's copy ended at the key that was largest when it began
+    // (rows written later are the catch-up's): a copy throttled below the
+    // load's insert rate would otherwise chase new rows for ever.
+    for src in &j.sources {
+        assert!(!src.end_key.is_empty() && src.done, "{src:?}");
+    }
     // Statements after the cutover, on the new placement.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let statements = stop_load(&s.log(), stop, handles, &mut content).await;

@@ -260,6 +260,7 @@ pub async fn run(cfg: &Config, args: &Args, progress: &mut Progress) -> Result<S
                     .map(|&i| SourceProgress {
                         shard: m.names.get(i).cloned().unwrap_or_default(),
                         last_key: Vec::new(),
+                        end_key: Vec::new(),
                         copied: 0,
                         done: false,
                     })
@@ -833,22 +834,44 @@ impl Mover<'_> {
         let involved = self.involved()?;
         for (k, &src) in sources.iter().enumerate() {
             loop {
-                let (done, last) = {
+                let (done, last, mut end) = {
                     let p = self
                         .job()?
                         .sources
                         .get(k)
                         .ok_or("the job's sources do not match the placement")?;
-                    (p.done, p.last_key.clone())
+                    (p.done, p.last_key.clone(), p.end_key.clone())
                 };
                 if done {
                     break;
+                }
+                if end.is_empty() {
+                    // Where this source's copy ends, read once and kept in
+                    // the checkpoint (a resumed copy ends at the same key).
+                    let top = self
+                        .shard(src)?
+                        .binary(&sql::last_key_select(&schema, &table, &pk))
+                        .await?;
+                    end = match top.rows.first() {
+                        Some(r) => self.key_literals(&top, r)?,
+                        None => Vec::new(),
+                    };
+                    let job = self.job_mut()?;
+                    if let Some(p) = job.sources.get_mut(k) {
+                        p.end_key = end.clone();
+                        // An empty table: nothing to copy.
+                        p.done = end.is_empty();
+                    }
+                    self.save().await?;
+                    if end.is_empty() {
+                        break;
+                    }
                 }
                 self.throttle.wait(&mut self.shards, &involved).await;
                 let rows = self
                     .shard(src)?
                     .binary(&sql::chunk_select(
-                        &schema, &table, &cols, &pk, &last, CHUNK,
+                        &schema, &table, &cols, &pk, &last, &end, CHUNK,
                     ))
                     .await?;
                 let n = rows.rows.len();

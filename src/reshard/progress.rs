@@ -119,6 +119,7 @@ mod tests {
             sources: vec![SourceProgress {
                 shard: "s0".into(),
                 last_key: vec![],
+                end_key: vec![],
                 copied: 250,
                 done: false,
             }],

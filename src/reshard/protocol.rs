@@ -136,6 +136,11 @@ pub struct SourceProgress {
     /// column, ready to splice into `WHERE (pk) > (...)`); empty: none yet.
     #[serde(default)]
     pub last_key: Vec<String>,
+    /// The largest primary key when the copy of this shard began (SQL
+    /// literals; empty: not read yet): the copy stops there, later rows are
+    /// the catch-up's (the triggers logged them).
+    #[serde(default)]
+    pub end_key: Vec<String>,
     /// Rows copied from this shard.
     pub copied: u64,
     /// Whether every chunk of this shard has been copied.
@@ -280,6 +285,7 @@ mod tests {
             sources: vec![SourceProgress {
                 shard: "s0".into(),
                 last_key: vec!["41".into()],
+                end_key: vec!["90".into()],
                 copied: 21,
                 done: false,
             }],

@@ -79,14 +79,29 @@ pub fn chunk_select(
     cols: &[String],
     pk: &[String],
     last: &[String],
+    end: &[String],
     limit: usize,
 ) -> String {
     format!(
         "SELECT {} FROM {} WHERE {} ORDER BY {} LIMIT {limit}",
         column_list(cols),
         qualified(schema, table),
-        after_key(pk, last),
+        key_range(pk, last, end),
         column_list(pk)
+    )
+}
+
+/// The largest primary key of the table (the copy's end on a source: rows
+/// above it were written after the triggers began logging, so the
+/// catch-up copies them; without the end a copy throttled below the
+/// table's insert rate would never finish).
+pub fn last_key_select(schema: &str, table: &str, pk: &[String]) -> String {
+    let desc: Vec<String> = pk.iter().map(|c| format!("{} DESC", q(c))).collect();
+    format!(
+        "SELECT {} FROM {} ORDER BY {} LIMIT 1",
+        column_list(pk),
+        qualified(schema, table),
+        desc.join(", ")
     )
 }
 
@@ -264,12 +279,16 @@ mod tests {
     fn chunk_reads_continue_after_the_last_key() {
         let pk = s(&["id"]);
         assert_eq!(
-            chunk_select("shop", "orders", &s(&["id", "v"]), &pk, &[], 500),
+            chunk_select("shop", "orders", &s(&["id", "v"]), &pk, &[], &[], 500),
             "SELECT `id`, `v` FROM `shop`.`orders` WHERE 1 ORDER BY `id` LIMIT 500"
         );
         assert_eq!(
-            chunk_select("shop", "orders", &s(&["id", "v"]), &pk, &s(&["41"]), 500),
-            "SELECT `id`, `v` FROM `shop`.`orders` WHERE (`id` > 41) ORDER BY `id` LIMIT 500"
+            chunk_select("shop", "orders", &s(&["id", "v"]), &pk, &s(&["41"]), &s(&["90"]), 500),
+            "SELECT `id`, `v` FROM `shop`.`orders` WHERE ((`id` > 41)) AND NOT ((`id` > 90)) ORDER BY `id` LIMIT 500"
+        );
+        assert_eq!(
+            last_key_select("shop", "orders", &s(&["a", "b"])),
+            "SELECT `a`, `b` FROM `shop`.`orders` ORDER BY `a` DESC, `b` DESC LIMIT 1"
         );
         let pk2 = s(&["a", "b`x"]);
         assert_eq!(
