@@ -545,6 +545,7 @@ fn a_release_onto_the_cutover_version_runs_held_statements_on_the_new_placement(
             sources: vec![SourceProgress {
                 shard: "s0".into(),
                 last_key: vec![ids[5].to_string()],
+                end_key: vec![ids[5].to_string()],
                 copied: 6,
                 done: true,
             }],
