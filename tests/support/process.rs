@@ -28,10 +28,30 @@ pub const USERS: &str = "[[users]]\nname = \"app\"\npassword = \"secret\"\n\
 [[users]]\nname = \"hashed\"\npassword_hash = \"*0D1A4BC3689C270B9251B2A4704D402DA1F5CC0C\"\n";
 
 /// A free TCP port on 127.0.0.1 (bound and released: another process may
-/// take it in between, which only makes the start fail loudly).
+/// take it in between; [`Idgate::start`] then starts again on new ports).
 pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
+    free_ports::<1>()[0]
+}
+
+/// `N` distinct free ports, none handed out before in this process: all
+/// bound at once (the kernel may give a port just released again: three
+/// ports taken one after the other once came back as two equal ones).
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let held: Vec<std::net::TcpListener> = (0..N)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind"))
+            .collect();
+        let mut ports = [0u16; N];
+        for (p, l) in ports.iter_mut().zip(&held) {
+            *p = l.local_addr().expect("addr").port();
+        }
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if ports.iter().all(|p| !given.contains(p)) {
+            given.extend_from_slice(&ports);
+            return ports;
+        }
+    }
 }
 
 /// An external tool a test needs (`redis-cli`, `faketime`, `python3` with
@@ -96,6 +116,17 @@ impl Idgate {
     /// Starts idgate with `opts` and waits (up to 60 s) until its RESP
     /// listener answers PING.
     pub fn start(tb: &Testbed, opts: &Options) -> Idgate {
+        // Ports chosen here may be taken by another process before idgate
+        // binds them: then idgate exits at once, and starts again on new
+        // ones (not with ports the test chose).
+        for _ in 0..3 {
+            let mut p = Idgate::spawn(tb, opts);
+            match p.wait_serving() {
+                Ok(()) => return p,
+                Err(log) if opts.ports.is_none() && log.contains("Address already in use") => {}
+                Err(log) => panic!("idgate exited at start:\n{log}"),
+            }
+        }
         let mut p = Idgate::spawn(tb, opts);
         p.wait_ready();
         p
@@ -126,8 +157,10 @@ impl Idgate {
         let dir = tempfile::tempdir().expect("temp dir");
         std::fs::create_dir(dir.path().join("rules")).expect("rules dir");
         std::fs::write(dir.path().join("rules/test.toml"), &opts.rules).expect("rules");
-        let (mp, rp) = opts.ports.unwrap_or_else(|| (free_port(), free_port()));
-        let ap = free_port();
+        let [mp, rp, ap] = match opts.ports {
+            Some((mp, rp)) => [mp, rp, free_port()],
+            None => free_ports::<3>(),
+        };
         let mysql: SocketAddr = format!("127.0.0.1:{mp}").parse().expect("addr");
         let resp: SocketAddr = format!("127.0.0.1:{rp}").parse().expect("addr");
         let admin: SocketAddr = format!("127.0.0.1:{ap}").parse().expect("addr");
@@ -201,10 +234,18 @@ impl Idgate {
     }
 
     fn wait_ready(&mut self) {
+        if let Err(log) = self.wait_serving() {
+            panic!("idgate exited at start:\n{log}");
+        }
+    }
+
+    /// Waits until idgate answers on its RESP port (`Ok`) or has exited
+    /// (`Err`: its exit status and log); more than 60 s fails the test.
+    fn wait_serving(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Ok(Some(st)) = self.child.try_wait() {
-                panic!("idgate exited at start ({st}):\n{}", self.log());
+                return Err(format!("({st}) {}", self.log()));
             }
             if let Ok(mut s) = TcpStream::connect(self.resp) {
                 // PING, then QUIT and read to the end: the server gives the
@@ -216,7 +257,7 @@ impl Idgate {
                     && s.read_to_end(&mut out).is_ok()
                     && out == b"+PONG\r\n+OK\r\n"
                 {
-                    return;
+                    return Ok(());
                 }
             }
             assert!(
