@@ -941,3 +941,53 @@ async fn a_corrupted_copy_stops_the_move_before_the_cutover() {
     check_placement(&tb, &s, &content, &[0, 1]).await;
     drop_schema(&tb, &s.schema).await;
 }
+
+/// An idgate killed (-9) during the copy and started again: the move goes
+/// on (the mover works on the shards, not through idgate), waits at the
+/// cutover until the dead process's member record has expired and the new
+/// process has acknowledged, and the restarted idgate serves the new
+/// placement with every row in place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_idgate_killed_during_the_move_comes_back_on_the_new_placement() {
+    let Some(tb) = support::testbed() else { return };
+    let mut s = Setup::new(&tb, "rs_ki");
+    s.push_rules("shard_key = \"id\"\nsharding = \"mod\"\nshards = [\"s0\", \"s1\"]\n");
+    s.start().await;
+    let content = seed(&tb, &s, &[0, 1]).await;
+    let mut mover = s
+        .reshard_cmd(&["--shards", "s0,s1,s2", "--max-rows-per-second", "1000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start idgate reshard");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(j) = s.job(&tb).await {
+            if j.phase == Phase::Copy && j.copied() > 0 {
+                break;
+            }
+            assert!(j.phase <= Phase::Copy, "the copy ended first: {j:?}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the copy did not begin within 120 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    s.stop(); // kill -9 of idgate serve
+    s.start().await;
+    let out = tokio::task::spawn_blocking(move || mover.wait_with_output())
+        .await
+        .expect("join")
+        .expect("the mover ends");
+    assert!(
+        out.status.success(),
+        "reshard: {}\nidgate log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        s.log()
+    );
+    let j = s.job(&tb).await.expect("job");
+    assert_eq!(j.phase, Phase::Done, "{j:?}");
+    check_placement(&tb, &s, &content, &[0, 1, 2]).await;
+    drop_schema(&tb, &s.schema).await;
+}

@@ -43,7 +43,8 @@ const ACK_BUDGET: Duration = Duration::from_millis(500);
 /// gives up (the job keeps its checkpoint; a new run resumes).
 const MAX_OUTAGE: Duration = Duration::from_secs(600);
 
-/// Cutover attempts before the job fails.
+/// Cutover attempts before the job fails (and at least a member lease's
+/// time: see `Mover::member_ttl`).
 const CUTOVER_ATTEMPTS: u32 = 20;
 
 /// Verification re-checks of a mismatched range (each after draining the
@@ -141,6 +142,7 @@ pub async fn run(cfg: &Config, args: &Args, progress: &mut Progress) -> Result<S
             j
         });
     let mut m = Mover {
+        member_ttl: Duration::from_secs(cfg.allocator.lease_ttl_secs),
         store,
         published,
         schema,
@@ -306,6 +308,10 @@ struct Mover<'p> {
     /// phases this process finished took (for the final line).
     phase_started: Instant,
     timings: Vec<(Phase, Duration)>,
+    /// `allocator.lease_ttl_secs`: how long a dead idgate's member record
+    /// lives; the cutover keeps trying at least that long (plus a margin)
+    /// before it gives up, so a killed idgate delays it, never fails it.
+    member_ttl: Duration,
 }
 
 impl Mover<'_> {
@@ -1334,6 +1340,7 @@ impl Mover<'_> {
     async fn cutover(&mut self) -> Result<(), String> {
         let (schema, table) = (self.schema.clone(), self.table.clone());
         let mut attempt = 0;
+        let first_attempt = Instant::now();
         let begun = !self.job()?.swapped.is_empty() || self.job()?.published_version.is_some();
         loop {
             attempt += 1;
@@ -1344,7 +1351,9 @@ impl Mover<'_> {
             let epoch = self.publish_pause(vec![self.full.clone()], None).await?;
             if !self.acked(epoch, ACK_BUDGET).await? && !begun {
                 self.publish_pause(Vec::new(), None).await?;
-                if attempt >= CUTOVER_ATTEMPTS {
+                let members_expired =
+                    first_attempt.elapsed() > self.member_ttl + Duration::from_secs(5);
+                if attempt >= CUTOVER_ATTEMPTS && members_expired {
                     return Err(format!(
                         "{}: cutover given up after {attempt} attempts: not every idgate acknowledged the pause within {} ms (see the members of {MEMBERS} in the store)",
                         self.full,
