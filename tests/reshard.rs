@@ -954,7 +954,7 @@ async fn an_idgate_killed_during_the_move_comes_back_on_the_new_placement() {
     s.push_rules("shard_key = \"id\"\nsharding = \"mod\"\nshards = [\"s0\", \"s1\"]\n");
     s.start().await;
     let content = seed(&tb, &s, &[0, 1]).await;
-    let mut mover = s
+    let mover = s
         .reshard_cmd(&["--shards", "s0,s1,s2", "--max-rows-per-second", "1000"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
