@@ -180,6 +180,25 @@ impl Setup {
     }
 
     /// `idgate reshard --config C --table T ARGS`.
+    /// Waits (up to 120 s) until the move is in its copy phase with some
+    /// rows checkpointed, not all (a kill or a cut lands mid-copy).
+    async fn until_copying(&self, tb: &Testbed) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Some(j) = self.job(tb).await {
+                assert!(j.phase <= Phase::Copy, "the copy ended first: {j:?}");
+                if j.phase == Phase::Copy && j.copied() > 0 {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the copy did not begin within 120 s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     fn reshard_cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_idgate"));
         c.args(["reshard", "--config"])
@@ -549,23 +568,7 @@ async fn move_under_load(tag: &str, from: &str, from_shards: &[usize], to: &[usi
             .spawn()
             .expect("start idgate reshard");
         // Killed once the copy has checkpointed some rows, not all.
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            if let Some(j) = s.job(&tb).await {
-                if j.phase == Phase::Copy && j.copied() > 0 {
-                    break;
-                }
-                assert!(
-                    j.phase <= Phase::Copy,
-                    "the copy ended before the kill: {j:?}"
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the copy did not begin within 120 s"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        s.until_copying(&tb).await;
         child.kill().expect("kill -9");
         let _ = child.wait();
         let j = s.job(&tb).await.expect("job");
@@ -798,23 +801,7 @@ async fn a_shard_down_during_the_copy_pauses_the_move() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start idgate reshard");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        if let Some(j) = s.job(&tb).await {
-            assert!(
-                j.phase <= Phase::Copy,
-                "the copy ended before the cut: {j:?}"
-            );
-            if j.phase == Phase::Copy && j.copied() > 0 {
-                break;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the copy did not begin within 120 s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    s.until_copying(&tb).await;
     fwd.cut();
     // The mover notices, records why, and waits (it does not exit).
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -885,23 +872,7 @@ async fn a_corrupted_copy_stops_the_move_before_the_cutover() {
         .stderr(Stdio::null())
         .spawn()
         .expect("start idgate reshard");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        if let Some(j) = s.job(&tb).await {
-            assert!(
-                j.phase <= Phase::Copy,
-                "the copy ended before the kill: {j:?}"
-            );
-            if j.phase == Phase::Copy && j.copied() > 0 {
-                break;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the copy did not begin within 120 s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    s.until_copying(&tb).await;
     child.kill().expect("kill -9");
     let _ = child.wait();
     // Row 2 (the first rows are copied first) is on s2 in the new
@@ -960,20 +931,7 @@ async fn an_idgate_killed_during_the_move_comes_back_on_the_new_placement() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start idgate reshard");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        if let Some(j) = s.job(&tb).await {
-            if j.phase == Phase::Copy && j.copied() > 0 {
-                break;
-            }
-            assert!(j.phase <= Phase::Copy, "the copy ended first: {j:?}");
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the copy did not begin within 120 s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    s.until_copying(&tb).await;
     s.stop(); // kill -9 of idgate serve
     s.start().await;
     let out = tokio::task::spawn_blocking(move || mover.wait_with_output())

@@ -363,6 +363,34 @@ mod tests {
         [[shards]]\nname = \"s0\"\naddress = \"127.0.0.1:3306\"\n\
         [allocator]\nstore = \"etcd\"\netcd_endpoints = [\"http://127.0.0.1:1\"]\n";
 
+    /// A server state with config `text` on a memory store, its follower
+    /// started and joined.
+    async fn following(
+        text: &str,
+    ) -> (
+        Arc<MemoryStore>,
+        Arc<dyn Store>,
+        Allocator,
+        Arc<Shared>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let m = MemoryStore::new();
+        let store: Arc<dyn Store> = m.clone();
+        let cfg = Config::parse(text, "t.toml").unwrap();
+        let allocator = Allocator::with_store(store.clone(), Arc::new(SystemClock::new()), &[])
+            .await
+            .unwrap();
+        let shared = Arc::new(Shared::with_rules(
+            cfg,
+            Some(Arc::new(crate::rules::RuleSet::default())),
+            Some(allocator.clone()),
+        ));
+        shared.rules.start_at(1, None);
+        let task = start(shared.clone()).expect("the memory store follows");
+        until("joined", || values(&m) == [0]).await;
+        (m, store, allocator, shared, task)
+    }
+
     async fn until(what: &str, f: impl Fn() -> bool) {
         for _ in 0..12_000 {
             if f() {
@@ -397,20 +425,7 @@ mod tests {
     /// acted on; a release waits for its rules version.
     #[tokio::test]
     async fn acks_after_let_run_sessions_rejoins_and_releases_at_the_rules_version() {
-        let m = MemoryStore::new();
-        let store: Arc<dyn Store> = m.clone();
-        let cfg = Config::parse(CONFIG, "t.toml").unwrap();
-        let allocator = Allocator::with_store(store.clone(), Arc::new(SystemClock::new()), &[])
-            .await
-            .unwrap();
-        let shared = Arc::new(Shared::with_rules(
-            cfg,
-            Some(Arc::new(crate::rules::RuleSet::default())),
-            Some(allocator.clone()),
-        ));
-        shared.rules.start_at(1, None);
-        let task = start(shared.clone()).expect("the memory store follows");
-        until("joined", || values(&m) == [0]).await;
+        let (m, store, allocator, shared, task) = following(CONFIG).await;
 
         let in_txn = shared.sessions.register(7, "app", "p", false, 1);
         in_txn.control.in_txn.store(true, Ordering::Relaxed);
@@ -500,21 +515,8 @@ mod tests {
     /// has joined again and caught up; one on a rules directory is not.
     #[tokio::test]
     async fn a_lost_member_record_fences_an_etcd_rules_idgate_until_it_is_back() {
-        let m = MemoryStore::new();
-        let store: Arc<dyn Store> = m.clone();
         let text = format!("{CONFIG}[rules]\nsource = \"etcd\"\n");
-        let cfg = Config::parse(&text, "t.toml").unwrap();
-        let allocator = Allocator::with_store(store.clone(), Arc::new(SystemClock::new()), &[])
-            .await
-            .unwrap();
-        let shared = Arc::new(Shared::with_rules(
-            cfg,
-            Some(Arc::new(crate::rules::RuleSet::default())),
-            Some(allocator.clone()),
-        ));
-        shared.rules.start_at(1, None);
-        let task = start(shared.clone()).expect("the memory store follows");
-        until("joined", || values(&m) == [0]).await;
+        let (m, _store, allocator, shared, task) = following(&text).await;
         assert!(!shared.pause.active() && !shared.pause.fenced());
 
         // etcd stops answering and the record expires: fenced, and it
