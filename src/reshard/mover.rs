@@ -1480,20 +1480,29 @@ impl Mover<'_> {
     /// table's rows are gone in one metadata operation, where throttled
     /// DELETEs would rewrite every row through the shard's redo and undo).
     async fn cleanup(&mut self) -> Result<(), String> {
-        let (schema, table) = (self.schema.clone(), self.table.clone());
+        let table = self.table.clone();
         for i in self.involved()? {
-            self.with_table_locked(i, &sql::trigger_drops(&schema, &table))
+            self.drop_move_parts(i, &[old_table(&table), log_table(&table)])
                 .await?;
-            let s = self.shard(i)?;
-            for n in [old_table(&table), log_table(&table)] {
-                s.exec(&format!(
-                    "DROP TABLE IF EXISTS {}",
-                    sql::qualified(&schema, &n)
-                ))
-                .await?;
-            }
         }
         self.set_phase(Phase::Done).await
+    }
+
+    /// On shard `i`: the move's triggers (under the table's lock), then
+    /// `tables` of the move, if they exist.
+    async fn drop_move_parts(&mut self, i: usize, tables: &[String]) -> Result<(), String> {
+        let (schema, table) = (self.schema.clone(), self.table.clone());
+        self.with_table_locked(i, &sql::trigger_drops(&schema, &table))
+            .await?;
+        let s = self.shard(i)?;
+        for n in tables {
+            s.exec(&format!(
+                "DROP TABLE IF EXISTS {}",
+                sql::qualified(&schema, n)
+            ))
+            .await?;
+        }
+        Ok(())
     }
 
     /// `--abort` before the swap: triggers, logs and shadows dropped; the
@@ -1526,18 +1535,10 @@ impl Mover<'_> {
             .collect();
         all.sort_unstable();
         all.dedup();
-        let (schema, table) = (self.schema.clone(), self.table.clone());
+        let table = self.table.clone();
         for i in all {
-            self.with_table_locked(i, &sql::trigger_drops(&schema, &table))
+            self.drop_move_parts(i, &[log_table(&table), shadow_table(&table)])
                 .await?;
-            let s = self.shard(i)?;
-            for n in [log_table(&table), shadow_table(&table)] {
-                s.exec(&format!(
-                    "DROP TABLE IF EXISTS {}",
-                    sql::qualified(&schema, &n)
-                ))
-                .await?;
-            }
         }
         self.job_mut()?.phase = Phase::Aborted;
         self.save().await?;
