@@ -257,3 +257,170 @@ async fn pinned_sessions_keep_their_connection_until_released() {
     c.disconnect().await.expect("c quits");
     proxy::teardown(&tb, p, &schema).await;
 }
+
+/// The shard connection's own count of SELECT and DO statements
+/// (`SHOW SESSION STATUS`, which counts as neither): what idgate ran on it
+/// besides the client's statements.
+async fn selects_and_dos(c: &mut Conn) -> (u64, u64) {
+    let rows: Vec<(String, u64)> = c
+        .query("SHOW SESSION STATUS WHERE Variable_name IN ('Com_select', 'Com_do')")
+        .await
+        .expect("session status");
+    let get = |n: &str| {
+        rows.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(n))
+            .map(|(_, v)| *v)
+            .unwrap_or_else(|| panic!("{n} in {rows:?}"))
+    };
+    (get("Com_select"), get("Com_do"))
+}
+
+/// A multiplexed INSERT that generates an id costs no round trip of
+/// idgate's own: the value stays on the connection, unread, until somebody
+/// needs it (`lidclaim.rs`). Each session still sees its own value, and a
+/// session that ended leaves none behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn last_insert_id_is_read_only_when_somebody_needs_it() {
+    let Some(tb) = support::testbed() else { return };
+    let schema = support::unique("mux_lid");
+    proxy::create_schema(&tb, &schema).await;
+    let p = start_mux(&tb, "pool_max = 1\npool_wait_timeout_ms = 60000").await;
+    let mut a = Conn::new(p.opts(Some(&schema))).await.expect("client a");
+    let id = connection_id(&mut a).await;
+    a.query_drop("CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+        .await
+        .expect("create");
+    let before = selects_and_dos(&mut a).await;
+    for v in 0..10 {
+        let r = a
+            .query_iter(format!("INSERT INTO t (v) VALUES ({v})"))
+            .await
+            .expect("insert");
+        assert_eq!(r.last_insert_id(), Some(v + 1), "the OK packet's id");
+        drop(r);
+    }
+    assert_eq!(
+        selects_and_dos(&mut a).await,
+        before,
+        "ten multiplexed INSERTs ran no statement of idgate's on the shard"
+    );
+    assert_eq!(one::<u64>(&mut a, "SELECT LAST_INSERT_ID()").await, 10);
+    assert_eq!(one::<u64>(&mut a, "SELECT @@identity").await, 10);
+
+    // Another session on the same connection: the value a left there is
+    // a's (read when b took it), b's own is 0.
+    a.query_drop("INSERT INTO t (v) VALUES (10)")
+        .await
+        .expect("insert 11");
+    let mut b = Conn::new(p.opts(Some(&schema))).await.expect("client b");
+    assert_eq!(connection_id(&mut b).await, id, "one shard connection");
+    assert_eq!(one::<u64>(&mut b, "SELECT LAST_INSERT_ID()").await, 0);
+    assert_eq!(one::<u64>(&mut a, "SELECT LAST_INSERT_ID()").await, 11);
+    b.query_drop("INSERT INTO t (v) VALUES (11)")
+        .await
+        .expect("insert 12");
+    a.query_drop("DO 1").await.expect("a runs something else");
+    assert_eq!(one::<u64>(&mut b, "SELECT LAST_INSERT_ID()").await, 12);
+    assert_eq!(one::<u64>(&mut a, "SELECT LAST_INSERT_ID()").await, 11);
+
+    // A session that ended with a value unread leaves nothing behind.
+    a.query_drop("INSERT INTO t (v) VALUES (12)")
+        .await
+        .expect("insert 13");
+    a.disconnect().await.expect("a quits");
+    let mut c = Conn::new(p.opts(Some(&schema))).await.expect("client c");
+    assert_eq!(connection_id(&mut c).await, id);
+    assert_eq!(one::<u64>(&mut c, "SELECT LAST_INSERT_ID()").await, 0);
+    assert_eq!(one::<u64>(&mut b, "SELECT LAST_INSERT_ID()").await, 12);
+    assert_eq!(p.shared.pools[0].view().created, 1, "one login in all");
+    b.disconnect().await.expect("b quits");
+    c.disconnect().await.expect("c quits");
+    proxy::teardown(&tb, p, &schema).await;
+}
+
+/// A connection the pool closes (idle too long) while it holds a session's
+/// unread `LAST_INSERT_ID()` gives the value up first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_left_on_a_connection_the_pool_closes_is_read_first() {
+    let Some(tb) = support::testbed() else { return };
+    let schema = support::unique("mux_lid_exp");
+    proxy::create_schema(&tb, &schema).await;
+    let p = start_mux(&tb, "pool_idle_timeout = 1").await;
+    let mut a = Conn::new(p.opts(Some(&schema))).await.expect("client a");
+    a.query_drop("CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v INT) AUTO_INCREMENT = 700")
+        .await
+        .expect("create");
+    a.query_drop("INSERT INTO t (v) VALUES (1)")
+        .await
+        .expect("insert");
+    // The upkeep closes the idle connection (after a second unused).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while p.shared.pools[0].state().open > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the idle connection was never closed: {:?}",
+            p.shared.pools[0].state()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(one::<u64>(&mut a, "SELECT LAST_INSERT_ID()").await, 700);
+    a.disconnect().await.expect("a quits");
+    proxy::teardown(&tb, p, &schema).await;
+}
+
+/// An INSERT ... ON DUPLICATE KEY UPDATE into a rule table that updates
+/// (stores no id) leaves the session's `LAST_INSERT_ID()` as it was: idgate
+/// tracks the statement through `LAST_INSERT_ID()` and puts the value the
+/// connection held back, so a taken connection must first hold the
+/// session's value, not the one another session left there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upsert_that_updates_keeps_the_sessions_own_value() {
+    let Some(tb) = support::testbed() else { return };
+    let schema = support::unique("mux_lid_odku");
+    proxy::create_schema(&tb, &schema).await;
+    proxy::admin(
+        &tb,
+        0,
+        &[
+            &format!("CREATE TABLE `{schema}`.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT) AUTO_INCREMENT = 500"),
+            &format!("CREATE TABLE `{schema}`.r (id BIGINT UNSIGNED PRIMARY KEY, k VARCHAR(8) NOT NULL UNIQUE, w VARCHAR(8) NOT NULL)"),
+        ],
+    )
+    .await;
+    let mut text = proxy::config_text_etcd(&tb, &support::unique("/mux-odku"));
+    text = text.replacen(
+        "connect_timeout_ms = 60000\n",
+        &format!(
+            "connect_timeout_ms = 60000\n{}pool_max = 1\npool_wait_timeout_ms = 60000\n",
+            match support::backend_extra() {
+                "" => "multiplex = true\n",
+                _ => "",
+            }
+        ),
+        1,
+    );
+    let cfg = idgate::config::Config::parse(&text, "test").expect("test config is valid");
+    let rules = format!(
+        "[[generator]]\nname = \"g\"\nkind = \"sequence\"\nbatch = 20\n\n\
+         [[table]]\nname = \"{schema}.r\"\ncolumn = \"id\"\ngenerator = \"g\"\n"
+    );
+    let p = Proxy::start_config_rules(cfg, &rules).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.expect("client c");
+    c.query_drop("INSERT INTO r (k, w) VALUES ('k1', 'x')")
+        .await
+        .expect("row k1");
+    c.disconnect().await.expect("c quits");
+    let mut a = Conn::new(p.opts(Some(&schema))).await.expect("client a");
+    let mut b = Conn::new(p.opts(Some(&schema))).await.expect("client b");
+    a.query_drop("INSERT INTO t (v) VALUES (1)")
+        .await
+        .expect("a's insert");
+    b.query_drop("INSERT INTO r (k, w) VALUES ('k1', 'y') ON DUPLICATE KEY UPDATE w = 'y'")
+        .await
+        .expect("b's upsert");
+    assert_eq!(one::<u64>(&mut b, "SELECT LAST_INSERT_ID()").await, 0);
+    assert_eq!(one::<u64>(&mut a, "SELECT LAST_INSERT_ID()").await, 500);
+    a.disconnect().await.expect("a quits");
+    b.disconnect().await.expect("b quits");
+    proxy::teardown(&tb, p, &schema).await;
+}

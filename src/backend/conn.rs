@@ -136,6 +136,10 @@ pub struct BackendConn {
     /// Replies still to come to commands of idgate's own sent without
     /// waiting ([`BackendConn::send_detached`]).
     detached: u32,
+    /// A session's `LAST_INSERT_ID()` this connection holds unread
+    /// (multiplexing, `lidclaim.rs`): read before the connection is used
+    /// by another session or closed.
+    pub lid_claim: Option<crate::backend::lidclaim::LidClaim>,
 }
 
 impl BackendConn {
@@ -282,6 +286,7 @@ impl BackendConn {
                             login_ok: std::mem::take(&mut buf),
                             wbuf: Vec::new(),
                             detached: 0,
+                            lid_claim: None,
                         },
                         hs,
                     ));

@@ -490,6 +490,14 @@ impl<K: Clone + Eq, C> Pool<K, C> {
         out.into_iter().map(close).collect()
     }
 
+    /// Takes the idle connection `which` picks, if there is one (a session
+    /// fetching a value it left on its connection, `lidclaim.rs`).
+    pub fn take_idle_where(&self, which: impl Fn(&Idle<K, C>) -> bool) -> Option<Idle<K, C>> {
+        let mut g = self.inner.lock();
+        let i = g.idle.iter().position(which)?;
+        g.idle.remove(i)
+    }
+
     /// The key of the last taker (with `min_idle` only).
     pub fn last_key(&self) -> Option<K> {
         self.last_key.lock().clone()

@@ -136,6 +136,7 @@ impl Session {
     pub(in crate::frontend) async fn command(&mut self, payload: &[u8]) -> Result<Next, CmdError> {
         let now = self.shared.sessions.now_us();
         self.registered.control.set_command(payload[0], now);
+        self.before_command(payload);
         let r = self.dispatch(payload).await;
         if r.is_ok() {
             // Pins, and with multiplexing the connections given back.

@@ -310,7 +310,6 @@ impl Session {
                 owner,
                 stmts,
             } = self.checkout(shard).await?;
-            let s = &self.shared.config.shards[shard];
             if let Some(n) = self.shared.shard_connects.get(shard) {
                 n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
@@ -321,8 +320,8 @@ impl Session {
                 self.client_cs = None;
             }
             let want = self.state_tag();
-            let mut lid = lid;
             let reset = tag != want && tag != 0;
+            let mut lid = self.settle_taken(shard, &mut conn, lid, reset).await?;
             if reset {
                 // Another session's state: reset, then this one's.
                 if let Some(pool) = self.shared.pools.get(shard) {
@@ -336,7 +335,7 @@ impl Session {
             if tag != want || want == u64::MAX {
                 // Every new connection gets the session's state, whether it
                 // replaces a lost one or is the first to this shard.
-                let shard_name = s.name.clone();
+                let shard_name = self.shared.config.shards[shard].name.clone();
                 let Some(sets) = self.state.replay() else {
                     return Err(BackendError::StateLost {
                         shard: shard_name,
@@ -366,6 +365,9 @@ impl Session {
             if self.shared.routing && !self.shared.pending_xa.lock().is_empty() {
                 Box::pin(self.commit_pending_xa(shard)).await;
             }
+        }
+        if self.mux.want_lid {
+            self.restore_lid(shard).await?;
         }
         self.backends
             .get_mut(shard)

@@ -9,10 +9,19 @@
 //!   replayable `SET`s (`replay.rs`: on a connection whose state tag (a
 //!   fingerprint of those `SET`s, [`SessionState::tag`]) differs,
 //!   COM_RESET_CONNECTION and then the `SET`s; none on one that has the
-//!   same tag), `LAST_INSERT_ID()` (idgate keeps the session's value and
-//!   gives it with `DO LAST_INSERT_ID(v)` to a connection that holds
-//!   another), server-side prepared statements (closed when the connection
-//!   goes back, prepared again at the next execute, `Session::backend_stmt`).
+//!   same tag), server-side prepared statements (kept on the connection for
+//!   the session that takes it back, prepared again on another,
+//!   `Session::backend_stmt`).
+//! - `LAST_INSERT_ID()`, lazily on both sides, since almost no session asks
+//!   for it by name (drivers read the OK packet, which idgate relays): a
+//!   connection whose INSERT generated an id goes back carrying a claim on
+//!   the value, read only when somebody needs it (`lidclaim.rs`), and a
+//!   connection is given the session's value (`DO LAST_INSERT_ID(v)`) only
+//!   before a statement that names `LAST_INSERT_ID()` or `@@identity`
+//!   ([`Session::restore_lid`]). No round trip is added to an INSERT or to
+//!   a taken connection otherwise. (A stored function or trigger that reads
+//!   `LAST_INSERT_ID()` without the statement naming it sees the
+//!   connection's value: documented.)
 //! - Pinning until released ([`Pin`], dynamic): a transaction or XA
 //!   branch (also autocommit off), a cursor open on a shard, long data sent
 //!   for the next execute, and diagnostics the client may still read (the
@@ -35,6 +44,7 @@
 //! its `SET`s, which the tag covers): the reset's round trip is saved on
 //! the connect-per-request path.
 
+use crate::backend::lidclaim::ClaimState;
 use crate::backend::pool::{Idle, PIN_SLOTS};
 use crate::frontend::session::Session;
 use crate::protocol::consts::{cmd, status};
@@ -43,7 +53,7 @@ use crate::sql::statement::keyword::{contains_ignore_case, first_keyword};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
-use tracing::debug;
+use tracing::{debug, warn};
 
 /// Why a session keeps its shard connections after a statement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,7 +147,9 @@ struct Facts {
 }
 
 impl Facts {
-    fn of(sql: &[u8]) -> Facts {
+    /// `mentions_lid`: whether it names `LAST_INSERT_ID()`, found before
+    /// the command ran (`Session::before_command`).
+    fn of(sql: &[u8], mentions_lid: bool) -> Facts {
         let (pins, unlock) = sticky_pins(sql);
         let first = first_keyword(sql);
         Facts {
@@ -149,7 +161,7 @@ impl Facts {
                 || &first == b"GET\0\0\0\0\0"
                 || contains_ignore_case(sql, b"warning_count")
                 || contains_ignore_case(sql, b"error_count"),
-            mentions_lid: mentions_last_id(sql),
+            mentions_lid,
             inserts: matches!(&first, b"INSERT\0\0" | b"REPLACE\0"),
         }
     }
@@ -313,7 +325,70 @@ fn mentions_last_id(sql: &[u8]) -> bool {
     contains_ignore_case(sql, b"last_insert_id") || contains_ignore_case(sql, b"@@identity")
 }
 
+/// Whether what idgate sends the shards for client statement `sql` may
+/// read the connection's `LAST_INSERT_ID()`: the statement names it, or it
+/// is an INSERT IGNORE / ON DUPLICATE KEY UPDATE, which idgate writes into
+/// a rule table tracking the stored id through `LAST_INSERT_ID()` and
+/// putting the session's value back when none was stored (`sql::upsert`).
+fn reads_last_id(sql: &[u8]) -> bool {
+    mentions_last_id(sql)
+        || &first_keyword(sql) == b"INSERT\0\0"
+            && (contains_ignore_case(sql, b"ignore") || contains_ignore_case(sql, b"duplicate"))
+}
+
+/// Reads a connection's `LAST_INSERT_ID()` (after the replies to idgate's
+/// detached commands); `None` when it cannot be read in `timeout`.
+pub(in crate::frontend) async fn read_lid(
+    conn: &mut crate::backend::BackendConn,
+    timeout: std::time::Duration,
+) -> Option<u64> {
+    let work = async {
+        if conn.detached() > 0 {
+            conn.drain().await?;
+        }
+        let rows = conn.query_rows("SELECT LAST_INSERT_ID()").await?;
+        Ok::<_, crate::backend::BackendError>(
+            rows.first()
+                .and_then(|r| r.first().cloned().flatten())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+        )
+    };
+    match tokio::time::timeout(timeout, work).await {
+        Ok(Ok(v)) => Some(v),
+        _ => None,
+    }
+}
+
+/// Settles the claim a connection carries, if its session still wants the
+/// value: read before the connection is closed or used by another.
+pub(in crate::frontend) async fn settle_claim(
+    conn: &mut crate::backend::BackendConn,
+    timeout: std::time::Duration,
+) -> Option<u64> {
+    let claim = conn.lid_claim.take()?;
+    if !claim.wanted() {
+        return None;
+    }
+    let v = read_lid(conn, timeout).await;
+    claim.settle(v);
+    v
+}
+
 impl Session {
+    /// Before each command: whether what it sends the shards may read
+    /// `LAST_INSERT_ID()` ([`reads_last_id`]).
+    pub(in crate::frontend) fn before_command(&mut self, payload: &[u8]) {
+        self.mux.want_lid = match payload.first() {
+            Some(&cmd::QUERY) => reads_last_id(&payload[1..]),
+            Some(&cmd::STMT_EXECUTE) => crate::protocol::stmt::stmt_id(&payload[1..])
+                .ok()
+                .and_then(|id| self.stmts.get_mut(id))
+                .is_some_and(|s| reads_last_id(s.client_prepare.get(1..).unwrap_or(&[]))),
+            _ => false,
+        };
+    }
+
     /// Whether `[backend] multiplex` is on.
     pub(in crate::frontend) fn multiplexing(&self) -> bool {
         self.shared.config.backend.multiplex
@@ -322,12 +397,13 @@ impl Session {
     /// What a command's statement text (a query's, or the prepared text of
     /// an execute) tells about pins and `LAST_INSERT_ID()`.
     fn command_facts(&mut self, payload: &[u8]) -> Option<Facts> {
+        let lid = self.mux.want_lid;
         match payload.first() {
-            Some(&cmd::QUERY) => payload.get(1..).map(Facts::of),
+            Some(&cmd::QUERY) => payload.get(1..).map(|sql| Facts::of(sql, lid)),
             Some(&cmd::STMT_EXECUTE) => {
                 let id = crate::protocol::stmt::stmt_id(payload.get(1..)?).ok()?;
                 let s = self.stmts.get_mut(id)?;
-                s.client_prepare.get(1..).map(Facts::of)
+                s.client_prepare.get(1..).map(|sql| Facts::of(sql, lid))
             }
             _ => None,
         }
@@ -361,10 +437,11 @@ impl Session {
         if self.multiplexing() {
             self.count_pin(pin);
             if pin.is_none() {
-                self.give_back_all().await;
+                self.give_back_all(false).await;
             }
         }
         self.mux.lid_set = 0;
+        self.mux.want_lid = false;
     }
 
     /// After statement `sql`: the held connections whose
@@ -387,6 +464,8 @@ impl Session {
         }
         if changed && set == 0 {
             self.mux.lid_dirty = true;
+            // A value left on a connection given back is old now.
+            self.mux.owed = None;
         }
     }
 
@@ -398,6 +477,7 @@ impl Session {
         self.mux.diag_pending = false;
         self.mux.lid = 0;
         self.mux.lid_dirty = false;
+        self.mux.owed = None;
         for h in &mut self.mux.held_lid {
             *h = Some(0);
         }
@@ -407,7 +487,7 @@ impl Session {
     /// checked the login's schema goes back.
     pub(in crate::frontend) async fn after_login(&mut self) {
         if self.multiplexing() && self.pinned(NO_COMMAND).is_none() {
-            self.give_back_all().await;
+            self.give_back_all(false).await;
         }
     }
 
@@ -475,10 +555,10 @@ impl Session {
     }
 
     /// Gives every held connection back to its pool, as it is (no reset):
-    /// the session's `LAST_INSERT_ID()` read first from its home
-    /// connection when a statement may have changed it, the session's
-    /// prepared statements closed on each.
-    pub(in crate::frontend) async fn give_back_all(&mut self) {
+    /// when a statement may have changed the session's `LAST_INSERT_ID()`,
+    /// its home connection carries a claim on the value (unless the
+    /// session is `ending`: then nobody needs it).
+    pub(in crate::frontend) async fn give_back_all(&mut self, ending: bool) {
         if self.backends.open().next().is_none() {
             return;
         }
@@ -489,7 +569,8 @@ impl Session {
         let home_changed = self.lid_synced != u64::MAX;
         for shard in 0..self.backends.len() {
             if self.backends.is_open(shard) {
-                self.give_back(shard, home, home_changed).await;
+                self.give_back(shard, home, home_changed && !ending, ending)
+                    .await;
             }
         }
         // Every connection taken from now on is given the session's value.
@@ -498,7 +579,7 @@ impl Session {
         self.lid_synced = u64::MAX;
     }
 
-    async fn give_back(&mut self, shard: usize, home: usize, home_changed: bool) {
+    async fn give_back(&mut self, shard: usize, home: usize, home_changed: bool, ending: bool) {
         let Some((mut conn, lease)) = self.backends.take(shard) else {
             return;
         };
@@ -515,26 +596,21 @@ impl Session {
         let mut held = self.mux.held_lid.get(shard).copied().flatten();
         // The session's value is on its home connection: known when idgate
         // gave it there in this command, otherwise read.
-        let dirty_home = shard == home && (self.mux.lid_dirty || home_changed);
+        let dirty_home = shard == home && (self.mux.lid_dirty && !ending || home_changed);
         let known = self.mux.lid_set & bit(shard) != 0;
         if let (true, true, Some(v)) = (dirty_home, known, held) {
             self.mux.lid = v;
         }
-        let read_lid = dirty_home && !(known && held.is_some());
-        let lid = &mut self.mux.lid;
+        if dirty_home && !(known && held.is_some()) {
+            // Not read now: the connection carries a claim on it.
+            let (claim, owed) = crate::backend::lidclaim::claim();
+            conn.lid_claim = Some(claim);
+            self.mux.owed = Some((shard, owed));
+            held = None;
+        }
         let work = async {
             if conn.detached() > 0 {
                 conn.drain().await?;
-            }
-            if read_lid {
-                let rows = conn.query_rows("SELECT LAST_INSERT_ID()").await?;
-                let v = rows
-                    .first()
-                    .and_then(|r| r.first().cloned().flatten())
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0);
-                *lid = v;
-                held = Some(v);
             }
             Ok::<_, crate::backend::BackendError>(())
         };
@@ -612,24 +688,128 @@ impl Session {
         if let Some(s) = self.mux.stmts_on.get_mut(shard) {
             *s = Some(conn.connection_id);
         }
-        let want = self.mux.lid;
-        let held = if lid != Some(want) {
-            let q = format!("\x03DO LAST_INSERT_ID({want})");
-            conn.send_detached(q.as_bytes()).await?;
-            Some(want)
-        } else {
-            lid
-        };
+        // The session's value is given only before a statement that
+        // names it (`restore_lid`).
         if let Some(h) = self.mux.held_lid.get_mut(shard) {
-            *h = held;
+            *h = lid;
         }
         Ok(())
+    }
+
+    /// A connection just taken for `shard` (`reset`: another session's
+    /// state, to be reset) carrying a claim: the session's own (the value
+    /// is on the connection it holds again: nothing to read, unless the
+    /// reset would clear it) or another session's (read now, before the
+    /// connection is used). Returns the connection's `LAST_INSERT_ID()`
+    /// when known.
+    pub(in crate::frontend) async fn settle_taken(
+        &mut self,
+        shard: usize,
+        conn: &mut crate::backend::BackendConn,
+        lid: Option<u64>,
+        reset: bool,
+    ) -> Result<Option<u64>, crate::backend::BackendError> {
+        let Some(claim) = conn.lid_claim.as_ref() else {
+            return Ok(lid);
+        };
+        let mine = self
+            .mux
+            .owed
+            .as_ref()
+            .is_some_and(|(s, o)| *s == shard && claim.is(o));
+        if mine && !reset {
+            // Abandoned (the session's side first), then dropped unread.
+            self.mux.owed = None;
+            conn.lid_claim = None;
+            self.mux.lid_dirty = true;
+            self.last_id_home(shard);
+            return Ok(None);
+        }
+        if !claim.wanted() {
+            conn.lid_claim = None;
+            return Ok(lid);
+        }
+        match settle_claim(conn, self.shared.connect_timeout()).await {
+            Some(v) => Ok(Some(v)),
+            None => Err(crate::backend::BackendError::Lost {
+                shard: self.shared.config.shards[shard].name.clone(),
+                source: std::io::Error::other(
+                    "the pooled connection broke while its LAST_INSERT_ID() was read",
+                ),
+            }),
+        }
+    }
+
+    /// Before the command's statement (which names `LAST_INSERT_ID()`)
+    /// goes to `shard`: the connection is given the session's value unless
+    /// it holds it. When the value is on a held connection (`lid_dirty`),
+    /// nothing: it is that connection's, or routing copies it
+    /// (`lastid.rs`).
+    pub(in crate::frontend) async fn restore_lid(
+        &mut self,
+        shard: usize,
+    ) -> Result<(), crate::backend::BackendError> {
+        if self.mux.lid_dirty {
+            return Ok(());
+        }
+        self.settle_owed().await;
+        let want = self.mux.lid;
+        let held = self.mux.held_lid.get(shard).copied().flatten();
+        if held == Some(want) {
+            return Ok(());
+        }
+        let Some(conn) = self.backends.get_mut(shard) else {
+            return Ok(());
+        };
+        let q = format!("\x03DO LAST_INSERT_ID({want})");
+        conn.send_detached(q.as_bytes()).await?;
+        if let Some(h) = self.mux.held_lid.get_mut(shard) {
+            *h = Some(want);
+        }
+        Ok(())
+    }
+
+    /// The session's value, left on a connection it gave back, is needed:
+    /// read where the connection is idle, or waited for while another
+    /// session that took it reads it.
+    async fn settle_owed(&mut self) {
+        let Some((shard, owed)) = self.mux.owed.take() else {
+            return;
+        };
+        let timeout = self.shared.connect_timeout();
+        let mut state = owed.state();
+        if state == ClaimState::Pending {
+            let pool = self.shared.pools.get(shard).cloned();
+            let idle = pool.as_ref().and_then(|p| {
+                p.take_idle_where(|i| i.conn.lid_claim.as_ref().is_some_and(|c| c.is(&owed)))
+            });
+            if let (Some(pool), Some(mut idle)) = (pool, idle) {
+                let v = settle_claim(&mut idle.conn, timeout).await;
+                if v.is_some() {
+                    idle.lid = v;
+                    if let Some(c) = pool.give_back(idle) {
+                        crate::frontend::session::pooled::quit(c).await;
+                    }
+                } else {
+                    drop(idle.lease);
+                    crate::frontend::session::pooled::quit(idle.conn).await;
+                }
+            }
+            state = owed.settled(timeout).await;
+        }
+        match state {
+            ClaimState::Known(v) => self.mux.lid = v,
+            _ => {
+                warn!(conn = self.id, shard, "the session's LAST_INSERT_ID() was lost with the pooled shard connection that held it ({state:?}); the last value idgate knew stands");
+            }
+        }
     }
 
     /// `Session::set_last_insert_id` gave `shard` the session's new value.
     pub(in crate::frontend) fn lid_given(&mut self, shard: usize, id: u64) {
         self.mux.lid = id;
         self.mux.lid_dirty = false;
+        self.mux.owed = None;
         self.mux.lid_set |= bit(shard);
         if let Some(h) = self.mux.held_lid.get_mut(shard) {
             *h = Some(id);
@@ -639,7 +819,7 @@ impl Session {
     /// At the session's end: whether its connections may be given back as
     /// they are (nothing pins it), without COM_RESET_CONNECTION.
     pub(in crate::frontend) fn may_skip_reset(&mut self) -> bool {
-        !self.killed && !self.mux.lid_dirty && self.pinned(NO_COMMAND).is_none()
+        !self.killed && self.pinned(NO_COMMAND).is_none()
     }
 
     /// Reads the session state tag (for `pooled.rs`).

@@ -2,6 +2,7 @@
 //! the rules and hooks that use it are `mux.rs`' (which takes `Session`),
 //! so neither file depends on the other in a circle.
 
+use crate::backend::lidclaim::LidOwed;
 use crate::backend::pool::ShardPool;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -23,6 +24,12 @@ pub struct MuxState {
     /// Per shard: the `LAST_INSERT_ID()` of the connection held now, when
     /// known.
     pub(in crate::frontend) held_lid: Vec<Option<u64>>,
+    /// The session's value is on a connection it gave back, unread: the
+    /// shard, and the session's side of the claim (`lidclaim.rs`).
+    pub(in crate::frontend) owed: Option<(usize, LidOwed)>,
+    /// The command under way names `LAST_INSERT_ID()` (or `@@identity`):
+    /// every connection it uses is given the session's value first.
+    pub(in crate::frontend) want_lid: bool,
     /// Shards (bits) whose connection got the session's value from idgate
     /// during this command (`Session::set_last_insert_id`).
     pub(in crate::frontend) lid_set: u64,

@@ -37,12 +37,20 @@ use tracing::debug;
 /// it is handed out (a half-open connection shows nothing on its socket).
 pub const PING_AFTER: Duration = Duration::from_secs(1);
 
+/// How long a connection being closed may take to give up the value of a
+/// claim it carries (`lidclaim.rs`).
+const QUIT_READ_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Capabilities that do not change how a connection's replies are framed
 /// (they only shape its login).
 const LOGIN_ONLY_CAPS: u32 = cap::CONNECT_WITH_DB | cap::CONNECT_ATTRS | cap::SSL;
 
 /// Sends COM_QUIT and closes, best effort (the connection is not reused).
+/// A session's `LAST_INSERT_ID()` it still holds unread is read first.
 pub(in crate::frontend) async fn quit(mut c: BackendConn) {
+    if c.lid_claim.is_some() {
+        crate::frontend::session::mux::settle_claim(&mut c, QUIT_READ_TIMEOUT).await;
+    }
     let _ = c.send(&[cmd::QUIT]).await;
     c.conn.shutdown().await;
 }
@@ -226,7 +234,7 @@ impl Session {
         if reusable && self.may_skip_reset() {
             // What a reset would clear the next taker restores if it
             // differs (the state tag): no round trip here.
-            self.give_back_all().await;
+            self.give_back_all(true).await;
             return;
         }
         let key = self.conn_key();
