@@ -32,12 +32,13 @@ use tokio::sync::oneshot;
 /// What makes two shard connections interchangeable for a client.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct ConnKey {
-    /// The shard account the connection is logged in with.
-    pub user: String,
+    /// The shard account the connection is logged in with (shared: a
+    /// session's key is cloned at every take and give-back).
+    pub user: Arc<str>,
     /// ... and its password: two `[[users]]` may name the same shard
     /// account with different passwords, and only the right one may get a
     /// connection that logged in (the shard's 1045 otherwise).
-    pub password: String,
+    pub password: Arc<str>,
     /// Capabilities in force (relayed replies are framed by them).
     pub capabilities: u32,
     /// MariaDB extended capabilities in force.

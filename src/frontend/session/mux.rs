@@ -474,6 +474,7 @@ impl Session {
     /// gave them back).
     pub(in crate::frontend) fn forget_mux_state(&mut self) {
         self.mux.sticky = 0;
+        self.mux.key = None;
         self.mux.diag_pending = false;
         self.mux.lid = 0;
         self.mux.lid_dirty = false;

@@ -3,7 +3,7 @@
 //! so neither file depends on the other in a circle.
 
 use crate::backend::lidclaim::LidOwed;
-use crate::backend::pool::ShardPool;
+use crate::backend::pool::{ConnKey, ShardPool};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -38,6 +38,8 @@ pub struct MuxState {
     pub(in crate::frontend) stmts_on: Vec<Option<u32>>,
     /// Connections given back after a statement, in all.
     pub(in crate::frontend) given_back: u64,
+    /// The session's pool key, once made (`Session::conn_key`).
+    pub(in crate::frontend) key: Option<ConnKey>,
     /// The pools where this session's held connections are counted as
     /// pinned, with the reason.
     pub(in crate::frontend) counted: PinCount,

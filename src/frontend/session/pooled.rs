@@ -57,15 +57,21 @@ pub(in crate::frontend) async fn quit(mut c: BackendConn) {
 
 impl Session {
     /// The pool key of this session's connections.
-    pub(in crate::frontend) fn conn_key(&self) -> ConnKey {
+    /// Made once per login (COM_CHANGE_USER forgets it).
+    pub(in crate::frontend) fn conn_key(&mut self) -> ConnKey {
+        if let Some(k) = &self.mux.key {
+            return k.clone();
+        }
         let (user, password) = self.shared.shard_account(&self.login.user);
-        ConnKey {
-            user: user.to_string(),
-            password: password.to_string(),
+        let key = ConnKey {
+            user: user.into(),
+            password: password.into(),
             capabilities: self.login.capabilities & !LOGIN_ONLY_CAPS,
             ext_capabilities: self.login.ext_capabilities,
             charset: self.login.charset,
-        }
+        };
+        self.mux.key = Some(key.clone());
+        key
     }
 
     /// A ready connection to `shard` from its pool (reused, or opened in a
