@@ -374,7 +374,7 @@ async fn a_value_left_on_a_connection_the_pool_closes_is_read_first() {
 /// connection held back, so a taken connection must first hold the
 /// session's value, not the one another session left there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_upsert_that_updates_keeps_the_sessions_own_value() {
+async fn filled_in_ids_are_known_and_an_updating_upsert_keeps_the_sessions_value() {
     let Some(tb) = support::testbed() else { return };
     let schema = support::unique("mux_lid_odku");
     proxy::create_schema(&tb, &schema).await;
@@ -409,7 +409,30 @@ async fn an_upsert_that_updates_keeps_the_sessions_own_value() {
     c.query_drop("INSERT INTO r (k, w) VALUES ('k1', 'x')")
         .await
         .expect("row k1");
+    // idgate writes the id it fills in as LAST_INSERT_ID(<id>): it knows
+    // the connection's value without reading it back, even when another
+    // session takes the connection right after.
+    let mut d = Conn::new(p.opts(Some(&schema))).await.expect("client d");
+    let before = selects_and_dos(&mut c).await;
+    let mut last = 0;
+    for i in 0..5 {
+        let r = c
+            .query_iter(format!("INSERT INTO r (k, w) VALUES ('c{i}', 'x')"))
+            .await
+            .expect("insert into the rule table");
+        last = r.last_insert_id().expect("the OK's id");
+        drop(r);
+        d.query_drop("DO 1").await.expect("d takes the connection");
+    }
+    assert_eq!(
+        selects_and_dos(&mut c).await,
+        (before.0, before.1 + 5),
+        "no statement of idgate's: d's five DOs only"
+    );
+    assert_eq!(one::<u64>(&mut c, "SELECT LAST_INSERT_ID()").await, last);
+    assert_eq!(one::<u64>(&mut d, "SELECT LAST_INSERT_ID()").await, 0);
     c.disconnect().await.expect("c quits");
+    d.disconnect().await.expect("d quits");
     let mut a = Conn::new(p.opts(Some(&schema))).await.expect("client a");
     let mut b = Conn::new(p.opts(Some(&schema))).await.expect("client b");
     a.query_drop("INSERT INTO t (v) VALUES (1)")

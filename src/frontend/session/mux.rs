@@ -612,10 +612,7 @@ impl Session {
         // Replies to idgate's detached commands are read first (no timer
         // armed on the common path, where there are none).
         let ok = conn.detached() == 0
-            || matches!(
-                tokio::time::timeout(timeout, conn.drain()).await,
-                Ok(Ok(_))
-            );
+            || matches!(tokio::time::timeout(timeout, conn.drain()).await, Ok(Ok(_)));
         if !ok || conn.status & status::IN_TRANS != 0 {
             drop(lease);
             crate::frontend::session::pooled::quit(conn).await;

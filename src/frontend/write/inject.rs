@@ -226,35 +226,38 @@ impl Session {
         }
         let found_rows = self.login.capabilities & cap::FOUND_ROWS != 0;
         let mut last_insert_id = None;
+        // The connection's LAST_INSERT_ID() as the statement's own
+        // `LAST_INSERT_ID(<id>)` left it, when known (`wrapped_id`).
+        let mut wrapped = None;
         let mut hook = |kind: Kind, p: &[u8]| match kind {
-            Kind::Ok { index } if report_of(index) == Report::Plain => {
-                match stmts.get(index).map(|st| inserted(st, ids, p, found_rows)) {
-                    Some(Inserted::All(id) | Inserted::Some(id)) => {
-                        // A generated id wins over a LAST_INSERT_ID(expr) of
-                        // the statement, as with AUTO_INCREMENT.
-                        last_insert_id = Some(id);
-                        match reply::with_last_insert_id(p, id) {
-                            Ok(out) => Action::Replace(out),
-                            Err(_) => Action::Keep,
+            Kind::Ok { index } => {
+                let st = stmts.get(index);
+                let first = st
+                    .filter(|st| st.generated > 0 && report_of(index) == Report::Wrap)
+                    .and_then(|st| ids.get(st.first_slot).copied());
+                wrapped = wrapped_id(p, first, wrapped);
+                match report_of(index) {
+                    Report::Plain => plain_ok(st, ids, p, found_rows, &mut last_insert_id),
+                    Report::Wrap => match st {
+                        Some(s) if s.generated > 0 => {
+                            first.map_or(Action::Keep, |f| wrapped_ok(p, f))
                         }
-                    }
-                    _ => Action::Keep,
+                        other => explicit_only_ok(other, p),
+                    },
+                    _ => explicit_only_ok(st, p),
                 }
             }
-            Kind::Ok { index } if report_of(index) == Report::Wrap => match stmts.get(index) {
-                Some(st) if st.generated > 0 => match ids.get(st.first_slot) {
-                    Some(&first) => wrapped_ok(p, first),
-                    None => Action::Keep,
-                },
-                other => explicit_only_ok(other, p),
-            },
-            Kind::Ok { index } => explicit_only_ok(stmts.get(index), p),
             _ => Action::Keep,
         };
         self.forward_with(shard, &cmdbuf, Expect::Results, &mut hook)
             .await?;
         if let Some(id) = last_insert_id {
             self.set_last_insert_id(shard, id).await?;
+        } else if let (Some(id), false) = (wrapped, self.mux.want_lid) {
+            // No round trip: the statement itself set it (one that names
+            // LAST_INSERT_ID() may have set it again in a result set's
+            // statement, which idgate does not look at).
+            self.lid_given(shard, id);
         }
         if self.shared.routing {
             self.note_last_id_change(shard, rw.sql().as_bytes());
@@ -627,6 +630,7 @@ impl Session {
         let found_rows = self.login.capabilities & cap::FOUND_ROWS != 0;
         let upsert = plan.upsert.as_deref();
         let mut last_insert_id = None;
+        let mut wrapped = None;
         let mut hook = |kind: Kind, p: &[u8]| match (kind, last_explicit) {
             (Kind::Ok { index: 0 }, _) if plain => {
                 match inserted_from_ok(first, p, upsert, found_rows) {
@@ -641,6 +645,7 @@ impl Session {
                 }
             }
             (Kind::Ok { index: 0 }, _) if report == Report::Wrap && first.is_some() => {
+                wrapped = wrapped_id(p, first, None);
                 first.map_or(Action::Keep, |id| wrapped_ok(p, id))
             }
             (Kind::Ok { index: 0 }, Some(v)) => replace_last_insert_id(p, v),
@@ -650,6 +655,9 @@ impl Session {
             .await?;
         if let Some(id) = last_insert_id {
             self.set_last_insert_id(shard, id).await?;
+        } else if let (Some(id), false) = (wrapped, self.mux.want_lid) {
+            // No round trip: the statement itself set it.
+            self.lid_given(shard, id);
         }
         if self.shared.routing && !ids.is_empty() {
             self.last_id_home(shard);
@@ -806,6 +814,51 @@ fn inserted_from_ok(
         Some(_) => Inserted::Some(first),
         None if ok.affected_rows == 1 && !unchanged_duplicate => Inserted::All(first),
         None => Inserted::None,
+    }
+}
+
+/// The OK of a statement whose ids are reported by idgate
+/// ([`Report::Plain`]): the first stored id goes into it (a generated id
+/// wins over a `LAST_INSERT_ID(expr)` of the statement, as with
+/// AUTO_INCREMENT) and is kept in `last` for the session.
+fn plain_ok(
+    st: Option<&crate::sql::StmtInfo>,
+    ids: &[u64],
+    p: &[u8],
+    found_rows: bool,
+    last: &mut Option<u64>,
+) -> Action {
+    match st.map(|st| inserted(st, ids, p, found_rows)) {
+        Some(Inserted::All(id) | Inserted::Some(id)) => {
+            *last = Some(id);
+            match reply::with_last_insert_id(p, id) {
+                Ok(out) => Action::Replace(out),
+                Err(_) => Action::Keep,
+            }
+        }
+        _ => Action::Keep,
+    }
+}
+
+/// The connection's `LAST_INSERT_ID()` after one more statement's OK `p`,
+/// as far as idgate knows it without asking (`before`: what it knew):
+/// `first`, the id the statement wrote as `LAST_INSERT_ID(<first>)`, when
+/// the OK reports it (or 0 with rows written: a trigger ran, which MariaDB
+/// reports so); unknown after any other OK that carries an id (an
+/// AUTO_INCREMENT of its own, `LAST_INSERT_ID(expr)`, an explicit id);
+/// unchanged otherwise. Known, a multiplexed session's connection goes
+/// back with no read of it (`mux.rs`).
+fn wrapped_id(p: &[u8], first: Option<u64>, before: Option<u64>) -> Option<u64> {
+    let Ok(ok) = reply::parse_ok(p) else {
+        return None;
+    };
+    match first {
+        Some(f) if ok.last_insert_id == f || ok.last_insert_id == 0 && ok.affected_rows > 0 => {
+            Some(f)
+        }
+        Some(_) => None,
+        None if ok.last_insert_id != 0 => None,
+        None => before,
     }
 }
 
