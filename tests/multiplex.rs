@@ -14,9 +14,9 @@ use mysql_async::Conn;
 use std::time::Duration;
 use support::proxy::{self, Proxy};
 
-/// idgate with multiplexing and the `[backend]` lines `pool`.
-async fn start_mux(tb: &support::Testbed, pool: &str) -> Proxy {
-    let text = proxy::config_text(tb, "127.0.0.1:0", "").replacen(
+/// Config text `base` with multiplexing and the `[backend]` lines `pool`.
+fn with_mux(base: String, pool: &str) -> String {
+    base.replacen(
         "connect_timeout_ms = 60000\n",
         &format!(
             "connect_timeout_ms = 60000\n{}{pool}\n",
@@ -27,9 +27,24 @@ async fn start_mux(tb: &support::Testbed, pool: &str) -> Proxy {
             }
         ),
         1,
-    );
+    )
+}
+
+/// idgate with multiplexing and the `[backend]` lines `pool`.
+async fn start_mux(tb: &support::Testbed, pool: &str) -> Proxy {
+    let text = with_mux(proxy::config_text(tb, "127.0.0.1:0", ""), pool);
     let cfg = idgate::config::Config::parse(&text, "test").expect("test config is valid");
     Proxy::start_config(cfg, true).await
+}
+
+/// The test bed, a new schema named after `name` on it, and idgate with
+/// multiplexing and `pool` in front (`None`: no test bed, outside CI).
+async fn setup(name: &str, pool: &str) -> Option<(support::Testbed, String, Proxy)> {
+    let tb = support::testbed()?;
+    let schema = support::unique(name);
+    proxy::create_schema(&tb, &schema).await;
+    let p = start_mux(&tb, pool).await;
+    Some((tb, schema, p))
 }
 
 async fn connection_id(c: &mut Conn) -> u64 {
@@ -82,10 +97,11 @@ async fn wait_idle(p: &Proxy, idle: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_clients_alternate_on_one_connection_without_seeing_each_other() {
-    let Some(tb) = support::testbed() else { return };
-    let schema = support::unique("mux_alt");
-    proxy::create_schema(&tb, &schema).await;
-    let p = start_mux(&tb, "pool_max = 1\npool_wait_timeout_ms = 60000").await;
+    let Some((tb, schema, p)) =
+        setup("mux_alt", "pool_max = 1\npool_wait_timeout_ms = 60000").await
+    else {
+        return;
+    };
     let mut a = Conn::new(p.opts(Some(&schema))).await.expect("client a");
     let mut b = Conn::new(p.opts(Some(&schema))).await.expect("client b");
     let id = connection_id(&mut a).await;
@@ -174,10 +190,11 @@ async fn two_clients_alternate_on_one_connection_without_seeing_each_other() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pinned_sessions_keep_their_connection_until_released() {
-    let Some(tb) = support::testbed() else { return };
-    let schema = support::unique("mux_pin");
-    proxy::create_schema(&tb, &schema).await;
-    let p = start_mux(&tb, "pool_max = 2\npool_wait_timeout_ms = 60000").await;
+    let Some((tb, schema, p)) =
+        setup("mux_pin", "pool_max = 2\npool_wait_timeout_ms = 60000").await
+    else {
+        return;
+    };
     let mut a = Conn::new(p.opts(Some(&schema))).await.expect("client a");
     let mut b = Conn::new(p.opts(Some(&schema))).await.expect("client b");
     a.query_drop("CREATE TABLE t (v INT) ENGINE = InnoDB")
@@ -281,10 +298,11 @@ async fn selects_and_dos(c: &mut Conn) -> (u64, u64) {
 /// session that ended leaves none behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn last_insert_id_is_read_only_when_somebody_needs_it() {
-    let Some(tb) = support::testbed() else { return };
-    let schema = support::unique("mux_lid");
-    proxy::create_schema(&tb, &schema).await;
-    let p = start_mux(&tb, "pool_max = 1\npool_wait_timeout_ms = 60000").await;
+    let Some((tb, schema, p)) =
+        setup("mux_lid", "pool_max = 1\npool_wait_timeout_ms = 60000").await
+    else {
+        return;
+    };
     let mut a = Conn::new(p.opts(Some(&schema))).await.expect("client a");
     let id = connection_id(&mut a).await;
     a.query_drop("CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
@@ -342,10 +360,9 @@ async fn last_insert_id_is_read_only_when_somebody_needs_it() {
 /// unread `LAST_INSERT_ID()` gives the value up first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_value_left_on_a_connection_the_pool_closes_is_read_first() {
-    let Some(tb) = support::testbed() else { return };
-    let schema = support::unique("mux_lid_exp");
-    proxy::create_schema(&tb, &schema).await;
-    let p = start_mux(&tb, "pool_idle_timeout = 1").await;
+    let Some((tb, schema, p)) = setup("mux_lid_exp", "pool_idle_timeout = 1").await else {
+        return;
+    };
     let mut a = Conn::new(p.opts(Some(&schema))).await.expect("client a");
     a.query_drop("CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v INT) AUTO_INCREMENT = 700")
         .await
@@ -387,17 +404,9 @@ async fn filled_in_ids_are_known_and_an_updating_upsert_keeps_the_sessions_value
         ],
     )
     .await;
-    let mut text = proxy::config_text_etcd(&tb, &support::unique("/mux-odku"));
-    text = text.replacen(
-        "connect_timeout_ms = 60000\n",
-        &format!(
-            "connect_timeout_ms = 60000\n{}pool_max = 1\npool_wait_timeout_ms = 60000\n",
-            match support::backend_extra() {
-                "" => "multiplex = true\n",
-                _ => "",
-            }
-        ),
-        1,
+    let text = with_mux(
+        proxy::config_text_etcd(&tb, &support::unique("/mux-odku")),
+        "pool_max = 1\npool_wait_timeout_ms = 60000",
     );
     let cfg = idgate::config::Config::parse(&text, "test").expect("test config is valid");
     let rules = format!(
