@@ -456,3 +456,68 @@ async fn filled_in_ids_are_known_and_an_updating_upsert_keeps_the_sessions_value
     b.disconnect().await.expect("b quits");
     proxy::teardown(&tb, p, &schema).await;
 }
+
+/// Many sessions on few connections, each inserting and reading its
+/// `LAST_INSERT_ID()` back between other sessions' statements: values
+/// left on connections are taken back, read by other sessions, waited
+/// for; every session always reads its own last id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_sharing_two_connections_each_read_their_own_last_id() {
+    let Some((tb, schema, p)) =
+        setup("mux_lid_many", "pool_max = 2\npool_wait_timeout_ms = 60000").await
+    else {
+        return;
+    };
+    proxy::admin(
+        &tb,
+        0,
+        &[&format!(
+            "CREATE TABLE `{schema}`.t (id INT AUTO_INCREMENT PRIMARY KEY, who INT, n INT)"
+        )],
+    )
+    .await;
+    let mut tasks = Vec::new();
+    for who in 0..8u64 {
+        let opts = p.opts(Some(&schema));
+        tasks.push(tokio::spawn(async move {
+            let mut c = Conn::new(opts).await.expect("client");
+            let mut mine = 0;
+            for n in 0..40u64 {
+                // Deterministic mix: insert, read back, or something else.
+                match (who + n) % 4 {
+                    0 | 1 => {
+                        let r = c
+                            .query_iter(format!("INSERT INTO t (who, n) VALUES ({who}, {n})"))
+                            .await
+                            .expect("insert");
+                        mine = r.last_insert_id().expect("the OK's id");
+                        drop(r);
+                    }
+                    2 => c.query_drop("DO 1").await.expect("do"),
+                    _ => {}
+                }
+                // Read back at some steps only: values stay unread on
+                // connections while other sessions take them.
+                if (who * 7 + n) % 3 == 0 || n == 39 {
+                    let seen: u64 = one(&mut c, "SELECT LAST_INSERT_ID()").await;
+                    assert_eq!(seen, mine, "session {who} after step {n}");
+                }
+                if mine != 0 {
+                    let row: (u64, u64) = c
+                        .query_first(format!("SELECT who, id FROM t WHERE id = {mine}"))
+                        .await
+                        .expect("select")
+                        .expect("its row");
+                    assert_eq!(row, (who, mine), "session {who}'s row");
+                }
+            }
+            c.disconnect().await.expect("quit");
+        }));
+    }
+    for t in tasks {
+        t.await.expect("a session failed");
+    }
+    let v = p.shared.pools[0].view();
+    assert!(v.created <= 2, "two shard connections at most: {v:?}");
+    proxy::teardown(&tb, p, &schema).await;
+}
