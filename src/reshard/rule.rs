@@ -163,9 +163,9 @@ pub fn wanted(
     })
 }
 
-/// The rule files with `table`'s rule placed as `to` says (its other keys
-/// kept; comments and layout of the edited file are not kept: it is
-/// written again from its parsed form).
+/// The rule files with `table`'s rule placed as `to` says: its placement
+/// keys replaced, everything else of every file (other keys, comments,
+/// layout) as it was, so a DBA's rule files stay theirs after a move.
 ///
 /// # Errors
 /// No file has a `[[table]]` named `table`, or a file does not parse.
@@ -173,40 +173,39 @@ pub fn edit_files(files: &[BundleFile], table: &str, to: &Want) -> Result<Vec<Bu
     let mut out = Vec::with_capacity(files.len());
     let mut found = false;
     for f in files {
-        let mut doc: toml::Table = f
+        let mut doc: toml_edit::DocumentMut = f
             .text
             .parse()
-            .map_err(|e: toml::de::Error| format!("{}: {}", f.name, e.message()))?;
+            .map_err(|e: toml_edit::TomlError| format!("{}: {}", f.name, e.message()))?;
         let mut edited = false;
-        if let Some(toml::Value::Array(tables)) = doc.get_mut("table") {
-            for t in tables.iter_mut() {
-                let toml::Value::Table(t) = t else { continue };
-                if t.get("name").and_then(toml::Value::as_str) != Some(table) {
-                    continue;
+        match doc.get_mut("table") {
+            Some(toml_edit::Item::ArrayOfTables(tables)) => {
+                for t in tables.iter_mut() {
+                    if t.get("name").and_then(toml_edit::Item::as_str) == Some(table) {
+                        place(t, to);
+                        edited = true;
+                    }
                 }
-                for k in ["shard_key", "sharding", "shards", "hash", "ranges"] {
-                    t.remove(k);
-                }
-                if let (Some(sharding), Some(key)) = (&to.sharding, &to.shard_key) {
-                    t.insert("shard_key".into(), toml::Value::String(key.clone()));
-                    t.insert("sharding".into(), toml::Value::String(sharding.clone()));
-                    t.insert(
-                        "shards".into(),
-                        toml::Value::Array(
-                            to.shards.iter().cloned().map(toml::Value::String).collect(),
-                        ),
-                    );
-                }
-                edited = true;
             }
+            Some(toml_edit::Item::Value(toml_edit::Value::Array(tables))) => {
+                // `table = [{ name = ..., ... }]`: inline tables.
+                for v in tables.iter_mut() {
+                    let toml_edit::Value::InlineTable(t) = v else {
+                        continue;
+                    };
+                    if t.get("name").and_then(toml_edit::Value::as_str) == Some(table) {
+                        place(t, to);
+                        edited = true;
+                    }
+                }
+            }
+            _ => {}
         }
         if edited {
             found = true;
-            let text = toml::to_string(&doc)
-                .map_err(|e| format!("{}: cannot write the edited rules: {e}", f.name))?;
             out.push(BundleFile {
                 name: f.name.clone(),
-                text,
+                text: doc.to_string(),
             });
         } else {
             out.push(f.clone());
@@ -216,6 +215,19 @@ pub fn edit_files(files: &[BundleFile], table: &str, to: &Want) -> Result<Vec<Bu
         return Err(format!("no rule file has a [[table]] named {table:?}"));
     }
     Ok(out)
+}
+
+/// Replaces a `[[table]]`'s placement keys with `to`'s (none: unsharded).
+fn place(t: &mut dyn toml_edit::TableLike, to: &Want) {
+    for k in ["shard_key", "sharding", "shards", "hash", "ranges"] {
+        t.remove(k);
+    }
+    if let (Some(sharding), Some(key)) = (&to.sharding, &to.shard_key) {
+        t.insert("shard_key", toml_edit::value(key.as_str()));
+        t.insert("sharding", toml_edit::value(sharding.as_str()));
+        let shards: toml_edit::Array = to.shards.iter().map(String::as_str).collect();
+        t.insert("shards", toml_edit::value(shards));
+    }
 }
 
 /// The target side: the edited files loaded as every idgate loads a
@@ -311,6 +323,60 @@ mod tests {
             .placement()
             .unwrap();
         assert_eq!(p.shard_of(&KeyValue::Int(11)).unwrap(), 1);
+    }
+
+    #[test]
+    fn the_edited_file_keeps_its_comments_and_layout() {
+        let text = "# Orders: sharded by id since March.\n\
+                    [[table]]\n\
+                    name = \"shop.orders\"   # the shop's orders\n\
+                    column = \"id\"\n\
+                    generator = \"g\"\n\
+                    shard_key = \"id\"\n\
+                    sharding = \"mod\"\n\
+                    shards = [\"s0\", \"s1\"]\n\
+                    \n\
+                    # Notes stay where they are.\n\
+                    [[table]]\n\
+                    name = \"shop.notes\"\n\
+                    column = \"id\"\n\
+                    generator = \"g\"\n";
+        let files = [BundleFile {
+            name: "orders.toml".into(),
+            text: text.into(),
+        }];
+        let to = wanted(
+            &["s0".into(), "s1".into(), "s2".into()],
+            Some("mod"),
+            None,
+            "id",
+            &names(),
+        )
+        .unwrap();
+        let out = edit_files(&files, "shop.orders", &to).unwrap();
+        let t = &out[0].text;
+        for kept in [
+            "# Orders: sharded by id since March.\n",
+            "name = \"shop.orders\"   # the shop's orders\n",
+            "\n# Notes stay where they are.\n[[table]]\nname = \"shop.notes\"\n",
+        ] {
+            assert!(t.contains(kept), "{kept:?} lost:\n{t}");
+        }
+        assert!(t.contains("shards = [\"s0\", \"s1\", \"s2\"]"), "{t}");
+        // Inline tables are edited in place too.
+        let inline = [BundleFile {
+            name: "i.toml".into(),
+            text:
+                "table = [{ name = \"shop.orders\", column = \"id\", generator = \"g\" }] # one\n"
+                    .into(),
+        }];
+        let out = edit_files(&inline, "shop.orders", &to).unwrap();
+        assert!(
+            out[0].text.contains("sharding = \"mod\""),
+            "{}",
+            out[0].text
+        );
+        assert!(out[0].text.ends_with("# one\n"), "{}", out[0].text);
     }
 
     #[test]
