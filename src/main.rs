@@ -539,7 +539,16 @@ async fn serve(cfg: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    idgate::server::run(listener, shared, stopped(stop_rx)).await;
+    // The accept loop runs on a worker thread, not on this one (the
+    // runtime's `block_on`): a session it spawns then starts on the same
+    // worker (tokio's LIFO slot) instead of being handed to another thread,
+    // which cost a futex wake and two context switches per connection.
+    let server = tokio::spawn(idgate::server::run(listener, shared, stopped(stop_rx)));
+    if let Err(e) = server.await {
+        if e.is_panic() {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    }
     if let Some(r) = resp {
         let _ = r.await;
     }
