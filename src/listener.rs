@@ -7,12 +7,21 @@
 //! true) and waits up to the drain timeout before cutting the rest.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{error, info, warn};
+
+/// Sets TCP_NODELAY on the listening socket (replies are small and
+/// latency-bound); `true` when the sockets it accepts inherit it, as on
+/// Linux, so that they need no `setsockopt` of their own.
+pub fn set_nodelay(listener: &TcpListener) -> bool {
+    let set = socket2::SockRef::from(listener).set_tcp_nodelay(true);
+    cfg!(target_os = "linux") && set.is_ok()
+}
 
 /// What a listener is allowed.
 #[derive(Debug, Clone, Copy)]
@@ -26,8 +35,10 @@ pub struct Limits {
 }
 
 /// Serves connections on `listener` until `shutdown` completes: `serve`
-/// for each one within the limit (its slot is the permit, given back when
-/// the connection drops it), `refuse` for one over it.
+/// for each one within the limit (with the peer's address accept returned,
+/// so that no connection asks the kernel for it again; its slot is the
+/// permit, given back when the connection drops it), `refuse` for one
+/// over it.
 pub async fn serve<S, SF, R, RF>(
     listener: TcpListener,
     limits: Limits,
@@ -35,7 +46,7 @@ pub async fn serve<S, SF, R, RF>(
     mut serve: S,
     mut refuse: R,
 ) where
-    S: FnMut(TcpStream, OwnedSemaphorePermit, watch::Receiver<bool>) -> SF,
+    S: FnMut(TcpStream, SocketAddr, OwnedSemaphorePermit, watch::Receiver<bool>) -> SF,
     SF: Future<Output = ()> + Send + 'static,
     R: FnMut(TcpStream) -> RF,
     RF: Future<Output = ()> + Send + 'static,
@@ -59,10 +70,10 @@ pub async fn serve<S, SF, R, RF>(
                 continue;
             }
         };
-        let stream = match accepted {
-            Ok((stream, _)) => {
+        let (stream, peer) = match accepted {
+            Ok(accepted) => {
                 backoff = Duration::from_millis(5);
-                stream
+                accepted
             }
             Err(e) => {
                 // Out of file descriptors and the like: back off, keep serving.
@@ -77,7 +88,7 @@ pub async fn serve<S, SF, R, RF>(
         };
         match limit.clone().try_acquire_owned() {
             Ok(permit) => {
-                conns.spawn(serve(stream, permit, stop_rx.clone()));
+                conns.spawn(serve(stream, peer, permit, stop_rx.clone()));
             }
             Err(_) => {
                 conns.spawn(refuse(stream));
@@ -105,4 +116,24 @@ pub async fn serve<S, SF, R, RF>(
         conns.shutdown().await;
     }
     info!(listener = name, "stopped");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn accepted_sockets_inherit_the_listeners_nodelay_on_linux() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let inherited = set_nodelay(&listener);
+        assert_eq!(inherited, cfg!(target_os = "linux"));
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (accepted, peer) = listener.accept().await.unwrap();
+        assert_eq!(peer, client.local_addr().unwrap());
+        if inherited {
+            assert!(accepted.nodelay().unwrap());
+        }
+    }
 }
