@@ -23,6 +23,20 @@ pub fn set_nodelay(listener: &TcpListener) -> bool {
     cfg!(target_os = "linux") && set.is_ok()
 }
 
+/// How often finished connections are reaped when no new one comes.
+const REAP_EVERY: Duration = Duration::from_secs(1);
+
+/// Takes the connections that ended off `conns` (logging a panic).
+fn reap_finished(conns: &mut JoinSet<()>, name: &str) {
+    while let Some(done) = conns.try_join_next() {
+        if let Err(e) = done {
+            if e.is_panic() {
+                error!(listener = name, "a connection panicked: {e}");
+            }
+        }
+    }
+}
+
 /// What a listener is allowed.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -56,20 +70,22 @@ pub async fn serve<S, SF, R, RF>(
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut conns = JoinSet::new();
     let mut backoff = Duration::from_millis(5);
+    // Finished connections are reaped after each accept and on this tick,
+    // not as each one ends: that woke this task (and tried an accept) once
+    // per connection.
+    let mut reap = tokio::time::interval(REAP_EVERY);
+    reap.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
             _ = &mut shutdown => break,
             r = listener.accept() => r,
-            Some(done) = conns.join_next(), if !conns.is_empty() => {
-                if let Err(e) = done {
-                    if e.is_panic() {
-                        error!(listener = name, "a connection panicked: {e}");
-                    }
-                }
+            _ = reap.tick() => {
+                reap_finished(&mut conns, name);
                 continue;
             }
         };
+        reap_finished(&mut conns, name);
         let (stream, peer) = match accepted {
             Ok(accepted) => {
                 backoff = Duration::from_millis(5);

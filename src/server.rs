@@ -81,11 +81,13 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Futu
     let nodelay_inherited = listener::set_nodelay(&listener);
     let serve = |stream, peer, permit, stop| {
         let shared = shared.clone();
-        async move {
+        // Boxed: a session's future is about 10 KiB, which the runtime
+        // would otherwise copy several times as it spawns and ends it.
+        Box::pin(async move {
             let client = PacketConn::accepted(stream, peer, nodelay_inherited);
             crate::frontend::engine::serve(shared, client, stop).await;
             drop(permit);
-        }
+        })
     };
     let refuse = |stream| async move {
         let mut conn = PacketConn::new(stream);
