@@ -475,7 +475,7 @@ async fn serve(cfg: Config) -> ExitCode {
     if let Err(e) = shared.probe_default_shard().await {
         warn!("{e}; serving anyway with a default version string until a shard answers");
     }
-    let listener = match tokio::net::TcpListener::bind(addr).await {
+    let listener = match idgate::listener::bind(addr, shared.config.server.max_connections) {
         Ok(l) => l,
         Err(e) => {
             error!("cannot listen on {addr}: {e}");
@@ -514,7 +514,7 @@ async fn serve(cfg: Config) -> ExitCode {
     };
     // The Redis-protocol id service, as long as the server.
     let resp = match shared.config.resp_addr() {
-        Ok(Some(a)) => match tokio::net::TcpListener::bind(a).await {
+        Ok(Some(a)) => match idgate::listener::bind(a, shared.config.server.max_connections) {
             Ok(l) => {
                 info!(addr = %a, "Redis-protocol id service listening");
                 let service = Arc::new(idgate::resp::Service::new(
