@@ -1,6 +1,7 @@
 //! The accept loop both listeners share (MySQL clients in [`crate::server`],
 //! Redis-protocol clients in [`crate::resp::server`]): a connection limit,
-//! a backoff on accept errors, and graceful shutdown.
+//! a backoff on accept errors, and graceful shutdown; and the listening
+//! socket itself ([`bind`], [`set_nodelay`]).
 //!
 //! [`serve`] accepts until `shutdown` resolves, then stops accepting, tells
 //! every connection to finish (the `watch` flag each connection gets turns
