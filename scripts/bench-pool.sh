@@ -8,17 +8,21 @@
 # includes the wait for a pooled shard connection) and idgate's pool
 # metrics (most connections open, waits, 1040s given).
 #
-#   scripts/bench-pool.sh [--clients N] [--iterations K] [--no-build]
+#   scripts/bench-pool.sh [--clients N] [--iterations K] [--multiplex] [--no-build]
+#
+# --multiplex: [backend] multiplex = true (a session gives its shard
+# connection back after each statement, not when it disconnects).
 #
 # Uses the test bed and the release binary (cargo build --release unless
 # --no-build). Not a test: how long clients wait depends on the machine.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-clients=4000 iterations=5 do_build=1
+clients=4000 iterations=5 do_build=1 multiplex=false
 while [ $# -gt 0 ]; do
   case "$1" in
     --clients) clients=$2; shift 2 ;;
     --iterations) iterations=$2; shift 2 ;;
+    --multiplex) multiplex=true; shift ;;
     --no-build) do_build=0; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
@@ -62,6 +66,7 @@ password = "$password"
 tls = "disabled"
 pool_max = 64
 pool_wait_timeout_ms = 5000
+multiplex = $multiplex
 [[shards]]
 name = "s0"
 address = "$s0"
@@ -80,11 +85,11 @@ peak=$tmp/peak; echo 0 >"$peak"
     [ -n "$n" ] && [ "$n" -gt "$(cat "$peak")" ] && echo "$n" >"$peak"
   done ) &
 sampler=$!
-log "$clients clients x $iterations sessions, pool_max = 64, shard max_connections = 200"
+log "$clients clients x $iterations sessions, pool_max = 64, shard max_connections = 200, multiplex = $multiplex"
 status=0
 "$load" "$host:$ip" app app-secret "$clients" "$iterations" || status=$?
 kill "$sampler" 2>/dev/null || true; sampler=
 log "idgate: peak idgate_pool_open{s0} $(cat "$peak") (pool_max 64)"
-log "idgate: $(curl -fsS "http://$host:$ap/metrics" | grep -E '^idgate_pool_(waits|wait_seconds|timeouts|created|reused|stale)_total\{shard="s0"\}' | tr '\n' ' ')"
+log "idgate: $(curl -fsS "http://$host:$ap/metrics" | grep -E '^idgate_pool_(waits|wait_seconds|timeouts|created|reused|stale|multiplexed)_total\{shard="s0"\}' | tr '\n' ' ')"
 grep -E 'ERROR|WARN' "$tmp/idgate.log" | head -5 >&2 || true
 exit "$status"

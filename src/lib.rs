@@ -86,7 +86,9 @@
 //!   n`; `server.resp_listen`): framing, replies, commands, its own accept
 //!   loop. Takes ids from the same [`idgen::Allocator`] as INSERTs.
 //! - [`listener`]: the accept loop both listeners share: connection
-//!   limit, accept backoff, graceful shutdown with a drain timeout. A leaf.
+//!   limit, accept backoff, graceful shutdown with a drain timeout; the
+//!   listening socket (an accept queue as long as the connection limit,
+//!   TCP_NODELAY for the sockets it accepts). A leaf.
 //! - [`throttle`]: the delay for logins from an address after repeated
 //!   failures, shared by both listeners (uses only `idgen`'s `Clock`).
 //! - [`server`]: the MySQL listener on it (XA recovery and the deadlock

@@ -475,7 +475,7 @@ async fn serve(cfg: Config) -> ExitCode {
     if let Err(e) = shared.probe_default_shard().await {
         warn!("{e}; serving anyway with a default version string until a shard answers");
     }
-    let listener = match tokio::net::TcpListener::bind(addr).await {
+    let listener = match idgate::listener::bind(addr, shared.config.server.max_connections) {
         Ok(l) => l,
         Err(e) => {
             error!("cannot listen on {addr}: {e}");
@@ -514,7 +514,7 @@ async fn serve(cfg: Config) -> ExitCode {
     };
     // The Redis-protocol id service, as long as the server.
     let resp = match shared.config.resp_addr() {
-        Ok(Some(a)) => match tokio::net::TcpListener::bind(a).await {
+        Ok(Some(a)) => match idgate::listener::bind(a, shared.config.server.max_connections) {
             Ok(l) => {
                 info!(addr = %a, "Redis-protocol id service listening");
                 let service = Arc::new(idgate::resp::Service::new(
@@ -539,7 +539,16 @@ async fn serve(cfg: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    idgate::server::run(listener, shared, stopped(stop_rx)).await;
+    // The accept loop runs on a worker thread, not on this one (the
+    // runtime's `block_on`): a session it spawns then starts on the same
+    // worker (tokio's LIFO slot) instead of being handed to another thread,
+    // which cost a futex wake and two context switches per connection.
+    let server = tokio::spawn(idgate::server::run(listener, shared, stopped(stop_rx)));
+    if let Err(e) = server.await {
+        if e.is_panic() {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    }
     if let Some(r) = resp {
         let _ = r.await;
     }

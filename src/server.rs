@@ -78,12 +78,16 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Futu
         drain: Duration::from_secs(shared.config.server.drain_timeout_secs),
         name: "mysql",
     };
-    let serve = |stream, permit, stop| {
+    let nodelay_inherited = listener::set_nodelay(&listener);
+    let serve = |stream, peer, permit, stop| {
         let shared = shared.clone();
-        async move {
-            crate::frontend::engine::serve(shared, stream, stop).await;
+        // Boxed: a session's future is about 10 KiB, which the runtime
+        // would otherwise copy several times as it spawns and ends it.
+        Box::pin(async move {
+            let client = PacketConn::accepted(stream, peer, nodelay_inherited);
+            crate::frontend::engine::serve(shared, client, stop).await;
             drop(permit);
-        }
+        })
     };
     let refuse = |stream| async move {
         let mut conn = PacketConn::new(stream);

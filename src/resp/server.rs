@@ -20,9 +20,9 @@ pub async fn run(listener: TcpListener, service: Arc<Service>, shutdown: impl Fu
         drain: service.drain,
         name: "resp",
     };
-    let serve = |stream: tokio::net::TcpStream, permit, stop| {
+    let serve = |stream: tokio::net::TcpStream, peer: std::net::SocketAddr, permit, stop| {
         let _ = stream.set_nodelay(true);
-        session::serve(service.clone(), stream, stop, permit)
+        session::serve(service.clone(), stream, peer, stop, permit)
     };
     let refuse = |mut stream: tokio::net::TcpStream| async move {
         let _ = stream

@@ -56,6 +56,7 @@ struct Conn {
 pub(super) async fn serve(
     svc: Arc<Service>,
     mut stream: TcpStream,
+    peer: std::net::SocketAddr,
     mut stop: watch::Receiver<bool>,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) {
@@ -68,7 +69,7 @@ pub(super) async fn serve(
         name: None,
         ids: Vec::new(),
         last: None,
-        peer: stream.peer_addr().ok().map(|a| a.ip()),
+        peer: Some(peer.ip()),
     };
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);

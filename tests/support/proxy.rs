@@ -537,7 +537,8 @@ pub const CLIENT_CAPS: u32 = cap::LONG_PASSWORD
 /// What a login attempt ended with.
 #[derive(Debug)]
 pub enum LoginOutcome {
-    Ok(RawClient),
+    /// Boxed: a client is much larger than an error.
+    Ok(Box<RawClient>),
     /// The server answered with an ERR packet.
     Refused(ErrPacket),
 }
@@ -676,12 +677,12 @@ impl RawClient {
             login_packets.push(p.clone());
             match p.first() {
                 Some(&reply::OK) => {
-                    return LoginOutcome::Ok(RawClient {
+                    return LoginOutcome::Ok(Box::new(RawClient {
                         conn,
                         caps: caps & greeting.capabilities,
                         greeting,
                         login_packets,
-                    })
+                    }))
                 }
                 Some(&reply::ERR) => {
                     return LoginOutcome::Refused(reply::parse_err(&p).expect("ERR packet"))
@@ -826,7 +827,7 @@ impl RawClient {
 impl LoginOutcome {
     pub fn expect_ok(self) -> RawClient {
         match self {
-            LoginOutcome::Ok(c) => c,
+            LoginOutcome::Ok(c) => *c,
             LoginOutcome::Refused(e) => panic!("login refused: {e}"),
         }
     }

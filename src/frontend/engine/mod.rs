@@ -32,19 +32,21 @@ use crate::protocol::wire::Cursor;
 use crate::sql::statement::{self, keyword, TxnStmt};
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 /// Serves one accepted client connection until it quits, fails or the server
 /// drains. Never panics on anything the client or a shard sends.
-pub async fn serve(shared: Arc<Shared>, stream: TcpStream, mut shutdown: watch::Receiver<bool>) {
-    let peer = stream
+pub async fn serve(
+    shared: Arc<Shared>,
+    mut client: PacketConn,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let peer = client
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
     let id = shared.connection_id();
-    let mut client = PacketConn::new(stream);
     let login = match login::login(&mut client, &shared, id).await {
         Ok(l) => l,
         Err(LoginError::Refused { code, message }) => {

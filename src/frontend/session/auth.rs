@@ -121,7 +121,8 @@ pub async fn authenticate(
                 if !sha2::verify_scramble(a.nonce, &stage2, &token) {
                     return Ok(verdict(false, seq));
                 }
-                client.write_packet(seq, &sha2::FAST_AUTH_OK).await?;
+                // Sent with the OK (or error) that follows: one write.
+                client.queue_packet(seq, &sha2::FAST_AUTH_OK);
                 shared.sha2.fast.fetch_add(1, Ordering::Relaxed);
                 return Ok(verdict(true, seq.wrapping_add(1)));
             }

@@ -101,7 +101,10 @@ pub async fn login(
     client.write_packet(0, &greeting.encode()).await?;
 
     let mut buf = Vec::new();
-    let first = tokio::time::timeout(shared.login_timeout, read_first(client, &mut buf));
+    // Without TLS nothing after the first packet can be a TLS handshake's:
+    // it is read with as few reads as the bytes arrive in.
+    let greedy = tls.is_none();
+    let first = tokio::time::timeout(shared.login_timeout, read_first(client, &mut buf, greedy));
     let Ok(first) = first.await else {
         return Err(LoginError::Io(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
@@ -226,9 +229,18 @@ pub async fn login(
 
 /// Reads the client's first packet (its handshake response or an SSL
 /// request) without reading past it: after an SSL request the next bytes
-/// are the TLS handshake's.
-async fn read_first(client: &mut PacketConn, buf: &mut Vec<u8>) -> Result<u8, LoginError> {
-    client.fill_exact(4).await?;
+/// are the TLS handshake's. `greedy` (no TLS offered): whatever has
+/// arrived is read at once, the header and the rest in one read.
+async fn read_first(
+    client: &mut PacketConn,
+    buf: &mut Vec<u8>,
+    greedy: bool,
+) -> Result<u8, LoginError> {
+    if greedy {
+        client.fill_to(4).await?;
+    } else {
+        client.fill_exact(4).await?;
+    }
     let head = client.buffered();
     if head.first() == Some(&0x16) && head.get(1) == Some(&0x03) {
         // A TLS record (a ClientHello) instead of a MySQL packet.
@@ -264,7 +276,11 @@ async fn read_first(client: &mut PacketConn, buf: &mut Vec<u8>) -> Result<u8, Lo
         )
         .await;
     }
-    client.fill_exact(4 + h.len).await?;
+    if greedy {
+        client.fill_to(4 + h.len).await?;
+    } else {
+        client.fill_exact(4 + h.len).await?;
+    }
     buf.clear();
     buf.extend_from_slice(client.buffered().get(4..4 + h.len).unwrap_or_default());
     client.consume(4 + h.len);
