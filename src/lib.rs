@@ -32,7 +32,8 @@
 //!   column definitions and result-set rows. Bytes only, no SQL semantics.
 //! - [`backend`]: one client connection from idgate to a shard, and the
 //!   shared pool of them per shard (`backend::pool`: cap, waiting line,
-//!   idle expiry; it knows connections, not sessions).
+//!   idle expiry; it knows connections, not sessions; `backend::lidclaim`:
+//!   a session's `LAST_INSERT_ID()` left unread on a pooled connection).
 //! - [`frontend`]: client sessions, in three layers, each using only
 //!   itself and the layers below (checked by `tests/layers.rs`):
 //!   - the core: `frontend/session/` (a session's state, its shard
@@ -41,7 +42,8 @@
 //!     from and given back to the shard's pool, reset; `mux`: what pins
 //!     a session to its connections, and with `[backend] multiplex` the
 //!     connections given back after each statement, the session's state
-//!     restored on the next),
+//!     restored on the next; `lidread`: a connection's `LAST_INSERT_ID()`
+//!     read when a claim on it must be settled),
 //!     forwarding, login and its limits, password checks by plugin
 //!     (`auth`: mysql_native_password, caching_sha2_password's fast path,
 //!     cache and RSA), what it reads of the session from a

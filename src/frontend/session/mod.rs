@@ -13,6 +13,7 @@ pub mod capture;
 mod facts;
 pub mod kill;
 pub mod lastid;
+pub mod lidread;
 pub mod limits;
 pub mod login;
 pub mod mux;

@@ -46,7 +46,7 @@
 
 use crate::backend::lidclaim::ClaimState;
 use crate::backend::pool::{Idle, PIN_SLOTS};
-use crate::frontend::session::Session;
+use crate::frontend::session::{lidread, Session};
 use crate::protocol::consts::{cmd, status};
 use crate::protocol::response::Expect;
 use crate::sql::statement::keyword::{contains_ignore_case, first_keyword};
@@ -334,45 +334,6 @@ fn reads_last_id(sql: &[u8]) -> bool {
     mentions_last_id(sql)
         || &first_keyword(sql) == b"INSERT\0\0"
             && (contains_ignore_case(sql, b"ignore") || contains_ignore_case(sql, b"duplicate"))
-}
-
-/// Reads a connection's `LAST_INSERT_ID()` (after the replies to idgate's
-/// detached commands); `None` when it cannot be read in `timeout`.
-pub(in crate::frontend) async fn read_lid(
-    conn: &mut crate::backend::BackendConn,
-    timeout: std::time::Duration,
-) -> Option<u64> {
-    let work = async {
-        if conn.detached() > 0 {
-            conn.drain().await?;
-        }
-        let rows = conn.query_rows("SELECT LAST_INSERT_ID()").await?;
-        Ok::<_, crate::backend::BackendError>(
-            rows.first()
-                .and_then(|r| r.first().cloned().flatten())
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0),
-        )
-    };
-    match tokio::time::timeout(timeout, work).await {
-        Ok(Ok(v)) => Some(v),
-        _ => None,
-    }
-}
-
-/// Settles the claim a connection carries, if its session still wants the
-/// value: read before the connection is closed or used by another.
-pub(in crate::frontend) async fn settle_claim(
-    conn: &mut crate::backend::BackendConn,
-    timeout: std::time::Duration,
-) -> Option<u64> {
-    let claim = conn.lid_claim.take()?;
-    if !claim.wanted() {
-        return None;
-    }
-    let v = read_lid(conn, timeout).await;
-    claim.settle(v);
-    v
 }
 
 impl Session {
@@ -727,7 +688,7 @@ impl Session {
             conn.lid_claim = None;
             return Ok(lid);
         }
-        match settle_claim(conn, self.shared.connect_timeout()).await {
+        match lidread::settle_claim(conn, self.shared.connect_timeout()).await {
             Some(v) => Ok(Some(v)),
             None => Err(crate::backend::BackendError::Lost {
                 shard: self.shared.config.shards[shard].name.clone(),
@@ -782,7 +743,7 @@ impl Session {
                 p.take_idle_where(|i| i.conn.lid_claim.as_ref().is_some_and(|c| c.is(&owed)))
             });
             if let (Some(pool), Some(mut idle)) = (pool, idle) {
-                let v = settle_claim(&mut idle.conn, timeout).await;
+                let v = lidread::settle_claim(&mut idle.conn, timeout).await;
                 if v.is_some() {
                     idle.lid = v;
                     if let Some(c) = pool.give_back(idle) {

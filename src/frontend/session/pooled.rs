@@ -49,7 +49,7 @@ const LOGIN_ONLY_CAPS: u32 = cap::CONNECT_WITH_DB | cap::CONNECT_ATTRS | cap::SS
 /// A session's `LAST_INSERT_ID()` it still holds unread is read first.
 pub(in crate::frontend) async fn quit(mut c: BackendConn) {
     if c.lid_claim.is_some() {
-        crate::frontend::session::mux::settle_claim(&mut c, QUIT_READ_TIMEOUT).await;
+        crate::frontend::session::lidread::settle_claim(&mut c, QUIT_READ_TIMEOUT).await;
     }
     let _ = c.send(&[cmd::QUIT]).await;
     c.conn.shutdown().await;

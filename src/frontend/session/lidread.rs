@@ -1,0 +1,44 @@
+//! Reading a shard connection's `LAST_INSERT_ID()`, and settling the claim
+//! a pooled connection carries on a session's value (`backend::lidclaim`)
+//! before another session uses it or the pool closes it. Shared by the
+//! multiplexer (`mux.rs`) and the pool's closing path (`pooled.rs`), which
+//! depend on it, never on each other for it.
+
+/// Reads a connection's `LAST_INSERT_ID()` (after the replies to idgate's
+/// detached commands); `None` when it cannot be read in `timeout`.
+pub(in crate::frontend) async fn read_lid(
+    conn: &mut crate::backend::BackendConn,
+    timeout: std::time::Duration,
+) -> Option<u64> {
+    let work = async {
+        if conn.detached() > 0 {
+            conn.drain().await?;
+        }
+        let rows = conn.query_rows("SELECT LAST_INSERT_ID()").await?;
+        Ok::<_, crate::backend::BackendError>(
+            rows.first()
+                .and_then(|r| r.first().cloned().flatten())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+        )
+    };
+    match tokio::time::timeout(timeout, work).await {
+        Ok(Ok(v)) => Some(v),
+        _ => None,
+    }
+}
+
+/// Settles the claim a connection carries, if its session still wants the
+/// value: read before the connection is closed or used by another.
+pub(in crate::frontend) async fn settle_claim(
+    conn: &mut crate::backend::BackendConn,
+    timeout: std::time::Duration,
+) -> Option<u64> {
+    let claim = conn.lid_claim.take()?;
+    if !claim.wanted() {
+        return None;
+    }
+    let v = read_lid(conn, timeout).await;
+    claim.settle(v);
+    v
+}
