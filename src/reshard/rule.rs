@@ -325,6 +325,18 @@ mod tests {
         assert_eq!(p.shard_of(&KeyValue::Int(11)).unwrap(), 1);
     }
 
+    /// `orders` on s0, s1 and s2 by `id` modulo 3.
+    fn three_by_mod() -> Want {
+        wanted(
+            &["s0".into(), "s1".into(), "s2".into()],
+            Some("mod"),
+            None,
+            "id",
+            &names(),
+        )
+        .unwrap()
+    }
+
     #[test]
     fn the_edited_file_keeps_its_comments_and_layout() {
         let text = "# Orders: sharded by id since March.\n\
@@ -345,14 +357,7 @@ mod tests {
             name: "orders.toml".into(),
             text: text.into(),
         }];
-        let to = wanted(
-            &["s0".into(), "s1".into(), "s2".into()],
-            Some("mod"),
-            None,
-            "id",
-            &names(),
-        )
-        .unwrap();
+        let to = three_by_mod();
         let out = edit_files(&files, "shop.orders", &to).unwrap();
         let t = &out[0].text;
         for kept in [
@@ -386,14 +391,7 @@ mod tests {
         let from = side_of(&rules, "shop.orders", &names()).unwrap();
         assert_eq!(from.want.shards, vec!["s0", "s1"]);
         assert_eq!(from.want.sharding.as_deref(), Some("mod"));
-        let to = wanted(
-            &["s0".into(), "s1".into(), "s2".into()],
-            Some("mod"),
-            None,
-            "id",
-            &names(),
-        )
-        .unwrap();
+        let to = three_by_mod();
         let (_, side) = target(&b, "shop.orders", &to, &names()).unwrap();
         assert_eq!(
             (0..6)
