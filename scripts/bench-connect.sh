@@ -115,22 +115,22 @@ chmod 600 "$tmp/idgate.toml"
 IDGATE_LOG=warn "$bin" serve --config "$tmp/idgate.toml" >"$tmp/idgate.log" 2>&1 &
 idgate_pid=$!
 wait_ready "$ip" app app-secret
+# variant NAME LINE PORT ADMIN: the same config with LINE added to
+# [backend], listening on PORT (admin on ADMIN); its pid in NAME_pid.
+variant() {
+  sed -e "s|$host:$ip|$host:$3|" -e "s|$host:$ap|$host:$4|" \
+    -e "s|^tls = \"disabled\"|tls = \"disabled\"\n$2|" "$tmp/idgate.toml" >"$tmp/$1.toml"
+  chmod 600 "$tmp/$1.toml"
+  IDGATE_LOG=warn "$bin" serve --config "$tmp/$1.toml" >"$tmp/$1.log" 2>&1 &
+  printf -v "${1}_pid" '%s' "$!"
+  wait_ready "$3" app app-secret
+}
 # The baseline: the same config, keeping no shard connection.
 np=$(free_port) npa=$(free_port)
-sed -e "s|$host:$ip|$host:$np|" -e "s|$host:$ap|$host:$npa|" \
-  -e 's|^tls = "disabled"|tls = "disabled"\npool_idle_timeout = 0|' "$tmp/idgate.toml" >"$tmp/nopool.toml"
-chmod 600 "$tmp/nopool.toml"
-IDGATE_LOG=warn "$bin" serve --config "$tmp/nopool.toml" >"$tmp/nopool.log" 2>&1 &
-nopool_pid=$!
-wait_ready "$np" app app-secret
+variant nopool "pool_idle_timeout = 0" "$np" "$npa"
 # Multiplexing: the same config with [backend] multiplex = true.
 mp=$(free_port) mpa=$(free_port)
-sed -e "s|$host:$ip|$host:$mp|" -e "s|$host:$ap|$host:$mpa|" \
-  -e 's|^tls = "disabled"|tls = "disabled"\nmultiplex = true|' "$tmp/idgate.toml" >"$tmp/mux.toml"
-chmod 600 "$tmp/mux.toml"
-IDGATE_LOG=warn "$bin" serve --config "$tmp/mux.toml" >"$tmp/mux.log" 2>&1 &
-mux_pid=$!
-wait_ready "$mp" app app-secret
+variant mux "multiplex = true" "$mp" "$mpa"
 
 targets=(direct haproxy idgate mux nopool)
 args_of() { # PORT USER PASSWORD of a target

@@ -62,15 +62,9 @@ impl Session {
             // The home connection is gone, and its value with it.
             return Ok(());
         };
-        let rows = b
-            .query_rows("SELECT LAST_INSERT_ID()")
+        let value = crate::frontend::session::lidread::query_lid(b)
             .await
             .map_err(CmdError::Backend)?;
-        let value: u64 = rows
-            .first()
-            .and_then(|r| r.first().cloned().flatten())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
         self.set_last_insert_id(shard, value).await?;
         self.lid_synced |= bit(shard);
         Ok(())

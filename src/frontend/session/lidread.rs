@@ -1,28 +1,30 @@
 //! Reading a shard connection's `LAST_INSERT_ID()`, and settling the claim
 //! a pooled connection carries on a session's value (`backend::lidclaim`)
 //! before another session uses it or the pool closes it. Shared by the
-//! multiplexer (`mux.rs`) and the pool's closing path (`pooled.rs`), which
-//! depend on it, never on each other for it.
+//! multiplexer (`mux.rs`), the pool's closing path (`pooled.rs`) and the
+//! routed copy of the value between shards (`lastid.rs`), which depend on
+//! it, never on each other for it.
 
-/// Reads a connection's `LAST_INSERT_ID()` (after the replies to idgate's
-/// detached commands); `None` when it cannot be read in `timeout`.
+/// A connection's `LAST_INSERT_ID()` (`SELECT LAST_INSERT_ID()`, after
+/// the replies to idgate's detached commands, which `query_rows` reads
+/// first).
+pub(in crate::frontend) async fn query_lid(
+    conn: &mut crate::backend::BackendConn,
+) -> Result<u64, crate::backend::BackendError> {
+    let rows = conn.query_rows("SELECT LAST_INSERT_ID()").await?;
+    Ok(rows
+        .first()
+        .and_then(|r| r.first().cloned().flatten())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0))
+}
+
+/// [`query_lid`]; `None` when it cannot be read in `timeout`.
 pub(in crate::frontend) async fn read_lid(
     conn: &mut crate::backend::BackendConn,
     timeout: std::time::Duration,
 ) -> Option<u64> {
-    let work = async {
-        if conn.detached() > 0 {
-            conn.drain().await?;
-        }
-        let rows = conn.query_rows("SELECT LAST_INSERT_ID()").await?;
-        Ok::<_, crate::backend::BackendError>(
-            rows.first()
-                .and_then(|r| r.first().cloned().flatten())
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0),
-        )
-    };
-    match tokio::time::timeout(timeout, work).await {
+    match tokio::time::timeout(timeout, query_lid(conn)).await {
         Ok(Ok(v)) => Some(v),
         _ => None,
     }

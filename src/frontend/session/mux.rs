@@ -525,14 +525,15 @@ impl Session {
             return;
         }
         self.mux.counted.clear();
-        let home = self.lid_home;
-        // The writes moved the session's value to `home` since the last
-        // give-back (`lastid.rs`; it is `u64::MAX` right after one).
-        let home_changed = self.lid_synced != u64::MAX;
+        // The connection holding the session's value, when a statement may
+        // have changed it since the last give-back (`lid_dirty`, or the
+        // writes moved it to `lid_home`: `lastid.rs`, `lid_synced` is
+        // `u64::MAX` right after one). An ending session needs it no more.
+        let changed = self.mux.lid_dirty || self.lid_synced != u64::MAX;
+        let home = (changed && !ending).then_some(self.lid_home);
         for shard in 0..self.backends.len() {
             if self.backends.is_open(shard) {
-                self.give_back(shard, home, home_changed && !ending, ending)
-                    .await;
+                self.give_back(shard, home).await;
             }
         }
         // Every connection taken from now on is given the session's value.
@@ -541,7 +542,9 @@ impl Session {
         self.lid_synced = u64::MAX;
     }
 
-    async fn give_back(&mut self, shard: usize, home: usize, home_changed: bool, ending: bool) {
+    /// Gives `shard`'s connection back; `home`: the shard whose connection
+    /// holds the session's changed value, if any.
+    async fn give_back(&mut self, shard: usize, home: Option<usize>) {
         let Some((mut conn, lease)) = self.backends.take(shard) else {
             return;
         };
@@ -557,8 +560,8 @@ impl Session {
         let timeout = self.shared.connect_timeout();
         let mut held = self.mux.held_lid.get(shard).copied().flatten();
         // The session's value is on its home connection: known when idgate
-        // gave it there in this command, otherwise read.
-        let dirty_home = shard == home && (self.mux.lid_dirty && !ending || home_changed);
+        // gave it there in this command, otherwise claimed.
+        let dirty_home = home == Some(shard);
         let known = self.mux.lid_set & bit(shard) != 0;
         if let (true, true, Some(v)) = (dirty_home, known, held) {
             self.mux.lid = v;
