@@ -11,6 +11,7 @@
 #   nopool   the same idgate with [backend] pool_idle_timeout = 0
 #            (no connection kept: a shard login per client, as
 #            before the pool)                                     the baseline
+# Every idgate has a rule file with one table, as a deployment does.
 # Targets alternate round by round (the first one rotates); the report
 # quotes the median of the rounds per target and idgate/haproxy.
 #
@@ -110,8 +111,26 @@ tls = "disabled"
 [[shards]]
 name = "s0"
 address = "$s0"
+[allocator]
+file_path = "state-idgate.json"
+[rules]
+dir = "$tmp/rules"
 TOML
 chmod 600 "$tmp/idgate.toml"
+# One rule table, as in any deployment: every statement is looked at
+# against the rules (a SELECT passes without planning, so without the
+# session's sql_mode).
+mkdir -p "$tmp/rules"
+cat >"$tmp/rules/bench.toml" <<TOML
+[[generator]]
+name = "bench"
+kind = "sequence"
+
+[[table]]
+name = "bench_connect.t"
+column = "id"
+generator = "bench"
+TOML
 IDGATE_LOG=warn "$bin" serve --config "$tmp/idgate.toml" >"$tmp/idgate.log" 2>&1 &
 idgate_pid=$!
 wait_ready "$ip" app app-secret
@@ -119,7 +138,8 @@ wait_ready "$ip" app app-secret
 # [backend], listening on PORT (admin on ADMIN); its pid in NAME_pid.
 variant() {
   sed -e "s|$host:$ip|$host:$3|" -e "s|$host:$ap|$host:$4|" \
-    -e "s|^tls = \"disabled\"|tls = \"disabled\"\n$2|" "$tmp/idgate.toml" >"$tmp/$1.toml"
+    -e "s|^tls = \"disabled\"|tls = \"disabled\"\n$2|" \
+    -e "s|^file_path = .*|file_path = \"state-$1.json\"|" "$tmp/idgate.toml" >"$tmp/$1.toml"
   chmod 600 "$tmp/$1.toml"
   IDGATE_LOG=warn "$bin" serve --config "$tmp/$1.toml" >"$tmp/$1.log" 2>&1 &
   printf -v "${1}_pid" '%s' "$!"

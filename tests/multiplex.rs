@@ -521,3 +521,34 @@ async fn sessions_sharing_two_connections_each_read_their_own_last_id() {
     assert!(v.created <= 2, "two shard connections at most: {v:?}");
     proxy::teardown(&tb, p, &schema).await;
 }
+
+/// A `SET` run as a server-side prepared statement changes the session
+/// too: idgate cannot replay it, so the session keeps its connection
+/// (pinned, `set_not_replayable`) and the next session to get that
+/// connection gets it reset, never with the changed sql_mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_set_run_as_a_prepared_statement_pins_the_session_and_does_not_leak() {
+    let Some((tb, schema, p)) =
+        setup("mux_pset", "pool_max = 1\npool_wait_timeout_ms = 60000").await
+    else {
+        return;
+    };
+    let mut a = Conn::new(p.opts(Some(&schema))).await.expect("client a");
+    let set = a
+        .prep("SET SESSION sql_mode = ?")
+        .await
+        .expect("prepare the SET");
+    a.exec_drop(&set, ("ANSI_QUOTES",))
+        .await
+        .expect("execute the SET");
+    wait_pinned(&p, Pin::SetNotReplayable, 1).await;
+    let mode: String = one(&mut a, "SELECT @@sql_mode").await;
+    assert_eq!(mode, "ANSI_QUOTES", "a's own setting");
+    a.disconnect().await.expect("a quits");
+    let mut b = Conn::new(p.opts(Some(&schema))).await.expect("client b");
+    let mode: String = one(&mut b, "SELECT @@sql_mode").await;
+    assert!(!mode.contains("ANSI_QUOTES"), "b sees a's sql_mode: {mode}");
+    assert_eq!(p.shared.pools[0].view().created, 1, "one login in all");
+    b.disconnect().await.expect("b quits");
+    proxy::teardown(&tb, p, &schema).await;
+}

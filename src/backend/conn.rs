@@ -5,7 +5,7 @@
 //! shard's public key: pinned in the config (`[[shards]] public_key`), or
 //! else asked for on the connection).
 
-use crate::protocol::consts::cap;
+use crate::protocol::consts::{cap, cmd};
 use crate::protocol::handshake::{
     self, ClientHandshake, ServerHandshake, NATIVE_PASSWORD, SSL_REQUEST_LEN,
 };
@@ -140,6 +140,13 @@ pub struct BackendConn {
     /// (multiplexing, `lidclaim.rs`): read before the connection is used
     /// by another session or closed.
     pub lid_claim: Option<crate::backend::lidclaim::LidClaim>,
+    /// The `sql_mode` flags read on this connection, with the session
+    /// state tag it had then (`frontend/session/replay.rs`): true while
+    /// the connection keeps that state, so the next session to take it
+    /// need not read them again. COM_RESET_CONNECTION and COM_CHANGE_USER
+    /// (sent through [`BackendConn::send`]) forget them: the server's
+    /// defaults may have changed since.
+    pub sql_modes: Option<(u64, crate::sql::SqlModes)>,
 }
 
 impl BackendConn {
@@ -287,6 +294,7 @@ impl BackendConn {
                             wbuf: Vec::new(),
                             detached: 0,
                             lid_claim: None,
+                            sql_modes: None,
                         },
                         hs,
                     ));
@@ -385,6 +393,12 @@ impl BackendConn {
     pub async fn send(&mut self, payload: &[u8]) -> Result<u8, BackendError> {
         if self.detached > 0 {
             self.drain().await?;
+        }
+        if matches!(
+            payload.first(),
+            Some(&cmd::RESET_CONNECTION | &cmd::CHANGE_USER)
+        ) {
+            self.sql_modes = None;
         }
         let mut out = std::mem::take(&mut self.wbuf);
         out.clear();

@@ -228,6 +228,28 @@ pub fn plan_query(sql: &str, rules: &RuleSet, ctx: &PlanCtx<'_>) -> Result<Plan,
     plan_query_with(sql, rules, ctx, Engine::Auto)
 }
 
+/// Whether [`plan_query`] passes `sql` through whatever the session's
+/// `sql_mode`: one statement that names neither `LAST_INSERT_ID` nor
+/// `@@identity`, starting with a word that makes it neither an INSERT nor
+/// an UPDATE nor anything planned further (`SELECT`, `SET`, `SHOW`,
+/// `BEGIN`, ...). Only quoting depends on the mode, and the first token
+/// is found before any quote could matter, so a session need not know its
+/// `sql_mode` (a round trip to the shard) to forward such a statement.
+pub fn passes_in_every_mode(sql: &str) -> bool {
+    if memchr::memchr(b';', sql.as_bytes()).is_some() || last_id_hint(sql.as_bytes()) {
+        return false;
+    }
+    let mut lx = Lexer::new(sql, 0, Modes::default());
+    let Some(t) = lx.next_token() else {
+        return true;
+    };
+    match first_kind(sql, &t, &lx) {
+        First::Plain { .. } => !kw(sql, &t, "UPDATE"),
+        First::Other => true,
+        _ => false,
+    }
+}
+
 /// [`plan_query`] with a chosen parser (for differential tests).
 #[doc(hidden)]
 pub fn plan_query_with(

@@ -944,3 +944,73 @@ fn updates_of_the_id_column_are_captured() {
     .unwrap_err();
     assert_eq!(e.code(), 1235);
 }
+
+/// `passes_in_every_mode`: true only for statements `plan_query` passes
+/// through under every quoting mode (so a session forwards them before
+/// it knows its sql_mode).
+#[test]
+fn passes_in_every_mode_only_when_every_mode_passes() {
+    let cases = [
+        ("SELECT 1", true),
+        ("  /* note */ select k FROM shop.orders WHERE id = 1", true),
+        ("SHOW TABLES", true),
+        ("SET time_zone = '+00:00'", true),
+        ("BEGIN", true),
+        ("COMMIT", true),
+        ("(SELECT 1)", true),
+        ("", true),
+        ("-- only a comment\n", true),
+        ("\"INSERT INTO orders (sku) VALUES ('a')\"", true),
+        ("DELETE FROM shop.orders WHERE id = 1", true),
+        ("INSERT INTO shop.orders (sku) VALUES ('a')", false),
+        ("insert into t (a) values (1)", false),
+        ("REPLACE INTO shop.orders (sku) VALUES ('a')", false),
+        ("UPDATE shop.orders SET id = 5", false),
+        ("SELECT LAST_INSERT_ID()", false),
+        ("SELECT @@identity", false),
+        (
+            "SELECT 1; INSERT INTO shop.orders (sku) VALUES ('a')",
+            false,
+        ),
+        ("SELECT ';'", false),
+        ("CREATE TABLE t (id INT)", false),
+        (
+            "PREPARE s FROM 'INSERT INTO shop.orders (sku) VALUES (?)'",
+            false,
+        ),
+        (
+            "EXECUTE IMMEDIATE 'INSERT INTO shop.orders (sku) VALUES (1)'",
+            false,
+        ),
+        ("LOAD DATA INFILE 'f' INTO TABLE shop.orders", false),
+        (
+            "BEGIN NOT ATOMIC INSERT INTO shop.orders (sku) VALUES ('a'); END",
+            false,
+        ),
+        ("l: BEGIN NOT ATOMIC END", false),
+        (
+            "/*!50000 INSERT INTO shop.orders (sku) VALUES ('a') */",
+            false,
+        ),
+    ];
+    for (sql, want) in cases {
+        assert_eq!(plan::passes_in_every_mode(sql), want, "{sql}");
+        if !want {
+            continue;
+        }
+        for (ansi_quotes, no_backslash_escapes) in
+            [(false, false), (true, false), (false, true), (true, true)]
+        {
+            let c = PlanCtx {
+                ansi_quotes,
+                no_backslash_escapes,
+                ..ctx()
+            };
+            assert_eq!(
+                plan_query(sql, &rules(), &c).unwrap(),
+                Plan::Passthrough,
+                "{sql} (ansi_quotes {ansi_quotes}, no_backslash_escapes {no_backslash_escapes})"
+            );
+        }
+    }
+}

@@ -311,6 +311,9 @@ impl Session {
             handled = self.query_with_rules(payload).await?;
             if keyword::mentions_sql_mode(sql) {
                 self.sql_modes = None;
+                for b in self.backends.conns_mut() {
+                    b.sql_modes = None;
+                }
             }
             if self.client_cs.is_some() && keyword::mentions_charset(sql) {
                 self.client_cs = None;

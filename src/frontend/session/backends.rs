@@ -115,6 +115,11 @@ impl Backends {
         self.conns.iter().flatten()
     }
 
+    /// The open connections, to change.
+    pub fn conns_mut(&mut self) -> impl Iterator<Item = &mut BackendConn> {
+        self.conns.iter_mut().flatten()
+    }
+
     /// Marks `shard`'s connection used now; returns whether it had been idle
     /// for longer than `idle` before.
     pub fn touch(&mut self, shard: usize, idle: Duration) -> bool {

@@ -22,12 +22,28 @@ fn quote_string(s: &str) -> String {
 impl Session {
     /// The session's `sql_mode` flags, read from the default shard when not
     /// known (a new shard connection, or after a statement that set it).
+    /// A pooled connection remembers what was read on it while its state
+    /// stays the same (`BackendConn::sql_modes`): a new session on it
+    /// reads nothing, which saves a round trip per login.
     pub(in crate::frontend) async fn sql_modes(&mut self) -> Result<SqlModes, CmdError> {
         if let Some(m) = self.sql_modes {
             return Ok(m);
         }
-        let mode = self.first_value("SELECT @@SESSION.sql_mode").await?;
-        let m = SqlModes::parse(&mode);
+        let tag = self.state_tag();
+        let b = self.backend(0).await.map_err(CmdError::Backend)?;
+        let m = match b.sql_modes {
+            Some((t, m)) if t == tag && tag != u64::MAX => m,
+            _ => {
+                let rows = b
+                    .query_rows("SELECT @@SESSION.sql_mode")
+                    .await
+                    .map_err(CmdError::Backend)?;
+                let mode = rows.first().and_then(|r| r.first().cloned().flatten());
+                let m = SqlModes::parse(mode.as_deref().unwrap_or_default());
+                b.sql_modes = Some((tag, m));
+                m
+            }
+        };
         self.sql_modes = Some(m);
         Ok(m)
     }

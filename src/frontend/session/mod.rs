@@ -675,6 +675,9 @@ impl Session {
         self.lid_home = 0;
         self.lid_synced = u64::MAX;
         self.last_values.clear();
+        // The server's defaults apply again (read when next needed).
+        self.sql_modes = None;
+        self.client_cs = None;
         self.forget_mux_state();
     }
 

@@ -364,7 +364,9 @@ impl Session {
             Some(&cmd::STMT_EXECUTE) => {
                 let id = crate::protocol::stmt::stmt_id(payload.get(1..)?).ok()?;
                 let s = self.stmts.get_mut(id)?;
-                s.client_prepare.get(1..).map(|sql| Facts::of(sql, lid))
+                let sql = s.client_prepare.get(1..)?;
+                self.state.record_prepared(sql);
+                Some(Facts::of(sql, lid))
             }
             _ => None,
         }

@@ -60,6 +60,16 @@ impl SessionState {
         }
     }
 
+    /// A `SET` the client ran as a server-side prepared statement: its
+    /// values are not in the text, so it cannot be replayed; the state
+    /// counts as lost (a reopen fails, the session keeps its connection
+    /// and it is reset before another session gets it).
+    pub fn record_prepared(&mut self, sql: &[u8]) {
+        if &first_keyword(sql)[..4] == b"SET\0" && changes_session(sql) {
+            self.lost = true;
+        }
+    }
+
     /// The statements to replay on a new connection, or `None` when the
     /// session's state cannot be restored.
     pub fn replay(&self) -> Option<&[Vec<u8>]> {

@@ -85,6 +85,10 @@ impl Session {
         payload: &[u8],
     ) -> Result<bool, CmdError> {
         let text = statement_text(&payload[1..]);
+        if sql::plan::passes_in_every_mode(&text) {
+            // Forwarded as it is, before the session's sql_mode is known.
+            return Ok(false);
+        }
         let plan = match self
             .plan(&text, &sql::plan_query, |p| match p {
                 Plan::NeedColumns { schema, table } => Some((schema.clone(), table.clone())),
