@@ -33,6 +33,10 @@
 #                      (target haproxy2) in every workload, whose ratio
 #                      haproxy2/haproxy shows the run's noise floor (default: on)
 #
+# Environment: IDGATE_BIN, IDGATE_BASE_BIN (a second binary, target
+# idgate_base), BENCH_BACKEND_EXTRA (lines added to idgate's [backend], not
+# the base's unless BENCH_BASE_EXTRA=1).
+#
 # Workloads (text protocol, --db-ps-mode=disable, unless said):
 #   point_select    oltp_point_select
 #   read_write_ps   oltp_read_write --db-ps-mode=auto (server-side prepared statements)
@@ -384,8 +388,11 @@ start_idgate() {
   if [ -n "$idgate_base_bin" ]; then
     if [ -x "$idgate_base_bin" ]; then
       local port_base; port_base=$(free_port)
-      # Without BENCH_BACKEND_EXTRA: the base runs idgate's own defaults.
-      sed -e "s/^listen = \"$host:$port\"/listen = \"$host:$port_base\"/" -e '/ # bench-extra$/d' "$tmp/idgate.toml" >"$tmp/idgate_base.toml"
+      # Without BENCH_BACKEND_EXTRA (the base runs idgate's own defaults),
+      # unless BENCH_BASE_EXTRA=1 (the same settings: a before/after run).
+      local keep='/ # bench-extra$/d'
+      [ "${BENCH_BASE_EXTRA:-}" = 1 ] && keep='/^$/b'
+      sed -e "s/^listen = \"$host:$port\"/listen = \"$host:$port_base\"/" -e "$keep" "$tmp/idgate.toml" >"$tmp/idgate_base.toml"
       # A base binary from before the TLS keys (it refuses unknown keys) had
       # no TLS at all: the lines go.
       if ! "$idgate_base_bin" check --config "$tmp/idgate_base.toml" >/dev/null 2>&1; then

@@ -43,7 +43,9 @@
 //!     a session to its connections, and with `[backend] multiplex` the
 //!     connections given back after each statement, the session's state
 //!     restored on the next; `lidread`: a connection's `LAST_INSERT_ID()`
-//!     read when a claim on it must be settled),
+//!     read when a claim on it must be settled; `generated`: what an
+//!     INSERT idgate does not fill does to `LAST_INSERT_ID()`, from the
+//!     table's AUTO_INCREMENT column, `sql::autoinc`),
 //!     forwarding, login and its limits, password checks by plugin
 //!     (`auth`: mysql_native_password, caching_sha2_password's fast path,
 //!     cache and RSA), what it reads of the session from a

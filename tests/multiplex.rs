@@ -47,6 +47,19 @@ async fn setup(name: &str, pool: &str) -> Option<(support::Testbed, String, Prox
     Some((tb, schema, p))
 }
 
+/// Polls (up to 60 s) until idgate knows `schema.table`'s columns (read
+/// in the background after the first INSERT into it, `generated.rs`).
+async fn wait_columns_known(p: &Proxy, schema: &str, table: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while p.shared.columns.auto_increment(schema, table).is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the columns of {schema}.{table} were never read"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 async fn connection_id(c: &mut Conn) -> u64 {
     c.query_first("SELECT CONNECTION_ID()")
         .await
@@ -316,6 +329,11 @@ async fn last_insert_id_is_read_only_when_somebody_needs_it() {
             .expect("insert");
         assert_eq!(r.last_insert_id(), Some(v + 1), "the OK packet's id");
         drop(r);
+        if v == 0 {
+            // The first INSERT into the table has it read in the
+            // background (which column is AUTO_INCREMENT, `generated.rs`).
+            wait_columns_known(&p, &schema, "t").await;
+        }
     }
     assert_eq!(
         selects_and_dos(&mut a).await,
@@ -326,7 +344,7 @@ async fn last_insert_id_is_read_only_when_somebody_needs_it() {
     assert_eq!(one::<u64>(&mut a, "SELECT @@identity").await, 10);
 
     // Another session on the same connection: the value a left there is
-    // a's (read when b took it), b's own is 0.
+    // a's (known from the OK packet), b's own is 0.
     a.query_drop("INSERT INTO t (v) VALUES (10)")
         .await
         .expect("insert 11");
@@ -367,7 +385,9 @@ async fn a_value_left_on_a_connection_the_pool_closes_is_read_first() {
     a.query_drop("CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v INT) AUTO_INCREMENT = 700")
         .await
         .expect("create");
-    a.query_drop("INSERT INTO t (v) VALUES (1)")
+    // An id written as an expression: idgate cannot tell from the
+    // statement whether MariaDB generated it, so the value is claimed.
+    a.query_drop("INSERT INTO t (id, v) VALUES (NULL + 0, 1)")
         .await
         .expect("insert");
     // The upkeep closes the idle connection (after a second unused).
@@ -483,17 +503,33 @@ async fn sessions_sharing_two_connections_each_read_their_own_last_id() {
             let mut c = Conn::new(opts).await.expect("client");
             let mut mine = 0;
             for n in 0..40u64 {
-                // Deterministic mix: insert, read back, or something else.
-                match (who + n) % 4 {
+                // Deterministic mix: inserts whose effect on the value
+                // idgate knows from the statement (generated, or an
+                // explicit id that keeps it) or does not (an expression:
+                // the value is put on the connection first and claimed
+                // after), a read back, or something else.
+                match (who + n) % 5 {
                     0 | 1 => {
-                        let r = c
-                            .query_iter(format!("INSERT INTO t (who, n) VALUES ({who}, {n})"))
-                            .await
-                            .expect("insert");
+                        let sql = match (who + n) % 5 {
+                            0 => format!("INSERT INTO t (who, n) VALUES ({who}, {n})"),
+                            _ => {
+                                format!("INSERT INTO t (id, who, n) VALUES (NULL + 0, {who}, {n})")
+                            }
+                        };
+                        let r = c.query_iter(sql).await.expect("insert");
                         mine = r.last_insert_id().expect("the OK's id");
                         drop(r);
                     }
-                    2 => c.query_drop("DO 1").await.expect("do"),
+                    2 => {
+                        // Negative: below the AUTO_INCREMENT counter.
+                        let id = -(1 + who as i64 * 1000 + n as i64);
+                        c.query_drop(format!(
+                            "INSERT INTO t (id, who, n) VALUES ({id}, {who}, {n})"
+                        ))
+                        .await
+                        .expect("explicit id");
+                    }
+                    3 => c.query_drop("DO 1").await.expect("do"),
                     _ => {}
                 }
                 // Read back at some steps only: values stay unread on
@@ -549,6 +585,122 @@ async fn a_set_run_as_a_prepared_statement_pins_the_session_and_does_not_leak() 
     let mode: String = one(&mut b, "SELECT @@sql_mode").await;
     assert!(!mode.contains("ANSI_QUOTES"), "b sees a's sql_mode: {mode}");
     assert_eq!(p.shared.pools[0].view().created, 1, "one login in all");
+    b.disconnect().await.expect("b quits");
+    proxy::teardown(&tb, p, &schema).await;
+}
+
+/// An INSERT whose AUTO_INCREMENT values MariaDB generated (the column
+/// left out, or given NULL or 0) reports the connection's
+/// `LAST_INSERT_ID()` in its OK packet: the session knows it, and the
+/// next session to take the connection reads nothing first. An explicit
+/// id is reported too but leaves `LAST_INSERT_ID()` as it was: then the
+/// value is claimed and read as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_mariadb_generated_are_known_from_the_ok_packet() {
+    let Some((tb, schema, p)) =
+        setup("mux_gen", "pool_max = 1\npool_wait_timeout_ms = 60000").await
+    else {
+        return;
+    };
+    let mut a = Conn::new(p.opts(Some(&schema))).await.expect("client a");
+    a.query_drop("CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+        .await
+        .expect("create");
+    let mut b = Conn::new(p.opts(Some(&schema))).await.expect("client b");
+    // The first INSERT has the table's columns read in the background.
+    a.query_drop("INSERT INTO t (v) VALUES (0)")
+        .await
+        .expect("first row");
+    wait_columns_known(&p, &schema, "t").await;
+    let before = selects_and_dos(&mut a).await;
+    let mut last = 0;
+    for (i, sql) in [
+        "INSERT INTO t (v) VALUES (1)",
+        "INSERT INTO t (id, v) VALUES (NULL, 2), (NULL, 3)",
+        "INSERT INTO t SET v = 4",
+        "INSERT INTO t VALUES (NULL, 5)",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let r = a.query_iter(sql).await.expect(sql);
+        last = r.last_insert_id().expect("the OK's id");
+        drop(r);
+        b.query_drop("DO 1").await.expect("b takes the connection");
+        assert!(i < 4);
+    }
+    let stmt = a
+        .prep("INSERT INTO t (v) VALUES (?)")
+        .await
+        .expect("prepare");
+    a.exec_drop(&stmt, (6,)).await.expect("prepared insert");
+    let prepared_id = a.last_insert_id().expect("the OK's id");
+    assert!(prepared_id > last, "{prepared_id} after {last}");
+    b.query_drop("DO 1").await.expect("b takes the connection");
+    assert_eq!(
+        selects_and_dos(&mut a).await,
+        (before.0, before.1 + 5),
+        "no statement of idgate's: b's five DOs only"
+    );
+    assert_eq!(
+        one::<u64>(&mut a, "SELECT LAST_INSERT_ID()").await,
+        prepared_id
+    );
+    assert_eq!(one::<u64>(&mut b, "SELECT LAST_INSERT_ID()").await, 0);
+
+    // An explicit id: reported by the OK packet, but LAST_INSERT_ID()
+    // stays the session's, whatever the connection held: nothing to read.
+    assert_eq!(one::<u64>(&mut b, "SELECT LAST_INSERT_ID()").await, 0);
+    let r = a
+        .query_iter("INSERT INTO t (id, v) VALUES (1000, 7)")
+        .await
+        .expect("explicit id");
+    assert_eq!(r.last_insert_id(), Some(1000));
+    drop(r);
+    let before = selects_and_dos(&mut a).await;
+    b.query_drop("DO 1").await.expect("b takes the connection");
+    assert_eq!(
+        selects_and_dos(&mut a).await,
+        (before.0, before.1 + 1),
+        "an explicit id leaves the value as it was: nothing to read"
+    );
+    assert_eq!(
+        one::<u64>(&mut a, "SELECT LAST_INSERT_ID()").await,
+        prepared_id,
+        "an explicit id does not change LAST_INSERT_ID()"
+    );
+
+    // The id as a placeholder: unknown until it runs. The connection is
+    // given the session's value first (b left its own 0 there) and the
+    // value is read when b takes the connection.
+    let by_param = a
+        .prep("INSERT INTO t (id, v) VALUES (?, ?)")
+        .await
+        .expect("prepare");
+    assert_eq!(one::<u64>(&mut b, "SELECT LAST_INSERT_ID()").await, 0);
+    a.exec_drop(&by_param, (2000, 8))
+        .await
+        .expect("explicit id as a parameter");
+    b.query_drop("DO 1").await.expect("b takes the connection");
+    assert_eq!(
+        one::<u64>(&mut a, "SELECT LAST_INSERT_ID()").await,
+        prepared_id,
+        "still a's value after an explicit id given as a parameter"
+    );
+    assert_eq!(one::<u64>(&mut b, "SELECT LAST_INSERT_ID()").await, 0);
+    a.exec_drop(&by_param, (None::<u64>, 9))
+        .await
+        .expect("NULL id as a parameter");
+    let generated = a.last_insert_id().expect("the OK's id");
+    assert!(generated > 2000, "{generated}");
+    b.query_drop("DO 1").await.expect("b takes the connection");
+    assert_eq!(
+        one::<u64>(&mut a, "SELECT LAST_INSERT_ID()").await,
+        generated
+    );
+    assert_eq!(one::<u64>(&mut b, "SELECT LAST_INSERT_ID()").await, 0);
+    assert_eq!(p.shared.pools[0].view().created, 1, "one login in all");
+    a.disconnect().await.expect("a quits");
     b.disconnect().await.expect("b quits");
     proxy::teardown(&tb, p, &schema).await;
 }

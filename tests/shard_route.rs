@@ -17,7 +17,8 @@ fn rules(schema: &str) -> String {
          [[table]]\nname = \"{schema}.t\"\ncolumn = \"id\"\ngenerator = \"seq\"\nshard_key = \"id\"\nsharding = \"mod\"\n\n\
          [[table]]\nname = \"{schema}.h\"\ncolumn = \"id\"\ngenerator = \"seq\"\nshard_key = \"id\"\nsharding = \"hash\"\n\n\
          [[table]]\nname = \"{schema}.ref\"\ncolumn = \"id\"\ngenerator = \"seq\"\nbroadcast = true\n\n\
-         [[table]]\nname = \"{schema}.up\"\ncolumn = \"id\"\ngenerator = \"seq\"\nshard_key = \"id\"\nsharding = \"mod\"\n"
+         [[table]]\nname = \"{schema}.up\"\ncolumn = \"id\"\ngenerator = \"seq\"\nshard_key = \"id\"\nsharding = \"mod\"\n\n\
+         [[table]]\nname = \"{schema}.solo\"\ncolumn = \"id\"\ngenerator = \"seq\"\n"
     )
 }
 
@@ -1599,6 +1600,45 @@ async fn several_statements_in_one_query() {
         ok.status
     );
     drop(raw);
+    drop(c);
+    proxy::teardown(&tb, p, &schema).await;
+}
+
+/// An INSERT with explicit ids only generates nothing: LAST_INSERT_ID()
+/// stays the id generated on another shard before it (the explicit
+/// INSERT's shard does not become the value's home).
+#[tokio::test]
+async fn an_insert_of_explicit_ids_keeps_the_last_insert_id_of_another_shard() {
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    c.query_drop(format!("CREATE TABLE solo {TABLE}"))
+        .await
+        .unwrap();
+    // A generated id on shard 1 (mod 2: odd).
+    let mut generated = 0;
+    for i in 0..20 {
+        let r = c
+            .query_iter(format!("INSERT INTO t (w, n) VALUES ('g', {i})"))
+            .await
+            .unwrap();
+        generated = r.last_insert_id().expect("an id");
+        drop(r);
+        if generated % 2 == 1 {
+            break;
+        }
+    }
+    assert_eq!(generated % 2, 1, "an odd id in 20 tries");
+    // Explicit ids into the unsharded rule table, on shard 0.
+    c.query_drop("INSERT INTO solo (id, w, n) VALUES (5000002, 'x', 0)")
+        .await
+        .unwrap();
+    let lid: u64 = c
+        .query_first("SELECT LAST_INSERT_ID()")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(lid, generated, "the explicit INSERT kept LAST_INSERT_ID()");
     drop(c);
     proxy::teardown(&tb, p, &schema).await;
 }

@@ -1,6 +1,8 @@
 //! The columns of rule tables: their order, for `INSERT INTO t VALUES
 //! (...)` without a column list, and their types and collations, for
-//! placing rows by a string shard key (`shardkey.rs`).
+//! placing rows by a string shard key (`shardkey.rs`); and of other
+//! tables a multiplexed session inserts into: which column is
+//! AUTO_INCREMENT (`session/mux.rs`).
 //!
 //! Filled from information_schema on first use and shared by all sessions.
 //! Entries expire after [`TTL`], and DDL passing through idgate clears the
@@ -8,7 +10,7 @@
 //! directly is seen when the entry expires).
 
 use parking_lot::RwLock;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,6 +24,8 @@ pub struct ColumnType {
     pub data_type: String,
     /// `COLLATION_NAME` (`None` for numbers, dates and binary strings).
     pub collation: Option<String>,
+    /// `EXTRA` has `auto_increment`.
+    pub auto_increment: bool,
 }
 
 /// A table's columns in order, their types (same order; empty when only
@@ -32,9 +36,25 @@ type Entry = (Arc<[String]>, Arc<[ColumnType]>, Instant);
 #[derive(Debug, Default)]
 pub struct ColumnCache {
     map: RwLock<HashMap<(String, String), Entry>>,
+    /// Tables being read in the background (`session/facts.rs`).
+    fetching: parking_lot::Mutex<HashSet<(String, String)>>,
 }
 
 impl ColumnCache {
+    /// Marks `schema.table` as being read; false when it already is (or
+    /// too many are).
+    pub fn begin_fetch(&self, schema: &str, table: &str) -> bool {
+        let mut f = self.fetching.lock();
+        f.len() < 64 && f.insert((schema.to_string(), table.to_string()))
+    }
+
+    /// The read of `schema.table` ended (done or failed).
+    pub fn end_fetch(&self, schema: &str, table: &str) {
+        self.fetching
+            .lock()
+            .remove(&(schema.to_string(), table.to_string()));
+    }
+
     /// The columns of `schema.table`, if known and fresh.
     pub fn get(&self, schema: &str, table: &str) -> Option<Arc<[String]>> {
         let map = self.map.read();
@@ -61,6 +81,22 @@ impl ColumnCache {
                 .position(|c| c.eq_ignore_ascii_case(column))
                 .and_then(|i| types.get(i).cloned()),
         )
+    }
+
+    /// The AUTO_INCREMENT column of `schema.table` (`None`: it has none)
+    /// and its columns in order, if known and fresh.
+    pub fn auto_increment(
+        &self,
+        schema: &str,
+        table: &str,
+    ) -> Option<(Option<String>, Arc<[String]>)> {
+        let map = self.map.read();
+        let (cols, types, at) = map.get(&(schema.to_string(), table.to_string()))?;
+        if at.elapsed() >= TTL || types.len() != cols.len() {
+            return None;
+        }
+        let auto = types.iter().position(|t| t.auto_increment);
+        Some((auto.map(|i| cols[i].clone()), cols.clone()))
     }
 
     /// Records the columns of `schema.table` and their types (`types` in

@@ -331,6 +331,7 @@ mod tests {
         KeyType::of(&ColumnType {
             data_type: data_type.into(),
             collation: collation.map(Into::into),
+            auto_increment: false,
         })
     }
 

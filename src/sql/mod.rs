@@ -28,6 +28,9 @@
 //! - `insel.rs`: INSERT ... SELECT into a rule table: the statement's
 //!   parts, and source values written back as typed literals.
 //! - `lastid.rs`: `LAST_INSERT_ID()` / `@@identity` uses.
+//! - `autoinc.rs`: whether an INSERT into a table idgate does not fill
+//!   leaves every AUTO_INCREMENT value to MariaDB (then its OK packet's
+//!   id is the connection's `LAST_INSERT_ID()`).
 //! - `edit.rs`: splices; `render.rs`: applying them.
 //! - `prepare.rs`: [`plan_prepare`], [`PrepareRewrite`], execute-time helpers.
 //! - `upsert.rs`: INSERT IGNORE / ON DUPLICATE KEY UPDATE written so that the
@@ -45,6 +48,7 @@
 //!   shards); a token fast path and a sqlparser fallback, like INSERT's.
 //! - `error.rs`: [`SqlError`] with MySQL codes.
 
+pub mod autoinc;
 pub mod convert;
 pub(crate) mod digits;
 pub(crate) mod edit;

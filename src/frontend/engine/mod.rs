@@ -309,18 +309,20 @@ impl Session {
         let mut handled = false;
         if self.rules.is_some() {
             handled = self.query_with_rules(payload).await?;
-            if keyword::mentions_sql_mode(sql) {
-                self.sql_modes = None;
-                for b in self.backends.conns_mut() {
-                    b.sql_modes = None;
-                }
-            }
             if self.client_cs.is_some() && keyword::mentions_charset(sql) {
                 self.client_cs = None;
             }
-            if stmt.is_ddl() {
-                self.shared.columns.clear();
+        }
+        // What idgate read of the session and of tables (rules, and the
+        // AUTO_INCREMENT columns a multiplexed session looks at).
+        if (self.rules.is_some() || self.multiplexing()) && keyword::mentions_sql_mode(sql) {
+            self.sql_modes = None;
+            for b in self.backends.conns_mut() {
+                b.sql_modes = None;
             }
+        }
+        if stmt.is_ddl() {
+            self.shared.columns.clear();
         }
         if !handled {
             if routing {

@@ -5,8 +5,10 @@
 
 use crate::frontend::columns::ColumnType;
 use crate::frontend::session::{CmdError, Session};
+use crate::frontend::shared::Shared;
 use crate::protocol::codes::ErrorCode;
 use crate::sql::SqlModes;
+use std::sync::Arc;
 
 /// Table doesn't exist (an INSERT without column list into a missing table).
 const ER_NO_SUCH_TABLE: ErrorCode = ErrorCode {
@@ -75,11 +77,7 @@ impl Session {
         table: &str,
         side: bool,
     ) -> Result<(), CmdError> {
-        let q = format!(
-            "SELECT COLUMN_NAME, LOWER(DATA_TYPE), COLLATION_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '{}' AND TABLE_NAME = '{}' ORDER BY ORDINAL_POSITION",
-            quote_string(schema),
-            quote_string(table)
-        );
+        let q = columns_query(schema, table);
         // The `[backend]` account's view: the cache is every session's, and
         // a user's own shard account may see fewer columns.
         let rows = if side {
@@ -95,24 +93,12 @@ impl Session {
             self.own_query(0, &q).await
         }
         .map_err(CmdError::Backend)?;
-        let mut cols = Vec::with_capacity(rows.len());
-        let mut types = Vec::with_capacity(rows.len());
-        for r in rows {
-            let mut r = r.into_iter();
-            let Some(Some(name)) = r.next() else { continue };
-            cols.push(name);
-            types.push(ColumnType {
-                data_type: r.next().flatten().unwrap_or_default(),
-                collation: r.next().flatten(),
-            });
-        }
-        if cols.is_empty() {
+        if !put_columns(&self.shared, schema, table, rows) {
             return Err(CmdError::Refused(
                 ER_NO_SUCH_TABLE,
                 format!("Table '{schema}.{table}' doesn't exist"),
             ));
         }
-        self.shared.columns.put(schema, table, cols, types);
         Ok(())
     }
 
@@ -127,4 +113,61 @@ impl Session {
         self.schema = rows.first().and_then(|r| r.first().cloned().flatten());
         Ok(())
     }
+}
+
+/// The information_schema query for a table's columns, in order.
+fn columns_query(schema: &str, table: &str) -> String {
+    format!(
+        "SELECT COLUMN_NAME, LOWER(DATA_TYPE), COLLATION_NAME, LOCATE('auto_increment', EXTRA) > 0 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '{}' AND TABLE_NAME = '{}' ORDER BY ORDINAL_POSITION",
+        quote_string(schema),
+        quote_string(table)
+    )
+}
+
+/// Puts the rows of [`columns_query`] into the shared cache; false when
+/// there were none (no such table).
+fn put_columns(shared: &Shared, schema: &str, table: &str, rows: Vec<Vec<Option<String>>>) -> bool {
+    let mut cols = Vec::with_capacity(rows.len());
+    let mut types = Vec::with_capacity(rows.len());
+    for r in rows {
+        let mut r = r.into_iter();
+        let Some(Some(name)) = r.next() else { continue };
+        cols.push(name);
+        types.push(ColumnType {
+            data_type: r.next().flatten().unwrap_or_default(),
+            collation: r.next().flatten(),
+            auto_increment: r.next().flatten().as_deref() == Some("1"),
+        });
+    }
+    if cols.is_empty() {
+        return false;
+    }
+    shared.columns.put(schema, table, cols, types);
+    true
+}
+
+/// Reads the columns of `schema.table` into the shared cache in the
+/// background, on a connection of idgate's own (a session must not run
+/// statements of idgate's on its connection after the client's: the
+/// client may still ask for `ROW_COUNT()` or the warnings). One read per
+/// table at a time; a failure leaves the table unknown.
+pub(in crate::frontend) fn fetch_columns_later(
+    shared: &Arc<Shared>,
+    schema: String,
+    table: String,
+) {
+    if !shared.columns.begin_fetch(&schema, &table) {
+        return;
+    }
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        let q = columns_query(&schema, &table);
+        if let Ok(mut c) = shared.side_connection(0).await {
+            if let Ok(rows) = c.query_rows(&q).await {
+                put_columns(&shared, &schema, &table, rows);
+            }
+            let _ = c.send(&[crate::protocol::consts::cmd::QUIT]).await;
+        }
+        shared.columns.end_fetch(&schema, &table);
+    });
 }

@@ -47,6 +47,14 @@ impl Session {
         }
     }
 
+    /// After `sql`, which generated no id, ran on `shard`: `shard` is home
+    /// only if `sql` sets the last insert id by name (`LAST_INSERT_ID(expr)`).
+    pub(in crate::frontend) fn note_last_id_set(&mut self, shard: usize, sql: &[u8]) {
+        if mentions(sql) {
+            self.last_id_home(shard);
+        }
+    }
+
     /// Before `sql` goes to `shard`: if it reads the last insert id and that
     /// connection does not hold the session's value, copies it there.
     pub(in crate::frontend) async fn sync_last_id(

@@ -348,6 +348,12 @@ impl Session {
                 .is_some_and(|s| reads_last_id(s.client_prepare.get(1..).unwrap_or(&[]))),
             _ => false,
         };
+        self.mux.reads_lid = self.mux.want_lid;
+        if !self.mux.want_lid && self.multiplexing() {
+            // An INSERT that may keep the connection's value (an explicit
+            // id) needs the session's there first (`generated.rs`).
+            self.mux.want_lid = self.insert_may_keep_lid(payload);
+        }
     }
 
     /// Whether `[backend] multiplex` is on.
@@ -358,7 +364,7 @@ impl Session {
     /// What a command's statement text (a query's, or the prepared text of
     /// an execute) tells about pins and `LAST_INSERT_ID()`.
     fn command_facts(&mut self, payload: &[u8]) -> Option<Facts> {
-        let lid = self.mux.want_lid;
+        let lid = self.mux.reads_lid;
         match payload.first() {
             Some(&cmd::QUERY) => payload.get(1..).map(|sql| Facts::of(sql, lid)),
             Some(&cmd::STMT_EXECUTE) => {
@@ -394,7 +400,16 @@ impl Session {
             self.mux.diag_pending = self.backends.conns().any(|b| b.diagnostics > 0);
         }
         if let Some(f) = &facts {
-            self.note_lid_change(f);
+            // What an INSERT idgate did not fill did to the value, when
+            // the statement tells (`generated.rs`).
+            let told = f.inserts
+                && !f.mentions_lid
+                && self.mux.lid_set == 0
+                && self.multiplexing()
+                && self.note_generated(payload);
+            if !told {
+                self.note_lid_change(f);
+            }
         }
         let pin = self.pinned(command);
         if self.multiplexing() {
@@ -405,6 +420,7 @@ impl Session {
         }
         self.mux.lid_set = 0;
         self.mux.want_lid = false;
+        self.mux.reads_lid = false;
     }
 
     /// After statement `sql`: the held connections whose

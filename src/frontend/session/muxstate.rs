@@ -30,6 +30,12 @@ pub struct MuxState {
     /// The command under way names `LAST_INSERT_ID()` (or `@@identity`):
     /// every connection it uses is given the session's value first.
     pub(in crate::frontend) want_lid: bool,
+    /// The command under way may read `LAST_INSERT_ID()` (names it, or
+    /// an INSERT IGNORE / ON DUPLICATE KEY UPDATE): part of `want_lid`.
+    pub(in crate::frontend) reads_lid: bool,
+    /// What the INSERT under way does to `LAST_INSERT_ID()`, when it was
+    /// known before it ran (`generated.rs`).
+    pub(in crate::frontend) lid_effect: Option<crate::sql::autoinc::LastId>,
     /// Shards (bits) whose connection got the session's value from idgate
     /// during this command (`Session::set_last_insert_id`).
     pub(in crate::frontend) lid_set: u64,

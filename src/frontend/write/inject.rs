@@ -257,14 +257,20 @@ impl Session {
             .await?;
         if let Some(id) = last_insert_id {
             self.set_last_insert_id(shard, id).await?;
-        } else if let (Some(id), false) = (wrapped, self.mux.want_lid) {
+        } else if let (Some(id), false) = (wrapped, self.mux.reads_lid) {
             // No round trip: the statement itself set it (one that names
             // LAST_INSERT_ID() may have set it again in a result set's
             // statement, which idgate does not look at).
             self.lid_given(shard, id);
         }
         if self.shared.routing {
-            self.note_last_id_change(shard, rw.sql().as_bytes());
+            if ids.is_empty() {
+                // Explicit ids only: no value generated, LAST_INSERT_ID()
+                // moves only where the statement sets it by name.
+                self.note_last_id_set(shard, rw.sql().as_bytes());
+            } else {
+                self.note_last_id_change(shard, rw.sql().as_bytes());
+            }
         }
         Ok(())
     }
@@ -659,7 +665,7 @@ impl Session {
             .await?;
         if let Some(id) = last_insert_id {
             self.set_last_insert_id(shard, id).await?;
-        } else if let (Some(id), false) = (wrapped, self.mux.want_lid) {
+        } else if let (Some(id), false) = (wrapped, self.mux.reads_lid) {
             // No round trip: the statement itself set it.
             self.lid_given(shard, id);
         }

@@ -1,0 +1,284 @@
+//! What an INSERT into a table idgate does not fill tells about
+//! `LAST_INSERT_ID()`: the OK packet's last insert id is the connection's
+//! `LAST_INSERT_ID()` when MariaDB generated the statement's
+//! AUTO_INCREMENT values, and only then (an explicit id is reported too,
+//! but leaves `LAST_INSERT_ID()` as it was). A multiplexed session that
+//! knows its value needs not read it back before another session takes
+//! the connection (`frontend/session/mux.rs`).
+
+use super::fast;
+use super::lexer::Lexer;
+use super::shape::{Body, ValueClass};
+use super::SqlModes;
+use std::borrow::Cow;
+
+/// The table a single INSERT writes (`schema` as written, if it is).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target<'a> {
+    pub schema: Option<Cow<'a, str>>,
+    pub table: Cow<'a, str>,
+}
+
+/// The table of `sql` when it is one `INSERT` (not `IGNORE`, one
+/// statement): the only kind [`effect`] tells more than
+/// [`LastId::Unknown`] for.
+pub fn insert_target(sql: &str, modes: SqlModes) -> Option<Target<'_>> {
+    if memchr::memchr(b';', sql.as_bytes()).is_some() {
+        return None;
+    }
+    let mut lx = Lexer::new(sql, 0, modes.lexer());
+    let t = lx.next_token()?;
+    if !sql
+        .get(t.start..t.end)
+        .is_some_and(|w| w.eq_ignore_ascii_case("INSERT"))
+    {
+        return None;
+    }
+    let head = fast::head(&mut lx, sql).ok()?;
+    (!head.ignore).then_some(Target {
+        schema: head.schema,
+        table: head.table,
+    })
+}
+
+/// What one INSERT does to the connection's `LAST_INSERT_ID()`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LastId {
+    /// MariaDB generates every AUTO_INCREMENT value: the OK packet's
+    /// last insert id is the new `LAST_INSERT_ID()`.
+    Generated,
+    /// No value is generated (every row gives its id, or the table has
+    /// no AUTO_INCREMENT column): `LAST_INSERT_ID()` stays as it was,
+    /// whatever the OK packet reports.
+    Kept,
+    /// Either, or some rows of each: only the connection can tell.
+    Unknown,
+}
+
+/// What `sql` does to `LAST_INSERT_ID()`, for a table whose
+/// AUTO_INCREMENT column is `column` (`None`: it has none) and whose
+/// columns are `table_columns` in order (for an INSERT without a column
+/// list). Generated: the column is left out of the column list, or given
+/// `NULL` (or `DEFAULT` or 0, unless `NO_AUTO_VALUE_ON_ZERO` is in
+/// `modes`) in every row. Kept: an integer other than those in every row.
+/// Unknown whenever in doubt (an expression, a placeholder, INSERT ...
+/// SELECT, a form the fast parser does not read, not one plain INSERT).
+/// A caller must first rule out statements that name `LAST_INSERT_ID`.
+pub fn effect(
+    sql: &str,
+    modes: SqlModes,
+    column: Option<&str>,
+    table_columns: &[String],
+) -> LastId {
+    if insert_target(sql, modes).is_none() {
+        return LastId::Unknown;
+    }
+    let Some(column) = column else {
+        return LastId::Kept;
+    };
+    let no_auto_value_on_zero = modes.no_auto_value_on_zero;
+    let modes = modes.lexer();
+    let mut lx = Lexer::new(sql, 0, modes);
+    lx.next_token();
+    if fast::head(&mut lx, sql).is_err() {
+        return LastId::Unknown;
+    }
+    let id_index = match fast::columns(&mut lx, sql, column) {
+        // Left out of the list: every row gets a generated value.
+        Ok(Some(list)) => list.id_index,
+        Ok(None) => match table_columns
+            .iter()
+            .position(|c| c.eq_ignore_ascii_case(column))
+        {
+            Some(i) => Some(i),
+            None => return LastId::Unknown,
+        },
+        Err(_) => return LastId::Unknown,
+    };
+    // Read to the end either way: an ON DUPLICATE KEY UPDATE clause (or a
+    // SELECT, which `fast` does not read) is in doubt.
+    let Ok((body, _, end)) = fast::body(&mut lx, sql, modes, id_index, column) else {
+        return LastId::Unknown;
+    };
+    if end.clause || end.semicolon {
+        return LastId::Unknown;
+    }
+    if id_index.is_none() {
+        return LastId::Generated;
+    }
+    let generated = |class: ValueClass| match class {
+        ValueClass::Null => Some(true),
+        ValueClass::Default | ValueClass::Int(0) => Some(!no_auto_value_on_zero),
+        ValueClass::Int(_) => Some(false),
+        _ => None,
+    };
+    let mut each = Vec::new();
+    match body {
+        Body::Values(rows) => {
+            for r in rows {
+                each.push(r.id.and_then(|v| generated(v.class)));
+            }
+        }
+        Body::Set { id, .. } => each.push(id.map_or(Some(true), |v| generated(v.class))),
+    }
+    if each.is_empty() || each.contains(&None) {
+        LastId::Unknown
+    } else if each.iter().all(|&g| g == Some(true)) {
+        LastId::Generated
+    } else if each.iter().all(|&g| g == Some(false)) {
+        LastId::Kept
+    } else {
+        LastId::Unknown
+    }
+}
+
+/// [`effect`] before the session's `sql_mode` is known: the same under
+/// every mode, or `None`. Without a `"` or a `\\` the text is read the
+/// same with and without `ANSI_QUOTES` and `NO_BACKSLASH_ESCAPES`; what
+/// `NO_AUTO_VALUE_ON_ZERO` changes (0 and DEFAULT in the id column) is
+/// tried both ways.
+pub fn effect_in_every_mode(
+    sql: &str,
+    column: Option<&str>,
+    table_columns: &[String],
+) -> Option<LastId> {
+    if memchr::memchr2(b'"', b'\\', sql.as_bytes()).is_some() {
+        return None;
+    }
+    let plain = effect(sql, SqlModes::default(), column, table_columns);
+    let zero = SqlModes {
+        no_auto_value_on_zero: true,
+        ..SqlModes::default()
+    };
+    (effect(sql, zero, column, table_columns) == plain).then_some(plain)
+}
+
+/// [`insert_target`] before the session's `sql_mode` is known (see
+/// [`effect_in_every_mode`]).
+pub fn insert_target_in_every_mode(sql: &str) -> Option<Target<'_>> {
+    if memchr::memchr2(b'"', b'\\', sql.as_bytes()).is_some() {
+        return None;
+    }
+    insert_target(sql, SqlModes::default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of(sql: &str) -> LastId {
+        let cols = ["id".to_string(), "k".to_string(), "c".to_string()];
+        effect(sql, SqlModes::default(), Some("id"), &cols)
+    }
+
+    #[test]
+    fn generated_only_when_every_row_leaves_it_to_mariadb() {
+        for sql in [
+            "INSERT INTO t (k, c) VALUES (1, 'a')",
+            "insert into db.t (k, c) values (1, 'a'), (2, 'b')",
+            "INSERT INTO t (id, k, c) VALUES (0, 1, 'a')",
+            "INSERT INTO t (id, k, c) VALUES (NULL, 1, 'a'), (DEFAULT, 2, 'b')",
+            "INSERT INTO t (`ID`, k, c) VALUES (0, 1, 'it''s here')",
+            "INSERT INTO t VALUES (NULL, 1, 'a')",
+            "INSERT INTO t SET k = 1, c = 'a'",
+            "INSERT INTO t SET id = NULL, k = 1",
+        ] {
+            assert_eq!(of(sql), LastId::Generated, "{sql}");
+        }
+        for sql in [
+            "INSERT INTO t (id, k, c) VALUES (5, 1, 'a')",
+            "INSERT INTO t (id, k, c) VALUES (5, 1, 'a'), ('7', 2, 'b')",
+            "INSERT INTO t VALUES (3, 1, 'a')",
+            "INSERT INTO t SET id = 9, k = 1",
+        ] {
+            assert_eq!(of(sql), LastId::Kept, "{sql}");
+        }
+        for sql in [
+            "INSERT INTO t (id, k, c) VALUES (0, 1, 'a'), (7, 2, 'b')",
+            "INSERT INTO t (id, k) VALUES (?, 1)",
+            "INSERT INTO t (id, k) VALUES (@v, 1)",
+            "INSERT INTO t (id, k) SELECT NULL, k FROM u",
+            "INSERT INTO t (k, c) SELECT k, c FROM u",
+            "INSERT IGNORE INTO t (k) VALUES (1)",
+            "INSERT INTO t (k) VALUES (1) ON DUPLICATE KEY UPDATE k = 2",
+            "INSERT INTO t (k) VALUES (1); INSERT INTO t (k) VALUES (2)",
+            // In doubt: a `;` anywhere, even in a string.
+            "INSERT INTO t (k, c) VALUES (1, 'a;b')",
+            "REPLACE INTO t (k) VALUES (1)",
+            "UPDATE t SET k = 1",
+            "SELECT 1",
+        ] {
+            assert_eq!(of(sql), LastId::Unknown, "{sql}");
+        }
+        // NO_AUTO_VALUE_ON_ZERO: 0 and DEFAULT are stored as given.
+        let zero = SqlModes {
+            no_auto_value_on_zero: true,
+            ..SqlModes::default()
+        };
+        let cols = ["id".to_string(), "k".to_string()];
+        for (sql, want) in [
+            ("INSERT INTO t (id, k) VALUES (0, 1)", LastId::Kept),
+            ("INSERT INTO t (id, k) VALUES (DEFAULT, 1)", LastId::Kept),
+            ("INSERT INTO t (id, k) VALUES (NULL, 1)", LastId::Generated),
+            ("INSERT INTO t (k) VALUES (1)", LastId::Generated),
+        ] {
+            assert_eq!(effect(sql, zero, Some("id"), &cols), want, "{sql}");
+        }
+        // A table without an AUTO_INCREMENT column generates nothing.
+        assert_eq!(
+            effect(
+                "INSERT INTO t (k) VALUES (1)",
+                SqlModes::default(),
+                None,
+                &cols
+            ),
+            LastId::Kept
+        );
+        // A column list the cache does not know (it was wrong).
+        assert_eq!(
+            effect(
+                "INSERT INTO t VALUES (NULL, 1)",
+                SqlModes::default(),
+                Some("id"),
+                &["a".to_string(), "b".to_string()]
+            ),
+            LastId::Unknown
+        );
+    }
+
+    #[test]
+    fn before_the_sql_mode_is_known_only_what_every_mode_reads_alike() {
+        let cols = ["id".to_string(), "k".to_string()];
+        let any = |sql: &str| effect_in_every_mode(sql, Some("id"), &cols);
+        assert_eq!(any("INSERT INTO t (k) VALUES (1)"), Some(LastId::Generated));
+        assert_eq!(
+            any("INSERT INTO t (id, k) VALUES (NULL, 1)"),
+            Some(LastId::Generated)
+        );
+        assert_eq!(
+            any("INSERT INTO t (id, k) VALUES (5, 1)"),
+            Some(LastId::Kept)
+        );
+        // 0: generated, unless NO_AUTO_VALUE_ON_ZERO.
+        assert_eq!(any("INSERT INTO t (id, k) VALUES (0, 1)"), None);
+        // Quotes and backslashes read differently in some modes.
+        assert_eq!(any("INSERT INTO t (k) VALUES ('a\\')"), None);
+        assert_eq!(any("INSERT INTO \"t\" (k) VALUES (1)"), None);
+        assert!(insert_target_in_every_mode("INSERT INTO \"t\" (k) VALUES (1)").is_none());
+        assert!(insert_target_in_every_mode("INSERT INTO s.t (k) VALUES (1)").is_some());
+    }
+
+    #[test]
+    fn the_target_is_read_in_the_sessions_quoting() {
+        let ansi = SqlModes {
+            ansi_quotes: true,
+            ..SqlModes::default()
+        };
+        let t = insert_target("INSERT INTO \"s\".\"t\" (k) VALUES (1)", ansi).unwrap();
+        assert_eq!((t.schema.as_deref(), &*t.table), (Some("s"), "t"));
+        assert!(insert_target("INSERT INTO t (k) VALUES (1)", SqlModes::default()).is_some());
+        assert!(
+            insert_target("INSERT IGNORE INTO t (k) VALUES (1)", SqlModes::default()).is_none()
+        );
+    }
+}
