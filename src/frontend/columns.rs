@@ -35,7 +35,10 @@ type Entry = (Arc<[String]>, Arc<[ColumnType]>, Instant);
 /// `(schema, table)` -> columns in order.
 #[derive(Debug, Default)]
 pub struct ColumnCache {
-    map: RwLock<HashMap<(String, String), Entry>>,
+    /// schema -> table -> entry (looked up without building a key).
+    map: RwLock<HashMap<String, HashMap<String, Entry>>>,
+    /// Tables in `map`.
+    tables: std::sync::atomic::AtomicUsize,
     /// Tables being read in the background (`session/facts.rs`).
     fetching: parking_lot::Mutex<HashSet<(String, String)>>,
 }
@@ -58,7 +61,7 @@ impl ColumnCache {
     /// The columns of `schema.table`, if known and fresh.
     pub fn get(&self, schema: &str, table: &str) -> Option<Arc<[String]>> {
         let map = self.map.read();
-        let (cols, _, at) = map.get(&(schema.to_string(), table.to_string()))?;
+        let (cols, _, at) = map.get(schema)?.get(table)?;
         (at.elapsed() < TTL).then(|| cols.clone())
     }
 
@@ -72,7 +75,7 @@ impl ColumnCache {
         column: &str,
     ) -> Option<Option<ColumnType>> {
         let map = self.map.read();
-        let (cols, types, at) = map.get(&(schema.to_string(), table.to_string()))?;
+        let (cols, types, at) = map.get(schema)?.get(table)?;
         if at.elapsed() >= TTL || types.len() != cols.len() {
             return None;
         }
@@ -83,33 +86,38 @@ impl ColumnCache {
         )
     }
 
-    /// The AUTO_INCREMENT column of `schema.table` (`None`: it has none)
-    /// and its columns in order, if known and fresh.
+    /// The position of the AUTO_INCREMENT column of `schema.table`
+    /// (`None`: it has none) and its columns in order, if known and fresh.
     pub fn auto_increment(
         &self,
         schema: &str,
         table: &str,
-    ) -> Option<(Option<String>, Arc<[String]>)> {
+    ) -> Option<(Option<usize>, Arc<[String]>)> {
         let map = self.map.read();
-        let (cols, types, at) = map.get(&(schema.to_string(), table.to_string()))?;
+        let (cols, types, at) = map.get(schema)?.get(table)?;
         if at.elapsed() >= TTL || types.len() != cols.len() {
             return None;
         }
         let auto = types.iter().position(|t| t.auto_increment);
-        Some((auto.map(|i| cols[i].clone()), cols.clone()))
+        Some((auto, cols.clone()))
     }
 
     /// Records the columns of `schema.table` and their types (`types` in
     /// the same order as `columns`).
     pub fn put(&self, schema: &str, table: &str, columns: Vec<String>, types: Vec<ColumnType>) {
+        use std::sync::atomic::Ordering;
         let mut map = self.map.write();
-        if map.len() > 10_000 {
+        if self.tables.load(Ordering::Relaxed) > 10_000 {
             map.clear();
+            self.tables.store(0, Ordering::Relaxed);
         }
-        map.insert(
-            (schema.to_string(), table.to_string()),
+        let old = map.entry(schema.to_string()).or_default().insert(
+            table.to_string(),
             (columns.into(), types.into(), Instant::now()),
         );
+        if old.is_none() {
+            self.tables.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Forgets everything (after DDL).
@@ -117,6 +125,7 @@ impl ColumnCache {
         let mut map = self.map.write();
         if !map.is_empty() {
             map.clear();
+            self.tables.store(0, std::sync::atomic::Ordering::Relaxed);
         }
     }
 }

@@ -62,7 +62,8 @@ pub enum LastId {
 /// `NULL` (or `DEFAULT` or 0, unless `NO_AUTO_VALUE_ON_ZERO` is in
 /// `modes`) in every row. Kept: an integer other than those in every row.
 /// Unknown whenever in doubt (an expression, a placeholder, INSERT ...
-/// SELECT, a form the fast parser does not read, not one plain INSERT).
+/// SELECT naming the column, a form the fast parser does not read, not
+/// one plain INSERT).
 /// A caller must first rule out statements that name `LAST_INSERT_ID`.
 pub fn effect(
     sql: &str,
@@ -84,7 +85,19 @@ pub fn effect(
         return LastId::Unknown;
     }
     let id_index = match fast::columns(&mut lx, sql, column) {
-        // Left out of the list: every row gets a generated value.
+        // Left out of the list: every row gets a generated value, whatever
+        // the rows are (no need to read them), unless ON DUPLICATE KEY
+        // UPDATE changes rows instead.
+        Ok(Some(list)) if list.id_index.is_none() => {
+            return if crate::sql::statement::keyword::contains_ignore_case(
+                sql.as_bytes(),
+                b"duplicate",
+            ) {
+                LastId::Unknown
+            } else {
+                LastId::Generated
+            };
+        }
         Ok(Some(list)) => list.id_index,
         Ok(None) => match table_columns
             .iter()
@@ -102,9 +115,6 @@ pub fn effect(
     };
     if end.clause || end.semicolon {
         return LastId::Unknown;
-    }
-    if id_index.is_none() {
-        return LastId::Generated;
     }
     let generated = |class: ValueClass| match class {
         ValueClass::Null => Some(true),
@@ -182,6 +192,8 @@ mod tests {
             "INSERT INTO t VALUES (NULL, 1, 'a')",
             "INSERT INTO t SET k = 1, c = 'a'",
             "INSERT INTO t SET id = NULL, k = 1",
+            // Left out: generated whatever the rows (a SELECT too).
+            "INSERT INTO t (k, c) SELECT k, c FROM u",
         ] {
             assert_eq!(of(sql), LastId::Generated, "{sql}");
         }
@@ -198,7 +210,6 @@ mod tests {
             "INSERT INTO t (id, k) VALUES (?, 1)",
             "INSERT INTO t (id, k) VALUES (@v, 1)",
             "INSERT INTO t (id, k) SELECT NULL, k FROM u",
-            "INSERT INTO t (k, c) SELECT k, c FROM u",
             "INSERT IGNORE INTO t (k) VALUES (1)",
             "INSERT INTO t (k) VALUES (1) ON DUPLICATE KEY UPDATE k = 2",
             "INSERT INTO t (k) VALUES (1); INSERT INTO t (k) VALUES (2)",

@@ -7,10 +7,15 @@
 //! - No id is generated (explicit ids, or no AUTO_INCREMENT column): the
 //!   value stays the session's, whatever the connection held before.
 //! - Unknown (a placeholder or an expression in the id column, INSERT ...
-//!   SELECT, REPLACE, a table not known yet): the connection is given the
-//!   session's value before the statement, as for a statement that reads
-//!   it, and claimed after it (`mux.rs`, `backend/lidclaim.rs`); whatever
-//!   the statement did, the connection then holds the session's value.
+//!   SELECT naming it, REPLACE, a table not known yet): a connection that
+//!   does not hold the session's value is given it before the statement,
+//!   as for a statement that reads it, and the value is claimed after it
+//!   (`mux.rs`, `backend/lidclaim.rs`): whatever the statement did, the
+//!   connection then holds the session's value.
+//!
+//! The statement is looked at after it ran (to spare the next session on
+//! the connection a read), and before only when its connection holds
+//! another value (for the claim to be right).
 //!
 //! Which column is AUTO_INCREMENT comes from the shared column cache
 //! (`frontend/columns.rs`: information_schema on shard 0, trusted for its
@@ -40,113 +45,116 @@ fn command_text<'a>(stmts: &'a mut Statements, payload: &'a [u8]) -> Option<&'a 
 }
 
 impl Session {
-    /// Before a command of a multiplexed session that does not name
-    /// `LAST_INSERT_ID`: whether it is an INSERT or REPLACE that may leave
-    /// the connection's value as it was (so the session's must be there
-    /// first). Notes what is known for [`Session::note_generated`].
-    pub(in crate::frontend) fn insert_may_keep_lid(&mut self, payload: &[u8]) -> bool {
-        self.mux.lid_effect = None;
+    /// Before a command: notes an INSERT or REPLACE of a multiplexed
+    /// session that does not name `LAST_INSERT_ID` (its text kept; it is
+    /// read only when it matters: [`Session::restore_for_insert`],
+    /// [`Session::note_generated`]).
+    pub(in crate::frontend) fn note_insert(&mut self, payload: &[u8]) {
+        let m = &mut self.mux;
+        m.insert_pending = false;
+        m.insert_classified = false;
+        m.lid_effect = None;
+        m.insert_rule = false;
+        if m.want_lid || !self.shared.config.backend.multiplex {
+            return;
+        }
         let Some(text) = command_text(&mut self.stmts, payload) else {
-            return false;
+            return;
         };
         if !matches!(&first_keyword(text), b"INSERT\0\0" | b"REPLACE\0") {
-            return false;
+            return;
         }
-        let Ok(sql) = std::str::from_utf8(text) else {
-            return true;
-        };
-        let target = match self.sql_modes {
+        self.mux.insert_text.clear();
+        self.mux.insert_text.extend_from_slice(text);
+        self.mux.insert_pending = true;
+    }
+
+    /// What the pending INSERT does to `LAST_INSERT_ID()`, from what is
+    /// known now (`None`: unknown). A table not known yet is read in the
+    /// background for the next INSERT. Looked at once per statement.
+    fn classify_insert(&mut self) -> Option<LastId> {
+        if self.mux.insert_classified {
+            return self.mux.lid_effect;
+        }
+        self.mux.insert_classified = true;
+        let modes = self.sql_modes;
+        let sql = std::str::from_utf8(&self.mux.insert_text).ok()?;
+        let target = match modes {
             Some(m) => autoinc::insert_target(sql, m),
             None => autoinc::insert_target_in_every_mode(sql),
-        };
-        let Some(target) = target else {
-            return true;
-        };
-        let Some(schema) = target.schema.as_deref().or(self.schema.as_deref()) else {
-            return true;
-        };
+        }?;
+        let schema = target.schema.as_deref().or(self.schema.as_deref())?;
         if self
             .rules
             .as_ref()
             .is_some_and(|r| r.entry(Some(schema), &target.table).is_some())
         {
             // A rule table: idgate fills the ids and knows the value.
-            return false;
+            self.mux.insert_rule = true;
+            return None;
         }
         let Some((column, columns)) = self.shared.columns.auto_increment(schema, &target.table)
         else {
-            return true;
+            fetch_columns_later(&self.shared, schema.to_string(), target.table.into_owned());
+            return None;
         };
-        let effect = match self.sql_modes {
-            Some(m) => Some(autoinc::effect(sql, m, column.as_deref(), &columns)),
-            None => autoinc::effect_in_every_mode(sql, column.as_deref(), &columns),
+        let column = column.and_then(|i| columns.get(i)).map(String::as_str);
+        let effect = match modes {
+            Some(m) => Some(autoinc::effect(sql, m, column, &columns)),
+            None => autoinc::effect_in_every_mode(sql, column, &columns),
         };
-        self.mux.lid_effect = effect;
-        !matches!(effect, Some(LastId::Generated | LastId::Kept))
+        self.mux.lid_effect = effect.filter(|e| *e != LastId::Unknown);
+        self.mux.lid_effect
     }
 
-    /// After an INSERT of a multiplexed session that did not name
-    /// `LAST_INSERT_ID` and whose ids idgate did not fill: what it did to
-    /// the session's value. Generated: the value is the OK packet's
-    /// (noted, `lid_given`). Returns whether the value is known to be
-    /// unchanged or noted, so nothing is to be claimed.
-    pub(in crate::frontend) fn note_generated(&mut self, payload: &[u8]) -> bool {
-        let effect = match self.mux.lid_effect.take() {
-            Some(e) => e,
-            None => {
-                self.learn_table(payload);
-                LastId::Unknown
+    /// Before the pending INSERT runs on `shard`'s connection: when that
+    /// connection does not hold the session's value, an INSERT that may
+    /// keep the connection's value (an explicit id, or unknown) needs the
+    /// session's there first, as a statement that reads it would.
+    pub(in crate::frontend) async fn restore_for_insert(
+        &mut self,
+        shard: usize,
+    ) -> Result<(), crate::backend::BackendError> {
+        let held = self.mux.held_lid.get(shard).copied().flatten();
+        if self.mux.lid_dirty || (held == Some(self.mux.lid) && self.mux.owed.is_none()) {
+            return Ok(());
+        }
+        let effect = self.classify_insert();
+        if self.mux.insert_rule || matches!(effect, Some(LastId::Generated | LastId::Kept)) {
+            return Ok(());
+        }
+        self.restore_lid(shard).await
+    }
+
+    /// After the pending INSERT, whose ids idgate did not fill: what it did
+    /// to the session's value. Generated: the value is the OK packet's
+    /// (noted, `lid_given`); Kept: unchanged; otherwise the value is
+    /// claimed (the connection held the session's value before the
+    /// INSERT, or was given it, so it holds the right one after).
+    /// Returns whether nothing is to be claimed.
+    pub(in crate::frontend) fn note_generated(&mut self) -> bool {
+        if !self.mux.insert_pending {
+            return false;
+        }
+        self.mux.insert_pending = false;
+        let one = {
+            let mut with_id = self.backends.open().filter(|(_, b)| b.insert_id != 0);
+            match (with_id.next(), with_id.next()) {
+                (Some((shard, b)), None) => Some((shard, b.insert_id)),
+                _ => None,
             }
         };
-        match effect {
-            LastId::Kept => true,
-            LastId::Unknown => false,
-            LastId::Generated => {
-                let one = {
-                    let mut with_id = self.backends.open().filter(|(_, b)| b.insert_id != 0);
-                    match (with_id.next(), with_id.next()) {
-                        (Some((shard, b)), None) => Some((shard, b.insert_id)),
-                        _ => None,
-                    }
-                };
-                let Some((shard, id)) = one else {
-                    return false;
-                };
+        let effect = self.classify_insert();
+        if self.mux.insert_rule {
+            return false;
+        }
+        match (effect, one) {
+            (Some(LastId::Kept), _) => true,
+            (Some(LastId::Generated), Some((shard, id))) => {
                 self.lid_given(shard, id);
                 true
             }
-        }
-    }
-
-    /// After an INSERT whose effect was not known before it ran: the
-    /// table's columns are read in the background (on a connection of
-    /// idgate's own: the client may still ask its connection for
-    /// `ROW_COUNT()` or the warnings), for the next INSERT into it.
-    fn learn_table(&mut self, payload: &[u8]) {
-        let modes = self.sql_modes;
-        let Some(text) = command_text(&mut self.stmts, payload) else {
-            return;
-        };
-        let Ok(sql) = std::str::from_utf8(text) else {
-            return;
-        };
-        let target = match modes {
-            Some(m) => autoinc::insert_target(sql, m),
-            None => autoinc::insert_target_in_every_mode(sql),
-        };
-        let Some(target) = target else {
-            return;
-        };
-        let Some(schema) = target.schema.as_deref().or(self.schema.as_deref()) else {
-            return;
-        };
-        if self
-            .shared
-            .columns
-            .auto_increment(schema, &target.table)
-            .is_none()
-        {
-            fetch_columns_later(&self.shared, schema.to_string(), target.table.into_owned());
+            _ => false,
         }
     }
 }

@@ -370,6 +370,8 @@ impl Session {
         }
         if self.mux.want_lid {
             self.restore_lid(shard).await?;
+        } else if self.mux.insert_pending {
+            self.restore_for_insert(shard).await?;
         }
         self.backends
             .get_mut(shard)

@@ -349,11 +349,7 @@ impl Session {
             _ => false,
         };
         self.mux.reads_lid = self.mux.want_lid;
-        if !self.mux.want_lid && self.multiplexing() {
-            // An INSERT that may keep the connection's value (an explicit
-            // id) needs the session's there first (`generated.rs`).
-            self.mux.want_lid = self.insert_may_keep_lid(payload);
-        }
+        self.note_insert(payload);
     }
 
     /// Whether `[backend] multiplex` is on.
@@ -406,7 +402,7 @@ impl Session {
                 && !f.mentions_lid
                 && self.mux.lid_set == 0
                 && self.multiplexing()
-                && self.note_generated(payload);
+                && self.note_generated();
             if !told {
                 self.note_lid_change(f);
             }
@@ -421,6 +417,7 @@ impl Session {
         self.mux.lid_set = 0;
         self.mux.want_lid = false;
         self.mux.reads_lid = false;
+        self.mux.insert_pending = false;
     }
 
     /// After statement `sql`: the held connections whose

@@ -33,9 +33,16 @@ pub struct MuxState {
     /// The command under way may read `LAST_INSERT_ID()` (names it, or
     /// an INSERT IGNORE / ON DUPLICATE KEY UPDATE): part of `want_lid`.
     pub(in crate::frontend) reads_lid: bool,
-    /// What the INSERT under way does to `LAST_INSERT_ID()`, when it was
-    /// known before it ran (`generated.rs`).
+    /// The command under way is an INSERT or REPLACE that does not name
+    /// `LAST_INSERT_ID` (`generated.rs`): its text, kept for when what
+    /// it does to the value matters (reused buffer).
+    pub(in crate::frontend) insert_pending: bool,
+    pub(in crate::frontend) insert_text: Vec<u8>,
+    /// Its text was looked at: `lid_effect` is what was found (`None`:
+    /// unknown), `insert_rule` whether it writes a rule table.
+    pub(in crate::frontend) insert_classified: bool,
     pub(in crate::frontend) lid_effect: Option<crate::sql::autoinc::LastId>,
+    pub(in crate::frontend) insert_rule: bool,
     /// Shards (bits) whose connection got the session's value from idgate
     /// during this command (`Session::set_last_insert_id`).
     pub(in crate::frontend) lid_set: u64,
