@@ -329,11 +329,6 @@ async fn last_insert_id_is_read_only_when_somebody_needs_it() {
             .expect("insert");
         assert_eq!(r.last_insert_id(), Some(v + 1), "the OK packet's id");
         drop(r);
-        if v == 0 {
-            // The first INSERT into the table has it read in the
-            // background (which column is AUTO_INCREMENT, `generated.rs`).
-            wait_columns_known(&p, &schema, "t").await;
-        }
     }
     assert_eq!(
         selects_and_dos(&mut a).await,
@@ -592,7 +587,8 @@ async fn a_set_run_as_a_prepared_statement_pins_the_session_and_does_not_leak() 
 /// An INSERT whose AUTO_INCREMENT values MariaDB generated (the column
 /// left out, or given NULL or 0) reports the connection's
 /// `LAST_INSERT_ID()` in its OK packet: the session knows it, and the
-/// next session to take the connection reads nothing first. An explicit
+/// next session to take the connection reads nothing first (once a taker
+/// had to read a value, inserting sessions look at their statements). An explicit
 /// id is reported too but leaves `LAST_INSERT_ID()` as it was: then the
 /// value is claimed and read as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -607,10 +603,23 @@ async fn ids_mariadb_generated_are_known_from_the_ok_packet() {
         .await
         .expect("create");
     let mut b = Conn::new(p.opts(Some(&schema))).await.expect("client b");
-    // The first INSERT has the table's columns read in the background.
-    a.query_drop("INSERT INTO t (v) VALUES (0)")
-        .await
-        .expect("first row");
+    // b reads the value a's first INSERT left on the connection: from
+    // then on, inserting sessions look at their statements
+    // (`generated.rs`), and the second INSERT has the table's columns
+    // read in the background.
+    for _ in 0..2 {
+        a.query_drop("INSERT INTO t (v) VALUES (0)")
+            .await
+            .expect("first rows");
+        b.query_drop("DO 1").await.expect("b takes the connection");
+    }
+    assert!(
+        p.shared.pools[0]
+            .stats
+            .lid_reads
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1
+    );
     wait_columns_known(&p, &schema, "t").await;
     let before = selects_and_dos(&mut a).await;
     let mut last = 0;

@@ -114,6 +114,12 @@ pub struct PoolStats {
     /// after its statement, by the reason (its index; the names are the
     /// session's, `frontend::session::mux::Pin`).
     pub pinned: [AtomicU64; PIN_SLOTS],
+    /// `LAST_INSERT_ID()` values a taker read from a connection another
+    /// session left one on (`lidclaim.rs`).
+    pub lid_reads: AtomicU64,
+    /// Sessions look at their INSERTs after they ran, to spare such reads,
+    /// until `multiplexed` reaches this (`frontend/session/generated.rs`).
+    pub look_until: AtomicU64,
 }
 
 /// Reasons a session's connection may be pinned (slots in

@@ -13,9 +13,13 @@
 //!   (`mux.rs`, `backend/lidclaim.rs`): whatever the statement did, the
 //!   connection then holds the session's value.
 //!
-//! The statement is looked at after it ran (to spare the next session on
-//! the connection a read), and before only when its connection holds
-//! another value (for the claim to be right).
+//! The statement is looked at before it runs only when its connection
+//! holds another value (for the claim to be right), and after it only
+//! when another session is likely to take the connection next (one is
+//! waiting for it, or takers of the pool had to read a value in its last
+//! [`LOOK_FOR`] give-backs): reading the statement costs about a
+//! microsecond, which a session that takes its own connection back, the
+//! usual case, would pay for nothing.
 //!
 //! Which column is AUTO_INCREMENT comes from the shared column cache
 //! (`frontend/columns.rs`: information_schema on shard 0, trusted for its
@@ -31,6 +35,7 @@ use crate::frontend::session::Session;
 use crate::protocol::consts::cmd;
 use crate::sql::autoinc::{self, LastId};
 use crate::sql::statement::keyword::first_keyword;
+use std::sync::atomic::Ordering;
 
 /// The statement text of a COM_QUERY or of a prepared statement's execute.
 fn command_text<'a>(stmts: &'a mut Statements, payload: &'a [u8]) -> Option<&'a [u8]> {
@@ -43,6 +48,11 @@ fn command_text<'a>(stmts: &'a mut Statements, payload: &'a [u8]) -> Option<&'a 
         _ => None,
     }
 }
+
+/// Give-backs (of the pool's connections) for which inserting sessions
+/// look at their statements after a taker had to read a value another
+/// session left on a connection.
+pub const LOOK_FOR: u64 = 1000;
 
 impl Session {
     /// Before a command: notes an INSERT or REPLACE of a multiplexed
@@ -127,11 +137,12 @@ impl Session {
     }
 
     /// After the pending INSERT, whose ids idgate did not fill: what it did
-    /// to the session's value. Generated: the value is the OK packet's
-    /// (noted, `lid_given`); Kept: unchanged; otherwise the value is
-    /// claimed (the connection held the session's value before the
-    /// INSERT, or was given it, so it holds the right one after).
-    /// Returns whether nothing is to be claimed.
+    /// to the session's value, when another session is likely to take the
+    /// connection next. Generated: the value is the OK packet's (noted,
+    /// `lid_given`); Kept: unchanged; otherwise the value is claimed (the
+    /// connection held the session's value before the INSERT, or was
+    /// given it, so it holds the right one after). Returns whether
+    /// nothing is to be claimed.
     pub(in crate::frontend) fn note_generated(&mut self) -> bool {
         if !self.mux.insert_pending {
             return false;
@@ -144,7 +155,19 @@ impl Session {
                 _ => None,
             }
         };
-        let effect = self.classify_insert();
+        // Looked at already (its connection held another value), or when
+        // another session will take the connection: one waits for it, or
+        // takers had to read values lately (otherwise the session takes
+        // its connection back, as usual, and nothing needs the value).
+        let look = self.mux.insert_classified
+            || one.is_some_and(|(shard, _)| {
+                self.shared.pools.get(shard).is_some_and(|p| {
+                    let st = &p.stats;
+                    st.multiplexed.load(Ordering::Relaxed) < st.look_until.load(Ordering::Relaxed)
+                        || p.state().waiting > 0
+                })
+            });
+        let effect = if look { self.classify_insert() } else { None };
         if self.mux.insert_rule {
             return false;
         }

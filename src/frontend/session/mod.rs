@@ -11,7 +11,7 @@ pub mod auth;
 pub mod backends;
 pub mod capture;
 mod facts;
-mod generated;
+pub mod generated;
 pub mod kill;
 pub mod lastid;
 pub mod lidread;

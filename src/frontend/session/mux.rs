@@ -706,6 +706,17 @@ impl Session {
             conn.lid_claim = None;
             return Ok(lid);
         }
+        if let Some(pool) = self.shared.pools.get(shard) {
+            // Inserting sessions look at their statements for a while, so
+            // the next takers need not read (`generated.rs`).
+            let st = &pool.stats;
+            st.lid_reads.fetch_add(1, Ordering::Relaxed);
+            let now = st.multiplexed.load(Ordering::Relaxed);
+            st.look_until.store(
+                now + crate::frontend::session::generated::LOOK_FOR,
+                Ordering::Relaxed,
+            );
+        }
         match lidread::settle_claim(conn, self.shared.connect_timeout()).await {
             Some(v) => Ok(Some(v)),
             None => Err(crate::backend::BackendError::Lost {
