@@ -235,7 +235,7 @@ fn sha2_metrics(s: &crate::frontend::session::sha2state::Sha2State) -> String {
 /// The shard connection pools, per shard (as `SHOW IDGATE POOLS`).
 pub fn pool_metrics(pools: &[crate::backend::pool::PoolView]) -> String {
     type Get = fn(&crate::backend::pool::PoolView) -> f64;
-    let series: [(&str, &str, &str, Get); 13] = [
+    let series: [(&str, &str, &str, Get); 14] = [
         (
             "open",
             "gauge",
@@ -313,6 +313,12 @@ pub fn pool_metrics(pools: &[crate::backend::pool::PoolView]) -> String {
             "counter",
             "Shard connections reset and given their taker's session state (multiplex).",
             |v| v.restored as f64,
+        ),
+        (
+            "lid_reads_total",
+            "counter",
+            "LAST_INSERT_ID() values read from a shard connection another session left one on (multiplex).",
+            |v| v.lid_reads as f64,
         ),
     ];
     let mut out = String::new();
@@ -583,6 +589,7 @@ mod tests {
             },
             wait_us: 1_500_000,
             reused: 9,
+            lid_reads: 4,
             ..Default::default()
         };
         let m = pool_metrics(&[v]);
@@ -600,6 +607,10 @@ mod tests {
         );
         assert!(
             m.contains("idgate_pool_reused_total{shard=\"s\\\"0\"} 9\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("idgate_pool_lid_reads_total{shard=\"s\\\"0\"} 4\n"),
             "{m}"
         );
         assert!(m.contains("# TYPE idgate_pool_open gauge\n"), "{m}");

@@ -265,6 +265,10 @@ async fn pinned_sessions_keep_their_connection_until_released() {
         .parse()
         .expect("a number");
     assert!(multiplexed > 0);
+    assert!(
+        s0.get::<String, _>("Lid_reads").is_some(),
+        "column Lid_reads"
+    );
     assert_eq!(
         s0.get::<String, _>("Pinned").as_deref(),
         Some("temporary_table=1,user_variable=1")

@@ -151,6 +151,7 @@ pub struct PoolView {
     pub stale: u64,
     pub multiplexed: u64,
     pub restored: u64,
+    pub lid_reads: u64,
     pub pinned: [u64; PIN_SLOTS],
 }
 
@@ -291,6 +292,7 @@ impl<K, C> Pool<K, C> {
             stale: n(&st.stale),
             multiplexed: n(&st.multiplexed),
             restored: n(&st.restored),
+            lid_reads: n(&st.lid_reads),
             pinned: std::array::from_fn(|i| n(&st.pinned[i])),
         }
     }

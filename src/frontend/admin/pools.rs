@@ -37,6 +37,7 @@ impl Session {
                     n(v.stale),
                     n(v.multiplexed),
                     n(v.restored),
+                    n(v.lid_reads),
                     Some(pinned_text(&v.pinned)),
                 ]
             })
@@ -59,6 +60,7 @@ impl Session {
                 ("Stale", UInt),
                 ("Multiplexed", UInt),
                 ("Restored", UInt),
+                ("Lid_reads", UInt),
                 ("Pinned", Text),
             ],
             &rows,
