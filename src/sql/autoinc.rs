@@ -7,7 +7,7 @@
 //! the connection (`frontend/session/mux.rs`).
 
 use super::fast;
-use super::lexer::Lexer;
+use super::lexer::{Lexer, Modes};
 use super::shape::{Body, ValueClass};
 use super::SqlModes;
 use std::borrow::Cow;
@@ -23,10 +23,15 @@ pub struct Target<'a> {
 /// statement): the only kind [`effect`] tells more than
 /// [`LastId::Unknown`] for.
 pub fn insert_target(sql: &str, modes: SqlModes) -> Option<Target<'_>> {
+    head(sql, modes.lexer()).map(|(_, t)| t)
+}
+
+/// [`insert_target`], and the lexer just past the table name.
+fn head(sql: &str, modes: Modes) -> Option<(Lexer<'_>, Target<'_>)> {
     if memchr::memchr(b';', sql.as_bytes()).is_some() {
         return None;
     }
-    let mut lx = Lexer::new(sql, 0, modes.lexer());
+    let mut lx = Lexer::new(sql, 0, modes);
     let t = lx.next_token()?;
     if !sql
         .get(t.start..t.end)
@@ -35,10 +40,13 @@ pub fn insert_target(sql: &str, modes: SqlModes) -> Option<Target<'_>> {
         return None;
     }
     let head = fast::head(&mut lx, sql).ok()?;
-    (!head.ignore).then_some(Target {
-        schema: head.schema,
-        table: head.table,
-    })
+    (!head.ignore).then_some((
+        lx,
+        Target {
+            schema: head.schema,
+            table: head.table,
+        },
+    ))
 }
 
 /// What one INSERT does to the connection's `LAST_INSERT_ID()`.
@@ -71,19 +79,14 @@ pub fn effect(
     column: Option<&str>,
     table_columns: &[String],
 ) -> LastId {
-    if insert_target(sql, modes).is_none() {
+    let no_auto_value_on_zero = modes.no_auto_value_on_zero;
+    let modes = modes.lexer();
+    let Some((mut lx, _)) = head(sql, modes) else {
         return LastId::Unknown;
-    }
+    };
     let Some(column) = column else {
         return LastId::Kept;
     };
-    let no_auto_value_on_zero = modes.no_auto_value_on_zero;
-    let modes = modes.lexer();
-    let mut lx = Lexer::new(sql, 0, modes);
-    lx.next_token();
-    if fast::head(&mut lx, sql).is_err() {
-        return LastId::Unknown;
-    }
     let id_index = match fast::columns(&mut lx, sql, column) {
         // Left out of the list: every row gets a generated value, whatever
         // the rows are (no need to read them), unless ON DUPLICATE KEY
@@ -122,23 +125,29 @@ pub fn effect(
         ValueClass::Int(_) => Some(false),
         _ => None,
     };
-    let mut each = Vec::new();
+    // Whether some row's id is generated, and some row's given.
+    let (mut some_generated, mut some_given) = (false, false);
+    let mut note = |g: Option<bool>| match g {
+        Some(true) => some_generated = true,
+        Some(false) => some_given = true,
+        None => {
+            // In doubt: counts as both.
+            some_generated = true;
+            some_given = true;
+        }
+    };
     match body {
         Body::Values(rows) => {
-            for r in rows {
-                each.push(r.id.and_then(|v| generated(v.class)));
+            for r in &rows {
+                note(r.id.and_then(|v| generated(v.class)));
             }
         }
-        Body::Set { id, .. } => each.push(id.map_or(Some(true), |v| generated(v.class))),
+        Body::Set { id, .. } => note(id.map_or(Some(true), |v| generated(v.class))),
     }
-    if each.is_empty() || each.contains(&None) {
-        LastId::Unknown
-    } else if each.iter().all(|&g| g == Some(true)) {
-        LastId::Generated
-    } else if each.iter().all(|&g| g == Some(false)) {
-        LastId::Kept
-    } else {
-        LastId::Unknown
+    match (some_generated, some_given) {
+        (true, false) => LastId::Generated,
+        (false, true) => LastId::Kept,
+        _ => LastId::Unknown,
     }
 }
 

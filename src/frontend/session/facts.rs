@@ -32,17 +32,14 @@ impl Session {
             return Ok(m);
         }
         let tag = self.state_tag();
-        let b = self.backend(0).await.map_err(CmdError::Backend)?;
-        let m = match b.sql_modes {
+        let known = self.backend(0).await.map_err(CmdError::Backend)?.sql_modes;
+        let m = match known {
             Some((t, m)) if t == tag && tag != u64::MAX => m,
             _ => {
-                let rows = b
-                    .query_rows("SELECT @@SESSION.sql_mode")
-                    .await
-                    .map_err(CmdError::Backend)?;
-                let mode = rows.first().and_then(|r| r.first().cloned().flatten());
-                let m = SqlModes::parse(mode.as_deref().unwrap_or_default());
-                b.sql_modes = Some((tag, m));
+                let m = SqlModes::parse(&self.first_value("SELECT @@SESSION.sql_mode").await?);
+                if let Some(b) = self.backends.get_mut(0) {
+                    b.sql_modes = Some((tag, m));
+                }
                 m
             }
         };

@@ -348,7 +348,6 @@ impl Session {
                 .is_some_and(|s| reads_last_id(s.client_prepare.get(1..).unwrap_or(&[]))),
             _ => false,
         };
-        self.mux.reads_lid = self.mux.want_lid;
         self.note_insert(payload);
     }
 
@@ -358,9 +357,11 @@ impl Session {
     }
 
     /// What a command's statement text (a query's, or the prepared text of
-    /// an execute) tells about pins and `LAST_INSERT_ID()`.
+    /// an execute) tells about pins and `LAST_INSERT_ID()`. An execute of a
+    /// prepared `SET` is recorded here as state idgate cannot replay (the
+    /// statement is looked up once).
     fn command_facts(&mut self, payload: &[u8]) -> Option<Facts> {
-        let lid = self.mux.reads_lid;
+        let lid = self.mux.want_lid;
         match payload.first() {
             Some(&cmd::QUERY) => payload.get(1..).map(|sql| Facts::of(sql, lid)),
             Some(&cmd::STMT_EXECUTE) => {
@@ -416,7 +417,6 @@ impl Session {
         }
         self.mux.lid_set = 0;
         self.mux.want_lid = false;
-        self.mux.reads_lid = false;
         self.mux.insert_pending = false;
     }
 

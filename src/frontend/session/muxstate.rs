@@ -30,9 +30,6 @@ pub struct MuxState {
     /// The command under way names `LAST_INSERT_ID()` (or `@@identity`):
     /// every connection it uses is given the session's value first.
     pub(in crate::frontend) want_lid: bool,
-    /// The command under way may read `LAST_INSERT_ID()` (names it, or
-    /// an INSERT IGNORE / ON DUPLICATE KEY UPDATE): part of `want_lid`.
-    pub(in crate::frontend) reads_lid: bool,
     /// The command under way is an INSERT or REPLACE that does not name
     /// `LAST_INSERT_ID` (`generated.rs`): its text, kept for when what
     /// it does to the value matters (reused buffer).

@@ -257,7 +257,7 @@ impl Session {
             .await?;
         if let Some(id) = last_insert_id {
             self.set_last_insert_id(shard, id).await?;
-        } else if let (Some(id), false) = (wrapped, self.mux.reads_lid) {
+        } else if let (Some(id), false) = (wrapped, self.mux.want_lid) {
             // No round trip: the statement itself set it (one that names
             // LAST_INSERT_ID() may have set it again in a result set's
             // statement, which idgate does not look at).
@@ -665,7 +665,7 @@ impl Session {
             .await?;
         if let Some(id) = last_insert_id {
             self.set_last_insert_id(shard, id).await?;
-        } else if let (Some(id), false) = (wrapped, self.mux.reads_lid) {
+        } else if let (Some(id), false) = (wrapped, self.mux.want_lid) {
             // No round trip: the statement itself set it.
             self.lid_given(shard, id);
         }
