@@ -1029,6 +1029,11 @@ impl Session {
         let max_packet = self.shared.config.server.max_packet;
         let mut draining = *shutdown.borrow();
         let control = self.registered.control.clone();
+        // Armed once, not at every command: a `Notified` or `changed()`
+        // made anew each time registers and unregisters its waiter (four
+        // locks per statement).
+        let mut killed = std::pin::pin!(control.killed());
+        let mut shut = std::pin::pin!(shutdown.changed());
         loop {
             if draining && !self.in_transaction() {
                 self.backends.set_at_rest();
@@ -1040,11 +1045,12 @@ impl Session {
             let mut buf = std::mem::take(&mut self.buf);
             let read = tokio::select! {
                 r = self.client.read_packet(&mut buf, max_packet) => r,
-                _ = control.killed() => {
+                _ = killed.as_mut() => {
+                    killed.set(control.killed());
                     self.buf = buf;
                     continue;
                 }
-                _ = shutdown.changed(), if !draining => {
+                _ = shut.as_mut(), if !draining => {
                     draining = true;
                     self.buf = buf;
                     continue;

@@ -181,7 +181,6 @@ impl Session {
             quit(conn).await;
             return Ok(Ready::Stale);
         }
-        let want = self.schema.clone();
         let checked = |conn, lease, stmts| {
             Ready::Conn(Box::new(Checked {
                 conn,
@@ -192,10 +191,10 @@ impl Session {
                 stmts,
             }))
         };
-        if db == want {
+        if db == self.schema {
             return Ok(checked(conn, lease, stmts));
         }
-        let Some(want) = want else {
+        let Some(want) = self.schema.clone() else {
             // A schema cannot be left: a new connection without one.
             quit(conn).await;
             return Ok(Ready::Reopen(lease));

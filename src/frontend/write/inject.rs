@@ -728,7 +728,12 @@ impl Session {
 /// lossy copy, good enough to tell whether it touches a rule table (such a
 /// statement is then refused, never forwarded without its ids).
 fn statement_text(sql: &[u8]) -> Cow<'_, str> {
-    String::from_utf8_lossy(sql)
+    // `from_utf8` first: its ASCII fast path is several times quicker than
+    // `from_utf8_lossy`'s chunk walk, and almost every statement is valid.
+    match std::str::from_utf8(sql) {
+        Ok(s) => Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(sql),
+    }
 }
 
 /// The OK packet of a statement that wrote only explicit ids into a rule

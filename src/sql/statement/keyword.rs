@@ -4,13 +4,21 @@
 //! keywords on its own.
 
 /// Case-insensitive substring search (`needle` in lower case), SIMD-scanning
-/// for its first byte.
+/// for one of its bytes: its first `_`, `@` or `(` when it has one (rare in
+/// SQL text, where the needle's first letter is common: `get_lock` is looked
+/// for in every multiplexed statement), its first byte otherwise.
 pub fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
-    let Some(&first) = needle.first() else {
+    if needle.is_empty() {
         return true;
-    };
-    memchr::memchr2_iter(first, first.to_ascii_uppercase(), hay).any(|i| {
-        hay.get(i..i + needle.len())
+    }
+    let p = needle
+        .iter()
+        .position(|b| matches!(b, b'_' | b'@' | b'('))
+        .unwrap_or(0);
+    let pivot = needle[p];
+    memchr::memchr2_iter(pivot, pivot.to_ascii_uppercase(), hay).any(|i| {
+        i.checked_sub(p)
+            .and_then(|start| hay.get(start..start + needle.len()))
             .is_some_and(|w| w.eq_ignore_ascii_case(needle))
     })
 }
@@ -101,6 +109,14 @@ pub fn may_write(first: &[u8; 8]) -> bool {
 
 /// The schema named by a `USE db` statement, if that is what `sql` is.
 pub fn use_statement(sql: &[u8]) -> Option<String> {
+    // The first word is looked at before the whole text is checked for
+    // UTF-8 (this runs for every statement).
+    let start = sql
+        .iter()
+        .position(|&b| !(b.is_ascii_whitespace() || b == 0x0b))?;
+    if !sql[start..].get(..3)?.eq_ignore_ascii_case(b"use") {
+        return None;
+    }
     let s = std::str::from_utf8(sql).ok()?.trim_start();
     let rest = s.get(..3).filter(|k| k.eq_ignore_ascii_case("use"))?;
     let _ = rest;
@@ -118,6 +134,27 @@ pub fn use_statement(sql: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn contains_ignore_case_at_every_place_of_its_pivot() {
+        for needle in [&b"get_lock"[..], b"@@identity", b"val(", b"warnings", b"_x"] {
+            let upper = needle.to_ascii_uppercase();
+            for (pre, post) in [("", ""), ("a", ""), ("", "b"), ("xy_(@ ", " _@(z")] {
+                for n in [needle, &upper[..]] {
+                    let hay = [pre.as_bytes(), n, post.as_bytes()].concat();
+                    assert!(contains_ignore_case(&hay, needle), "{hay:?}");
+                    // One byte short, at either end: not found.
+                    assert!(!contains_ignore_case(
+                        &hay[..pre.len() + n.len() - 1],
+                        needle
+                    ));
+                    assert!(!contains_ignore_case(&hay[pre.len() + 1..], needle));
+                }
+            }
+        }
+        assert!(!contains_ignore_case(b"_lock", b"get_lock"));
+        assert!(contains_ignore_case(b"x", b""));
+    }
 
     #[test]
     fn first_keywords() {
@@ -139,5 +176,7 @@ mod tests {
         assert_eq!(use_statement(b"  use `my db`;").as_deref(), Some("my db"));
         assert_eq!(use_statement(b"user_table"), None);
         assert_eq!(use_statement(b"SELECT 1"), None);
+        assert_eq!(use_statement(b"\x0b\tUSE s").as_deref(), Some("s"));
+        assert_eq!(use_statement(b"us"), None);
     }
 }
