@@ -1642,3 +1642,60 @@ async fn an_insert_of_explicit_ids_keeps_the_last_insert_id_of_another_shard() {
     drop(c);
     proxy::teardown(&tb, p, &schema).await;
 }
+
+async fn lid(c: &mut Conn) -> u64 {
+    c.query_first("SELECT LAST_INSERT_ID()")
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// The same for a table without rules (on shard 0, AUTO_INCREMENT of its
+/// own): an explicit id keeps the value, a generated one replaces it.
+#[tokio::test]
+async fn an_explicit_id_into_a_table_without_rules_keeps_the_last_insert_id_of_another_shard() {
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    c.query_drop("CREATE TABLE counted (id BIGINT AUTO_INCREMENT PRIMARY KEY, w VARCHAR(8))")
+        .await
+        .unwrap();
+    let mut generated = 0;
+    for i in 0..20 {
+        let r = c
+            .query_iter(format!("INSERT INTO t (w, n) VALUES ('g', {i})"))
+            .await
+            .unwrap();
+        generated = r.last_insert_id().expect("an id");
+        drop(r);
+        if generated % 2 == 1 {
+            break;
+        }
+    }
+    assert_eq!(generated % 2, 1, "an odd id in 20 tries");
+    // The first INSERT into the table: its columns are not known yet.
+    for (n, sql) in [
+        "INSERT INTO counted (id, w) VALUES (77, 'x')",
+        "INSERT INTO counted VALUES (78, 'y'), (79, 'z')",
+    ]
+    .iter()
+    .enumerate()
+    {
+        c.query_drop(*sql).await.unwrap();
+        assert_eq!(
+            lid(&mut c).await,
+            generated,
+            "statement {n} ({sql}) kept it"
+        );
+    }
+    let r = c
+        .query_iter("INSERT INTO counted (w) VALUES ('g')")
+        .await
+        .unwrap();
+    let own = r.last_insert_id().expect("an id");
+    drop(r);
+    assert_eq!(own, 80);
+    assert_eq!(lid(&mut c).await, own, "a generated id replaced it");
+    drop(c);
+    proxy::teardown(&tb, p, &schema).await;
+}

@@ -325,15 +325,22 @@ impl Session {
             self.shared.columns.clear();
         }
         if !handled {
+            let mut keeps_lid = false;
             if routing {
                 if stmt.may_write() {
                     self.check_write(&[0])?;
                 }
                 self.sync_last_id(0, sql).await?;
+                keeps_lid = self.insert_keeps_last_id(0, sql).await;
             }
             let outcome = self.forward(0, payload, Expect::Results).await?;
             if routing {
-                self.note_last_id_change(0, sql);
+                if keeps_lid && !outcome.error {
+                    // Explicit ids: the value stays where it is.
+                    self.note_last_id_set(0, sql);
+                } else {
+                    self.note_last_id_change(0, sql);
+                }
             }
             if !outcome.error && outcome.oks == 1 {
                 let db = keyword::use_statement(sql);

@@ -49,6 +49,19 @@ fn command_text<'a>(stmts: &'a mut Statements, payload: &'a [u8]) -> Option<&'a 
     }
 }
 
+/// What idgate knows of what an INSERT does to `LAST_INSERT_ID()`
+/// ([`Session::insert_effect`]).
+pub(in crate::frontend) enum Known {
+    /// Into a rule table: idgate fills the ids.
+    Rule,
+    /// From the statement and its table's columns (`None`: unknown).
+    Effect(Option<LastId>),
+    /// The table's columns are not in the cache.
+    Unread { schema: String, table: String },
+    /// Not an INSERT idgate reads (or no schema).
+    NoTarget,
+}
+
 /// Give-backs (of the pool's connections) for which inserting sessions
 /// look at their statements after a taker had to read a value another
 /// session left on a connection.
@@ -87,34 +100,61 @@ impl Session {
             return self.mux.lid_effect;
         }
         self.mux.insert_classified = true;
+        let known = match std::str::from_utf8(&self.mux.insert_text) {
+            Ok(sql) => self.insert_effect(sql),
+            Err(_) => Known::NoTarget,
+        };
+        let effect = match known {
+            Known::Effect(e) => e,
+            Known::Rule => {
+                // A rule table: idgate fills the ids and knows the value.
+                self.mux.insert_rule = true;
+                None
+            }
+            Known::Unread { schema, table } => {
+                fetch_columns_later(&self.shared, schema, table);
+                None
+            }
+            Known::NoTarget => None,
+        };
+        self.mux.lid_effect = effect.filter(|e| *e != LastId::Unknown);
+        self.mux.lid_effect
+    }
+
+    /// What INSERT (or REPLACE) `sql` does to `LAST_INSERT_ID()`, from its
+    /// text, the session's `sql_mode` when idgate read it (otherwise what
+    /// every mode reads alike) and the cached columns of its table.
+    pub(in crate::frontend) fn insert_effect(&self, sql: &str) -> Known {
         let modes = self.sql_modes;
-        let sql = std::str::from_utf8(&self.mux.insert_text).ok()?;
         let target = match modes {
             Some(m) => autoinc::insert_target(sql, m),
             None => autoinc::insert_target_in_every_mode(sql),
-        }?;
-        let schema = target.schema.as_deref().or(self.schema.as_deref())?;
+        };
+        let Some(target) = target else {
+            return Known::NoTarget;
+        };
+        let Some(schema) = target.schema.as_deref().or(self.schema.as_deref()) else {
+            return Known::NoTarget;
+        };
         if self
             .rules
             .as_ref()
             .is_some_and(|r| r.entry(Some(schema), &target.table).is_some())
         {
-            // A rule table: idgate fills the ids and knows the value.
-            self.mux.insert_rule = true;
-            return None;
+            return Known::Rule;
         }
         let Some((column, columns)) = self.shared.columns.auto_increment(schema, &target.table)
         else {
-            fetch_columns_later(&self.shared, schema.to_string(), target.table.into_owned());
-            return None;
+            return Known::Unread {
+                schema: schema.to_string(),
+                table: target.table.into_owned(),
+            };
         };
         let column = column.and_then(|i| columns.get(i)).map(String::as_str);
-        let effect = match modes {
+        Known::Effect(match modes {
             Some(m) => Some(autoinc::effect(sql, m, column, &columns)),
             None => autoinc::effect_in_every_mode(sql, column, &columns),
-        };
-        self.mux.lid_effect = effect.filter(|e| *e != LastId::Unknown);
-        self.mux.lid_effect
+        })
     }
 
     /// Before the pending INSERT runs on `shard`'s connection: when that

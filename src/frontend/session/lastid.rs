@@ -8,7 +8,9 @@
 //! (`SELECT LAST_INSERT_ID()` on the home shard, `DO LAST_INSERT_ID(v)` on
 //! the target), so `LAST_INSERT_ID()` tells the truth wherever it runs.
 
+use crate::frontend::session::generated::Known;
 use crate::frontend::session::{CmdError, Session};
+use crate::sql::autoinc::LastId;
 use crate::sql::statement::keyword::{contains_ignore_case, first_keyword};
 
 /// Shard bits in the "holds the current value" mask; shards beyond it are
@@ -53,6 +55,39 @@ impl Session {
         if mentions(sql) {
             self.last_id_home(shard);
         }
+    }
+
+    /// Under routing, before INSERT `sql` into a table without rules runs
+    /// on `shard`: whether it keeps the session's last insert id (explicit
+    /// ids only, or no AUTO_INCREMENT column: `sql::autoinc`), so that
+    /// `shard` does not become home ([`Session::note_last_id_set`]). A
+    /// table whose columns are not cached is read first, on a connection
+    /// of idgate's own (the session's may hold the client's
+    /// `FOUND_ROWS()`). Nothing is looked at when `shard` is home and the
+    /// only connection with the value: keeping or changing it is the same.
+    pub(in crate::frontend) async fn insert_keeps_last_id(
+        &mut self,
+        shard: usize,
+        sql: &[u8],
+    ) -> bool {
+        if self.lid_home == shard && self.lid_synced == bit(shard) {
+            return false;
+        }
+        if !matches!(&first_keyword(sql), b"INSERT\0\0" | b"REPLACE\0") {
+            return false;
+        }
+        let Ok(text) = std::str::from_utf8(sql) else {
+            return false;
+        };
+        let mut known = self.insert_effect(text);
+        if let Known::Unread { schema, table } = &known {
+            let (schema, table) = (schema.clone(), table.clone());
+            if self.fetch_columns_via(&schema, &table, true).await.is_err() {
+                return false;
+            }
+            known = self.insert_effect(text);
+        }
+        matches!(known, Known::Effect(Some(LastId::Kept)))
     }
 
     /// Before `sql` goes to `shard`: if it reads the last insert id and that
