@@ -60,9 +60,9 @@ impl std::fmt::Debug for ConnKey {
 }
 
 /// The pool of shard connections sessions use.
-pub type ShardPool = Pool<ConnKey, crate::backend::BackendConn>;
+pub type ShardPool = Pool<ConnKey, Box<crate::backend::BackendConn>>;
 /// A place in a [`ShardPool`].
-pub type ShardLease = Lease<ConnKey, crate::backend::BackendConn>;
+pub type ShardLease = Lease<ConnKey, Box<crate::backend::BackendConn>>;
 
 /// `[backend] pool_*`, per shard.
 #[derive(Debug, Clone)]

@@ -28,6 +28,10 @@ pub struct ShardInfo {
 #[derive(Debug)]
 pub struct Shared {
     pub config: Config,
+    /// The shard accounts of `config` (one pair per distinct account, the
+    /// same `Arc`s for every session of it): pooled connection keys
+    /// compare by pointer ([`Shared::shard_account_key`]).
+    account_keys: Vec<(Arc<str>, Arc<str>)>,
     /// `[[users]]` by name: index in `config.users`.
     pub users: HashMap<Vec<u8>, usize>,
     /// Sessions open per user, under `[[users]] max_connections`.
@@ -143,7 +147,23 @@ impl Shared {
         };
         let shard_tls =
             crate::tls::ShardTls::new(config.backend.tls, config.backend.tls_ca.as_deref());
+        let mut account_keys: Vec<(Arc<str>, Arc<str>)> = Vec::new();
+        let accounts = config
+            .users
+            .iter()
+            .filter_map(|u| u.shard_account.as_ref())
+            .map(|(n, p)| (n.as_str(), p.as_str()))
+            .chain([(
+                config.backend.user.as_str(),
+                config.backend.password.as_str(),
+            )]);
+        for (n, p) in accounts {
+            if !account_keys.iter().any(|(kn, kp)| **kn == *n && **kp == *p) {
+                account_keys.push((n.into(), p.into()));
+            }
+        }
         Shared {
+            account_keys,
             sha2: crate::frontend::session::sha2state::Sha2State::new(
                 config.server.rsa_key.as_deref(),
             ),
@@ -229,6 +249,20 @@ impl Shared {
         {
             Some((n, p)) => (n, p),
             None => (&self.config.backend.user, &self.config.backend.password),
+        }
+    }
+
+    /// [`Shared::shard_account`] as shared strings, the same for every
+    /// session of the account.
+    pub fn shard_account_key(&self, user: &str) -> (Arc<str>, Arc<str>) {
+        let (n, p) = self.shard_account(user);
+        match self
+            .account_keys
+            .iter()
+            .find(|(kn, kp)| **kn == *n && **kp == *p)
+        {
+            Some((kn, kp)) => (kn.clone(), kp.clone()),
+            None => (n.into(), p.into()),
         }
     }
 

@@ -19,7 +19,10 @@ use std::time::{Duration, Instant};
 /// One session's shard connections.
 #[derive(Debug)]
 pub struct Backends {
-    conns: Vec<Option<BackendConn>>,
+    /// Boxed: a connection moves between a session and its pool at every
+    /// multiplexed statement, and the box moves as a pointer (a
+    /// `BackendConn` is about 270 bytes, an idle entry 440).
+    conns: Vec<Option<Box<BackendConn>>>,
     /// Each open connection's place in its shard's pool.
     leases: Vec<Option<ShardLease>>,
     /// When each shard's connection was last handed out.
@@ -57,17 +60,17 @@ impl Backends {
 
     /// The session's open connection to `shard`, if any (never opens one).
     pub fn get(&self, shard: usize) -> Option<&BackendConn> {
-        self.conns.get(shard).and_then(Option::as_ref)
+        self.conns.get(shard).and_then(Option::as_deref)
     }
 
     /// [`Backends::get`], to use.
     pub fn get_mut(&mut self, shard: usize) -> Option<&mut BackendConn> {
-        self.conns.get_mut(shard).and_then(Option::as_mut)
+        self.conns.get_mut(shard).and_then(Option::as_deref_mut)
     }
 
     /// Gives the provider a connection to `shard`, with its place in the
     /// shard's pool.
-    pub fn put(&mut self, shard: usize, conn: BackendConn, lease: Option<ShardLease>) {
+    pub fn put(&mut self, shard: usize, conn: Box<BackendConn>, lease: Option<ShardLease>) {
         if let (Some(c), Some(l)) = (self.conns.get_mut(shard), self.leases.get_mut(shard)) {
             *c = Some(conn);
             *l = lease;
@@ -77,7 +80,7 @@ impl Backends {
     /// Takes the connection to `shard` out of use (broken, killed, or being
     /// closed): its place in the pool is freed, and the next command that
     /// needs the shard takes another.
-    pub fn release(&mut self, shard: usize) -> Option<BackendConn> {
+    pub fn release(&mut self, shard: usize) -> Option<Box<BackendConn>> {
         if let Some(l) = self.leases.get_mut(shard) {
             *l = None;
         }
@@ -86,7 +89,7 @@ impl Backends {
 
     /// Takes the connection to `shard` and its lease (to give both back to
     /// the pool).
-    pub fn take(&mut self, shard: usize) -> Option<(BackendConn, Option<ShardLease>)> {
+    pub fn take(&mut self, shard: usize) -> Option<(Box<BackendConn>, Option<ShardLease>)> {
         let conn = self.conns.get_mut(shard).and_then(Option::take)?;
         let lease = self.leases.get_mut(shard).and_then(Option::take);
         Some((conn, lease))
@@ -107,17 +110,17 @@ impl Backends {
         self.conns
             .iter()
             .enumerate()
-            .filter_map(|(i, c)| c.as_ref().map(|c| (i, c)))
+            .filter_map(|(i, c)| c.as_deref().map(|c| (i, c)))
     }
 
     /// The open connections.
     pub fn conns(&self) -> impl Iterator<Item = &BackendConn> {
-        self.conns.iter().flatten()
+        self.conns.iter().flatten().map(|c| &**c)
     }
 
     /// The open connections, to change.
     pub fn conns_mut(&mut self) -> impl Iterator<Item = &mut BackendConn> {
-        self.conns.iter_mut().flatten()
+        self.conns.iter_mut().flatten().map(|c| &mut **c)
     }
 
     /// Marks `shard`'s connection used now; returns whether it had been idle
@@ -137,7 +140,7 @@ impl Backends {
 
 /// A connection handed to a session, with what its last user left on it.
 pub(in crate::frontend) struct Checked {
-    pub(in crate::frontend) conn: BackendConn,
+    pub(in crate::frontend) conn: Box<BackendConn>,
     pub(in crate::frontend) lease: ShardLease,
     /// Its session state tag (`Idle::tag`; 0: as after a login or reset).
     pub(in crate::frontend) tag: u64,

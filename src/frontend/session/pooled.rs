@@ -47,9 +47,10 @@ const LOGIN_ONLY_CAPS: u32 = cap::CONNECT_WITH_DB | cap::CONNECT_ATTRS | cap::SS
 
 /// Sends COM_QUIT and closes, best effort (the connection is not reused).
 /// A session's `LAST_INSERT_ID()` it still holds unread is read first.
-pub(in crate::frontend) async fn quit(mut c: BackendConn) {
+pub(in crate::frontend) async fn quit<C: std::borrow::BorrowMut<BackendConn>>(mut c: C) {
+    let c = c.borrow_mut();
     if c.lid_claim.is_some() {
-        crate::frontend::session::lidread::settle_claim(&mut c, QUIT_READ_TIMEOUT).await;
+        crate::frontend::session::lidread::settle_claim(c, QUIT_READ_TIMEOUT).await;
     }
     let _ = c.send(&[cmd::QUIT]).await;
     c.conn.shutdown().await;
@@ -62,10 +63,10 @@ impl Session {
         if let Some(k) = &self.mux.key {
             return k.clone();
         }
-        let (user, password) = self.shared.shard_account(&self.login.user);
+        let (user, password) = self.shared.shard_account_key(&self.login.user);
         let key = ConnKey {
-            user: user.into(),
-            password: password.into(),
+            user,
+            password,
             capabilities: self.login.capabilities & !LOGIN_ONLY_CAPS,
             ext_capabilities: self.login.ext_capabilities,
             charset: self.login.charset,
@@ -141,7 +142,7 @@ impl Session {
         shared.learn(&hs);
         pool.stats.created.fetch_add(1, Ordering::Relaxed);
         Ok(Checked {
-            conn,
+            conn: Box::new(conn),
             lease,
             tag: 0,
             lid: Some(0),
@@ -155,7 +156,7 @@ impl Session {
     async fn ready(
         &mut self,
         pool: &Arc<ShardPool>,
-        idle: Idle<ConnKey, BackendConn>,
+        idle: Idle<ConnKey, Box<BackendConn>>,
     ) -> Result<Ready, BackendError> {
         let Idle {
             key,
@@ -350,7 +351,7 @@ async fn fill_min_idle(shared: &Shared, shard: usize, pool: &Arc<ShardPool>) {
         pool.stats.created.fetch_add(1, Ordering::Relaxed);
         if let Some(c) = pool.give_back(Idle {
             key: key.clone(),
-            conn,
+            conn: Box::new(conn),
             db: None,
             tag: 0,
             lid: Some(0),
