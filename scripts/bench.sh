@@ -354,7 +354,7 @@ launch_idgate() {
   local name=$1 config=$2 port=$3 pid bin=$idgate_bin
   [ "$name" = idgate_base ] && bin=$idgate_base_bin
   # warn: no per-session log lines while measuring (HAProxy logs nothing either).
-  RUST_LOG=${RUST_LOG:-warn} "$bin" serve --config "$config" >"$tmp/$name.log" 2>&1 &
+  IDGATE_LOG=${IDGATE_LOG:-warn} "$bin" serve --config "$config" >"$tmp/$name.log" 2>&1 &
   pid=$!
   printf -v "${name}_pid" '%s' "$pid"
   if ! wait_ready 60 "$pid" "$port" "$app_user" "$app_password"; then

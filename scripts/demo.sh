@@ -194,7 +194,7 @@ grep -hv '^ *#' "$rules_dir"/*.toml | sed '/^ *$/d; s/^/    /'
 
 # ------------------------------------------------------------------ 4. start
 step "4. idgate serve --config $demo_dir/idgate.toml"
-RUST_LOG=${RUST_LOG:-info} "$idgate_bin" serve --config "$demo_dir/idgate.toml" >"$demo_dir/idgate.log" 2>&1 &
+IDGATE_LOG=${IDGATE_LOG:-info} "$idgate_bin" serve --config "$demo_dir/idgate.toml" >"$demo_dir/idgate.log" 2>&1 &
 idgate_pid=$!
 deadline=$((SECONDS + 60))
 until timeout 10 mariadb --no-defaults --protocol=tcp -h"$host" -P"$port" -u"$app_user" -p"$app_password" \
