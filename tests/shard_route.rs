@@ -1604,18 +1604,8 @@ async fn several_statements_in_one_query() {
     proxy::teardown(&tb, p, &schema).await;
 }
 
-/// An INSERT with explicit ids only generates nothing: LAST_INSERT_ID()
-/// stays the id generated on another shard before it (the explicit
-/// INSERT's shard does not become the value's home).
-#[tokio::test]
-async fn an_insert_of_explicit_ids_keeps_the_last_insert_id_of_another_shard() {
-    let Some(tb) = support::testbed() else { return };
-    let (p, schema) = setup(&tb).await;
-    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
-    c.query_drop(format!("CREATE TABLE solo {TABLE}"))
-        .await
-        .unwrap();
-    // A generated id on shard 1 (mod 2: odd).
+/// A generated id on shard 1 (mod 2: odd), inserted into `t`.
+async fn odd_generated_id(c: &mut Conn) -> u64 {
     let mut generated = 0;
     for i in 0..20 {
         let r = c
@@ -1629,6 +1619,21 @@ async fn an_insert_of_explicit_ids_keeps_the_last_insert_id_of_another_shard() {
         }
     }
     assert_eq!(generated % 2, 1, "an odd id in 20 tries");
+    generated
+}
+
+/// An INSERT with explicit ids only generates nothing: LAST_INSERT_ID()
+/// stays the id generated on another shard before it (the explicit
+/// INSERT's shard does not become the value's home).
+#[tokio::test]
+async fn an_insert_of_explicit_ids_keeps_the_last_insert_id_of_another_shard() {
+    let Some(tb) = support::testbed() else { return };
+    let (p, schema) = setup(&tb).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    c.query_drop(format!("CREATE TABLE solo {TABLE}"))
+        .await
+        .unwrap();
+    let generated = odd_generated_id(&mut c).await;
     // Explicit ids into the unsharded rule table, on shard 0.
     c.query_drop("INSERT INTO solo (id, w, n) VALUES (5000002, 'x', 0)")
         .await
@@ -1660,19 +1665,7 @@ async fn an_explicit_id_into_a_table_without_rules_keeps_the_last_insert_id_of_a
     c.query_drop("CREATE TABLE counted (id BIGINT AUTO_INCREMENT PRIMARY KEY, w VARCHAR(8))")
         .await
         .unwrap();
-    let mut generated = 0;
-    for i in 0..20 {
-        let r = c
-            .query_iter(format!("INSERT INTO t (w, n) VALUES ('g', {i})"))
-            .await
-            .unwrap();
-        generated = r.last_insert_id().expect("an id");
-        drop(r);
-        if generated % 2 == 1 {
-            break;
-        }
-    }
-    assert_eq!(generated % 2, 1, "an odd id in 20 tries");
+    let generated = odd_generated_id(&mut c).await;
     // The first INSERT into the table: its columns are not known yet.
     for (n, sql) in [
         "INSERT INTO counted (id, w) VALUES (77, 'x')",
