@@ -232,5 +232,35 @@ fn classify(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench, classify);
+/// The substring scans every multiplexed statement gets (pins and
+/// `LAST_INSERT_ID()`: `get_lock`, `sql_calc_found_rows`, `warning_count`,
+/// `error_count`, `last_insert_id`, `@@identity`), over sysbench's INSERT
+/// and an ORM's (snake_case names: many `_`).
+fn scans(c: &mut Criterion) {
+    use idgate::sql::statement::keyword::contains_ignore_case;
+    const NEEDLES: [&[u8]; 6] = [
+        b"get_lock",
+        b"sql_calc_found_rows",
+        b"warning_count",
+        b"error_count",
+        b"last_insert_id",
+        b"@@identity",
+    ];
+    let sql = b"INSERT INTO sbtest1 (id, k, c, pad) VALUES (0, 5013, '03888320861-70535968431-44334525326-15100236122-38896566265-86619964298-63851452756-92879568339-90608067562-28172172313', '76968066493-53740396790-16007350881-10907307170-74890847508')";
+    let orm = b"INSERT INTO `order_items` (`order_id`, `sku_code`, `quantity`, `unit_price`, `created_at`, `updated_at`) VALUES (42, 'SKU-1', 3, 9.99, '2026-11-27 17:00:00', '2026-11-27 17:00:00')";
+    let mut g = c.benchmark_group("scans");
+    for (name, text) in [("sysbench_insert", &sql[..]), ("orm_insert", &orm[..])] {
+        g.bench_function(format!("six_needles_{name}"), |b| {
+            b.iter(|| {
+                NEEDLES
+                    .iter()
+                    .filter(|n| contains_ignore_case(black_box(text), n))
+                    .count()
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, classify, scans);
 criterion_main!(benches);
