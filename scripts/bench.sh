@@ -125,6 +125,14 @@ while (($#)); do
   esac
   shift
 done
+# A misspelt workload is refused here: workload_args' die runs in a command
+# substitution, which only ended a subshell, and the workload left no line.
+for wl in $workloads; do
+  case "$wl" in
+    point_select | read_write_ps | insert | point_select_sharded | scatter_select | scatter_string | read_write_sharded) ;;
+    *) echo "unknown workload: $wl (see --help)" >&2; exit 2 ;;
+  esac
+done
 
 host=127.0.0.1
 s0_port=${IDGATE_TB_S0_PORT:-33061}
