@@ -37,8 +37,6 @@ type Entry = (Arc<[String]>, Arc<[ColumnType]>, Instant);
 pub struct ColumnCache {
     /// schema -> table -> entry (looked up without building a key).
     map: RwLock<HashMap<String, HashMap<String, Entry>>>,
-    /// Tables in `map`.
-    tables: std::sync::atomic::AtomicUsize,
     /// Tables being read in the background (`session/facts.rs`).
     fetching: parking_lot::Mutex<HashSet<(String, String)>>,
 }
@@ -105,19 +103,14 @@ impl ColumnCache {
     /// Records the columns of `schema.table` and their types (`types` in
     /// the same order as `columns`).
     pub fn put(&self, schema: &str, table: &str, columns: Vec<String>, types: Vec<ColumnType>) {
-        use std::sync::atomic::Ordering;
         let mut map = self.map.write();
-        if self.tables.load(Ordering::Relaxed) > 10_000 {
+        if map.values().map(HashMap::len).sum::<usize>() > 10_000 {
             map.clear();
-            self.tables.store(0, Ordering::Relaxed);
         }
-        let old = map.entry(schema.to_string()).or_default().insert(
+        map.entry(schema.to_string()).or_default().insert(
             table.to_string(),
             (columns.into(), types.into(), Instant::now()),
         );
-        if old.is_none() {
-            self.tables.fetch_add(1, Ordering::Relaxed);
-        }
     }
 
     /// Forgets everything (after DDL).
@@ -125,7 +118,6 @@ impl ColumnCache {
         let mut map = self.map.write();
         if !map.is_empty() {
             map.clear();
-            self.tables.store(0, std::sync::atomic::Ordering::Relaxed);
         }
     }
 }

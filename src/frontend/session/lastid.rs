@@ -79,14 +79,15 @@ impl Session {
         let Ok(text) = std::str::from_utf8(sql) else {
             return false;
         };
-        let mut known = self.insert_effect(text);
-        if let Known::Unread { schema, table } = &known {
-            let (schema, table) = (schema.clone(), table.clone());
-            if self.fetch_columns_via(&schema, &table, true).await.is_err() {
-                return false;
+        let known = match self.insert_effect(text) {
+            Known::Unread { schema, table } => {
+                if self.fetch_columns_via(&schema, &table, true).await.is_err() {
+                    return false;
+                }
+                self.insert_effect(text)
             }
-            known = self.insert_effect(text);
-        }
+            known => known,
+        };
         matches!(known, Known::Effect(Some(LastId::Kept)))
     }
 

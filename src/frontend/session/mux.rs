@@ -312,16 +312,12 @@ fn native_sequence(sql: &[u8]) -> bool {
 }
 
 /// Where `needle` (lower case ASCII) first occurs in `hay`, ignoring case.
-/// Scans for its last byte (`(` in `val(`: rarer than a letter).
 fn find_ignore_case(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    let p = needle.len().checked_sub(1)?;
-    let last = needle[p];
-    memchr::memchr2_iter(last, last.to_ascii_uppercase(), hay)
-        .filter_map(|i| i.checked_sub(p))
-        .find(|&start| {
-            hay.get(start..start + needle.len())
-                .is_some_and(|w| w.eq_ignore_ascii_case(needle))
-        })
+    let first = *needle.first()?;
+    memchr::memchr2_iter(first, first.to_ascii_uppercase(), hay).find(|&i| {
+        hay.get(i..i + needle.len())
+            .is_some_and(|w| w.eq_ignore_ascii_case(needle))
+    })
 }
 
 /// Whether `sql` reads or sets the last insert id by name.

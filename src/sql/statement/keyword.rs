@@ -111,11 +111,10 @@ pub fn use_statement(sql: &[u8]) -> Option<String> {
     if !sql[start..].get(..3)?.eq_ignore_ascii_case(b"use") {
         return None;
     }
-    let s = std::str::from_utf8(sql).ok()?.trim_start();
-    let rest = s.get(..3).filter(|k| k.eq_ignore_ascii_case("use"))?;
-    let _ = rest;
-    let name = s[3..].trim().trim_end_matches(';').trim();
-    if name.is_empty() || !s[3..].starts_with(|c: char| c.is_whitespace() || c == '`') {
+    // After `USE` (three ASCII bytes: a character boundary).
+    let rest = std::str::from_utf8(&sql[start + 3..]).ok()?;
+    let name = rest.trim().trim_end_matches(';').trim();
+    if name.is_empty() || !rest.starts_with(|c: char| c.is_whitespace() || c == '`') {
         return None;
     }
     let name = match name.strip_prefix('`').and_then(|n| n.strip_suffix('`')) {
@@ -130,7 +129,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn contains_ignore_case_at_every_place_of_its_pivot() {
+    fn contains_ignore_case_at_either_end_and_inside() {
         for needle in [&b"get_lock"[..], b"@@identity", b"val(", b"warnings", b"_x"] {
             let upper = needle.to_ascii_uppercase();
             for (pre, post) in [("", ""), ("a", ""), ("", "b"), ("xy_(@ ", " _@(z")] {
