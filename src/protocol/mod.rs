@@ -5,6 +5,7 @@
 //! - [`wire`]: a bounds-checked reader and writers for protocol integers and strings.
 //! - [`packet`]: framing (3-byte length, sequence id, 16 MiB split packets) over a stream.
 //! - [`stream`]: that stream: plain TCP, or TLS after an upgrade.
+//! - [`spare`]: read buffers parked by connections waiting for their peer.
 //! - [`handshake`]: the initial handshake, both as server (to clients) and as client (to shards).
 //! - [`mod@sha2`]: caching_sha2_password: scramble, RSA, the salted `password_hash`.
 //! - [`reply`]: OK, ERR and EOF packets.
@@ -24,6 +25,7 @@ pub mod response;
 pub mod resultset;
 pub mod row;
 pub mod sha2;
+pub mod spare;
 pub mod stmt;
 pub mod stream;
 pub mod wire;

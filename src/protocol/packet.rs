@@ -6,6 +6,7 @@
 //! and a payload that is an exact multiple ends with an empty packet.
 
 use super::consts::MAX_PAYLOAD;
+use super::spare;
 use super::stream::Stream;
 use bytes::{Buf, BufMut, BytesMut};
 use std::io;
@@ -13,7 +14,7 @@ use std::net::SocketAddr;
 use tokio::net::TcpStream;
 
 /// Initial read buffer size; buffers that grew past [`SHRINK_ABOVE`] are given back when idle.
-const READ_CHUNK: usize = 8 * 1024;
+const READ_CHUNK: usize = spare::CHUNK;
 const SHRINK_ABOVE: usize = 256 * 1024;
 
 /// Why a logical packet could not be read.
@@ -77,7 +78,7 @@ impl PacketConn {
     fn plain(stream: TcpStream, peer: Option<SocketAddr>) -> Self {
         PacketConn {
             stream: Stream::Plain(stream),
-            rbuf: BytesMut::with_capacity(READ_CHUNK),
+            rbuf: spare::take(),
             held: None,
             queued: Vec::new(),
             peer,
@@ -274,7 +275,9 @@ impl PacketConn {
         if self.held.is_some() {
             self.release_held().await?;
         }
-        if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 2 {
+        if self.rbuf.capacity() == 0 {
+            self.rbuf = spare::take();
+        } else if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 2 {
             self.rbuf.reserve(READ_CHUNK.max(self.rbuf.len()));
         }
         let n = self.stream.read_buf(&mut self.rbuf).await?;
@@ -285,6 +288,50 @@ impl PacketConn {
             ));
         }
         Ok(())
+    }
+
+    /// [`PacketConn::fill`] for a connection with nothing buffered, that
+    /// may wait long for its peer (a client between commands): on a plain
+    /// socket it waits holding no read buffer (its allocation is parked in
+    /// [`spare`] and taken back when bytes arrive). The same system calls
+    /// as `fill`: a read that finds nothing, then one that finds bytes.
+    async fn fill_idle(&mut self) -> io::Result<()> {
+        if !self.rbuf.is_empty() || !self.queued.is_empty() || self.held.is_some() {
+            return self.fill().await;
+        }
+        let Self {
+            stream: Stream::Plain(tcp),
+            rbuf,
+            ..
+        } = &mut *self
+        else {
+            return self.fill().await;
+        };
+        loop {
+            std::future::poll_fn(|cx| {
+                let ready = tcp.poll_read_ready(cx);
+                if ready.is_pending() {
+                    spare::park(rbuf);
+                }
+                ready
+            })
+            .await?;
+            if rbuf.capacity() == 0 {
+                *rbuf = spare::take();
+            }
+            match tcp.try_read_buf(rbuf) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "connection closed by peer",
+                    ))
+                }
+                Ok(_) => return Ok(()),
+                // Readiness was stale: it is cleared, the next poll waits.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Makes sure at least `n` bytes are buffered.
@@ -321,7 +368,7 @@ impl PacketConn {
         loop {
             while self.rbuf.len() < 4 {
                 if self.rbuf.is_empty() && first.is_none() {
-                    match self.fill().await {
+                    match self.fill_idle().await {
                         Ok(()) => continue,
                         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
                         Err(e) => return Err(e.into()),
@@ -407,6 +454,7 @@ pub fn frame(out: &mut Vec<u8>, mut seq: u8, payload: &[u8]) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
     use tokio::io::AsyncWriteExt;
 
     #[test]
@@ -460,6 +508,39 @@ mod tests {
             })
         ));
         writer.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_connection_waiting_for_its_peer_holds_no_read_buffer() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut peer = TcpStream::connect(addr).await.unwrap();
+        let (s, _) = listener.accept().await.unwrap();
+        let mut c = PacketConn::new(s);
+        let mut out = Vec::new();
+        let mut one = Vec::new();
+        frame(&mut one, 0, b"first");
+        peer.write_all(&one).await.unwrap();
+        assert_eq!(c.read_packet(&mut out, 1024).await.unwrap(), Some((0, 0)));
+        assert_eq!(out, b"first");
+        // Nothing sent: the read waits, its buffer parked (a read cut
+        // short, as a session's is by KILL, leaves it parked too).
+        let waiting =
+            tokio::time::timeout(Duration::from_millis(20), c.read_packet(&mut out, 1024)).await;
+        assert!(waiting.is_err(), "nothing was sent");
+        assert_eq!(c.rbuf.capacity(), 0);
+        // Two packets in one segment, then the peer closes: both read, then
+        // the clean end.
+        let mut two = Vec::new();
+        frame(&mut two, 0, b"second");
+        frame(&mut two, 0, b"third");
+        peer.write_all(&two).await.unwrap();
+        drop(peer);
+        assert_eq!(c.read_packet(&mut out, 1024).await.unwrap(), Some((0, 0)));
+        assert_eq!(out, b"second");
+        assert_eq!(c.read_packet(&mut out, 1024).await.unwrap(), Some((0, 0)));
+        assert_eq!(out, b"third");
+        assert_eq!(c.read_packet(&mut out, 1024).await.unwrap(), None);
     }
 
     #[tokio::test]

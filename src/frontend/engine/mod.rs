@@ -35,6 +35,10 @@ use std::time::Instant;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+/// The largest command buffer a session keeps between commands (a larger
+/// one is freed after its command; the next allocates what it needs).
+const KEEP_COMMAND_BUFFER: usize = 256 * 1024;
+
 /// Serves one accepted client connection until it quits, fails or the server
 /// drains. Never panics on anything the client or a shard sends.
 pub async fn serve(
@@ -1103,6 +1107,11 @@ impl Session {
                 }
                 Err(ReadError::Io(e)) => return format!("client connection error: {e}"),
             };
+            // A large command's buffer is not kept for the session's life
+            // (a bulk load's 16 MiB statement, then hours idle).
+            if buf.capacity() > KEEP_COMMAND_BUFFER {
+                buf = Vec::new();
+            }
             self.buf = buf;
             match next {
                 Ok(Next::Continue) => {}
