@@ -299,7 +299,13 @@ impl Secret {
 
     /// Whether there is no password.
     pub fn is_empty(&self) -> bool {
-        !matches!(self, Secret::Sha2Hash(_)) && self.stage2().is_none()
+        // Not `stage2().is_none()`: that hashes the password twice, at
+        // every login.
+        match self {
+            Secret::Empty => true,
+            Secret::Plain(p) => p.is_empty(),
+            Secret::NativeHash(_) | Secret::Sha2Hash(_) => false,
+        }
     }
 
     /// Checks a mysql_native_password `token` made with `nonce`: the token
@@ -1410,6 +1416,9 @@ address = "127.0.0.1:3306"
         assert!(Secret::Empty.verify_native(nonce, b"") && Secret::Empty.verify_plain(b""));
         assert!(!Secret::Empty.verify_plain(b"x"));
         assert_eq!(native_hash_text(b""), "");
+        // Only no password at all is empty.
+        assert!(Secret::Empty.is_empty() && Secret::Plain(String::new()).is_empty());
+        assert!(!Secret::Plain("x".into()).is_empty() && !s.is_empty());
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::frontend::session::replay::SessionState;
 use crate::frontend::session::stmt::PreparedStmt;
 use crate::frontend::session::stmt::Statements;
 use crate::frontend::session::{
-    acquire_slot, registry, too_many_user_connections, CmdError, Next, Session,
+    acquire_slot, registry, registry::Peer, too_many_user_connections, CmdError, Next, Session,
 };
 use crate::frontend::shared::Shared;
 use crate::protocol::codes;
@@ -46,10 +46,7 @@ pub async fn serve(
     mut client: PacketConn,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let peer = client
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
+    let peer = Peer(client.peer_addr());
     let id = shared.connection_id();
     let login = match login::login(&mut client, &shared, id).await {
         Ok(l) => l,
@@ -105,7 +102,7 @@ pub async fn serve(
         xa_seq: 0,
         diag_shards: vec![0],
         serving_diag: false,
-        registered: shared_registry.register(id, &login_user, &peer, tls, shards),
+        registered: shared_registry.register(id, &login_user, peer, tls, shards),
         watched: None,
         watching: false,
         killed: false,
@@ -274,7 +271,10 @@ impl Session {
         }
         let routing = self.shared.routing;
         match stmt.kind {
-            statement::Kind::Admin(cmd) => return self.admin(cmd).await,
+            // Boxed: an admin command's future (a rules reload holds a
+            // generator, 128-byte aligned) would otherwise size and align
+            // every session's future for a command a DBA runs.
+            statement::Kind::Admin(cmd) => return Box::pin(self.admin(cmd)).await,
             statement::Kind::Kill(Ok(k)) => return self.kill(k).await,
             statement::Kind::Kill(Err(what)) => {
                 return Err(CmdError::Refused(

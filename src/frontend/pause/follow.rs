@@ -353,6 +353,7 @@ pub async fn refresh_jobs(shared: &Shared, store: &Arc<dyn Store>) -> Vec<Job> {
 mod tests {
     use super::*;
     use crate::config::Config;
+    use crate::frontend::session::registry::Peer;
     use crate::idgen::store::memory::Fault;
     use crate::idgen::{Allocator, MemoryStore, SystemClock};
     use std::sync::atomic::Ordering;
@@ -427,9 +428,13 @@ mod tests {
     async fn acks_after_let_run_sessions_rejoins_and_releases_at_the_rules_version() {
         let (m, store, allocator, shared, task) = following(CONFIG).await;
 
-        let in_txn = shared.sessions.register(7, "app", "p", false, 1);
+        let in_txn = shared
+            .sessions
+            .register(7, "app", Peer::default(), false, 1);
         in_txn.control.in_txn.store(true, Ordering::Relaxed);
-        let idle = shared.sessions.register(8, "app", "p", false, 1);
+        let idle = shared
+            .sessions
+            .register(8, "app", Peer::default(), false, 1);
         publish(
             &store,
             Pause {

@@ -21,7 +21,7 @@ pub struct Control {
     /// Wakes the session when it is killed (a stored permit if it is busy).
     pub(in crate::frontend) wake: Notify,
     /// The client's address.
-    pub(in crate::frontend) peer: String,
+    pub(in crate::frontend) peer: Peer,
     /// The session's schema (updated when it changes).
     pub(in crate::frontend) schema: Mutex<Option<String>>,
     /// The command byte being handled; [`IDLE`] between commands.
@@ -112,6 +112,21 @@ pub struct Activity {
     pub in_txn: bool,
 }
 
+/// A client's address as logs and `SHOW IDGATE SESSIONS` show it (empty
+/// when unknown). Kept as an address and written out only when shown: a
+/// connection that only logs in and out never formats it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Peer(pub Option<std::net::SocketAddr>);
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(a) => write!(f, "{a}"),
+            None => Ok(()),
+        }
+    }
+}
+
 /// One row of `SHOW IDGATE SESSIONS`.
 #[derive(Debug, Clone)]
 pub struct SessionView {
@@ -136,7 +151,7 @@ impl Registry {
         self: &Arc<Self>,
         id: u32,
         user: &str,
-        peer: &str,
+        peer: Peer,
         tls: bool,
         shards: usize,
     ) -> Registered {
@@ -145,7 +160,7 @@ impl Registry {
             threads: Mutex::new(vec![None; shards]),
             killed: AtomicBool::new(false),
             wake: Notify::new(),
-            peer: peer.to_string(),
+            peer,
             schema: Mutex::new(None),
             command: AtomicU8::new(IDLE),
             since_us: AtomicU64::new(self.now_us()),
@@ -180,7 +195,7 @@ impl Registry {
             .map(|(&id, c)| SessionView {
                 id,
                 user: c.user.lock().clone(),
-                peer: c.peer.clone(),
+                peer: c.peer.to_string(),
                 schema: c.schema.lock().clone(),
                 shards: c
                     .threads
