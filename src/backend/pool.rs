@@ -551,6 +551,20 @@ pub struct Want<'a> {
 /// taker's session state, then one in `db`; with no schema wanted, only
 /// one that has none (a schema cannot be left).
 fn pick<K: Eq, C>(idle: &VecDeque<Idle<K, C>>, key: &K, want: Want<'_>) -> Option<usize> {
+    // The taker's own first, found by its number before any key or schema
+    // is compared: a multiplexed session takes back what it gave at every
+    // statement, among up to `pool_max` idle connections.
+    if want.owner != 0 {
+        let own = idle.iter().rposition(|c| {
+            c.owner == want.owner
+                && c.tag == want.tag
+                && &c.key == key
+                && c.db.as_deref() == want.db
+        });
+        if own.is_some() {
+            return own;
+        }
+    }
     let (mut same_state, mut in_db, mut any) = (None, None, None);
     for (i, c) in idle.iter().enumerate().rev() {
         if &c.key != key {
@@ -558,9 +572,6 @@ fn pick<K: Eq, C>(idle: &VecDeque<Idle<K, C>>, key: &K, want: Want<'_>) -> Optio
         }
         if c.db.as_deref() == want.db {
             if c.tag == want.tag {
-                if want.owner != 0 && c.owner == want.owner {
-                    return Some(i);
-                }
                 same_state = same_state.or(Some(i));
             }
             in_db = in_db.or(Some(i));

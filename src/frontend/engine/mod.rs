@@ -1054,8 +1054,11 @@ impl Session {
                 return "killed by KILL from another session".into();
             }
             let mut buf = std::mem::take(&mut self.buf);
+            // Biased, the cheap checks first: no random pick at every
+            // wake-up, and a client that keeps sending cannot hold off a
+            // KILL or the drain.
             let read = tokio::select! {
-                r = self.client.read_packet(&mut buf, max_packet) => r,
+                biased;
                 _ = killed.as_mut() => {
                     killed.set(control.killed());
                     self.buf = buf;
@@ -1066,6 +1069,7 @@ impl Session {
                     self.buf = buf;
                     continue;
                 }
+                r = self.client.read_packet(&mut buf, max_packet) => r,
             };
             let next = match read {
                 Ok(None) => {
