@@ -423,6 +423,14 @@ impl PacketConn {
     }
 }
 
+impl Drop for PacketConn {
+    /// A connection that ends leaves its read buffer to the next one
+    /// (a client that connects per request gets it instead of 8 KiB anew).
+    fn drop(&mut self) {
+        spare::park(&mut self.rbuf);
+    }
+}
+
 /// The sequence id of the last physical packet of `framed` (whole packets).
 pub fn last_seq(framed: &[u8]) -> Option<u8> {
     let mut at = 0usize;

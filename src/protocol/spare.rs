@@ -24,8 +24,11 @@ thread_local! {
 
 /// A read buffer: a parked one, or a new one of [`CHUNK`] bytes.
 pub fn take() -> BytesMut {
+    // `try_with`: a thread being torn down has no pool any more.
     SPARE
-        .with(|s| s.borrow_mut().pop())
+        .try_with(|s| s.borrow_mut().pop())
+        .ok()
+        .flatten()
         .unwrap_or_else(|| BytesMut::with_capacity(CHUNK))
 }
 
@@ -43,7 +46,9 @@ pub fn park(buf: &mut BytesMut) {
     if b.capacity() != CHUNK {
         return;
     }
-    SPARE.with(|s| {
+    // A thread being torn down (a connection dropped by its exit) frees
+    // the buffer instead.
+    let _ = SPARE.try_with(|s| {
         let mut s = s.borrow_mut();
         if s.len() < KEEP {
             s.push(b);
