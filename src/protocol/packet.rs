@@ -264,7 +264,7 @@ impl PacketConn {
     pub fn consume(&mut self, n: usize) {
         self.rbuf.advance(n.min(self.rbuf.len()));
         if self.rbuf.is_empty() && self.rbuf.capacity() > SHRINK_ABOVE {
-            self.rbuf = BytesMut::with_capacity(READ_CHUNK);
+            self.rbuf = spare::take();
         }
     }
 
@@ -318,6 +318,9 @@ impl PacketConn {
             .await?;
             if rbuf.capacity() == 0 {
                 *rbuf = spare::take();
+            } else if rbuf.capacity() < READ_CHUNK / 2 {
+                // Empty: its allocation is reused from the start.
+                rbuf.reserve(READ_CHUNK);
             }
             match tcp.try_read_buf(rbuf) {
                 Ok(0) => {
