@@ -29,6 +29,14 @@
 #                      the shard over TLS (backend tls = "required"), HAProxy
 #                      (mode tcp) passes TLS through to MariaDB; compare the
 #                      proxies' CPU per statement
+#   --pin P:R          the proxies on CPUs P, everything else on CPUs R
+#                      (taskset lists, e.g. --pin 1:0): sysbench, the test
+#                      bed's shards and etcd are moved to R for the run and
+#                      given all CPUs back after it. As if each proxy had a
+#                      host of its own: the proxies compare by tps without
+#                      taking CPU from MariaDB and sysbench. `direct` then
+#                      runs on R alone, so ratios to direct are not
+#                      like-for-like (default: no pinning)
 #   --no-control       leave out the A/A control: a second, identical HAProxy
 #                      (target haproxy2) in every workload, whose ratio
 #                      haproxy2/haproxy shows the run's noise floor (default: on)
@@ -100,6 +108,7 @@ do_idgate=1
 do_build=1
 do_control=1
 do_tls=0
+pin_proxy='' pin_rest=''
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 
@@ -120,6 +129,9 @@ while (($#)); do
     --control) do_control=1 ;;
     --no-control) do_control=0 ;;
     --tls) do_tls=1 ;;
+    --pin)
+      [[ $2 == *:* ]] || { echo "--pin wants PROXY_CPUS:REST_CPUS, e.g. 1:0" >&2; exit 2; }
+      pin_proxy=${2%%:*} pin_rest=${2#*:}; shift ;;
     -h | --help) usage; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -156,6 +168,21 @@ started=$SECONDS
 
 log() { printf '[bench] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+# --pin: command prefixes that start a proxy, or sysbench, on its CPUs.
+proxy_cpus=() rest_cpus=()
+if [ -n "$pin_proxy" ]; then
+  proxy_cpus=(taskset -c "$pin_proxy") rest_cpus=(taskset -c "$pin_rest")
+fi
+tb_dir=${IDGATE_TESTBED_DIR:-$repo/testbed}
+# pin_servers CPUS: moves the test bed's shards s0, s1 and etcd (every
+# thread) onto CPUS.
+pin_servers() {
+  local f
+  for f in "$tb_dir/s0/mysqld.pid" "$tb_dir/s1/mysqld.pid" "$tb_dir/etcd/etcd.pid"; do
+    [ -f "$f" ] && taskset -a -p -c "$1" "$(cat "$f")" >/dev/null 2>&1 || true
+  done
+}
 
 # ---------------------------------------------------------------- setup
 
@@ -229,6 +256,7 @@ idgate_base_ok=0
 etcd_prefix=
 cleanup() {
   local rc=$?
+  [ -n "$pin_proxy" ] && pin_servers "0-$(($(nproc) - 1))"
   stop_pid haproxy "$haproxy_pid"
   stop_pid haproxy2 "$haproxy2_pid"
   stop_pid idgate "$idgate_pid"
@@ -260,7 +288,7 @@ start_haproxy() { # start_haproxy NAME: sets NAME_pid and NAME_port
   # scheduling a process in another session gets another share of the CPUs,
   # which skewed the comparison on a loaded machine (a daemonized HAProxy ran
   # at 0.72x of an identical one in the foreground; see bench/README.md).
-  haproxy -db -f "$tmp/$name.cfg" >"$tmp/$name.log" 2>&1 &
+  "${proxy_cpus[@]}" haproxy -db -f "$tmp/$name.cfg" >"$tmp/$name.log" 2>&1 &
   pid=$!
   printf -v "${name}_pid" '%s' "$pid"
   echo "$pid" >"$tmp/$name.pid"
@@ -362,7 +390,7 @@ launch_idgate() {
   local name=$1 config=$2 port=$3 pid bin=$idgate_bin
   [ "$name" = idgate_base ] && bin=$idgate_base_bin
   # warn: no per-session log lines while measuring (HAProxy logs nothing either).
-  IDGATE_LOG=${IDGATE_LOG:-warn} "$bin" serve --config "$config" >"$tmp/$name.log" 2>&1 &
+  IDGATE_LOG=${IDGATE_LOG:-warn} "${proxy_cpus[@]}" "$bin" serve --config "$config" >"$tmp/$name.log" 2>&1 &
   pid=$!
   printf -v "${name}_pid" '%s' "$pid"
   if ! wait_ready 60 "$pid" "$port" "$app_user" "$app_password"; then
@@ -539,7 +567,7 @@ run_one() {
   mapfile -t conn < <(sb_common "${tgt[@]}")
   out=$tmp/sysbench-$wl-$target-$round.out
   # A proxy that stops answering must not hang the whole run.
-  timeout --kill-after=5 $((secs + 60)) sysbench "${wla[@]}" "${conn[@]}" \
+  "${rest_cpus[@]}" timeout --kill-after=5 $((secs + 60)) sysbench "${wla[@]}" "${conn[@]}" \
     --threads="$threads" --time="$secs" --forced-shutdown=15 --report-interval=0 --percentile=95 run \
     >"$out" 2>&1 || rc=$?
   local tps p95 writes errors queries cpu_us=NA cpu1
@@ -630,6 +658,11 @@ if testbed_reachable; then
 else
   "$repo/scripts/testbed.sh" up
 fi
+if [ -n "$pin_proxy" ]; then
+  command -v taskset >/dev/null || die "--pin needs taskset (util-linux)"
+  pin_servers "$pin_rest"
+  log "pinned: proxies on CPUs $pin_proxy; sysbench, shards and etcd on CPUs $pin_rest"
+fi
 
 mkdir -p "$outdir"
 tmp=$(mktemp -d /tmp/idgate-bench.XXXXXX)
@@ -677,6 +710,7 @@ fi
 {
   if [ "$mode" = run ]; then
     echo "idgate bench $stamp: $(nproc) cpus, $rounds round(s) x ${duration}s, $threads threads; medians over rounds"
+    [ -z "$pin_proxy" ] || echo "pinned (--pin): proxies on CPUs $pin_proxy; sysbench, shards and etcd on CPUs $pin_rest (direct runs on $pin_rest alone: its ratios are not like-for-like)"
   else
     echo "idgate bench $stamp: idle sessions only"
   fi
