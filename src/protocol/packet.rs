@@ -241,10 +241,7 @@ impl PacketConn {
                 .read_buf(&mut (&mut self.rbuf).limit(want))
                 .await?;
             if got == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "connection closed by peer",
-                ));
+                return Err(closed_by_peer());
             }
         }
         Ok(())
@@ -275,17 +272,10 @@ impl PacketConn {
         if self.held.is_some() {
             self.release_held().await?;
         }
-        if self.rbuf.capacity() == 0 {
-            self.rbuf = spare::take();
-        } else if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 2 {
-            self.rbuf.reserve(READ_CHUNK.max(self.rbuf.len()));
-        }
+        room_to_read(&mut self.rbuf);
         let n = self.stream.read_buf(&mut self.rbuf).await?;
         if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "connection closed by peer",
-            ));
+            return Err(closed_by_peer());
         }
         Ok(())
     }
@@ -316,19 +306,9 @@ impl PacketConn {
                 ready
             })
             .await?;
-            if rbuf.capacity() == 0 {
-                *rbuf = spare::take();
-            } else if rbuf.capacity() < READ_CHUNK / 2 {
-                // Empty: its allocation is reused from the start.
-                rbuf.reserve(READ_CHUNK);
-            }
+            room_to_read(rbuf);
             match tcp.try_read_buf(rbuf) {
-                Ok(0) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "connection closed by peer",
-                    ))
-                }
+                Ok(0) => return Err(closed_by_peer()),
                 Ok(_) => return Ok(()),
                 // Readiness was stale: it is cleared, the next poll waits.
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -431,6 +411,22 @@ impl Drop for PacketConn {
     /// (a client that connects per request gets it instead of 8 KiB anew).
     fn drop(&mut self) {
         spare::park(&mut self.rbuf);
+    }
+}
+
+/// An orderly close by the peer, as a read reports it.
+fn closed_by_peer() -> io::Error {
+    io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed by peer")
+}
+
+/// Makes room for a read: a buffer parked in [`spare`] is taken back; one
+/// with less than half a chunk free grows (an empty one is reused from the
+/// start of its allocation, without allocating).
+fn room_to_read(rbuf: &mut BytesMut) {
+    if rbuf.capacity() == 0 {
+        *rbuf = spare::take();
+    } else if rbuf.capacity() - rbuf.len() < READ_CHUNK / 2 {
+        rbuf.reserve(READ_CHUNK.max(rbuf.len()));
     }
 }
 
