@@ -307,9 +307,25 @@ impl PacketConn {
             })
             .await?;
             room_to_read(rbuf);
-            match tcp.try_read_buf(rbuf) {
+            // A read that leaves room in the buffer has drained the socket:
+            // its readiness is cleared now (the closure says WouldBlock,
+            // as tokio's own `poll_read` does after a short read), so the
+            // next command's wait does not begin with a read that finds
+            // nothing. Bytes that came after the read are a new edge, and
+            // wake the wait.
+            let room = rbuf.capacity() - rbuf.len();
+            let mut got = 0;
+            let read = tcp.try_io(tokio::io::Interest::READABLE, || {
+                got = tcp.try_read_buf(rbuf)?;
+                if got > 0 && got < room {
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                Ok(got)
+            });
+            match read {
                 Ok(0) => return Err(closed_by_peer()),
                 Ok(_) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => return Ok(()),
                 // Readiness was stale: it is cleared, the next poll waits.
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) => return Err(e),
@@ -530,6 +546,15 @@ mod tests {
         peer.write_all(&one).await.unwrap();
         assert_eq!(c.read_packet(&mut out, 1024).await.unwrap(), Some((0, 0)));
         assert_eq!(out, b"first");
+        // That read left room in the buffer, so it drained the socket: its
+        // readiness is cleared already, and the next wait does not begin
+        // with a read that finds nothing.
+        let stale = tokio::time::timeout(
+            Duration::ZERO,
+            c.tcp().unwrap().ready(tokio::io::Interest::READABLE),
+        )
+        .await;
+        assert!(stale.is_err(), "readiness left set after a short read");
         // Nothing sent: the read waits, its buffer parked (a read cut
         // short, as a session's is by KILL, leaves it parked too).
         let waiting =
