@@ -283,8 +283,9 @@ impl PacketConn {
     /// [`PacketConn::fill`] for a connection with nothing buffered, that
     /// may wait long for its peer (a client between commands): on a plain
     /// socket it waits holding no read buffer (its allocation is parked in
-    /// [`spare`] and taken back when bytes arrive). The same system calls
-    /// as `fill`: a read that finds nothing, then one that finds bytes.
+    /// [`spare`] and taken back when bytes arrive). One read per command
+    /// that arrives, as `fill` makes: a short read clears the socket's
+    /// readiness, so the wait for the next command starts at once.
     async fn fill_idle(&mut self) -> io::Result<()> {
         if !self.rbuf.is_empty() || !self.queued.is_empty() || self.held.is_some() {
             return self.fill().await;
