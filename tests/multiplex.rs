@@ -561,6 +561,85 @@ async fn sessions_sharing_two_connections_each_read_their_own_last_id() {
 /// too: idgate cannot replay it, so the session keeps its connection
 /// (pinned, `set_not_replayable`) and the next session to get that
 /// connection gets it reset, never with the changed sql_mode.
+/// What mysqldump writes around a dump: its `SET`s are in executable
+/// comments (`/*!40101 ... */`), which MariaDB runs. A `SET` there is
+/// replayed for its session and never reaches another; one that saves a
+/// value in a user variable pins the session, whose restore then reads
+/// its own value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sets_in_executable_comments_stay_with_their_session() {
+    let Some((tb, schema, p)) =
+        setup("mux_exec", "pool_max = 1\npool_wait_timeout_ms = 60000").await
+    else {
+        return;
+    };
+    let mut a = Conn::new(p.opts(Some(&schema))).await.expect("client a");
+    let mut b = Conn::new(p.opts(Some(&schema))).await.expect("client b");
+    let id = connection_id(&mut a).await;
+    assert_eq!(connection_id(&mut b).await, id, "one shard connection");
+    let settings = "SELECT CONCAT_WS('|', @@unique_checks, @@time_zone)";
+    let defaults: String = one(&mut b, settings).await;
+    for sql in [
+        "/*!40014 SET UNIQUE_CHECKS=0 */",
+        "/*M!100100 SET TIME_ZONE='+04:00'*/",
+    ] {
+        a.query_drop(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    for _ in 0..2 {
+        assert_eq!(
+            one::<String>(&mut b, settings).await,
+            defaults,
+            "b sees a's SETs"
+        );
+        assert_eq!(one::<String>(&mut a, settings).await, "OFF|+04:00");
+    }
+    assert_eq!(connection_id(&mut a).await, id);
+    assert_eq!(connection_id(&mut b).await, id);
+    a.disconnect().await.expect("a quits");
+    wait_idle(&p, 1).await;
+    assert_eq!(
+        one::<String>(&mut b, settings).await,
+        defaults,
+        "a's SETs outlive it"
+    );
+
+    // Saved in a user variable, set, restored: the session is pinned,
+    // reads back its own value, and its end resets the connection.
+    let mut c = Conn::new(p.opts(Some(&schema))).await.expect("client c");
+    for sql in [
+        "/*!40014 SET @OLD_UNIQUE_CHECKS=@@UNIQUE_CHECKS, UNIQUE_CHECKS=0 */",
+        "/*!40103 SET @OLD_TIME_ZONE=@@TIME_ZONE */",
+        "/*!40103 SET TIME_ZONE='+00:00' */",
+    ] {
+        c.query_drop(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    wait_pinned(&p, Pin::UserVariable, 1).await;
+    assert_eq!(one::<String>(&mut c, settings).await, "OFF|+00:00");
+    for sql in [
+        "/*!40103 SET TIME_ZONE=@OLD_TIME_ZONE */",
+        "/*!40014 SET UNIQUE_CHECKS=@OLD_UNIQUE_CHECKS */",
+    ] {
+        c.query_drop(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    assert_eq!(one::<String>(&mut c, settings).await, defaults);
+    c.disconnect().await.expect("c quits");
+    wait_pinned(&p, Pin::UserVariable, 0).await;
+    let left: String = one(
+        &mut b,
+        "SELECT CONCAT_WS('|', @@unique_checks, @@time_zone, COALESCE(@OLD_TIME_ZONE, 'none'))",
+    )
+    .await;
+    assert_eq!(left, format!("{defaults}|none"), "c's state reached b");
+    b.disconnect().await.expect("b quits");
+    proxy::teardown(&tb, p, &schema).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_set_run_as_a_prepared_statement_pins_the_session_and_does_not_leak() {
     let Some((tb, schema, p)) =

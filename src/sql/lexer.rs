@@ -396,6 +396,116 @@ fn exec_comment_len(src: &[u8], i: usize) -> Option<usize> {
     Some(bang + digits)
 }
 
+/// The start of a `/* */` comment (a searcher built once).
+static COMMENT_START: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"/*"));
+
+/// Whether `src` may have an executable comment (`/*!`, `/*M!`; also one
+/// inside a string: a cheap test before [`lex_all`] looks closer).
+pub fn has_exec_comment(src: &[u8]) -> bool {
+    COMMENT_START
+        .find_iter(src)
+        .any(|i| exec_comment_len(src, i + 2).is_some())
+}
+
+/// Lexes all of `sql`, handing each token to `on_token` (its error ends
+/// the walk); with `blanked` (a copy of `sql`), the executable comments'
+/// markers are blanked in it as they pass, so their content reads as the
+/// code MariaDB runs.
+pub fn lex_all<E>(
+    sql: &str,
+    modes: Modes,
+    mut blanked: Option<&mut Vec<u8>>,
+    mut on_token: impl FnMut(Token) -> Result<(), E>,
+) -> Result<(), E> {
+    let src = sql.as_bytes();
+    let mut lx = Lexer::new(sql, 0, modes);
+    let (mut prev_end, mut prev_in_exec) = (0, false);
+    loop {
+        let t = lx.next_token();
+        let gap_end = t.map_or(src.len(), |t| t.start);
+        if let Some(out) = blanked.as_deref_mut() {
+            if gap_end > prev_end {
+                blank_exec_markers(src, out, prev_end, gap_end, prev_in_exec);
+            }
+        }
+        let Some(t) = t else { return Ok(()) };
+        on_token(t)?;
+        prev_end = t.end;
+        prev_in_exec = lx.in_exec();
+    }
+}
+
+/// The text MariaDB runs for `sql`: its executable comments' markers
+/// blanked (`/*!40101 SET NAMES utf8 */` reads as `SET NAMES utf8`);
+/// `None` when it has none.
+pub fn executed_text(sql: &str, modes: Modes) -> Option<Vec<u8>> {
+    let src = sql.as_bytes();
+    if !has_exec_comment(src) {
+        return None;
+    }
+    let mut out = src.to_vec();
+    // Nothing refuses a token: the walk always ends at the text's end.
+    let _ = lex_all(sql, modes, Some(&mut out), |_| Ok::<(), ()>(()));
+    Some(out)
+}
+
+/// Replaces `start..end` with as many spaces.
+pub fn blank(out: &mut [u8], start: usize, end: usize) {
+    if let Some(s) = out.get_mut(start..end) {
+        s.fill(b' ');
+    }
+}
+
+/// Blanks the executable-comment markers in the trivia `start..end` (what
+/// the lexer skipped between two tokens), starting inside one if `in_exec`.
+/// Mirrors the lexer's trivia rules.
+fn blank_exec_markers(src: &[u8], out: &mut [u8], start: usize, end: usize, mut in_exec: bool) {
+    let at = |i: usize| {
+        if i < end {
+            src.get(i).copied().unwrap_or(0)
+        } else {
+            0
+        }
+    };
+    let mut i = start;
+    while i < end {
+        match at(i) {
+            b'#' => i = line_end(src, i, end),
+            b'-' if at(i + 1) == b'-' && (i + 2 >= src.len() || at(i + 2) <= b' ') => {
+                i = line_end(src, i, end)
+            }
+            b'/' if at(i + 1) == b'*' => {
+                if let Some(len) = exec_comment_len(src, i + 2) {
+                    let j = (i + 2 + len).min(end);
+                    blank(out, i, j);
+                    in_exec = true;
+                    i = j;
+                } else {
+                    let body = src.get(i + 2..end).unwrap_or(&[]);
+                    i = match COMMENT_END.find(body) {
+                        Some(k) => i + 2 + k + 2,
+                        None => end,
+                    };
+                }
+            }
+            b'*' if in_exec && at(i + 1) == b'/' => {
+                blank(out, i, i + 2);
+                in_exec = false;
+                i += 2;
+            }
+            _ => i += 1,
+        }
+    }
+}
+
+fn line_end(src: &[u8], i: usize, end: usize) -> usize {
+    match memchr::memchr(b'\n', src.get(i..end).unwrap_or(&[])) {
+        Some(k) => i + k + 1,
+        None => end,
+    }
+}
+
 /// How many bytes of a quoted token [`scan_quoted`] looks at one by one
 /// before it hands the rest to memchr.
 const SHORT: usize = 16;
@@ -620,6 +730,31 @@ pub fn skim(sql: &str, mut pos: usize, modes: Modes, mut in_exec: bool) -> Skim 
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn executed_text_blanks_the_markers_only() {
+        let run = |s: &str| {
+            executed_text(s, Modes::default()).map(|v| String::from_utf8(v).expect("utf-8"))
+        };
+        assert_eq!(run("SELECT 1 /* c */"), None);
+        assert_eq!(
+            run("/*!40101 SET NAMES utf8 */;").as_deref(),
+            Some("         SET NAMES utf8   ;")
+        );
+        assert_eq!(
+            run("/*M!100100 SET x=1*/ /*!SET y=2*/").as_deref(),
+            Some("           SET x=1      SET y=2  ")
+        );
+        // A version of fewer than 5 digits is content; strings and plain
+        // comments are kept.
+        assert_eq!(run("/*!4 */").as_deref(), Some("   4   "));
+        let s = "SELECT '/*!40101 x */' /* /*!no */";
+        assert_eq!(run(s).as_deref(), Some(s));
+        assert_eq!(
+            run("SELECT /*!1 + */ 2, '*/'").as_deref(),
+            Some("SELECT    1 +    2, '*/'")
+        );
+    }
     use super::*;
 
     fn kinds(sql: &str, modes: Modes) -> Vec<(Kind, &str)> {

@@ -43,7 +43,8 @@ impl Session {
         if self.lid_home == shard && self.lid_synced == bit(shard) {
             return; // nothing it could change
         }
-        let first = first_keyword(sql);
+        // An INSERT in an executable comment (`/*! INSERT ... */`) is one.
+        let first = first_keyword(&crate::sql::statement::keyword::executed(sql));
         if matches!(&first, b"INSERT\0\0" | b"REPLACE\0") || mentions(sql) {
             self.last_id_home(shard);
         }

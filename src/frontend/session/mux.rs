@@ -49,7 +49,7 @@ use crate::backend::pool::{Idle, PIN_SLOTS};
 use crate::frontend::session::{lidread, Session};
 use crate::protocol::consts::{cmd, status};
 use crate::protocol::response::Expect;
-use crate::sql::statement::keyword::{contains_ignore_case, first_keyword};
+use crate::sql::statement::keyword::{contains_ignore_case, executed, first_keyword};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -341,11 +341,13 @@ impl Session {
     /// `LAST_INSERT_ID()` ([`reads_last_id`]).
     pub(in crate::frontend) fn before_command(&mut self, payload: &[u8]) {
         self.mux.want_lid = match payload.first() {
-            Some(&cmd::QUERY) => reads_last_id(&payload[1..]),
+            Some(&cmd::QUERY) => reads_last_id(&executed(&payload[1..])),
             Some(&cmd::STMT_EXECUTE) => crate::protocol::stmt::stmt_id(&payload[1..])
                 .ok()
                 .and_then(|id| self.stmts.get_mut(id))
-                .is_some_and(|s| reads_last_id(s.client_prepare.get(1..).unwrap_or(&[]))),
+                .is_some_and(|s| {
+                    reads_last_id(&executed(s.client_prepare.get(1..).unwrap_or(&[])))
+                }),
             _ => false,
         };
         self.note_insert(payload);
@@ -357,19 +359,20 @@ impl Session {
     }
 
     /// What a command's statement text (a query's, or the prepared text of
-    /// an execute) tells about pins and `LAST_INSERT_ID()`. An execute of a
+    /// an execute; as MariaDB runs it, executable comments included:
+    /// [`executed`]) tells about pins and `LAST_INSERT_ID()`. An execute of a
     /// prepared `SET` is recorded here as state idgate cannot replay (the
     /// statement is looked up once).
     fn command_facts(&mut self, payload: &[u8]) -> Option<Facts> {
         let lid = self.mux.want_lid;
         match payload.first() {
-            Some(&cmd::QUERY) => payload.get(1..).map(|sql| Facts::of(sql, lid)),
+            Some(&cmd::QUERY) => payload.get(1..).map(|sql| Facts::of(&executed(sql), lid)),
             Some(&cmd::STMT_EXECUTE) => {
                 let id = crate::protocol::stmt::stmt_id(payload.get(1..)?).ok()?;
                 let s = self.stmts.get_mut(id)?;
-                let sql = s.client_prepare.get(1..)?;
-                self.state.record_prepared(sql);
-                Some(Facts::of(sql, lid))
+                let sql = executed(s.client_prepare.get(1..)?);
+                self.state.record_prepared(&sql);
+                Some(Facts::of(&sql, lid))
             }
             _ => None,
         }
@@ -894,6 +897,35 @@ mod tests {
     }
 
     #[test]
+    fn statements_in_executable_comments_pin_as_they_run() {
+        // mysqldump's headers and footers: MariaDB runs what they hide.
+        let f = |s: &str| Facts::of(&executed(s.as_bytes()), false);
+        let saved = "/*!40101 SET @OLD_CHARACTER_SET_CLIENT=@@CHARACTER_SET_CLIENT */";
+        assert_eq!(f(saved).pins, Pin::UserVariable.bit());
+        assert_eq!(
+            f("/*!40014 SET UNIQUE_CHECKS=@OLD_UNIQUE_CHECKS */").pins,
+            Pin::UserVariable.bit()
+        );
+        assert_eq!(
+            f("/*!40000 LOCK TABLES t WRITE */").pins,
+            Pin::LockTables.bit()
+        );
+        assert!(f("/*M!100100 UNLOCK TABLES */").unlock);
+        assert_eq!(
+            f("/*!40103 CREATE TEMPORARY TABLE t (a int) */").pins,
+            Pin::TemporaryTable.bit()
+        );
+        assert!(f("/*! INSERT INTO t VALUES (1) */").inserts);
+        assert!(f("/*!*/ SHOW WARNINGS").diagnostics);
+        assert!(reads_last_id(&executed(
+            b"/*! INSERT IGNORE INTO t VALUES (1) */"
+        )));
+        // Plain comments and strings hide nothing.
+        assert_eq!(f("/* SET @x = 1 */ SELECT 1").pins, 0);
+        assert_eq!(f("SELECT '/*!40101 SET @x = 1 */'").pins, 0);
+    }
+
+    #[test]
     fn state_tags() {
         use crate::frontend::session::replay::SessionState;
         let q = |s: &str| [&[3u8][..], s.as_bytes()].concat();
@@ -908,6 +940,14 @@ mod tests {
         assert_ne!(a.tag(), b.tag());
         a.record(&q("SET @a = 1; SET @b = 2"));
         assert_eq!(a.tag(), u64::MAX);
+        // A `SET` in an executable comment changes the tag as it is.
+        let mut c = SessionState::default();
+        c.record(&q("/*!40014 SET UNIQUE_CHECKS=0 */"));
+        assert_ne!(c.tag(), 0);
+        let mut d = SessionState::default();
+        d.record(&q("/*!40101 SET GLOBAL max_connections = 10 */"));
+        d.record(&q("/* SET time_zone = '+01:00' */ SELECT 1"));
+        assert_eq!(d.tag(), 0);
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! client never continues silently with different session settings.
 
 use crate::sql::statement::first_keyword;
+use crate::sql::statement::keyword::executed;
 
 /// Most `SET` statements kept for replay.
 pub const MAX_RECORDED: usize = 64;
@@ -28,11 +29,12 @@ pub struct SessionState {
 impl SessionState {
     /// Records a COM_QUERY that succeeded, if it changes session state.
     pub fn record(&mut self, payload: &[u8]) {
-        let sql = payload.get(1..).unwrap_or_default();
-        if &first_keyword(sql)[..4] != b"SET\0" || !changes_session(sql) {
+        // As MariaDB runs it: mysqldump's `/*!40101 SET ... */` is a `SET`.
+        let sql = executed(payload.get(1..).unwrap_or_default());
+        if &first_keyword(&sql)[..4] != b"SET\0" || !changes_session(&sql) {
             return;
         }
-        if memchr::memchr(b';', sql)
+        if memchr::memchr(b';', &sql)
             .is_some_and(|i| sql[i + 1..].iter().any(|b| !b.is_ascii_whitespace()))
         {
             self.lost = true;

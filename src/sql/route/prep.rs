@@ -1,7 +1,7 @@
 //! The text sqlparser is given, and what the lexer knows that sqlparser
 //! does not.
 //!
-//! One pass of the [`Lexer`] over the original text finds the `?` offsets
+//! One pass of the [`Lexer`](super::super::lexer::Lexer) over the original text finds the `?` offsets
 //! (parameter indexes), `||`/`&&` (whose meaning and precedence sqlparser
 //! gets wrong for MariaDB), and what must change for sqlparser to read the
 //! statement as MariaDB does, without moving anything it keeps:
@@ -15,15 +15,8 @@
 //!   become spaces; the commas of `UPDATE a, b SET` become ` JOIN` (the only
 //!   change of length, recorded to map offsets back).
 
-use super::super::lexer::{Kind, Lexer, Modes, Token};
+use super::super::lexer::{blank, has_exec_comment, lex_all, Kind, Modes, Token};
 use super::RouteError;
-
-// Searchers built once: building one costs more than searching a short
-// statement.
-static COMMENT_START: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"/*"));
-static COMMENT_END: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"*/"));
 
 /// Most operators a statement may have for sqlparser: it builds one tree
 /// level per operator of a chain (`a AND b AND ...`), and walking or dropping
@@ -80,73 +73,6 @@ fn is_word(sql: &str, t: &Token, kw: &str) -> bool {
             .is_some_and(|w| w.eq_ignore_ascii_case(kw.as_bytes()))
 }
 
-/// Replaces `start..end` with as many spaces.
-fn blank(out: &mut [u8], start: usize, end: usize) {
-    if let Some(s) = out.get_mut(start..end) {
-        s.fill(b' ');
-    }
-}
-
-/// Blanks the executable-comment markers in the trivia `start..end` (what
-/// the lexer skipped between two tokens), starting inside one if `in_exec`.
-/// Mirrors the lexer's trivia rules.
-fn blank_exec_markers(src: &[u8], out: &mut [u8], start: usize, end: usize, mut in_exec: bool) {
-    let at = |i: usize| {
-        if i < end {
-            src.get(i).copied().unwrap_or(0)
-        } else {
-            0
-        }
-    };
-    let mut i = start;
-    while i < end {
-        match at(i) {
-            b'#' => i = line_end(src, i, end),
-            b'-' if at(i + 1) == b'-' && (i + 2 >= src.len() || at(i + 2) <= b' ') => {
-                i = line_end(src, i, end)
-            }
-            b'/' if at(i + 1) == b'*' => {
-                let bang = match (at(i + 2), at(i + 3)) {
-                    (b'!', _) => Some(1),
-                    (b'M', b'!') => Some(2),
-                    _ => None,
-                };
-                if let Some(bang) = bang {
-                    let mut j = i + 2 + bang;
-                    let digits = (j..end.min(j + 6))
-                        .take_while(|&k| at(k).is_ascii_digit())
-                        .count();
-                    if digits >= 5 {
-                        j += digits;
-                    }
-                    blank(out, i, j);
-                    in_exec = true;
-                    i = j;
-                } else {
-                    let body = src.get(i + 2..end).unwrap_or(&[]);
-                    i = match COMMENT_END.find(body) {
-                        Some(k) => i + 2 + k + 2,
-                        None => end,
-                    };
-                }
-            }
-            b'*' if in_exec && at(i + 1) == b'/' => {
-                blank(out, i, i + 2);
-                in_exec = false;
-                i += 2;
-            }
-            _ => i += 1,
-        }
-    }
-}
-
-fn line_end(src: &[u8], i: usize, end: usize) -> usize {
-    match memchr::memchr(b'\n', src.get(i..end).unwrap_or(&[])) {
-        Some(k) => i + k + 1,
-        None => end,
-    }
-}
-
 /// Lexes `sql` once and builds the parser text.
 ///
 /// # Errors
@@ -155,33 +81,17 @@ fn line_end(src: &[u8], i: usize, end: usize) -> usize {
 /// quote under `ANSI_QUOTES`.
 pub(super) fn prepare(sql: &str, modes: Modes) -> Result<Prep, RouteError> {
     let src = sql.as_bytes();
-    let exec = COMMENT_START.find_iter(src).any(|i| {
-        matches!(
-            (src.get(i + 2), src.get(i + 3)),
-            (Some(b'!'), _) | (Some(b'M'), Some(b'!'))
-        )
-    });
-    let mut out: Option<Vec<u8>> = None;
-    let mut edit = |f: &mut dyn FnMut(&mut Vec<u8>)| f(out.get_or_insert_with(|| src.to_vec()));
-
-    let mut lx = Lexer::new(sql, 0, modes);
+    // Executable comments' markers blanked as the text is lexed.
+    let mut out: Option<Vec<u8>> = has_exec_comment(src).then(|| src.to_vec());
     let mut tokens = Vec::new();
-    let mut prev_end = 0;
-    let mut prev_in_exec = false;
-    loop {
-        let t = lx.next_token();
-        let gap_end = t.map_or(src.len(), |t| t.start);
-        if exec && gap_end > prev_end {
-            edit(&mut |o| blank_exec_markers(src, o, prev_end, gap_end, prev_in_exec));
-        }
-        let Some(t) = t else { break };
+    lex_all(sql, modes, out.as_mut(), |t| {
         if t.kind == Kind::Unterminated {
             return Err(RouteError::syntax("a quote or comment is not closed"));
         }
-        prev_end = t.end;
-        prev_in_exec = lx.in_exec();
         tokens.push(t);
-    }
+        Ok(())
+    })?;
+    let mut edit = |f: &mut dyn FnMut(&mut Vec<u8>)| f(out.get_or_insert_with(|| src.to_vec()));
 
     let operators = tokens
         .iter()

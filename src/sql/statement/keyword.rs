@@ -3,6 +3,9 @@
 //! Every classifier of [`super`] starts here; nothing else in idgate reads
 //! keywords on its own.
 
+use crate::sql::lexer;
+use std::borrow::Cow;
+
 /// Case-insensitive substring search (`needle` in lower case), SIMD-scanning
 /// for its first byte. (Scanning for a rarer byte of the needle was tried:
 /// `cargo bench --bench sql -- scans` had it 2x faster on sysbench's INSERT,
@@ -15,6 +18,26 @@ pub fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
         hay.get(i..i + needle.len())
             .is_some_and(|w| w.eq_ignore_ascii_case(needle))
     })
+}
+
+/// The statement as MariaDB runs it, for the classifiers of what a
+/// statement does to its session (multiplexing's pins, the `SET`s kept
+/// for replay): executable comments' markers blanked, so mysqldump's
+/// `/*!40101 SET NAMES utf8mb4 */` is the `SET` it is
+/// ([`crate::sql::lexer::executed_text`]). Borrowed, after one scan for
+/// `/*`, when there is no executable comment. Strings are read in the
+/// default `sql_mode` (under `NO_BACKSLASH_ESCAPES`, a `\` ending a string
+/// can make it read further); text that is not UTF-8 is read lossily (only
+/// its words matter here).
+pub fn executed(sql: &[u8]) -> Cow<'_, [u8]> {
+    if !lexer::has_exec_comment(sql) {
+        return Cow::Borrowed(sql);
+    }
+    let text = String::from_utf8_lossy(sql);
+    match lexer::executed_text(&text, lexer::Modes::default()) {
+        Some(v) => Cow::Owned(v),
+        None => Cow::Borrowed(sql),
+    }
 }
 
 /// Where the first word of a statement starts, after whitespace and comments.
