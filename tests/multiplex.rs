@@ -238,6 +238,17 @@ async fn pinned_sessions_keep_their_connection_until_released() {
     wait_pinned(&p, Pin::Transaction, 0).await;
     assert_eq!(one::<u64>(&mut b, "SELECT COUNT(*) FROM t").await, 1);
 
+    // Table locks, also `FLUSH ... FOR EXPORT`'s, until `UNLOCK TABLES`.
+    a.query_drop("FLUSH TABLES t FOR EXPORT")
+        .await
+        .expect("flush for export");
+    wait_pinned(&p, Pin::LockTables, 1).await;
+    let id_a = connection_id(&mut a).await;
+    assert_ne!(connection_id(&mut b).await, id_a);
+    assert_eq!(one::<u64>(&mut b, "SELECT COUNT(*) FROM t").await, 1);
+    a.query_drop("UNLOCK TABLES").await.expect("unlock");
+    wait_pinned(&p, Pin::LockTables, 0).await;
+
     // A temporary table and a user variable pin for the session's life
     // (b mentions one too: it is pinned as well).
     a.query_drop("CREATE TEMPORARY TABLE tmp (a INT)")

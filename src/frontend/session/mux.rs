@@ -29,14 +29,16 @@
 //!   `@@warning_count` and `GET DIAGNOSTICS` must see the connection it
 //!   ran on; a diagnostics statement keeps the pin as it was).
 //! - Pinning until the session ends or COM_RESET_CONNECTION (sticky,
-//!   found in the statement's text): temporary tables, `LOCK TABLES`
-//!   (released by `UNLOCK TABLES`), `GET_LOCK`, any user variable
+//!   found in the statement's text, as MariaDB runs it: executable
+//!   comments' content included): temporary tables, `LOCK TABLES` and
+//!   `FLUSH TABLES ... WITH READ LOCK | FOR EXPORT` (released by `UNLOCK
+//!   TABLES`), `GET_LOCK`, any user variable
 //!   mentioned (`@v`: the simplest honest rule, as idgate cannot tell
 //!   which are read later), SQL `PREPARE`/`EXECUTE`, `SQL_CALC_FOUND_ROWS`,
 //!   `CALL` (a routine may change anything), `HANDLER`, MariaDB sequences'
 //!   per-connection values (`NEXTVAL`, `LASTVAL`, ...), COM_SET_OPTION, a
 //!   `SET` idgate cannot replay, `SET TRANSACTION` (until the transaction
-//!   it is for begins), client-issued `XA`.
+//!   it is for begins), client-issued `XA`, `BACKUP LOCK`/`BACKUP STAGE`.
 //!
 //! The same rules decide, with or without multiplexing, whether a session
 //! that ends may give its connections back without COM_RESET_CONNECTION
@@ -76,11 +78,12 @@ pub enum Pin {
     SetOption,
     SetTransaction,
     Xa,
+    Backup,
 }
 
 impl Pin {
     /// Every reason, in slot order.
-    pub const ALL: [Pin; 17] = [
+    pub const ALL: [Pin; 18] = [
         Pin::Transaction,
         Pin::Cursor,
         Pin::LongData,
@@ -98,6 +101,7 @@ impl Pin {
         Pin::SetOption,
         Pin::SetTransaction,
         Pin::Xa,
+        Pin::Backup,
     ];
 
     /// Its name in `SHOW IDGATE POOLS` and `/metrics`.
@@ -120,6 +124,7 @@ impl Pin {
             Pin::SetOption => "set_option",
             Pin::SetTransaction => "set_transaction",
             Pin::Xa => "xa",
+            Pin::Backup => "backup",
         }
     }
 
@@ -207,7 +212,16 @@ fn keyword_pins(sql: &[u8]) -> (u32, bool) {
     let pin = match &first_keyword(sql) {
         b"CREATE\0\0" if contains_ignore_case(sql, b"temporary") => Pin::TemporaryTable,
         b"LOCK\0\0\0\0" => Pin::LockTables,
-        b"FLUSH\0\0\0" if contains_ignore_case(sql, b"read lock") => Pin::LockTables,
+        // `FLUSH TABLES ... WITH READ LOCK` and `... FOR EXPORT` hold their
+        // locks until `UNLOCK TABLES`.
+        b"FLUSH\0\0\0"
+            if contains_ignore_case(sql, b"read lock")
+                || contains_ignore_case(sql, b"for export") =>
+        {
+            Pin::LockTables
+        }
+        // `BACKUP LOCK` and `BACKUP STAGE`: held by the connection.
+        b"BACKUP\0\0" => Pin::Backup,
         b"UNLOCK\0\0" => return (0, true),
         b"PREPARE\0" | b"EXECUTE\0" | b"DEALLOCA" => Pin::SqlPrepare,
         b"CALL\0\0\0\0" => Pin::Call,
@@ -885,6 +899,10 @@ mod tests {
         assert_eq!(p("SET @v = 1"), Pin::UserVariable.bit());
         assert_eq!(p("SELECT * FROM t WHERE id = 1"), 0);
         assert_eq!(p("XA START 'x'"), Pin::Xa.bit());
+        assert_eq!(p("FLUSH TABLES t FOR EXPORT"), Pin::LockTables.bit());
+        assert_eq!(p("FLUSH TABLES t"), 0);
+        assert_eq!(p("BACKUP LOCK t"), Pin::Backup.bit());
+        assert_eq!(p("BACKUP STAGE START"), Pin::Backup.bit());
         // Each statement of a multi-statement query counts.
         assert_eq!(p("SELECT 1; LOCK TABLES t WRITE"), Pin::LockTables.bit());
         assert_eq!(p("LOCK TABLES t WRITE; UNLOCK TABLES"), 0);
