@@ -651,6 +651,37 @@ async fn sets_in_executable_comments_stay_with_their_session() {
     proxy::teardown(&tb, p, &schema).await;
 }
 
+/// MariaDB's `SET STATEMENT var = value FOR stmt` pins as `stmt` does: a
+/// temporary table made under it stays with its session, and the
+/// session's end resets the connection before anyone else gets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_temporary_table_made_under_set_statement_pins_the_session() {
+    let Some((tb, schema, p)) =
+        setup("mux_setstmt", "pool_max = 1\npool_wait_timeout_ms = 60000").await
+    else {
+        return;
+    };
+    let mut a = Conn::new(p.opts(Some(&schema))).await.expect("client a");
+    a.query_drop("SET STATEMENT max_statement_time = 100 FOR CREATE TEMPORARY TABLE tmp (x INT)")
+        .await
+        .expect("temporary table under SET STATEMENT");
+    wait_pinned(&p, Pin::TemporaryTable, 1).await;
+    assert_eq!(one::<u64>(&mut a, "SELECT COUNT(*) FROM tmp").await, 0);
+    let id = connection_id(&mut a).await;
+    a.disconnect().await.expect("a quits");
+    wait_pinned(&p, Pin::TemporaryTable, 0).await;
+    wait_idle(&p, 1).await;
+    let mut b = Conn::new(p.opts(Some(&schema))).await.expect("client b");
+    assert_eq!(connection_id(&mut b).await, id, "b gets a's connection");
+    let seen = b.query_drop("SELECT COUNT(*) FROM tmp").await;
+    assert!(
+        matches!(&seen, Err(mysql_async::Error::Server(e)) if e.code == 1146),
+        "a's temporary table reached b: {seen:?}"
+    );
+    b.disconnect().await.expect("b quits");
+    proxy::teardown(&tb, p, &schema).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_set_run_as_a_prepared_statement_pins_the_session_and_does_not_leak() {
     let Some((tb, schema, p)) =

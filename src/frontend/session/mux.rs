@@ -51,7 +51,9 @@ use crate::backend::pool::{Idle, PIN_SLOTS};
 use crate::frontend::session::{lidread, Session};
 use crate::protocol::consts::{cmd, status};
 use crate::protocol::response::Expect;
-use crate::sql::statement::keyword::{contains_ignore_case, executed, first_keyword};
+use crate::sql::statement::keyword::{
+    contains_ignore_case, executed, first_keyword, keyword_start, set_statement_body,
+};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -207,8 +209,18 @@ fn sticky_pins(sql: &[u8]) -> (u32, bool) {
 }
 
 /// The pins one statement sets by its first keyword, and whether it is
-/// `UNLOCK TABLES`.
+/// `UNLOCK TABLES`; for `SET STATEMENT ... FOR stmt`, those of `stmt`
+/// (once: MariaDB does not nest them).
 fn keyword_pins(sql: &[u8]) -> (u32, bool) {
+    match set_statement_body(sql) {
+        Some(body) => first_keyword_pins(&body),
+        None => first_keyword_pins(sql),
+    }
+}
+
+/// The pins one statement sets by its first keyword, and whether it is
+/// `UNLOCK TABLES`.
+fn first_keyword_pins(sql: &[u8]) -> (u32, bool) {
     let pin = match &first_keyword(sql) {
         b"CREATE\0\0" if contains_ignore_case(sql, b"temporary") => Pin::TemporaryTable,
         b"LOCK\0\0\0\0" => Pin::LockTables,
@@ -235,7 +247,7 @@ fn keyword_pins(sql: &[u8]) -> (u32, bool) {
 
 /// `SET TRANSACTION ...` (for the next transaction only).
 fn set_transaction(sql: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(sql);
+    let text = String::from_utf8_lossy(&sql[keyword_start(sql)..]);
     let mut words = text.split_ascii_whitespace().skip(1);
     matches!(words.next(), Some(w) if w.eq_ignore_ascii_case("transaction"))
 }
@@ -896,6 +908,19 @@ mod tests {
             Pin::SetTransaction.bit()
         );
         assert_eq!(p("SET sql_mode = ''"), 0);
+        assert_eq!(
+            p("/* c */ SET TRANSACTION READ ONLY"),
+            Pin::SetTransaction.bit()
+        );
+        assert_eq!(
+            p("SET STATEMENT max_statement_time = 5 FOR CREATE TEMPORARY TABLE t (a int)"),
+            Pin::TemporaryTable.bit()
+        );
+        assert_eq!(
+            p("set statement sql_mode = 'for', x = (1) for call p()"),
+            Pin::Call.bit()
+        );
+        assert_eq!(p("SET STATEMENT max_statement_time = 5 FOR SELECT 1"), 0);
         assert_eq!(p("SET @v = 1"), Pin::UserVariable.bit());
         assert_eq!(p("SELECT * FROM t WHERE id = 1"), 0);
         assert_eq!(p("XA START 'x'"), Pin::Xa.bit());

@@ -9,8 +9,8 @@
 //! than [`MAX_RECORDED`] statements) makes a reopen fail instead, so the
 //! client never continues silently with different session settings.
 
-use crate::sql::statement::first_keyword;
 use crate::sql::statement::keyword::executed;
+use crate::sql::statement::{first_keyword, keyword_start};
 
 /// Most `SET` statements kept for replay.
 pub const MAX_RECORDED: usize = 64;
@@ -100,7 +100,7 @@ fn fingerprint(sets: &[Vec<u8>]) -> u64 {
 /// Whether a `SET` statement changes this session (not `SET GLOBAL`, `SET
 /// PASSWORD`, or `SET TRANSACTION` for the next transaction only).
 fn changes_session(sql: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(sql);
+    let text = String::from_utf8_lossy(&sql[keyword_start(sql)..]);
     let mut words = text.split_ascii_whitespace().skip(1);
     let Some(second) = words.next() else {
         return false;
@@ -127,6 +127,7 @@ mod tests {
         st.record(&q("SET NAMES utf8mb4"));
         st.record(&q("set @a = 1"));
         st.record(&q("SET GLOBAL max_connections = 10"));
+        st.record(&q("/* c */ SET GLOBAL max_connections = 10"));
         st.record(&q("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"));
         st.record(&q("SELECT 1"));
         st.record(&q("SET NAMES utf8mb4"));

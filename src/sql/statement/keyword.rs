@@ -111,6 +111,32 @@ pub fn second_word(sql: &[u8]) -> String {
     words.next().unwrap_or("").to_string()
 }
 
+/// The statement a MariaDB `SET STATEMENT var = value [, ...] FOR stmt`
+/// runs (`stmt`, from the first `FOR` outside parentheses); `None` for
+/// any other statement. Text that is not UTF-8 is read lossily (only its
+/// words matter to the callers).
+pub fn set_statement_body(sql: &[u8]) -> Option<Cow<'_, [u8]>> {
+    if &first_keyword(sql)[..4] != b"SET\0" || !second_word(sql).eq_ignore_ascii_case("statement") {
+        return None;
+    }
+    let text = String::from_utf8_lossy(sql);
+    let mut lx = lexer::Lexer::new(&text, keyword_start(sql), lexer::Modes::default());
+    let mut depth = 0usize;
+    let end = loop {
+        let t = lx.next_token()?;
+        match t.kind {
+            lexer::Kind::Punct(b'(') => depth += 1,
+            lexer::Kind::Punct(b')') => depth = depth.saturating_sub(1),
+            lexer::Kind::Word if depth == 0 && t.is_word(&text, "FOR") => break t.end,
+            _ => {}
+        }
+    };
+    Some(match text {
+        Cow::Borrowed(_) => Cow::Borrowed(&sql[end..]),
+        Cow::Owned(t) => Cow::Owned(t.as_bytes()[end..].to_vec()),
+    })
+}
+
 /// Whether a statement starting with this keyword may write rows.
 pub fn may_write(first: &[u8; 8]) -> bool {
     matches!(
