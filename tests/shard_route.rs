@@ -191,6 +191,25 @@ async fn keyed_statements_touch_only_their_shard() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("shard key"), "{err}");
+    // MariaDB's per-statement variables: what runs under them is not
+    // routed, so it is refused rather than run on the first shard only.
+    for sql in [
+        "SET STATEMENT max_statement_time = 10 FOR SELECT w FROM t WHERE id = 13",
+        "SET STATEMENT max_statement_time = 10 FOR DELETE FROM t",
+        "SET STATEMENT max_statement_time = 10 FOR INSERT INTO t (id, w, n) VALUES (21, 'x', 1)",
+    ] {
+        let sql = sql.replace(" t", &format!(" `{schema}`.t"));
+        let err = c.query_drop(&sql).await.unwrap_err();
+        assert!(
+            matches!(&err, mysql_async::Error::Server(e)
+                if e.code == 1235 && e.message.contains("SET STATEMENT") && e.message.contains("sharded table t ")),
+            "{sql}: {err}"
+        );
+        let err = c.prep(&sql).await.map(|_| ()).unwrap_err();
+        assert!(err.to_string().contains("SET STATEMENT"), "{sql}: {err}");
+    }
+    assert_eq!(ids_on(&tb, 1, &schema, "t").await, [13]);
+    assert_eq!(ids_on(&tb, 0, &schema, "t").await, [10, 12]);
     drop(c);
     proxy::teardown(&tb, p, &schema).await;
 }

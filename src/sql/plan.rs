@@ -16,6 +16,7 @@ use super::parsed::{self, Fail};
 use super::route::KeyArg;
 use super::rows::{self, KeyColumn, RowSpan};
 use super::shape::{same_column, Body, Shape};
+use super::statement::keyword::set_statement_for;
 use super::update;
 use super::upsert::{self, Report, Upsert, Upserts};
 use crate::rules::{RuleSet, TableEntry};
@@ -471,6 +472,8 @@ enum First {
     Prepare,
     /// LOAD DATA / LOAD XML.
     Load,
+    /// MariaDB's `SET STATEMENT var = value [, ...] FOR stmt`.
+    SetStatement,
     /// A statement where last-insert-id uses are replaced; `select` for SELECT.
     Plain { select: bool },
     /// Anything else: forwarded as is.
@@ -496,6 +499,13 @@ fn first_kind(sql: &str, t: &Token, lx: &Lexer<'_>) -> First {
         First::Insert
     } else if any(&["SELECT"]) {
         First::Plain { select: true }
+    } else if any(&["SET"])
+        && lx
+            .clone()
+            .next_token()
+            .is_some_and(|n| kw(sql, &n, "STATEMENT"))
+    {
+        First::SetStatement
     } else if any(&[
         "SET", "UPDATE", "DELETE", "DO", "CALL", "VALUES", "WITH", "TABLE",
     ]) {
@@ -630,6 +640,18 @@ impl<'q> QueryPlanner<'q> {
         }
         match first_kind(sql, &first, &lx) {
             First::Insert => self.insert(start, in_exec, lx).map(Some),
+            First::SetStatement => {
+                let s = skim(sql, start, self.modes, in_exec);
+                if let Some(body) = set_statement_for(sql, lx.pos(), self.modes) {
+                    self.check_set_statement(body, s.end.max(body))?;
+                }
+                Ok(Some(Outcome {
+                    info: StmtInfo::plain(start..s.end),
+                    end: s.end,
+                    semicolon: s.semicolon,
+                    in_exec: s.in_exec,
+                }))
+            }
             First::Create if self.is_stored_program(&lx) => self.opaque(start, lx).map(Some),
             First::Compound => self.opaque(start, lx).map(Some),
             kind => {
@@ -672,6 +694,37 @@ impl<'q> QueryPlanner<'q> {
                     in_exec: s.in_exec,
                 }))
             }
+        }
+    }
+
+    /// `SET STATEMENT ... FOR stmt`, `stmt` at `body..end`: forwarded as
+    /// it is, so a `stmt` that would need idgate (an INSERT into a rule
+    /// table, an UPDATE of its id column, LOAD DATA into it) is refused
+    /// rather than run without its ids.
+    fn check_set_statement(&self, body: usize, end: usize) -> Result<(), Stop> {
+        let ctx = PlanCtx {
+            schema: self.schema(),
+            ..*self.ctx
+        };
+        let text = self.sql.get(body..end).unwrap_or("");
+        match plan_query_with(text, self.rules, &ctx, self.engine) {
+            Ok(Plan::NeedColumns { schema, table }) => Err(Stop::Need { schema, table }),
+            Err(e) => Err(Stop::Err(e)),
+            Ok(Plan::Rewrite(rw)) => {
+                let hit = rw
+                    .statements()
+                    .iter()
+                    .find_map(|st| st.rule.as_ref().or(st.update_id.as_deref()));
+                match hit {
+                    Some(r) => Err(Stop::Err(SqlError::Unsupported {
+                        what: "a statement under SET STATEMENT ... FOR (set the variables with SET SESSION around it)".into(),
+                        table: r.table.clone(),
+                        column: r.column.to_string(),
+                    })),
+                    None => Ok(()),
+                }
+            }
+            Ok(_) => Ok(()),
         }
     }
 

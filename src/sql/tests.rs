@@ -1014,3 +1014,48 @@ fn passes_in_every_mode_only_when_every_mode_passes() {
         }
     }
 }
+
+#[test]
+fn set_statement_for_a_rule_table_write_is_refused() {
+    // MariaDB's per-statement variables: the statement under them would
+    // run without idgate's ids (or with explicit ids idgate never saw).
+    for (sql, table) in [
+        (
+            "SET STATEMENT max_statement_time = 5 FOR INSERT INTO orders (qty) VALUES (1)",
+            "shop.orders",
+        ),
+        (
+            "set statement sql_mode = 'for', x = (1) for insert into orders (id) values (7)",
+            "shop.orders",
+        ),
+        (
+            "SET STATEMENT a = 1 FOR UPDATE orders SET id = 9 WHERE id = 1",
+            "shop.orders",
+        ),
+        (
+            "SELECT 1; SET STATEMENT a = 1 FOR REPLACE INTO events (v) VALUES (1)",
+            "shop.events",
+        ),
+    ] {
+        match err(sql) {
+            SqlError::Unsupported { table: t, what, .. } => {
+                assert_eq!(t, table, "{sql}");
+                assert!(what.contains("SET STATEMENT"), "{what}");
+            }
+            e => panic!("{sql}: {e:?}"),
+        }
+    }
+    // Anything else under it is forwarded as it is.
+    for sql in [
+        "SET STATEMENT max_statement_time = 5 FOR SELECT * FROM orders",
+        "SET STATEMENT a = 1 FOR INSERT INTO other.t (id) VALUES (1)",
+        "SET STATEMENT a = 1 FOR UPDATE orders SET qty = 2 WHERE id = 1",
+        "SET sql_mode = 'for'",
+    ] {
+        assert_eq!(
+            plan_query(sql, &rules(), &ctx()).unwrap(),
+            Plan::Passthrough,
+            "{sql}"
+        );
+    }
+}

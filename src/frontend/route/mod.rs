@@ -255,6 +255,34 @@ pub(in crate::frontend) fn decide(
     }))
 }
 
+/// MariaDB's `SET STATEMENT var = value FOR stmt`, in a query that names
+/// a sharded or broadcast table: `stmt` is not routed (it would run on the
+/// first shard only), so it is refused, naming the table.
+fn set_statement_not_routed(
+    rules: &RuleSet,
+    schema: Option<&str>,
+    sql: &str,
+    m: crate::sql::lexer::Modes,
+) -> Result<(), CmdError> {
+    let Some(body) = crate::sql::statement::keyword::set_statement_body(sql.as_bytes()) else {
+        return Ok(());
+    };
+    let key_of = shard_key_of(rules, schema);
+    let table = analysis::analyze(&String::from_utf8_lossy(&body), m, &key_of)
+        .ok()
+        .and_then(|a| {
+            a.tables.into_iter().find(|t| {
+                rules
+                    .entry(t.schema.as_deref().or(schema), &t.table)
+                    .is_some_and(|e| e.placement().is_some())
+            })
+        })
+        .map_or_else(|| "a sharded or broadcast table".to_string(), |t| t.table);
+    Err(refuse(format!(
+        "a statement under SET STATEMENT ... FOR that uses sharded table {table} is not supported (it would run on one shard only); set the variables with SET SESSION around it"
+    )))
+}
+
 /// `CREATE [OR REPLACE]/ALTER/DROP DATABASE|SCHEMA`.
 fn is_database_ddl(first: &[u8; 8], sql: &[u8]) -> bool {
     if !matches!(first, b"CREATE\0\0" | b"ALTER\0\0\0" | b"DROP\0\0\0\0") {
@@ -353,6 +381,7 @@ impl Session {
         if !mentions_routed(&rules, sql, m) {
             return Ok(QueryRoute::NotRouted);
         }
+        set_statement_not_routed(&rules, self.schema.as_deref(), sql, m)?;
         // Several statements: each runs as if sent alone (the engine's
         // `multi.rs`).
         if self.login.capabilities & cap::MULTI_STATEMENTS != 0 {
@@ -582,6 +611,7 @@ impl Session {
         if !mentions_routed(&rules, sql, m) {
             return Ok((None, 0));
         }
+        set_statement_not_routed(&rules, self.schema.as_deref(), sql, m)?;
         let schema = self.schema.clone();
         let key_of = shard_key_of(&rules, schema.as_deref());
         let a = analysis::analyze(sql, m, &key_of).map_err(route_error)?;

@@ -112,29 +112,34 @@ pub fn second_word(sql: &[u8]) -> String {
 }
 
 /// The statement a MariaDB `SET STATEMENT var = value [, ...] FOR stmt`
-/// runs (`stmt`, from the first `FOR` outside parentheses); `None` for
-/// any other statement. Text that is not UTF-8 is read lossily (only its
-/// words matter to the callers).
+/// runs (`stmt`); `None` for any other statement. Text that is not UTF-8
+/// is read lossily (only its words matter to the callers).
 pub fn set_statement_body(sql: &[u8]) -> Option<Cow<'_, [u8]>> {
     if &first_keyword(sql)[..4] != b"SET\0" || !second_word(sql).eq_ignore_ascii_case("statement") {
         return None;
     }
     let text = String::from_utf8_lossy(sql);
-    let mut lx = lexer::Lexer::new(&text, keyword_start(sql), lexer::Modes::default());
+    let at = set_statement_for(&text, keyword_start(sql), lexer::Modes::default())?;
+    Some(match text {
+        Cow::Borrowed(_) => Cow::Borrowed(&sql[at..]),
+        Cow::Owned(t) => Cow::Owned(t.as_bytes()[at..].to_vec()),
+    })
+}
+
+/// Where the statement of a `SET STATEMENT ... FOR stmt` starts: just
+/// past the first `FOR` outside parentheses at or after byte `from`.
+pub fn set_statement_for(sql: &str, from: usize, modes: lexer::Modes) -> Option<usize> {
+    let mut lx = lexer::Lexer::new(sql, from, modes);
     let mut depth = 0usize;
-    let end = loop {
+    loop {
         let t = lx.next_token()?;
         match t.kind {
             lexer::Kind::Punct(b'(') => depth += 1,
             lexer::Kind::Punct(b')') => depth = depth.saturating_sub(1),
-            lexer::Kind::Word if depth == 0 && t.is_word(&text, "FOR") => break t.end,
+            lexer::Kind::Word if depth == 0 && t.is_word(sql, "FOR") => return Some(t.end),
             _ => {}
         }
-    };
-    Some(match text {
-        Cow::Borrowed(_) => Cow::Borrowed(&sql[end..]),
-        Cow::Owned(t) => Cow::Owned(t.as_bytes()[end..].to_vec()),
-    })
+    }
 }
 
 /// Whether a statement starting with this keyword may write rows.
