@@ -651,6 +651,54 @@ async fn sets_in_executable_comments_stay_with_their_session() {
     proxy::teardown(&tb, p, &schema).await;
 }
 
+/// `SET INSERT_ID` (as mysqlbinlog writes before an INSERT) is consumed by
+/// the next INSERT: replayed on another connection it would be used again
+/// (a duplicate key). It pins the session instead, so the next INSERT
+/// gets the next AUTO_INCREMENT value; another client waits for the one
+/// connection meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_insert_id_pins_instead_of_replaying() {
+    let Some((tb, schema, p)) =
+        setup("mux_insid", "pool_max = 1\npool_wait_timeout_ms = 60000").await
+    else {
+        return;
+    };
+    let mut a = Conn::new(p.opts(Some(&schema))).await.expect("client a");
+    for sql in [
+        "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)",
+        "SET INSERT_ID = 100",
+        "INSERT INTO t (v) VALUES (1)",
+    ] {
+        a.query_drop(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    assert_eq!(a.last_insert_id(), Some(100));
+    wait_pinned(&p, Pin::SetNotReplayable, 1).await;
+    let opts = p.opts(Some(&schema));
+    let b = tokio::spawn(async move {
+        let mut b = Conn::new(opts).await.expect("client b");
+        b.query_drop("SELECT 1").await.expect("b's statement");
+        b
+    });
+    // b waits for the connection a holds.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while p.shared.pools[0].state().waiting == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "b never waited");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    a.query_drop("INSERT INTO t (v) VALUES (2)")
+        .await
+        .expect("the second INSERT takes the next value");
+    assert_eq!(a.last_insert_id(), Some(101));
+    a.disconnect().await.expect("a quits");
+    let mut b = b.await.expect("b ran");
+    let ids: Vec<u64> = b.query("SELECT id FROM t ORDER BY id").await.expect("ids");
+    assert_eq!(ids, [100, 101]);
+    b.disconnect().await.expect("b quits");
+    proxy::teardown(&tb, p, &schema).await;
+}
+
 /// MariaDB's `SET STATEMENT var = value FOR stmt` pins as `stmt` does: a
 /// temporary table made under it stays with its session, and the
 /// session's end resets the connection before anyone else gets it.

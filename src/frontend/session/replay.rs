@@ -36,6 +36,7 @@ impl SessionState {
         }
         if memchr::memchr(b';', &sql)
             .is_some_and(|i| sql[i + 1..].iter().any(|b| !b.is_ascii_whitespace()))
+            || sets_one_shot(&sql)
         {
             self.lost = true;
             return;
@@ -84,6 +85,23 @@ impl SessionState {
         self.lost = false;
         self.tag = 0;
     }
+}
+
+/// Whether a `SET` assigns a variable that the next statement consumes
+/// (`INSERT_ID`, `RAND_SEED1`, `RAND_SEED2`: what mysqlbinlog writes
+/// before a statement). Replayed on another connection, it would apply a
+/// second time: an `INSERT_ID` used twice is a duplicate key. The word
+/// anywhere, also in a string: a pinned session at worst.
+fn sets_one_shot(sql: &[u8]) -> bool {
+    let ident = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_');
+    let word_at = |i: usize, w: &[u8]| {
+        sql.get(i..i + w.len())
+            .is_some_and(|s| s.eq_ignore_ascii_case(w))
+            && !ident(i.checked_sub(1).and_then(|p| sql.get(p)))
+    };
+    memchr::memchr2_iter(b'i', b'I', sql)
+        .any(|i| word_at(i, b"insert_id") && !ident(sql.get(i + 9)))
+        || memchr::memchr2_iter(b'r', b'R', sql).any(|i| word_at(i, b"rand_seed"))
 }
 
 /// A fingerprint of `SET`s in order: 0 for none, never `u64::MAX`.
@@ -135,6 +153,21 @@ mod tests {
         assert_eq!(r, &[q("set @a = 1"), q("SET NAMES utf8mb4")]);
         st.record(&q("SET @b = 2; SELECT 1"));
         assert!(st.replay().is_none());
+        // Consumed by the next statement: never replayed.
+        for one_shot in [
+            "SET INSERT_ID = 100",
+            "SET @@session.insert_id=5",
+            "/*!*/ SET @@RAND_SEED1=1, @@RAND_SEED2=2",
+        ] {
+            let mut st = SessionState::default();
+            st.record(&q(one_shot));
+            assert!(st.replay().is_none(), "{one_shot}");
+        }
+        for kept in ["SET LAST_INSERT_ID = 7", "SET @my_insert_id = 1"] {
+            let mut st = SessionState::default();
+            st.record(&q(kept));
+            assert_eq!(st.replay().map(<[_]>::len), Some(1), "{kept}");
+        }
         st.clear();
         assert_eq!(st.replay().map(<[_]>::len), Some(0));
     }
