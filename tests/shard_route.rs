@@ -210,6 +210,28 @@ async fn keyed_statements_touch_only_their_shard() {
     }
     assert_eq!(ids_on(&tb, 1, &schema, "t").await, [13]);
     assert_eq!(ids_on(&tb, 0, &schema, "t").await, [10, 12]);
+    // On a table without rules it runs once, on the default shard, even
+    // with the session's connection to s1 open (a session `SET` reaches
+    // every open shard; `SET STATEMENT ... FOR` is not one).
+    for shard in [0, 1] {
+        direct(&tb, shard, &schema)
+            .await
+            .query_drop("CREATE TABLE dup (id BIGINT UNSIGNED PRIMARY KEY)")
+            .await
+            .unwrap();
+    }
+    let w: Option<String> = c
+        .query_first(format!("SELECT w FROM `{schema}`.t WHERE id = 13"))
+        .await
+        .unwrap();
+    assert_eq!(w.as_deref(), Some("d"));
+    c.query_drop(format!(
+        "SET STATEMENT max_statement_time = 10 FOR INSERT INTO `{schema}`.dup VALUES (1)"
+    ))
+    .await
+    .unwrap();
+    assert_eq!(ids_on(&tb, 0, &schema, "dup").await, [1]);
+    assert!(ids_on(&tb, 1, &schema, "dup").await.is_empty());
     drop(c);
     proxy::teardown(&tb, p, &schema).await;
 }

@@ -348,7 +348,9 @@ impl Session {
             }
             if !outcome.error && outcome.oks == 1 {
                 let db = keyword::use_statement(sql);
-                if routing && (db.is_some() || stmt.is_set()) {
+                // A session `SET` (not `SET STATEMENT ... FOR`, whose
+                // statement must run once) reaches every open shard.
+                if routing && (db.is_some() || keyword::session_set(sql)) {
                     self.propagate(0, payload, Expect::Results).await;
                 }
                 if let Some(db) = db {

@@ -9,7 +9,7 @@
 //! than [`MAX_RECORDED`] statements) makes a reopen fail instead, so the
 //! client never continues silently with different session settings.
 
-use crate::sql::statement::keyword::executed;
+use crate::sql::statement::keyword::{executed, session_set};
 use crate::sql::statement::{first_keyword, keyword_start};
 
 /// Most `SET` statements kept for replay.
@@ -30,8 +30,12 @@ impl SessionState {
     /// Records a COM_QUERY that succeeded, if it changes session state.
     pub fn record(&mut self, payload: &[u8]) {
         // As MariaDB runs it: mysqldump's `/*!40101 SET ... */` is a `SET`.
-        let sql = executed(payload.get(1..).unwrap_or_default());
-        if &first_keyword(&sql)[..4] != b"SET\0" || !changes_session(&sql) {
+        let raw = payload.get(1..).unwrap_or_default();
+        if !session_set(raw) {
+            return;
+        }
+        let sql = executed(raw);
+        if !changes_session(&sql) {
             return;
         }
         if memchr::memchr(b';', &sql)

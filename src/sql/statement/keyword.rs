@@ -111,6 +111,23 @@ pub fn second_word(sql: &[u8]) -> String {
     words.next().unwrap_or("").to_string()
 }
 
+/// A `SET` that changes the session for the statements after it, also
+/// one in an executable comment (`/*!40101 SET NAMES utf8 */`); not
+/// MariaDB's `SET STATEMENT ... FOR stmt`, which is for `stmt` only.
+pub fn session_set(sql: &[u8]) -> bool {
+    let set = |s: &[u8]| {
+        &first_keyword(s)[..4] == b"SET\0" && !second_word(s).eq_ignore_ascii_case("statement")
+    };
+    if sql
+        .get(keyword_start(sql)..)
+        .is_some_and(|s| s.starts_with(b"/*"))
+    {
+        set(&executed(sql))
+    } else {
+        set(sql)
+    }
+}
+
 /// The statement a MariaDB `SET STATEMENT var = value [, ...] FOR stmt`
 /// runs (`stmt`); `None` for any other statement. Text that is not UTF-8
 /// is read lossily (only its words matter to the callers).

@@ -170,6 +170,17 @@ mod tests {
         let s = classify(b"  alter table t add c int");
         assert!(s.is_ddl() && !s.may_write() && !s.is_set());
         assert!(classify(b"SET NAMES utf8mb4").is_set());
+        for (sql, set) in [
+            ("SET NAMES utf8mb4", true),
+            ("/*!40101 SET NAMES utf8mb4 */", true),
+            ("/* c */ set @a = 1", true),
+            ("SET STATEMENT max_statement_time = 1 FOR DELETE FROM t", false),
+            ("/*!40101 SET STATEMENT a = 1 FOR SELECT 1 */", false),
+            ("/* SET NAMES utf8 */ SELECT 1", false),
+            ("SELECT 1", false),
+        ] {
+            assert_eq!(keyword::session_set(sql.as_bytes()), set, "{sql}");
+        }
         assert!(classify(b"replace into t values (1)").may_write());
     }
 
