@@ -616,6 +616,22 @@ async fn sets_in_executable_comments_stay_with_their_session() {
         "a's SETs outlive it"
     );
 
+    // A SET in a query of several statements cannot be replayed: it pins.
+    let mut d = Conn::new(p.opts(Some(&schema))).await.expect("client d");
+    d.query_drop("SELECT 1; SET time_zone = '+07:00'")
+        .await
+        .expect("a query of two statements");
+    wait_pinned(&p, Pin::SetNotReplayable, 1).await;
+    let tz: String = one(&mut d, "SELECT @@time_zone").await;
+    assert_eq!(tz, "+07:00");
+    d.disconnect().await.expect("d quits");
+    wait_pinned(&p, Pin::SetNotReplayable, 0).await;
+    assert_eq!(
+        one::<String>(&mut b, settings).await,
+        defaults,
+        "d's SET reached b"
+    );
+
     // Saved in a user variable, set, restored: the session is pinned,
     // reads back its own value, and its end resets the connection.
     let mut c = Conn::new(p.opts(Some(&schema))).await.expect("client c");

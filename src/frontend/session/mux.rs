@@ -51,9 +51,12 @@ use crate::backend::pool::{Idle, PIN_SLOTS};
 use crate::frontend::session::{lidread, Session};
 use crate::protocol::consts::{cmd, status};
 use crate::protocol::response::Expect;
+use crate::sql::lexer::Modes;
 use crate::sql::statement::keyword::{
-    contains_ignore_case, executed, first_keyword, keyword_start, set_statement_body,
+    contains_ignore_case, executed, first_keyword, keyword_start, second_word, session_set,
+    set_statement_body,
 };
+use crate::sql::statement::split_statements;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -151,6 +154,9 @@ struct Facts {
     mentions_lid: bool,
     /// An INSERT or REPLACE (may set it).
     inserts: bool,
+    /// A session `SET` in a query of several statements: idgate records
+    /// only a query that is one `SET`, so this one cannot be replayed.
+    several_with_set: bool,
 }
 
 impl Facts {
@@ -162,6 +168,7 @@ impl Facts {
         Facts {
             pins,
             unlock,
+            several_with_set: several_with_set(sql),
             diagnostics: (&first == b"SHOW\0\0\0\0"
                 && (contains_ignore_case(sql, b"warnings")
                     || contains_ignore_case(sql, b"errors")))
@@ -208,6 +215,20 @@ fn sticky_pins(sql: &[u8]) -> (u32, bool) {
     (pins, unlock)
 }
 
+/// Whether `sql` is a query of several statements of which one is a
+/// session `SET`.
+fn several_with_set(sql: &[u8]) -> bool {
+    if memchr::memchr(b';', sql).is_none() {
+        return false;
+    }
+    let text = String::from_utf8_lossy(sql);
+    let parts = split_statements(&text, Modes::default()).unwrap_or_default();
+    parts.len() > 1
+        && parts
+            .into_iter()
+            .any(|r| text.as_bytes().get(r).is_some_and(session_set))
+}
+
 /// The pins one statement sets by its first keyword, and whether it is
 /// `UNLOCK TABLES`; for `SET STATEMENT ... FOR stmt`, those of `stmt`
 /// (once: MariaDB does not nest them).
@@ -237,12 +258,30 @@ fn first_keyword_pins(sql: &[u8]) -> (u32, bool) {
         b"UNLOCK\0\0" => return (0, true),
         b"PREPARE\0" | b"EXECUTE\0" | b"DEALLOCA" => Pin::SqlPrepare,
         b"CALL\0\0\0\0" => Pin::Call,
+        // A compound statement outside a stored program runs like one.
+        b"IF\0\0\0\0\0\0" | b"WHILE\0\0\0" | b"LOOP\0\0\0\0" | b"REPEAT\0\0" | b"CASE\0\0\0\0" => {
+            Pin::Call
+        }
+        b"BEGIN\0\0\0" if second_word(sql).eq_ignore_ascii_case("not") => Pin::Call,
+        _ if labelled(sql) => Pin::Call,
         b"HANDLER\0" => Pin::Handler,
         b"XA\0\0\0\0\0\0" => Pin::Xa,
         b"SET\0\0\0\0\0" if set_transaction(sql) => Pin::SetTransaction,
         _ => return (0, false),
     };
     (pin.bit(), false)
+}
+
+/// `label: BEGIN ...` (a labelled compound statement).
+fn labelled(sql: &[u8]) -> bool {
+    let rest = &sql[keyword_start(sql)..];
+    let word = rest
+        .iter()
+        .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_' || **b == b'$')
+        .count();
+    let after = &rest[word..];
+    let after = &after[after.iter().take_while(|b| b.is_ascii_whitespace()).count()..];
+    word > 0 && after.first() == Some(&b':') && after.get(1) != Some(&b'=')
 }
 
 /// `SET TRANSACTION ...` (for the next transaction only).
@@ -416,6 +455,9 @@ impl Session {
             self.mux.sticky |= Pin::SetOption.bit();
         }
         if let Some(f) = &facts {
+            if f.several_with_set {
+                self.state.lose();
+            }
             if f.unlock {
                 self.mux.sticky &= !Pin::LockTables.bit();
             }
@@ -900,6 +942,20 @@ mod tests {
             Pin::FoundRows.bit()
         );
         assert_eq!(p("CALL p()"), Pin::Call.bit());
+        assert_eq!(
+            p("BEGIN NOT ATOMIC SET time_zone = '+01:00'; END"),
+            Pin::Call.bit()
+        );
+        assert_eq!(
+            p("IF 1 THEN SET @@time_zone = '+01:00'; END IF"),
+            Pin::Call.bit()
+        );
+        assert_eq!(p("BEGIN"), 0);
+        assert_eq!(
+            p("l1: LOOP SET @@time_zone = '+01:00'; LEAVE l1; END LOOP l1"),
+            Pin::Call.bit()
+        );
+        assert_eq!(p("SELECT 1"), 0);
         assert_eq!(p("SELECT NEXTVAL(s)"), Pin::Sequence.bit());
         assert_eq!(p("SELECT NEXTVAL(idgate.g)"), 0);
         assert_eq!(p("SELECT PREVIOUS VALUE FOR s"), Pin::Sequence.bit());
@@ -966,6 +1022,16 @@ mod tests {
         // Plain comments and strings hide nothing.
         assert_eq!(f("/* SET @x = 1 */ SELECT 1").pins, 0);
         assert_eq!(f("SELECT '/*!40101 SET @x = 1 */'").pins, 0);
+    }
+
+    #[test]
+    fn a_set_among_several_statements_is_found() {
+        assert!(several_with_set(b"SELECT 1; SET time_zone = '+01:00'"));
+        assert!(several_with_set(b"set @a = 1 ; select @a"));
+        assert!(!several_with_set(b"SET NAMES utf8mb4;"));
+        assert!(!several_with_set(b"SELECT 1; SELECT 2"));
+        assert!(!several_with_set(b"SELECT 'a;SET b'"));
+        assert!(!several_with_set(b"SELECT 1; /* SET x = 1 */"));
     }
 
     #[test]

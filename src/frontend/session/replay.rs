@@ -83,6 +83,12 @@ impl SessionState {
         (!self.lost).then_some(&self.sets[..])
     }
 
+    /// Session state was changed in a way idgate cannot replay (a `SET`
+    /// among several statements of one query).
+    pub fn lose(&mut self) {
+        self.lost = true;
+    }
+
     /// Forgets everything (COM_RESET_CONNECTION, COM_CHANGE_USER).
     pub fn clear(&mut self) {
         self.sets.clear();

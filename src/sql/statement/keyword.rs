@@ -47,7 +47,9 @@ pub fn keyword_start(sql: &[u8]) -> usize {
         while i < sql.len() && sql[i].is_ascii_whitespace() {
             i += 1;
         }
-        if sql[i..].starts_with(b"/*") && !sql[i..].starts_with(b"/*!") {
+        // An executable comment (`/*!`, `/*M!`) is code: the statement
+        // starts there.
+        if sql[i..].starts_with(b"/*") && !is_exec_opener(&sql[i..]) {
             match sql[i + 2..].windows(2).position(|w| w == b"*/") {
                 Some(p) => i += p + 4,
                 None => return sql.len(),
@@ -61,6 +63,11 @@ pub fn keyword_start(sql: &[u8]) -> usize {
             return i;
         }
     }
+}
+
+/// Whether `s` starts with an executable comment's opener (`/*!`, `/*M!`).
+pub fn is_exec_opener(s: &[u8]) -> bool {
+    s.starts_with(b"/*!") || s.starts_with(b"/*M!")
 }
 
 /// The first keyword of a statement, upper-cased, skipping whitespace and comments.

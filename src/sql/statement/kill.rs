@@ -18,7 +18,7 @@ pub fn parse(sql: &[u8]) -> Option<Result<Kill, String>> {
     if &first_keyword(sql) != b"KILL\0\0\0\0" {
         // `/*!... KILL n */` runs on the shard as `KILL n`: refuse it.
         let rest = &sql[keyword_start(sql)..];
-        if rest.starts_with(b"/*!") && contains_ignore_case(rest, b"kill") {
+        if super::keyword::is_exec_opener(rest) && contains_ignore_case(rest, b"kill") {
             return Some(Err("KILL inside an executable comment".into()));
         }
         return None;

@@ -174,7 +174,10 @@ mod tests {
             ("SET NAMES utf8mb4", true),
             ("/*!40101 SET NAMES utf8mb4 */", true),
             ("/* c */ set @a = 1", true),
-            ("SET STATEMENT max_statement_time = 1 FOR DELETE FROM t", false),
+            (
+                "SET STATEMENT max_statement_time = 1 FOR DELETE FROM t",
+                false,
+            ),
             ("/*!40101 SET STATEMENT a = 1 FOR SELECT 1 */", false),
             ("/* SET NAMES utf8 */ SELECT 1", false),
             ("SELECT 1", false),
