@@ -1681,3 +1681,41 @@ async fn use_earlier_in_the_same_query() {
     assert!(r.is_ok(), "{r:?}");
     assert!(id.is_some_and(|id| id >= START), "{id:?}");
 }
+
+/// `USE db` with a comment after it (as SQL commenters tag every
+/// statement) or inside an executable comment switches the schema that
+/// later unqualified INSERTs are matched against, as on the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn use_with_comments_switches_the_schema() {
+    let Some(tb) = support::testbed() else { return };
+    let pair = Pair::new(&tb, "usec").await;
+    let schema = pair.via.schema.clone();
+    let mut c = Conn::new(pair.proxy.opts(None)).await.unwrap();
+    let mut results = Vec::new();
+    for (i, use_db) in [
+        format!("USE `{schema}` /* controller='orders' */"),
+        format!("/*!40101 USE `{schema}` */"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        c.query_drop("USE mysql").await.unwrap();
+        let r = c.query_drop(&use_db).await;
+        let k = format!("c{i}");
+        let ins = c
+            .query_drop(format!("INSERT INTO t (k) VALUES ('{k}')"))
+            .await;
+        let id: Option<u64> = c
+            .query_first(format!("SELECT id FROM `{schema}`.t WHERE k = '{k}'"))
+            .await
+            .unwrap();
+        results.push((use_db, r.is_ok(), ins, id));
+    }
+    let _ = c.disconnect().await;
+    pair.finish().await;
+    for (use_db, used, ins, id) in results {
+        assert!(used, "{use_db}");
+        assert!(ins.is_ok(), "{use_db}: {ins:?}");
+        assert!(id.is_some_and(|id| id >= START), "{use_db}: {id:?}");
+    }
+}

@@ -179,27 +179,41 @@ pub fn may_write(first: &[u8; 8]) -> bool {
     )
 }
 
-/// The schema named by a `USE db` statement, if that is what `sql` is.
+/// The schema a `USE db` statement switches to (comments around it and an
+/// executable comment holding it allowed, as MariaDB reads them); `None`
+/// for anything else.
 pub fn use_statement(sql: &[u8]) -> Option<String> {
     // The first word is looked at before the whole text is checked for
     // UTF-8 (this runs for every statement).
     let start = sql
         .iter()
         .position(|&b| !(b.is_ascii_whitespace() || b == 0x0b))?;
-    if !sql[start..].get(..3)?.eq_ignore_ascii_case(b"use") {
+    let head = &sql[start..];
+    if !(head.get(..3)?.eq_ignore_ascii_case(b"use") || head.starts_with(b"/*")) {
         return None;
     }
-    // After `USE` (three ASCII bytes: a character boundary).
-    let rest = std::str::from_utf8(&sql[start + 3..]).ok()?;
-    let name = rest.trim().trim_end_matches(';').trim();
-    if name.is_empty() || !rest.starts_with(|c: char| c.is_whitespace() || c == '`') {
+    std::str::from_utf8(sql).ok()?;
+    // Blanking replaces ASCII bytes with spaces: still UTF-8.
+    let text = executed(sql);
+    let text = std::str::from_utf8(&text).ok()?;
+    let mut lx = lexer::Lexer::new(text, 0, lexer::Modes::default());
+    if !lx.next_token()?.is_word(text, "USE") {
         return None;
     }
-    let name = match name.strip_prefix('`').and_then(|n| n.strip_suffix('`')) {
-        Some(quoted) => quoted.replace("``", "`"),
-        None => name.to_string(),
+    let db = lx.next_token()?;
+    let name = text.get(db.start..db.end)?;
+    let name = match db.kind {
+        lexer::Kind::Word => name.to_string(),
+        lexer::Kind::QuotedIdent if name.starts_with('`') => {
+            name.get(1..name.len() - 1)?.replace("``", "`")
+        }
+        _ => return None,
     };
-    Some(name)
+    match lx.next_token() {
+        None => Some(name),
+        Some(t) if t.is(b';') && lx.next_token().is_none() => Some(name),
+        Some(_) => None,
+    }
 }
 
 #[cfg(test)]
@@ -249,5 +263,21 @@ mod tests {
         assert_eq!(use_statement(b"SELECT 1"), None);
         assert_eq!(use_statement(b"\x0b\tUSE s").as_deref(), Some("s"));
         assert_eq!(use_statement(b"us"), None);
+        // Comments around it, an executable one holding it.
+        assert_eq!(
+            use_statement(b"USE shop /* app=x */").as_deref(),
+            Some("shop")
+        );
+        assert_eq!(
+            use_statement(b"/* c */ USE `a``b` -- x").as_deref(),
+            Some("a`b")
+        );
+        assert_eq!(
+            use_statement(b"/*!40101 USE shop */").as_deref(),
+            Some("shop")
+        );
+        assert_eq!(use_statement(b"/* USE shop */ SELECT 1"), None);
+        assert_eq!(use_statement(b"USE shop; SELECT 1"), None);
+        assert_eq!(use_statement(b"USE"), None);
     }
 }
