@@ -553,6 +553,20 @@ async fn savepoints_roll_back_on_every_shard() {
     c.query_drop("COMMIT").await.unwrap();
     c.query_drop("SET autocommit = 1").await.unwrap();
     assert_eq!(ids_on(&tb, 1, &schema, "t").await, [9, 13, 21]);
+    // Tagged by a SQL commenter: the same statements.
+    let tag = " /* controller='orders',traceparent='00-1-2-01' */";
+    c.query_drop(format!("BEGIN{tag}")).await.unwrap();
+    c.query_drop(format!("{}{tag}", ins(30))).await.unwrap();
+    c.query_drop(format!("SAVEPOINT d{tag}")).await.unwrap();
+    c.query_drop(format!("{}{tag}", ins(31))).await.unwrap();
+    c.query_drop(format!("{}{tag}", ins(33))).await.unwrap();
+    c.query_drop(format!("ROLLBACK TO SAVEPOINT d{tag}"))
+        .await
+        .unwrap();
+    c.query_drop(format!("{}{tag}", ins(35))).await.unwrap();
+    c.query_drop(format!("ROLLBACK{tag}")).await.unwrap();
+    assert_eq!(ids_on(&tb, 0, &schema, "t").await, [2]);
+    assert_eq!(ids_on(&tb, 1, &schema, "t").await, [9, 13, 21]);
     // Outside a transaction the default shard answers, as MariaDB does.
     c.query_drop("SAVEPOINT z").await.unwrap();
     let err = c.query_drop("ROLLBACK TO SAVEPOINT z").await.unwrap_err();

@@ -408,14 +408,23 @@ pub fn has_exec_comment(src: &[u8]) -> bool {
         .any(|i| exec_comment_len(src, i + 2).is_some())
 }
 
+/// What [`lex_all`] blanks in its copy of the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blank {
+    /// Executable comments' markers: their content reads as the code
+    /// MariaDB runs.
+    ExecMarkers,
+    /// Those and every plain comment: only code is left.
+    Comments,
+}
+
 /// Lexes all of `sql`, handing each token to `on_token` (its error ends
-/// the walk); with `blanked` (a copy of `sql`), the executable comments'
-/// markers are blanked in it as they pass, so their content reads as the
-/// code MariaDB runs.
+/// the walk); with `blanked` (a copy of `sql`), what [`Blank`] says is
+/// blanked in it as the walk passes.
 pub fn lex_all<E>(
     sql: &str,
     modes: Modes,
-    mut blanked: Option<&mut Vec<u8>>,
+    mut blanked: Option<(&mut Vec<u8>, Blank)>,
     mut on_token: impl FnMut(Token) -> Result<(), E>,
 ) -> Result<(), E> {
     let src = sql.as_bytes();
@@ -424,9 +433,9 @@ pub fn lex_all<E>(
     loop {
         let t = lx.next_token();
         let gap_end = t.map_or(src.len(), |t| t.start);
-        if let Some(out) = blanked.as_deref_mut() {
+        if let Some((out, what)) = blanked.as_mut() {
             if gap_end > prev_end {
-                blank_exec_markers(src, out, prev_end, gap_end, prev_in_exec);
+                blank_trivia(src, out, prev_end, gap_end, prev_in_exec, *what);
             }
         }
         let Some(t) = t else { return Ok(()) };
@@ -446,7 +455,27 @@ pub fn executed_text(sql: &str, modes: Modes) -> Option<Vec<u8>> {
     }
     let mut out = src.to_vec();
     // Nothing refuses a token: the walk always ends at the text's end.
-    let _ = lex_all(sql, modes, Some(&mut out), |_| Ok::<(), ()>(()));
+    let _ = lex_all(sql, modes, Some((&mut out, Blank::ExecMarkers)), |_| {
+        Ok::<(), ()>(())
+    });
+    Some(out)
+}
+
+/// `sql` with every comment blanked and executable comments' markers too
+/// (what word-by-word readers of a statement look at: `BEGIN /* app */`
+/// is `BEGIN`); `None` when it has no comment.
+pub fn code_text(sql: &str, modes: Modes) -> Option<Vec<u8>> {
+    let src = sql.as_bytes();
+    if memchr::memchr(b'#', src).is_none()
+        && COMMENT_START.find(src).is_none()
+        && memchr::memmem::find(src, b"--").is_none()
+    {
+        return None;
+    }
+    let mut out = src.to_vec();
+    let _ = lex_all(sql, modes, Some((&mut out, Blank::Comments)), |_| {
+        Ok::<(), ()>(())
+    });
     Some(out)
 }
 
@@ -458,9 +487,24 @@ pub fn blank(out: &mut [u8], start: usize, end: usize) {
 }
 
 /// Blanks the executable-comment markers in the trivia `start..end` (what
-/// the lexer skipped between two tokens), starting inside one if `in_exec`.
-/// Mirrors the lexer's trivia rules.
-fn blank_exec_markers(src: &[u8], out: &mut [u8], start: usize, end: usize, mut in_exec: bool) {
+/// the lexer skipped between two tokens), starting inside one if
+/// `in_exec`, and with [`Blank::Comments`] the plain comments too. Mirrors
+/// the lexer's trivia rules.
+fn blank_trivia(
+    src: &[u8],
+    out: &mut [u8],
+    start: usize,
+    end: usize,
+    mut in_exec: bool,
+    what: Blank,
+) {
+    let comments = what == Blank::Comments;
+    let skip = |out: &mut [u8], from: usize, to: usize| {
+        if comments {
+            blank(out, from, to);
+        }
+        to
+    };
     let at = |i: usize| {
         if i < end {
             src.get(i).copied().unwrap_or(0)
@@ -471,9 +515,9 @@ fn blank_exec_markers(src: &[u8], out: &mut [u8], start: usize, end: usize, mut 
     let mut i = start;
     while i < end {
         match at(i) {
-            b'#' => i = line_end(src, i, end),
+            b'#' => i = skip(out, i, line_end(src, i, end)),
             b'-' if at(i + 1) == b'-' && (i + 2 >= src.len() || at(i + 2) <= b' ') => {
-                i = line_end(src, i, end)
+                i = skip(out, i, line_end(src, i, end))
             }
             b'/' if at(i + 1) == b'*' => {
                 if let Some(len) = exec_comment_len(src, i + 2) {
@@ -483,10 +527,11 @@ fn blank_exec_markers(src: &[u8], out: &mut [u8], start: usize, end: usize, mut 
                     i = j;
                 } else {
                     let body = src.get(i + 2..end).unwrap_or(&[]);
-                    i = match COMMENT_END.find(body) {
+                    let to = match COMMENT_END.find(body) {
                         Some(k) => i + 2 + k + 2,
                         None => end,
                     };
+                    i = skip(out, i, to);
                 }
             }
             b'*' if in_exec && at(i + 1) == b'/' => {

@@ -15,7 +15,7 @@
 //!   become spaces; the commas of `UPDATE a, b SET` become ` JOIN` (the only
 //!   change of length, recorded to map offsets back).
 
-use super::super::lexer::{blank, has_exec_comment, lex_all, Kind, Modes, Token};
+use super::super::lexer::{blank, has_exec_comment, lex_all, Blank, Kind, Modes, Token};
 use super::RouteError;
 
 /// Most operators a statement may have for sqlparser: it builds one tree
@@ -84,13 +84,18 @@ pub(super) fn prepare(sql: &str, modes: Modes) -> Result<Prep, RouteError> {
     // Executable comments' markers blanked as the text is lexed.
     let mut out: Option<Vec<u8>> = has_exec_comment(src).then(|| src.to_vec());
     let mut tokens = Vec::new();
-    lex_all(sql, modes, out.as_mut(), |t| {
-        if t.kind == Kind::Unterminated {
-            return Err(RouteError::syntax("a quote or comment is not closed"));
-        }
-        tokens.push(t);
-        Ok(())
-    })?;
+    lex_all(
+        sql,
+        modes,
+        out.as_mut().map(|o| (o, Blank::ExecMarkers)),
+        |t| {
+            if t.kind == Kind::Unterminated {
+                return Err(RouteError::syntax("a quote or comment is not closed"));
+            }
+            tokens.push(t);
+            Ok(())
+        },
+    )?;
     let mut edit = |f: &mut dyn FnMut(&mut Vec<u8>)| f(out.get_or_insert_with(|| src.to_vec()));
 
     let operators = tokens

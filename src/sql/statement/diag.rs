@@ -28,6 +28,7 @@ pub fn classify(sql: &[u8]) -> Option<Diag> {
         b"SELECT\0\0" if sql.len() < 64 && memchr::memchr(b'@', sql).is_some() => {}
         _ => return None,
     }
+    let sql = &*super::keyword::code(sql);
     let text = std::str::from_utf8(&sql[keyword_start(sql)..]).ok()?;
     let text = text.trim().trim_end_matches(';').trim_end();
     let words: Vec<String> = text
@@ -76,6 +77,7 @@ mod tests {
         };
         assert_eq!(classify(b"SHOW WARNINGS"), Some(list(None)));
         assert_eq!(classify(b"show warnings;"), Some(list(None)));
+        assert_eq!(classify(b"SHOW WARNINGS /* app */"), Some(list(None)));
         assert_eq!(classify(b"SHOW WARNINGS LIMIT 5"), Some(list(Some((0, 5)))));
         assert_eq!(
             classify(b"SHOW WARNINGS LIMIT 2, 5"),

@@ -118,6 +118,22 @@ pub fn second_word(sql: &[u8]) -> String {
     words.next().unwrap_or("").to_string()
 }
 
+/// The statement's code: comments blanked, executable comments' markers
+/// too ([`crate::sql::lexer::code_text`]), for the readers that take a
+/// statement word by word (`BEGIN /* app */` is `BEGIN`, `SAVEPOINT s
+/// -- x` sets `s`). Borrowed when there is no comment; text that is not
+/// UTF-8 is read lossily.
+pub fn code(sql: &[u8]) -> Cow<'_, [u8]> {
+    let text = String::from_utf8_lossy(sql);
+    match lexer::code_text(&text, lexer::Modes::default()) {
+        Some(v) => Cow::Owned(v),
+        None => match text {
+            Cow::Borrowed(_) => Cow::Borrowed(sql),
+            Cow::Owned(t) => Cow::Owned(t.into_bytes()),
+        },
+    }
+}
+
 /// A `SET` that changes the session for the statements after it, also
 /// one in an executable comment (`/*!40101 SET NAMES utf8 */`); not
 /// MariaDB's `SET STATEMENT ... FOR stmt`, which is for `stmt` only.

@@ -23,6 +23,7 @@ pub fn parse(sql: &[u8]) -> Option<Result<Kill, String>> {
         }
         return None;
     }
+    let sql = &*super::keyword::code(sql);
     let text = std::str::from_utf8(&sql[keyword_start(sql)..]).ok()?;
     let text = text.trim().trim_end_matches(';').trim_end();
     let mut words = text.split_ascii_whitespace();
@@ -68,6 +69,7 @@ mod tests {
     fn kill_statements() {
         let k = |query, id| Some(Ok(Kill { query, id }));
         assert_eq!(parse(b"KILL 5"), k(false, 5));
+        assert_eq!(parse(b"KILL QUERY 7 /* c */"), k(true, 7));
         assert_eq!(parse(b"kill connection 5;"), k(false, 5));
         assert_eq!(parse(b"KILL QUERY 7"), k(true, 7));
         assert_eq!(parse(b"KILL HARD QUERY 7"), k(true, 7));
@@ -78,7 +80,7 @@ mod tests {
         assert!(matches!(parse(b"KILL"), Some(Err(_))));
         assert_eq!(parse(b"/* why */ KILL 5"), k(false, 5));
         assert!(matches!(parse(b"/*!KILL 5*/"), Some(Err(_))));
-        assert!(matches!(parse(b"KILL 5 -- now"), Some(Err(_))));
+        assert_eq!(parse(b"KILL 5 -- now"), k(false, 5));
         assert_eq!(parse(b"KILLS 5"), None);
         assert_eq!(parse(b"SELECT 1"), None);
     }

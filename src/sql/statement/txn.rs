@@ -2,7 +2,7 @@
 //! `ROLLBACK`, and savepoints. Pure: the session runs them across shards
 //! (`frontend::txn`).
 
-use super::keyword::{first_keyword, keyword_start, second_word};
+use super::keyword::{code, first_keyword, keyword_start, second_word};
 
 /// A statement's role in transactions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +33,7 @@ pub fn savepoint_stmt(sql: &[u8]) -> Option<(SavepointOp, String)> {
     if !matches!(&first, b"SAVEPOIN" | b"ROLLBACK" | b"RELEASE\0") {
         return None;
     }
+    let sql = &*code(sql);
     let text = std::str::from_utf8(sql.get(keyword_start(sql)..)?).ok()?;
     let text = text.trim_end().trim_end_matches(';').trim_end();
     let words: Vec<&str> = text.split_ascii_whitespace().collect();
@@ -75,6 +76,13 @@ pub fn savepoint_stmt(sql: &[u8]) -> Option<(SavepointOp, String)> {
 /// Classifies a COM_QUERY text.
 pub fn classify(sql: &[u8]) -> TxnStmt {
     let first = first_keyword(sql);
+    if !matches!(
+        &first,
+        b"BEGIN\0\0\0" | b"START\0\0\0" | b"COMMIT\0\0" | b"ROLLBACK"
+    ) {
+        return TxnStmt::Other;
+    }
+    let sql = &*code(sql);
     let second = || second_word(sql).to_ascii_uppercase();
     match &first {
         b"BEGIN\0\0\0" => match second().as_str() {
@@ -102,6 +110,7 @@ pub fn classify(sql: &[u8]) -> TxnStmt {
 /// `BEGIN [WORK]` or `START TRANSACTION` without options: the transaction
 /// can run as XA (which takes no options).
 pub fn plain_begin(sql: &[u8]) -> bool {
+    let sql = &*code(sql);
     let text = String::from_utf8_lossy(&sql[keyword_start(sql)..]).to_ascii_uppercase();
     let words: Vec<&str> = text
         .split(|c: char| !c.is_ascii_alphabetic())
@@ -148,6 +157,24 @@ mod tests {
         ] {
             assert_eq!(sp(other), None, "{other}");
         }
+    }
+
+    #[test]
+    fn comments_are_not_words() {
+        // As SQL commenters tag every statement.
+        assert_eq!(classify(b"BEGIN /* app='x' */"), TxnStmt::Begin);
+        assert_eq!(classify(b"/* a */ START TRANSACTION -- b"), TxnStmt::Begin);
+        assert_eq!(classify(b"ROLLBACK /* TO x */"), TxnStmt::End);
+        assert!(super::plain_begin(b"BEGIN # tagged"));
+        assert_eq!(
+            savepoint_stmt(b"SAVEPOINT `s1` /* app='x' */"),
+            Some((SavepointOp::Set, "s1".into()))
+        );
+        assert_eq!(
+            savepoint_stmt(b"ROLLBACK TO SAVEPOINT s1 -- x"),
+            Some((SavepointOp::RollbackTo, "s1".into()))
+        );
+        assert_eq!(savepoint_stmt(b"SAVEPOINT s1 /* c */ s2"), None);
     }
 
     #[test]
