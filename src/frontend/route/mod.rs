@@ -288,6 +288,7 @@ fn is_database_ddl(first: &[u8; 8], sql: &[u8]) -> bool {
     if !matches!(first, b"CREATE\0\0" | b"ALTER\0\0\0" | b"DROP\0\0\0\0") {
         return false;
     }
+    let sql = &*crate::sql::statement::keyword::code(sql);
     let Ok(text) = std::str::from_utf8(&sql[keyword_start(sql)..]) else {
         return false;
     };

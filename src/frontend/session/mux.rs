@@ -53,7 +53,7 @@ use crate::protocol::consts::{cmd, status};
 use crate::protocol::response::Expect;
 use crate::sql::lexer::Modes;
 use crate::sql::statement::keyword::{
-    contains_ignore_case, executed, first_keyword, keyword_start, second_word, session_set,
+    code, contains_ignore_case, executed, first_keyword, keyword_start, second_word, session_set,
     set_statement_body,
 };
 use crate::sql::statement::split_statements;
@@ -286,6 +286,7 @@ fn labelled(sql: &[u8]) -> bool {
 
 /// `SET TRANSACTION ...` (for the next transaction only).
 fn set_transaction(sql: &[u8]) -> bool {
+    let sql = &*code(sql);
     let text = String::from_utf8_lossy(&sql[keyword_start(sql)..]);
     let mut words = text.split_ascii_whitespace().skip(1);
     matches!(words.next(), Some(w) if w.eq_ignore_ascii_case("transaction"))
@@ -964,6 +965,10 @@ mod tests {
             Pin::SetTransaction.bit()
         );
         assert_eq!(p("SET sql_mode = ''"), 0);
+        assert_eq!(
+            p("SET /* c */ TRANSACTION READ ONLY"),
+            Pin::SetTransaction.bit()
+        );
         assert_eq!(
             p("/* c */ SET TRANSACTION READ ONLY"),
             Pin::SetTransaction.bit()

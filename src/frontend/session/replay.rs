@@ -128,6 +128,7 @@ fn fingerprint(sets: &[Vec<u8>]) -> u64 {
 /// Whether a `SET` statement changes this session (not `SET GLOBAL`, `SET
 /// PASSWORD`, or `SET TRANSACTION` for the next transaction only).
 fn changes_session(sql: &[u8]) -> bool {
+    let sql = &*crate::sql::statement::keyword::code(sql);
     let text = String::from_utf8_lossy(&sql[keyword_start(sql)..]);
     let mut words = text.split_ascii_whitespace().skip(1);
     let Some(second) = words.next() else {
@@ -156,6 +157,7 @@ mod tests {
         st.record(&q("set @a = 1"));
         st.record(&q("SET GLOBAL max_connections = 10"));
         st.record(&q("/* c */ SET GLOBAL max_connections = 10"));
+        st.record(&q("SET /* c */ GLOBAL max_connections = 10"));
         st.record(&q("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"));
         st.record(&q("SELECT 1"));
         st.record(&q("SET NAMES utf8mb4"));
