@@ -234,3 +234,64 @@ async fn ids_above_2_pow_53_are_read_back_exactly() {
     p.stop().await;
     drop_schema(&tb, &schema).await;
 }
+
+/// Rows a DDL statement brings under a rule table's name (a table filled
+/// elsewhere, renamed into it; `CREATE TABLE ... SELECT`; on the sharded
+/// table, on every shard): the generator's floor is raised to their
+/// highest id, so the next generated id is above it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_a_ddl_brings_under_a_rule_are_observed() {
+    let Some(tb) = support::testbed() else { return };
+    let (schema, p) = setup(&tb, "adopt").await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    // Filled without idgate seeing the ids (no rule for `legacy`).
+    for sql in [
+        "CREATE TABLE legacy (id BIGINT PRIMARY KEY, k INT NOT NULL UNIQUE)",
+        "INSERT INTO legacy VALUES (700000, 1), (700001, 2)",
+        "DROP TABLE t",
+        "RENAME TABLE legacy TO t",
+    ] {
+        c.query_drop(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    assert!(floor(&p) >= 700_001, "floor {}", floor(&p));
+    c.query_drop("INSERT INTO t (k) VALUES (3)").await.unwrap();
+    assert!(c.last_insert_id().is_some_and(|id| id > 700_001));
+    for sql in [
+        "DROP TABLE t",
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, k INT NOT NULL UNIQUE) SELECT 800000 AS id, 1 AS k",
+    ] {
+        c.query_drop(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    assert!(floor(&p) >= 800_000, "floor {}", floor(&p));
+    // The sharded table: a copy filled on the second shard only, renamed
+    // into it on both.
+    for shard in 0..2 {
+        proxy::admin(
+            &tb,
+            shard,
+            &[&format!(
+                "CREATE TABLE `{schema}`.s_new (id BIGINT PRIMARY KEY, ck INT NOT NULL)"
+            )],
+        )
+        .await;
+    }
+    proxy::admin(
+        &tb,
+        1,
+        &[&format!("INSERT INTO `{schema}`.s_new VALUES (900001, 1)")],
+    )
+    .await;
+    for sql in ["DROP TABLE s", "RENAME TABLE s_new TO s"] {
+        c.query_drop(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    assert!(floor(&p) >= 900_001, "floor {}", floor(&p));
+    drop(c);
+    p.stop().await;
+    drop_schema(&tb, &schema).await;
+}

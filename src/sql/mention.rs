@@ -23,6 +23,37 @@ pub fn mentions_table(sql: &str, modes: Modes, pred: &dyn Fn(&str) -> bool) -> b
     false
 }
 
+/// Every name `sql` may use as a table: each identifier token, with the
+/// schema when it is written `schema.table` (unquoted; a column or alias
+/// counts too, conservatively).
+pub fn named_tables(sql: &str, modes: Modes) -> Vec<(Option<String>, String)> {
+    let mut out = Vec::new();
+    let mut lx = Lexer::new(sql, 0, modes);
+    let mut prev: Option<String> = None;
+    let mut dot = false;
+    while let Some(t) = lx.next_token() {
+        match t.kind {
+            Kind::Word | Kind::QuotedIdent => {
+                let Some(name) = fast::ident(sql, &t) else {
+                    prev = None;
+                    continue;
+                };
+                let schema = if dot { prev.take() } else { None };
+                out.push((schema, name.to_string()));
+                prev = Some(name.to_string());
+                dot = false;
+            }
+            Kind::Punct(b'.') => dot = prev.is_some(),
+            Kind::Unterminated => break,
+            _ => {
+                prev = None;
+                dot = false;
+            }
+        }
+    }
+    out
+}
+
 /// How many statements `sql` holds (a trailing `;` starts none).
 pub fn statement_count(sql: &str, modes: Modes) -> usize {
     let mut count = 0;
@@ -52,6 +83,10 @@ mod tests {
         assert_eq!(statement_count("SELECT 1;", m), 1);
         assert_eq!(statement_count("SELECT ';'; SELECT 2", m), 2);
         assert_eq!(statement_count("  ", m), 0);
+        let named = named_tables("RENAME TABLE `old db`.x TO shop.orders, y TO `z`", m);
+        assert!(named.contains(&(Some("old db".into()), "x".into())));
+        assert!(named.contains(&(Some("shop".into()), "orders".into())));
+        assert!(named.contains(&(None, "z".into())));
         let p = |n: &str| n == "orders";
         assert!(mentions_table("SELECT * FROM shop.`orders` o", m, &p));
         assert!(!mentions_table("SELECT 'orders' FROM t", m, &p));

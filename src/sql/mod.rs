@@ -74,7 +74,7 @@ pub mod upsert;
 
 pub use error::SqlError;
 pub use insert::SlotKind;
-pub use mention::{mentions_table, statement_count};
+pub use mention::{mentions_table, named_tables, statement_count};
 pub use modes::SqlModes;
 pub use plan::{plan_query, ColumnsFn, IdDemand, Plan, PlanCtx, QueryRewrite, RuleHit, StmtInfo};
 #[doc(hidden)]

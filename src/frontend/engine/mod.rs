@@ -175,7 +175,18 @@ impl Session {
         }
         let mut result = match payload[0] {
             cmd::QUIT => return Ok(Next::Quit),
-            cmd::QUERY => self.query(payload).await,
+            cmd::QUERY if !self.may_adopt_rows(&payload[1..]) => self.query(payload).await,
+            cmd::QUERY => {
+                // `CREATE TABLE t ... SELECT`, `RENAME TABLE x TO t`: the
+                // reply waits until t's highest id is observed.
+                let held = self.start_captures();
+                let r = self.query(payload).await;
+                if r.is_ok() {
+                    self.observe_adopted_rows(payload).await;
+                }
+                self.release_held(held).await?;
+                r
+            }
             cmd::INIT_DB => self.init_db(payload).await,
             cmd::PING => self.ping(payload).await,
             cmd::FIELD_LIST => self

@@ -20,7 +20,10 @@
 //!   LOAD (XA across shards).
 //! - `inline.rs`: a prepared execute written as its text, for one that must
 //!   be split by row.
+//! - `adopted.rs`: rows a DDL statement brings under a rule table's name
+//!   (`CREATE TABLE ... SELECT`, `RENAME TABLE`): their highest id observed.
 
+pub mod adopted;
 pub mod captured;
 pub mod inject;
 pub mod inline;
