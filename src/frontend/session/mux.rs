@@ -1029,6 +1029,20 @@ mod tests {
         assert_eq!(f("SELECT '/*!40101 SET @x = 1 */'").pins, 0);
     }
 
+    proptest::proptest! {
+        /// What the multiplexer reads of a statement never panics.
+        #[test]
+        fn facts_of_anything(
+            sql in "(/\\*!|/\\*|\\*/|--|#|\n|'|`|;|@|@@|:|:=| |SET|STATEMENT|FOR|BEGIN|NOT|IF|LOCK|CREATE|TEMPORARY|x|1){0,24}",
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+        ) {
+            for t in [sql.as_bytes(), &bytes[..]] {
+                let _ = Facts::of(&executed(t), false);
+                let _ = (reads_last_id(t), labelled(t), several_with_set(t));
+            }
+        }
+    }
+
     #[test]
     fn a_set_among_several_statements_is_found() {
         assert!(several_with_set(b"SELECT 1; SET time_zone = '+01:00'"));

@@ -220,9 +220,9 @@ pub fn use_statement(sql: &[u8]) -> Option<String> {
     let name = text.get(db.start..db.end)?;
     let name = match db.kind {
         lexer::Kind::Word => name.to_string(),
-        lexer::Kind::QuotedIdent if name.starts_with('`') => {
-            name.get(1..name.len() - 1)?.replace("``", "`")
-        }
+        lexer::Kind::QuotedIdent if name.starts_with('`') => name
+            .get(1..name.len().saturating_sub(1))?
+            .replace("``", "`"),
         _ => return None,
     };
     match lx.next_token() {
@@ -234,6 +234,27 @@ pub fn use_statement(sql: &[u8]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+
+    proptest::proptest! {
+        /// The readers of what a statement runs never panic, on SQL-ish
+        /// text and on any bytes, and blanking keeps a UTF-8 text's length.
+        #[test]
+        fn readers_take_anything(
+            sql in "(/\\*!|/\\*M!|/\\*|\\*/|--|#|\n|'|`|\"|;|@|\\(|\\)| |SET|STATEMENT|FOR|USE|BEGIN|NOT|x|1|100100|40101|:){0,24}",
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+        ) {
+            for t in [sql.as_bytes(), &bytes[..]] {
+                let e = executed(t);
+                let c = code(t);
+                if std::str::from_utf8(t).is_ok() {
+                    proptest::prop_assert_eq!(e.len(), t.len());
+                    proptest::prop_assert_eq!(c.len(), t.len());
+                }
+                let _ = (session_set(t), set_statement_body(t), use_statement(t));
+                let _ = (first_keyword(&e), second_word(&c), keyword_start(t));
+            }
+        }
+    }
     use super::*;
 
     #[test]
