@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The test bed: three MariaDB shards and one etcd on 127.0.0.1, each with its
+# The test bed: four MariaDB servers and one etcd on 127.0.0.1, each with its
 # own port and data directory, for idgate's tests, demo and benchmarks. Most
-# tests use s0 and s1; s2 is for placement over three shards.
+# tests use s0 and s1; s2 is for placement over three shards; s3 folds table
+# names (lower_case_table_names = 1, as on Windows, macOS and some managed
+# services), for the tests of rule matching there.
 #
 #   scripts/testbed.sh up       install what is missing (apt-get), start, wait until ready
 #   scripts/testbed.sh down     stop what `up` started (by pid file, never by name)
@@ -13,14 +15,15 @@
 # (idgate_tls, REQUIRE SSL).
 #
 # Ports (override with the same variables): IDGATE_TB_S0_PORT=33061,
-# IDGATE_TB_S1_PORT=33062, IDGATE_TB_S2_PORT=33063, IDGATE_TB_ETCD_PORT=23790
+# IDGATE_TB_S1_PORT=33062, IDGATE_TB_S2_PORT=33063, IDGATE_TB_S3_PORT=33064,
+# IDGATE_TB_ETCD_PORT=23790
 # (peer port +10).
 # State lives in $IDGATE_TESTBED_DIR (default: <repo>/testbed).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 dir=${IDGATE_TESTBED_DIR:-$repo/testbed}
-s_ports=("${IDGATE_TB_S0_PORT:-33061}" "${IDGATE_TB_S1_PORT:-33062}" "${IDGATE_TB_S2_PORT:-33063}")
+s_ports=("${IDGATE_TB_S0_PORT:-33061}" "${IDGATE_TB_S1_PORT:-33062}" "${IDGATE_TB_S2_PORT:-33063}" "${IDGATE_TB_S3_PORT:-33064}")
 etcd_port=${IDGATE_TB_ETCD_PORT:-23790}
 etcd_peer_port=$((etcd_port + 10))
 user=idgate
@@ -101,8 +104,10 @@ wait_until() { # wait_until SECONDS DESCRIPTION COMMAND...
   done
 }
 
-mariadb_up() { # mariadb_up INDEX
+mariadb_up() { # mariadb_up INDEX [SERVER OPTION...] (also given to mariadb-install-db)
   local i=$1 port=${s_ports[$1]} d="$dir/s$1"
+  shift
+  local extra=("$@")
   local sock="$d/mysqld.sock" pid="$d/mysqld.pid"
   if alive "$pid"; then log "s$i already running (port $port)"; return 0; fi
   if [ -f "$pid" ]; then rm -f "$pid"; fi
@@ -110,7 +115,7 @@ mariadb_up() { # mariadb_up INDEX
   if [ ! -d "$d/data/mysql" ]; then
     log "s$i: initialising $d/data"
     mariadb-install-db --no-defaults --datadir="$d/data" --user="$(id -un)" \
-      --auth-root-authentication-method=socket --skip-test-db >"$d/install.log" 2>&1 \
+      --auth-root-authentication-method=socket --skip-test-db "${extra[@]}" >"$d/install.log" 2>&1 \
       || { cat "$d/install.log" >&2; return 1; }
   fi
   log "s$i: starting on 127.0.0.1:$port"
@@ -122,7 +127,7 @@ mariadb_up() { # mariadb_up INDEX
     --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci \
     --max-allowed-packet=256M \
     --ssl-ca="$tls_dir/ca.pem" --ssl-cert="$tls_dir/server.pem" --ssl-key="$tls_dir/server.key" \
-    >"$d/stdout.log" 2>&1 &
+    "${extra[@]}" >"$d/stdout.log" 2>&1 &
   wait_until 60 "s$i (see $d/error.log)" mariadb-admin --no-defaults --socket="$sock" -uroot ping
   mariadb --no-defaults --socket="$sock" -uroot <<SQL
 CREATE USER IF NOT EXISTS '$user'@'127.0.0.1' IDENTIFIED BY '$password';
@@ -169,6 +174,7 @@ cmd_env() {
   echo "export IDGATE_TEST_S0=127.0.0.1:${s_ports[0]}"
   echo "export IDGATE_TEST_S1=127.0.0.1:${s_ports[1]}"
   echo "export IDGATE_TEST_S2=127.0.0.1:${s_ports[2]}"
+  echo "export IDGATE_TEST_S3_FOLDED=127.0.0.1:${s_ports[3]}"
   echo "export IDGATE_TEST_ETCD=http://127.0.0.1:$etcd_port"
   echo "export IDGATE_TEST_USER=$user"
   echo "export IDGATE_TEST_PASSWORD=$password"
@@ -188,17 +194,19 @@ case "${1:-}" in
     mariadb_up 0
     mariadb_up 1
     mariadb_up 2
+    mariadb_up 3 --lower-case-table-names=1
     etcd_up
-    log "ready: shards 127.0.0.1:${s_ports[0]}, 127.0.0.1:${s_ports[1]}, 127.0.0.1:${s_ports[2]} (user $user/$password), etcd 127.0.0.1:$etcd_port"
+    log "ready: shards 127.0.0.1:${s_ports[0]}, 127.0.0.1:${s_ports[1]}, 127.0.0.1:${s_ports[2]}, 127.0.0.1:${s_ports[3]} (names folded) (user $user/$password), etcd 127.0.0.1:$etcd_port"
     ;;
   down)
     stop_pidfile etcd "$dir/etcd/etcd.pid"
+    stop_pidfile s3 "$dir/s3/mysqld.pid"
     stop_pidfile s2 "$dir/s2/mysqld.pid"
     stop_pidfile s1 "$dir/s1/mysqld.pid"
     stop_pidfile s0 "$dir/s0/mysqld.pid"
     ;;
   status)
-    for n in s0 s1 s2; do alive "$dir/$n/mysqld.pid" && echo "$n: running" || echo "$n: stopped"; done
+    for n in s0 s1 s2 s3; do alive "$dir/$n/mysqld.pid" && echo "$n: running" || echo "$n: stopped"; done
     alive "$dir/etcd/etcd.pid" && echo "etcd: running" || echo "etcd: stopped"
     ;;
   env) cmd_env ;;

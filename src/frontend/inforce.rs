@@ -6,7 +6,7 @@
 
 use crate::rules::RuleSet;
 use arc_swap::ArcSwapOption;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -19,6 +19,9 @@ pub struct LiveRules {
     status: parking_lot::Mutex<RulesStatus>,
     /// One reload at a time.
     pub(crate) reloading: tokio::sync::Mutex<()>,
+    /// The shards fold table names: every rule set matches them so
+    /// ([`RuleSet::fold_names`]).
+    fold: AtomicBool,
 }
 
 /// What operators see of the rules (`SHOW IDGATE STATUS`, /metrics).
@@ -58,6 +61,19 @@ impl LiveRules {
                 started_from: None,
             }),
             reloading: tokio::sync::Mutex::new(()),
+            fold: AtomicBool::new(false),
+        }
+    }
+
+    /// The shards compare table names case-insensitively: the rules in
+    /// force, and every later version, do too (set at start-up, before
+    /// any session).
+    pub fn fold_names(&self) {
+        self.fold.store(true, Ordering::Release);
+        if let Some(cur) = self.current.load_full() {
+            let mut rules = (*cur).clone();
+            rules.fold_names(true);
+            self.current.store(Some(Arc::new(rules)));
         }
     }
 
@@ -93,7 +109,8 @@ impl LiveRules {
 
     /// Makes `rules` the rules in force: as version `version` (a published
     /// version), or the next one.
-    pub(crate) fn publish(&self, rules: RuleSet, version: Option<u64>) -> u64 {
+    pub(crate) fn publish(&self, mut rules: RuleSet, version: Option<u64>) -> u64 {
+        rules.fold_names(self.fold.load(Ordering::Acquire));
         self.current.store(Some(Arc::new(rules)));
         let v = match version {
             Some(v) => {

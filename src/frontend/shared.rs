@@ -286,6 +286,46 @@ impl Shared {
         Ok(())
     }
 
+    /// Reads `lower_case_table_names` from every shard (at once). When one
+    /// folds table names (1 or 2: `Orders` is `orders` there), the rules
+    /// match names case-insensitively from now on, or an INSERT into
+    /// `Orders` would get no id. A shard that does not answer is logged
+    /// and counts as not folding.
+    pub async fn learn_table_name_case(self: &Arc<Self>) {
+        let mut asks = tokio::task::JoinSet::new();
+        for shard in 0..self.config.shards.len() {
+            let shared = self.clone();
+            asks.spawn(async move {
+                let mut c = shared.side_connection(shard).await?;
+                let rows = c.query_rows("SELECT @@lower_case_table_names").await;
+                let _ = c.send(&[crate::protocol::consts::cmd::QUIT]).await;
+                rows.map(|r| (shard, r))
+            });
+        }
+        let mut folding = Vec::new();
+        while let Some(done) = asks.join_next().await {
+            match done {
+                Ok(Ok((shard, rows))) => {
+                    let v = rows.first().and_then(|r| r.first().cloned().flatten());
+                    if v.as_deref().is_some_and(|v| v != "0") {
+                        folding.push(self.config.shards[shard].name.clone());
+                    }
+                }
+                Ok(Err(e)) => tracing::warn!(
+                    "lower_case_table_names not read ({e}); rule table names match case-sensitively there"
+                ),
+                Err(e) => tracing::warn!("lower_case_table_names not read: {e}"),
+            }
+        }
+        if !folding.is_empty() {
+            tracing::info!(
+                shards = ?folding,
+                "the shards fold table names (lower_case_table_names != 0): rule table names match case-insensitively"
+            );
+            self.rules.fold_names();
+        }
+    }
+
     /// A connection of idgate's own to `shard` (no schema, nothing relayed
     /// on it); its handshake is learned as every shard's is.
     pub async fn side_connection(&self, shard: usize) -> Result<BackendConn, BackendError> {

@@ -3,8 +3,11 @@
 //! # Matching tables
 //! Table and schema names are compared **case-sensitively**, byte for byte,
 //! like MariaDB on Linux with its default `lower_case_table_names = 0`: a rule
-//! for `shop.orders` does not match `INSERT INTO Shop.Orders`. Column names are
-//! compared case-insensitively by the SQL planner, as MySQL does.
+//! for `shop.orders` does not match `INSERT INTO Shop.Orders`. On shards that
+//! fold names (`lower_case_table_names` 1 or 2, read at start-up,
+//! [`RuleSet::fold_names`]) they are compared case-insensitively, as the
+//! shards do. Column names are compared case-insensitively by the SQL
+//! planner, as MySQL does.
 //!
 //! A rule named `schema.table` matches only that table. A bare `table` rule
 //! matches a table of that name in any schema. Both may exist for the same
@@ -150,6 +153,11 @@ pub struct RuleSet {
     tables: Vec<TableRule>,
     entries: Vec<TableEntry>,
     index: HashMap<Box<str>, Slot, BuildHasherDefault<NameHasher>>,
+    /// The same index with table and schema names in lower case, for
+    /// shards that fold names (`lower_case_table_names` 1 or 2).
+    folded: HashMap<Box<str>, Slot, BuildHasherDefault<NameHasher>>,
+    /// Names match case-insensitively ([`RuleSet::fold_names`]).
+    fold: bool,
     /// The shard names placements index into (the config's, in order).
     shard_names: Vec<String>,
     /// Some table has a placement.
@@ -181,6 +189,15 @@ impl RuleSet {
             match &schema {
                 Some(s) => slot.by_schema.push((s.clone(), i)),
                 None => slot.any = Some(i),
+            }
+            slot.sharded |= placement.is_some();
+            // Folded: the first of two rules that differ only in case wins.
+            let slot = set.folded.entry(table.to_lowercase().into()).or_default();
+            match &schema {
+                Some(s) => slot.by_schema.push((s.to_lowercase().into(), i)),
+                None => {
+                    slot.any.get_or_insert(i);
+                }
             }
             slot.sharded |= placement.is_some();
             set.sharded |= placement.is_some();
@@ -217,6 +234,9 @@ impl RuleSet {
 
     /// Like [`RuleSet::table`], with the compiled entry the SQL planner uses.
     pub fn entry(&self, schema: Option<&str>, table: &str) -> Option<&TableEntry> {
+        if self.fold {
+            return self.entry_folded(schema, table);
+        }
         let slot = self.index.get(table)?;
         let i = schema
             .and_then(|s| {
@@ -229,8 +249,38 @@ impl RuleSet {
         self.entries.get(i)
     }
 
+    /// [`RuleSet::entry`] on shards that fold names: `Shop.Orders` is the
+    /// table of rule `shop.orders`.
+    fn entry_folded(&self, schema: Option<&str>, table: &str) -> Option<&TableEntry> {
+        let slot = self.folded.get(&*table.to_lowercase())?;
+        let i = schema
+            .and_then(|s| {
+                let s = s.to_lowercase();
+                slot.by_schema
+                    .iter()
+                    .find(|(rs, _)| **rs == *s)
+                    .map(|&(_, i)| i)
+            })
+            .or(slot.any)?;
+        self.entries.get(i)
+    }
+
+    /// The shards compare table and schema names case-insensitively
+    /// (`lower_case_table_names` 1 or 2): so do the rules from now on.
+    pub fn fold_names(&mut self, fold: bool) {
+        self.fold = fold;
+    }
+
+    /// Whether names match case-insensitively ([`RuleSet::fold_names`]).
+    pub fn folds_names(&self) -> bool {
+        self.fold
+    }
+
     /// True if some rule names `table` (in any schema): a cheap pre-check.
     pub fn has_table_name(&self, table: &str) -> bool {
+        if self.fold {
+            return self.folded.contains_key(&*table.to_lowercase());
+        }
         self.index.contains_key(table)
     }
 
@@ -243,6 +293,12 @@ impl RuleSet {
     /// True if some rule for a table called `table` (in any schema) has a
     /// placement: a cheap pre-check, like [`RuleSet::has_table_name`].
     pub fn has_sharded_table_name(&self, table: &str) -> bool {
+        if self.fold {
+            return self
+                .folded
+                .get(&*table.to_lowercase())
+                .is_some_and(|s| s.sharded);
+        }
         self.index.get(table).is_some_and(|s| s.sharded)
     }
 
@@ -281,5 +337,32 @@ impl RuleSet {
     /// True when there are no table rules (every statement passes through).
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RuleSet;
+    use std::path::Path;
+
+    const RULES: &str = "[[generator]]\nname = \"g\"\nkind = \"sequence\"\n\n\
+        [[table]]\nname = \"shop.orders\"\ncolumn = \"id\"\ngenerator = \"g\"\n\n\
+        [[table]]\nname = \"Items\"\ncolumn = \"id\"\ngenerator = \"g\"\n";
+
+    #[test]
+    fn names_match_in_any_case_only_when_folded() {
+        let mut r = RuleSet::from_toml(Path::new("t.toml"), RULES, &["s0"], &|_| Ok(())).unwrap();
+        assert!(r.entry(Some("shop"), "orders").is_some());
+        assert!(r.entry(Some("Shop"), "ORDERS").is_none());
+        assert!(r.entry(Some("x"), "items").is_none());
+        assert!(!r.has_table_name("ORDERS"));
+        r.fold_names(true);
+        assert!(r.entry(Some("Shop"), "ORDERS").is_some());
+        assert!(r.entry(Some("SHOP"), "Orders").is_some());
+        assert!(r.entry(Some("other"), "orders").is_none());
+        assert!(r.entry(Some("x"), "items").is_some());
+        assert!(r.entry(None, "ITEMS").is_some());
+        assert!(r.has_table_name("ORDERS"));
+        assert!(!r.has_sharded_table_name("ORDERS"));
     }
 }

@@ -21,6 +21,8 @@ pub struct Testbed {
     pub shards: Vec<String>,
     /// A third shard, for placement over three shards.
     pub third: String,
+    /// A server that folds table names (`lower_case_table_names = 1`).
+    pub folded: String,
     /// etcd client endpoint, `http://host:port`.
     pub etcd: String,
     /// Account with all privileges on every shard.
@@ -65,6 +67,7 @@ pub fn testbed() -> Option<Testbed> {
             env_or("IDGATE_TEST_S1", "127.0.0.1:33062"),
         ],
         third: env_or("IDGATE_TEST_S2", "127.0.0.1:33063"),
+        folded: env_or("IDGATE_TEST_S3_FOLDED", "127.0.0.1:33064"),
         etcd: env_or("IDGATE_TEST_ETCD", "http://127.0.0.1:23790"),
         user: env_or("IDGATE_TEST_USER", "idgate"),
         password: env_or("IDGATE_TEST_PASSWORD", "idgate"),
@@ -81,7 +84,7 @@ pub fn testbed() -> Option<Testbed> {
         .shards
         .iter()
         .map(String::as_str)
-        .chain([tb.third.as_str(), etcd_addr.as_str()])
+        .chain([tb.third.as_str(), tb.folded.as_str(), etcd_addr.as_str()])
         .filter(|a| !reachable(a))
         .collect();
     if missing.is_empty() {
