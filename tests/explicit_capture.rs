@@ -184,6 +184,24 @@ async fn updates_and_upserts_of_the_id_are_read_back() {
             "{sql}: {text}"
         );
     }
+    // Dynamic SQL whose text is a user variable: the text is checked as
+    // a literal would be.
+    c.query_drop("SET @q = 'INSERT INTO t (id, k) VALUES (950000, 77)'")
+        .await
+        .unwrap();
+    for sql in ["PREPARE x FROM @q", "EXECUTE IMMEDIATE @q"] {
+        let e = c.query_drop(sql).await.unwrap_err();
+        assert!(
+            matches!(&e, mysql_async::Error::Server(se) if se.code == 1235 && se.message.contains(".t")),
+            "{sql}: {e}"
+        );
+    }
+    c.query_drop("SET @r = 'SELECT COUNT(*) FROM t'")
+        .await
+        .unwrap();
+    c.query_drop("PREPARE y FROM @r").await.unwrap();
+    c.query_drop("EXECUTE y").await.unwrap();
+    c.query_drop("EXECUTE IMMEDIATE @r").await.unwrap();
     for table in ["s", "t"] {
         assert!(ids(&mut c, table).await.iter().all(|&i| i < 900_000));
     }

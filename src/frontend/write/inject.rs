@@ -89,6 +89,10 @@ impl Session {
             // Forwarded as it is, before the session's sql_mode is known.
             return Ok(false);
         }
+        // `PREPARE s FROM @v`: the text in `@v` (`dynamic.rs`).
+        if text.len() < 512 && memchr::memchr(b'@', text.as_bytes()).is_some() {
+            self.check_dynamic_source(&text).await?;
+        }
         let plan = match self
             .plan(&text, &sql::plan_query, |p| match p {
                 Plan::NeedColumns { schema, table } => Some((schema.clone(), table.clone())),

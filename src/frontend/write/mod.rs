@@ -20,11 +20,14 @@
 //!   LOAD (XA across shards).
 //! - `inline.rs`: a prepared execute written as its text, for one that must
 //!   be split by row.
+//! - `dynamic.rs`: `PREPARE s FROM @v` / `EXECUTE IMMEDIATE @v`: the text
+//!   in the variable checked as a literal source is.
 //! - `adopted.rs`: rows a DDL statement brings under a rule table's name
 //!   (`CREATE TABLE ... SELECT`, `RENAME TABLE`): their highest id observed.
 
 pub mod adopted;
 pub mod captured;
+pub mod dynamic;
 pub mod inject;
 pub mod inline;
 pub mod insel;

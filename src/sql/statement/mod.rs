@@ -11,12 +11,15 @@
 //! - `kill.rs`: `KILL`.
 //! - `diag.rs`: diagnostics statements (`SHOW WARNINGS` and friends).
 //! - `txn.rs`: `BEGIN`/`COMMIT`/`ROLLBACK` and savepoints.
+//! - `dynamic.rs`: `PREPARE ... FROM @v` / `EXECUTE IMMEDIATE @v`, whose
+//!   statement is in a user variable.
 //! - `sequence.rs`: `NEXTVAL(idgate.g)` and the other sequence functions
 //!   on idgate's generators (a cheap byte check here, the tokenizing
 //!   recognizer only for statements that pass it).
 
 pub mod admin;
 pub mod diag;
+pub mod dynamic;
 pub mod keyword;
 pub mod kill;
 pub mod sequence;
