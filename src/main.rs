@@ -475,7 +475,6 @@ async fn serve(cfg: Config) -> ExitCode {
     if let Err(e) = shared.probe_default_shard().await {
         warn!("{e}; serving anyway with a default version string until a shard answers");
     }
-    shared.learn_table_name_case().await;
     let listener = match idgate::listener::bind(addr, shared.config.server.max_connections) {
         Ok(l) => l,
         Err(e) => {

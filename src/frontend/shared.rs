@@ -113,6 +113,9 @@ pub struct Shared {
     pub started: std::time::Instant,
 }
 
+/// How a shard says whether it folds table names.
+const LOWER_CASE_TABLE_NAMES: &str = "SELECT @@lower_case_table_names";
+
 impl Shared {
     /// State for a server that only relays (no rules).
     pub fn new(config: Config) -> Self {
@@ -279,25 +282,34 @@ impl Shared {
     }
 
     /// Logs in to the default shard once to learn its version string and
-    /// capabilities.
-    pub async fn probe_default_shard(&self) -> Result<(), BackendError> {
+    /// capabilities, and learns whether the shards fold table names
+    /// ([`Shared::learn_table_name_case`]).
+    pub async fn probe_default_shard(self: &Arc<Self>) -> Result<(), BackendError> {
         let mut conn = self.side_connection(0).await?;
+        let first = conn.query_rows(LOWER_CASE_TABLE_NAMES).await;
         let _ = conn.send(&[crate::protocol::consts::cmd::QUIT]).await;
+        self.learn_table_name_case(first).await;
         Ok(())
     }
 
-    /// Reads `lower_case_table_names` from every shard (at once). When one
+    /// With the default shard's answer `first` (read on the probe's
+    /// connection), reads `lower_case_table_names` from every other shard
+    /// (at once). When one
     /// folds table names (1 or 2: `Orders` is `orders` there), the rules
     /// match names case-insensitively from now on, or an INSERT into
     /// `Orders` would get no id. A shard that does not answer is logged
     /// and counts as not folding.
-    pub async fn learn_table_name_case(self: &Arc<Self>) {
+    async fn learn_table_name_case(
+        self: &Arc<Self>,
+        first: Result<Vec<Vec<Option<String>>>, BackendError>,
+    ) {
         let mut asks = tokio::task::JoinSet::new();
-        for shard in 0..self.config.shards.len() {
+        asks.spawn(async move { first.map(|r| (0, r)) });
+        for shard in 1..self.config.shards.len() {
             let shared = self.clone();
             asks.spawn(async move {
                 let mut c = shared.side_connection(shard).await?;
-                let rows = c.query_rows("SELECT @@lower_case_table_names").await;
+                let rows = c.query_rows(LOWER_CASE_TABLE_NAMES).await;
                 let _ = c.send(&[crate::protocol::consts::cmd::QUIT]).await;
                 rows.map(|r| (shard, r))
             });

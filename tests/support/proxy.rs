@@ -244,8 +244,6 @@ impl Proxy {
                 .probe_default_shard()
                 .await
                 .expect("default shard answers");
-            // As main.rs does.
-            shared.learn_table_name_case().await;
         }
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(idgate::server::run(listener, shared.clone(), async move {
