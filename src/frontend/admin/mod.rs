@@ -195,25 +195,13 @@ impl Session {
                             ),
                         ));
                     };
-                    let q = format!(
-                        "SELECT MAX({}) FROM `{}`.`{}`",
-                        e.quoted_column(),
-                        schema.replace('`', "``"),
-                        e.table().replace('`', "``")
-                    );
                     for shard in 0..self.backends.len() {
                         let shard_name = self.shared.config.shards[shard].name.clone();
-                        let max = match self.own_query(shard, &q).await {
-                            Ok(r) => r.first().and_then(|r| r.first().cloned().flatten()),
-                            // The table need not exist on every shard.
-                            Err(crate::backend::BackendError::Server { err, .. })
-                                if err.code == 1146 =>
-                            {
-                                None
-                            }
-                            Err(e) => return Err(CmdError::Backend(e)),
-                        };
-                        let max_id = max.as_deref().and_then(|m| m.parse::<u64>().ok());
+                        // The table need not exist on every shard.
+                        let max_id = self
+                            .highest_id(shard, &schema, e.table(), e.quoted_column())
+                            .await
+                            .map_err(CmdError::Backend)?;
                         floor = floor.max(max_id.unwrap_or(0));
                         rows.push(vec![
                             Some(format!("{schema}.{}", e.table())),

@@ -56,6 +56,31 @@ impl Session {
             .and_then(|r| r.first().cloned().flatten())
             .unwrap_or_default())
     }
+    /// `MAX(column)` of `schema.table` on `shard` (`column` quoted);
+    /// `None` when the table is empty, holds no number there, or does not
+    /// exist on that shard.
+    pub(in crate::frontend) async fn highest_id(
+        &mut self,
+        shard: usize,
+        schema: &str,
+        table: &str,
+        column: &str,
+    ) -> Result<Option<u64>, crate::backend::BackendError> {
+        let q = format!(
+            "SELECT MAX({column}) FROM `{}`.`{}`",
+            schema.replace('`', "``"),
+            table.replace('`', "``")
+        );
+        match self.own_query(shard, &q).await {
+            Ok(rows) => Ok(rows
+                .first()
+                .and_then(|r| r.first().cloned().flatten())
+                .and_then(|m| m.parse::<u64>().ok())),
+            Err(crate::backend::BackendError::Server { err, .. }) if err.code == 1146 => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Reads the columns of `schema.table` (order, types, collations) into
     /// the shared cache.
     pub(in crate::frontend) async fn fetch_columns(

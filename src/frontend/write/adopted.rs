@@ -67,25 +67,14 @@ impl Session {
             ));
         }
         for (schema, table, column, generator, shards) in tables {
-            let q = format!(
-                "SELECT MAX({column}) FROM `{}`.`{}`",
-                schema.replace('`', "``"),
-                table.replace('`', "``")
-            );
             for shard in shards {
-                let max = match self.own_query(shard, &q).await {
-                    Ok(rows) => rows.first().and_then(|r| r.first().cloned().flatten()),
-                    // Renamed away, or not created.
-                    Err(crate::backend::BackendError::Server { err, .. }) if err.code == 1146 => {
-                        None
-                    }
+                let max = match self.highest_id(shard, &schema, &table, &column).await {
+                    Ok(Some(max)) => max,
+                    Ok(None) => continue,
                     Err(e) => {
                         warn!(conn = self.id, table = %format!("{schema}.{table}"), shard, "the highest id after a DDL statement could not be read ({e}); run IDGATE SET FLOOR {generator} FROM TABLES");
                         continue;
                     }
-                };
-                let Some(max) = max.and_then(|m| m.parse::<u64>().ok()) else {
-                    continue;
                 };
                 if let Err(e) = self.observe(&generator, &[max]).await {
                     warn!(conn = self.id, table = %format!("{schema}.{table}"), max, "generator {generator} did not take the highest id after a DDL statement ({e}); run IDGATE SET FLOOR {generator} FROM TABLES");
