@@ -775,6 +775,7 @@ pub fn skim(sql: &str, mut pos: usize, modes: Modes, mut in_exec: bool) -> Skim 
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn executed_text_blanks_the_markers_only() {
@@ -800,7 +801,6 @@ mod tests {
             Some("SELECT    1 +    2, '*/'")
         );
     }
-    use super::*;
 
     fn kinds(sql: &str, modes: Modes) -> Vec<(Kind, &str)> {
         let mut l = Lexer::new(sql, 0, modes);

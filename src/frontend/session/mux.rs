@@ -263,10 +263,11 @@ fn first_keyword_pins(sql: &[u8]) -> (u32, bool) {
             Pin::Call
         }
         b"BEGIN\0\0\0" if second_word(sql).eq_ignore_ascii_case("not") => Pin::Call,
-        _ if labelled(sql) => Pin::Call,
         b"HANDLER\0" => Pin::Handler,
         b"XA\0\0\0\0\0\0" => Pin::Xa,
         b"SET\0\0\0\0\0" if set_transaction(sql) => Pin::SetTransaction,
+        // `label: BEGIN ...`, `label: LOOP ...`.
+        _ if labelled(sql) => Pin::Call,
         _ => return (0, false),
     };
     (pin.bit(), false)

@@ -234,6 +234,7 @@ pub fn use_statement(sql: &[u8]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     proptest::proptest! {
         /// The readers of what a statement runs never panic, on SQL-ish
@@ -255,7 +256,6 @@ mod tests {
             }
         }
     }
-    use super::*;
 
     #[test]
     fn contains_ignore_case_at_either_end_and_inside() {
