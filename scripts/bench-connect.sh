@@ -23,7 +23,8 @@
 # caching_sha2_password's fast path to idgate.
 #
 # Uses the test bed (scripts/testbed.sh up when it is not reachable) and the
-# release binary (cargo build --release unless --no-build).
+# release binary (cargo build --release unless --no-build; IDGATE_BIN names
+# another binary, e.g. a PGO build from scripts/build-pgo.sh).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 rounds=3 secs=10 procs=8 do_build=1 client=c
@@ -47,7 +48,7 @@ if ! mariadb --no-defaults --protocol=tcp -h"${s0%:*}" -P"${s0#*:}" -u"$user" -p
   "$repo/scripts/testbed.sh" up
 fi
 if ((do_build)); then log "cargo build --release"; (cd "$repo" && cargo build --release -q); fi
-bin=$repo/target/release/idgate
+bin=${IDGATE_BIN:-$repo/target/release/idgate}
 free_port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 tmp=$(mktemp -d)
 haproxy_pid= idgate_pid= nopool_pid= mux_pid=
