@@ -196,12 +196,72 @@ async fn updates_and_upserts_of_the_id_are_read_back() {
             "{sql}: {e}"
         );
     }
+    // An expression of literals, variables and string functions: idgate
+    // evaluates it and checks its text; also adjacent literals (which
+    // MariaDB joins), under SET STATEMENT, and in an executable comment.
+    c.query_drop("SET @v = 'VALUES (950001, 78)'")
+        .await
+        .unwrap();
+    for sql in [
+        "PREPARE x FROM CONCAT('INSERT INTO t (id, k) ', @v)",
+        "EXECUTE IMMEDIATE CONCAT_WS(' ', 'INSERT INTO t (id, k)', UPPER(@v))",
+        "PREPARE x FROM 'INSERT INTO t (id, k) ' 'VALUES (950002, 79)'",
+        "EXECUTE IMMEDIATE REPLACE('INSERT INTO t (id, k) VALUES (?, 80)', '?', '950003')",
+        "SET STATEMENT max_statement_time = 10 FOR PREPARE x FROM CONCAT('INSERT INTO t (id, k) ', @v)",
+        "/*!100000 EXECUTE IMMEDIATE CONCAT('INSERT INTO t (id, k) ', @v) */",
+    ] {
+        let e = c.query_drop(sql).await.unwrap_err();
+        assert!(
+            matches!(&e, mysql_async::Error::Server(se) if se.code == 1235 && se.message.contains(".t")),
+            "{sql}: {e}"
+        );
+    }
+    // An expression idgate would have to run twice to read (a subquery,
+    // a function with effects): refused with the way around it, which
+    // then works.
+    for sql in [
+        "PREPARE x FROM (SELECT 'INSERT INTO t (id, k) VALUES (950004, 81)')",
+        "EXECUTE IMMEDIATE CONCAT('SELECT ', RAND())",
+    ] {
+        let e = c.query_drop(sql).await.unwrap_err();
+        assert!(
+            matches!(&e, mysql_async::Error::Server(se) if se.code == 1235 && se.message.contains("SET @q")),
+            "{sql}: {e}"
+        );
+    }
+    c.query_drop("SET @w = (SELECT 'SELECT COUNT(*) FROM t')")
+        .await
+        .unwrap();
+    c.query_drop("EXECUTE IMMEDIATE @w").await.unwrap();
+    // In one query after the statement that sets it, the variable is read
+    // too early: refused (the query does not run at all).
+    let e = c
+        .query_drop(
+            "SET @q2 = 'INSERT INTO t (id, k) VALUES (950005, 82)'; PREPARE x FROM @q2; EXECUTE x",
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, mysql_async::Error::Server(se) if se.code == 1235 && se.message.contains("own")),
+        "{e}"
+    );
     c.query_drop("SET @r = 'SELECT COUNT(*) FROM t'")
         .await
         .unwrap();
     c.query_drop("PREPARE y FROM @r").await.unwrap();
     c.query_drop("EXECUTE y").await.unwrap();
     c.query_drop("EXECUTE IMMEDIATE @r").await.unwrap();
+    c.query_drop("EXECUTE IMMEDIATE CONCAT('SELECT COUNT(*) ', 'FROM t')")
+        .await
+        .unwrap();
+    // First in its query, the variable is read right.
+    c.query_drop("PREPARE y FROM @r; EXECUTE y; DEALLOCATE PREPARE y")
+        .await
+        .unwrap();
+    c.query_drop("/*!50000 PREPARE y FROM @r */").await.unwrap();
+    c.query_drop("/* app */ EXECUTE IMMEDIATE @r")
+        .await
+        .unwrap();
     for table in ["s", "t"] {
         assert!(ids(&mut c, table).await.iter().all(|&i| i < 900_000));
     }

@@ -29,6 +29,18 @@ pub enum SqlError {
         /// The column idgate fills.
         column: String,
     },
+    /// `PREPARE ... FROM` / `EXECUTE IMMEDIATE` whose statement idgate
+    /// cannot read before it runs (while rules are configured it could
+    /// write a rule table without its ids).
+    #[error("idgate: {what} is not supported {why}; {remedy}")]
+    DynamicSource {
+        /// `SQL-level PREPARE` or `EXECUTE IMMEDIATE`.
+        what: String,
+        /// Why its text cannot be read.
+        why: String,
+        /// What to send instead.
+        remedy: String,
+    },
     /// The statement on a rule table could not be parsed.
     #[error("idgate: cannot parse the statement on table {table} ({reason}); it was not forwarded because column {column} could not be filled")]
     Syntax {
@@ -92,7 +104,9 @@ impl SqlError {
     /// The MySQL error code sent to the client.
     pub fn code(&self) -> u16 {
         match self {
-            SqlError::Unsupported { .. } | SqlError::ShardKey { .. } => ER_NOT_SUPPORTED_YET,
+            SqlError::Unsupported { .. }
+            | SqlError::DynamicSource { .. }
+            | SqlError::ShardKey { .. } => ER_NOT_SUPPORTED_YET,
             SqlError::Syntax { .. } => ER_PARSE_ERROR,
             SqlError::ColumnCount { .. } => ER_WRONG_VALUE_COUNT_ON_ROW,
             SqlError::UnknownColumn { .. } => ER_BAD_FIELD_ERROR,
@@ -104,9 +118,10 @@ impl SqlError {
     /// The SQLSTATE sent with [`SqlError::code`].
     pub fn sqlstate(&self) -> &'static str {
         match self {
-            SqlError::Unsupported { .. } | SqlError::Syntax { .. } | SqlError::ShardKey { .. } => {
-                "42000"
-            }
+            SqlError::Unsupported { .. }
+            | SqlError::DynamicSource { .. }
+            | SqlError::Syntax { .. }
+            | SqlError::ShardKey { .. } => "42000",
             SqlError::ColumnCount { .. } => "21S01",
             SqlError::UnknownColumn { .. } => "42S22",
             SqlError::NoDatabase { .. } => "3D000",

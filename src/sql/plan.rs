@@ -16,6 +16,7 @@ use super::parsed::{self, Fail};
 use super::route::KeyArg;
 use super::rows::{self, KeyColumn, RowSpan};
 use super::shape::{same_column, Body, Shape};
+use super::statement::dynamic;
 use super::statement::keyword::set_statement_for;
 use super::update;
 use super::upsert::{self, Report, Upsert, Upserts};
@@ -1263,39 +1264,40 @@ impl<'q> QueryPlanner<'q> {
     }
 
     /// `PREPARE s FROM '...'` / `EXECUTE IMMEDIATE '...'` of a statement that
-    /// writes a rule table: refused.
+    /// writes a rule table: refused. A source that is a variable or an
+    /// expression is read by the front end before the query runs
+    /// (`sql::statement::dynamic`), which is right only for the query's
+    /// first statement: after another one it is refused.
     fn check_prepare(&self, start: usize, end: usize, in_exec: bool) -> Result<(), Stop> {
         let sql = self.sql;
-        let mut lx = Lexer::new(sql, start, self.modes);
-        lx.set_pos(start, in_exec);
-        let mut literal = None;
-        while let Some(t) = lx.next_token() {
-            if t.start >= end {
-                break;
+        let Some(d) = dynamic::parse(sql, start, end, self.modes, in_exec) else {
+            return Ok(());
+        };
+        let t = match d.kind {
+            dynamic::Source::Literal(t) => t,
+            _ if Lexer::new(sql, 0, self.modes).next_token().map(|f| f.start) == Some(start) => {
+                return Ok(());
             }
-            if t.kind == Kind::Str {
-                literal = Some(t);
-                break;
+            _ => {
+                return Err(Stop::Err(SqlError::DynamicSource {
+                    what: d.what().into(),
+                    why: "after another statement of the same query (idgate reads its text before the query runs, and an earlier statement could change it)".into(),
+                    remedy: "send it as a query of its own".into(),
+                }))
             }
-        }
-        let Some(t) = literal else { return Ok(()) };
+        };
         let inner = String::from_utf8_lossy(&unescape(
             sql.as_bytes().get(t.start..t.end).unwrap_or(b""),
             self.modes.no_backslash_escapes,
         ))
         .into_owned();
-        let what = if sql.get(start..end).is_some_and(|s| {
-            s.trim_start()
-                .get(..7)
-                .is_some_and(|p| p.eq_ignore_ascii_case("PREPARE"))
-        }) {
-            "SQL-level PREPARE of an INSERT (or of an UPDATE of the id column)"
-        } else {
-            "EXECUTE IMMEDIATE of an INSERT (or of an UPDATE of the id column)"
-        };
+        let what = format!(
+            "{} of an INSERT (or of an UPDATE of the id column)",
+            d.what()
+        );
         let refuse = |table: String, column: String| {
             Stop::Err(SqlError::Unsupported {
-                what: what.into(),
+                what: what.clone(),
                 table,
                 column,
             })

@@ -28,6 +28,7 @@ use crate::protocol::reply;
 use crate::protocol::reply::{ok_info, parse_records};
 use crate::protocol::response::{Expect, Kind};
 use crate::protocol::stmt::{self as wire_stmt, types, ParamType};
+use crate::sql::statement::keyword;
 use crate::sql::{
     self, BackendParam, BoundId, LastRow, Plan, PlanCtx, PreparePlan, PrepareRewrite, Report,
     SqlError, StmtInfo, Upserts,
@@ -89,8 +90,9 @@ impl Session {
             // Forwarded as it is, before the session's sql_mode is known.
             return Ok(false);
         }
-        // `PREPARE s FROM @v`: the text in `@v` (`dynamic.rs`).
-        if text.len() < 512 && memchr::memchr(b'@', text.as_bytes()).is_some() {
+        // `PREPARE s FROM @v` / `EXECUTE IMMEDIATE CONCAT(...)`: the text
+        // the shard would run (`dynamic.rs`).
+        if keyword::may_be_dynamic(text.as_bytes()) {
             self.check_dynamic_source(&text).await?;
         }
         let plan = match self

@@ -83,6 +83,19 @@ pub fn first_keyword(sql: &[u8]) -> [u8; 8] {
     out
 }
 
+/// Whether a query may start with dynamic SQL (`PREPARE`, `EXECUTE`,
+/// also in an executable comment or under `SET STATEMENT ... FOR`): the
+/// front end then reads its source (`sql::statement::dynamic`). A few
+/// bytes of the first word for any other statement.
+pub fn may_be_dynamic(sql: &[u8]) -> bool {
+    match &first_keyword(sql) {
+        b"PREPARE\0" | b"EXECUTE\0" => true,
+        b"SET\0\0\0\0\0" => second_word(sql).eq_ignore_ascii_case("statement"),
+        [0, ..] => sql.get(keyword_start(sql)..).is_some_and(is_exec_opener),
+        _ => false,
+    }
+}
+
 /// Whether a multi-statement query may contain a `USE` (then the session
 /// reads its schema back from the shard afterwards). Conservative: the word
 /// `use` anywhere, in a query with a `;`.
@@ -251,7 +264,7 @@ mod tests {
                     proptest::prop_assert_eq!(e.len(), t.len());
                     proptest::prop_assert_eq!(c.len(), t.len());
                 }
-                let _ = (session_set(t), set_statement_body(t), use_statement(t));
+                let _ = (session_set(t), set_statement_body(t), use_statement(t), may_be_dynamic(t));
                 let _ = (first_keyword(&e), second_word(&c), keyword_start(t));
             }
         }
