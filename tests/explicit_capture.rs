@@ -176,6 +176,9 @@ async fn updates_and_upserts_of_the_id_are_read_back() {
         "SET STATEMENT max_statement_time = 10 FOR INSERT INTO t (id, k) VALUES (900000, 1)",
         "SET STATEMENT max_statement_time = 10 FOR INSERT INTO s (id, ck) VALUES (900000, 1)",
         "SET STATEMENT max_statement_time = 10 FOR UPDATE t SET id = 900001",
+        // A stored program or compound statement that updates the id.
+        "CREATE PROCEDURE p_upd() UPDATE t SET id = 900002 WHERE k = 1",
+        "BEGIN NOT ATOMIC UPDATE t SET id = id + 900000; END",
     ] {
         let e = c.query_drop(sql).await.unwrap_err();
         let text = e.to_string();
@@ -184,6 +187,12 @@ async fn updates_and_upserts_of_the_id_are_read_back() {
             "{sql}: {text}"
         );
     }
+    // A stored program that updates other columns is created as usual.
+    c.query_drop("CREATE PROCEDURE p_ok() UPDATE t SET k = k WHERE k = 1")
+        .await
+        .unwrap();
+    c.query_drop("CALL p_ok()").await.unwrap();
+    c.query_drop("DROP PROCEDURE p_ok").await.unwrap();
     // Dynamic SQL whose text is a user variable: the text is checked as
     // a literal would be.
     c.query_drop("SET @q = 'INSERT INTO t (id, k) VALUES (950000, 77)'")

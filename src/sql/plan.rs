@@ -1215,13 +1215,28 @@ impl<'q> QueryPlanner<'q> {
 
     /// A stored program or compound statement: the rest of the query is one
     /// statement. INSERTs into rule tables inside it are refused (a literal id
-    /// would be frozen into the program).
+    /// would be frozen into the program), and so are UPDATEs of a rule
+    /// table's id column (idgate could not read the ids they store back).
     fn opaque(&mut self, start: usize, lx: Lexer<'q>) -> Result<Outcome, Stop> {
         let sql = self.sql;
         let mut lx = lx;
         while let Some(t) = lx.next_token() {
             if t.kind == Kind::Unterminated {
                 break;
+            }
+            if kw(sql, &t, "UPDATE") {
+                let end = skim(sql, t.start, self.modes, lx.in_exec()).end;
+                if let Some(u) =
+                    update::analyze(sql, t.start, end, self.modes, self.rules, self.schema())?
+                {
+                    return Err(SqlError::Unsupported {
+                        what: "an UPDATE of the id column inside a stored program or compound statement"
+                            .into(),
+                        table: u.display,
+                        column: u.entry.column().to_string(),
+                    }
+                    .into());
+                }
             }
             if kw(sql, &t, "INSERT") || kw(sql, &t, "REPLACE") {
                 let mut h = lx.clone();
