@@ -1001,6 +1001,10 @@ mod tests {
         assert_eq!(p("SELECT 1; LOCK TABLES t WRITE"), Pin::LockTables.bit());
         assert_eq!(p("LOCK TABLES t WRITE; UNLOCK TABLES"), 0);
         assert!(sticky_pins(b"SELECT 1;\n UNLOCK TABLES").1);
+        // Empty statements, and a semicolon first or last.
+        assert_eq!(p(";;SELECT 1;; CALL p();"), Pin::Call.bit());
+        assert_eq!(p("LOCK TABLES t WRITE;"), Pin::LockTables.bit());
+        assert_eq!(p(";"), 0);
         assert_eq!(
             p("SELECT LASTVAL( idgate.g), SETVAL(s, 1)"),
             Pin::Sequence.bit()
