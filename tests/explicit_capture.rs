@@ -179,6 +179,10 @@ async fn updates_and_upserts_of_the_id_are_read_back() {
         // A stored program or compound statement that updates the id.
         "CREATE PROCEDURE p_upd() UPDATE t SET id = 900002 WHERE k = 1",
         "BEGIN NOT ATOMIC UPDATE t SET id = id + 900000; END",
+        // A trigger on the rule table that assigns the id.
+        "CREATE TRIGGER trg_id BEFORE INSERT ON t FOR EACH ROW SET NEW.id = NEW.k + 900000",
+        "CREATE DEFINER = CURRENT_USER TRIGGER trg_id2 BEFORE UPDATE ON t FOR EACH ROW \
+         BEGIN SET @x = 1, NEW.`ID` = 5; END",
     ] {
         let e = c.query_drop(sql).await.unwrap_err();
         let text = e.to_string();
@@ -193,6 +197,14 @@ async fn updates_and_upserts_of_the_id_are_read_back() {
         .unwrap();
     c.query_drop("CALL p_ok()").await.unwrap();
     c.query_drop("DROP PROCEDURE p_ok").await.unwrap();
+    // A trigger on it that reads the id or sets other columns is created.
+    c.query_drop(
+        "CREATE TRIGGER trg_ok BEFORE INSERT ON t FOR EACH ROW \
+         BEGIN IF NEW.id = 0 THEN SET NEW.k = NEW.k; END IF; SET @seen = NEW.id; END",
+    )
+    .await
+    .unwrap();
+    c.query_drop("DROP TRIGGER trg_ok").await.unwrap();
     // Dynamic SQL whose text is a user variable: the text is checked as
     // a literal would be.
     c.query_drop("SET @q = 'INSERT INTO t (id, k) VALUES (950000, 77)'")

@@ -1217,12 +1217,45 @@ impl<'q> QueryPlanner<'q> {
     /// statement. INSERTs into rule tables inside it are refused (a literal id
     /// would be frozen into the program), and so are UPDATEs of a rule
     /// table's id column (idgate could not read the ids they store back).
+    ///
+    /// A trigger on a rule table whose body assigns the id column (`SET
+    /// NEW.id = ...`) is refused too: the row would keep an id idgate
+    /// neither issued nor saw.
     fn opaque(&mut self, start: usize, lx: Lexer<'q>) -> Result<Outcome, Stop> {
         let sql = self.sql;
+        let trigger = self.trigger_on_rule_table(&lx);
         let mut lx = lx;
+        // In a `SET` statement, where an assignment's target comes next.
+        let (mut in_set, mut target, mut depth) = (false, false, 0usize);
         while let Some(t) = lx.next_token() {
             if t.kind == Kind::Unterminated {
                 break;
+            }
+            let at_target = std::mem::take(&mut target);
+            match t.kind {
+                Kind::Punct(b'(') => depth += 1,
+                Kind::Punct(b')') => depth = depth.saturating_sub(1),
+                Kind::Punct(b';') => in_set = false,
+                Kind::Punct(b',') if in_set && depth == 0 => target = true,
+                Kind::Word if kw(sql, &t, "SET") => (in_set, target, depth) = (true, true, 0),
+                _ => {}
+            }
+            if let (true, Some(e)) = (at_target, trigger) {
+                let mut ahead = lx.clone();
+                let assigns_id = kw(sql, &t, "NEW")
+                    && ahead.next_token().is_some_and(|d| d.is(b'.'))
+                    && ahead
+                        .next_token()
+                        .and_then(|c| fast::ident(sql, &c))
+                        .is_some_and(|c| c.eq_ignore_ascii_case(e.column()));
+                if assigns_id {
+                    return Err(SqlError::Unsupported {
+                        what: format!("a trigger that assigns NEW.{}", e.column()),
+                        table: e.rule().name.clone(),
+                        column: e.column().to_string(),
+                    }
+                    .into());
+                }
             }
             if kw(sql, &t, "UPDATE") {
                 let end = skim(sql, t.start, self.modes, lx.in_exec()).end;
@@ -1259,6 +1292,46 @@ impl<'q> QueryPlanner<'q> {
             semicolon: false,
             in_exec: false,
         })
+    }
+
+    /// For `CREATE ... TRIGGER name {BEFORE | AFTER} {INSERT | UPDATE} ON
+    /// table`: the rule of that table, if it has one.
+    fn trigger_on_rule_table(&self, lx: &Lexer<'q>) -> Option<&'q TableEntry> {
+        let sql = self.sql;
+        let mut lx = lx.clone();
+        let mut t = lx.next_token()?;
+        for _ in 0..16 {
+            if kw(sql, &t, "TRIGGER") {
+                break;
+            }
+            t = lx.next_token()?;
+        }
+        if !kw(sql, &t, "TRIGGER") {
+            return None;
+        }
+        // The trigger's name, perhaps qualified, up to BEFORE or AFTER.
+        let mut t = lx.next_token()?;
+        for _ in 0..4 {
+            if kw(sql, &t, "BEFORE") || kw(sql, &t, "AFTER") {
+                break;
+            }
+            t = lx.next_token()?;
+        }
+        let event = lx.next_token()?;
+        if !(kw(sql, &event, "INSERT") || kw(sql, &event, "UPDATE")) {
+            return None;
+        }
+        if !kw(sql, &lx.next_token()?, "ON") {
+            return None;
+        }
+        let first = fast::ident(sql, &lx.next_token()?)?;
+        let mut ahead = lx.clone();
+        let (schema, table) = match ahead.next_token() {
+            Some(d) if d.is(b'.') => (Some(first), fast::ident(sql, &ahead.next_token()?)?),
+            _ => (None, first),
+        };
+        self.rules
+            .entry(schema.as_deref().or(self.schema()), &table)
     }
 
     /// Any token of `sql[start..end]` that names a rule table.
