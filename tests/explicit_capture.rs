@@ -164,6 +164,10 @@ async fn updates_and_upserts_of_the_id_are_read_back() {
     assert_eq!(c.last_insert_id(), Some(200001));
     assert!(floor(&p) >= 200_001);
 
+    // An event whose body touches no rule table is created as usual.
+    c.query_drop("CREATE EVENT ev_ok ON SCHEDULE EVERY 1 DAY DO SELECT 1")
+        .await
+        .unwrap();
     // Refused, naming the table: a multi-table UPDATE of the id, a mix of
     // generated and captured ids on a table sharded by another column, and
     // SQL-level PREPARE of an UPDATE of the id.
@@ -179,6 +183,8 @@ async fn updates_and_upserts_of_the_id_are_read_back() {
         // A stored program or compound statement that updates the id.
         "CREATE PROCEDURE p_upd() UPDATE t SET id = 900002 WHERE k = 1",
         "BEGIN NOT ATOMIC UPDATE t SET id = id + 900000; END",
+        "CREATE EVENT ev_ins ON SCHEDULE EVERY 1 DAY DO INSERT INTO t (id, k) VALUES (900003, 1)",
+        "ALTER EVENT ev_ok DO INSERT INTO t (id, k) VALUES (900004, 1)",
         // A trigger on the rule table that assigns the id.
         "CREATE TRIGGER trg_id BEFORE INSERT ON t FOR EACH ROW SET NEW.id = NEW.k + 900000",
         "CREATE DEFINER = CURRENT_USER TRIGGER trg_id2 BEFORE UPDATE ON t FOR EACH ROW \
@@ -191,6 +197,7 @@ async fn updates_and_upserts_of_the_id_are_read_back() {
             "{sql}: {text}"
         );
     }
+    c.query_drop("DROP EVENT ev_ok").await.unwrap();
     // A stored program that updates other columns is created as usual.
     c.query_drop("CREATE PROCEDURE p_ok() UPDATE t SET k = k WHERE k = 1")
         .await

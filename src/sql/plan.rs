@@ -465,7 +465,8 @@ fn display_table(schema: Option<&str>, table: &str) -> String {
 enum First {
     /// INSERT or REPLACE.
     Insert,
-    /// CREATE (maybe a stored program).
+    /// CREATE or ALTER (maybe a stored program: `ALTER EVENT e DO ...`
+    /// gives an event a new body).
     Create,
     /// A compound statement or label: the rest of the query is one unit.
     Compound,
@@ -511,7 +512,7 @@ fn first_kind(sql: &str, t: &Token, lx: &Lexer<'_>) -> First {
         "SET", "UPDATE", "DELETE", "DO", "CALL", "VALUES", "WITH", "TABLE",
     ]) {
         First::Plain { select: false }
-    } else if any(&["CREATE"]) {
+    } else if any(&["CREATE", "ALTER"]) {
         First::Create
     } else if any(&["IF", "CASE", "WHILE", "LOOP", "REPEAT", "FOR"]) {
         First::Compound
