@@ -1226,8 +1226,10 @@ impl<'q> QueryPlanner<'q> {
         let sql = self.sql;
         let trigger = self.trigger_on_rule_table(&lx);
         let mut lx = lx;
-        // In a `SET` statement, where an assignment's target comes next.
-        let (mut in_set, mut target, mut depth) = (false, false, 0usize);
+        // In a `SET` statement (opened at parenthesis depth `set_depth`:
+        // `CHARACTER SET` inside a `CAST(...)` opens one too), where an
+        // assignment's target comes next.
+        let (mut in_set, mut target, mut depth, mut set_depth) = (false, false, 0usize, 0usize);
         while let Some(t) = lx.next_token() {
             if t.kind == Kind::Unterminated {
                 break;
@@ -1237,8 +1239,10 @@ impl<'q> QueryPlanner<'q> {
                 Kind::Punct(b'(') => depth += 1,
                 Kind::Punct(b')') => depth = depth.saturating_sub(1),
                 Kind::Punct(b';') => in_set = false,
-                Kind::Punct(b',') if in_set && depth == 0 => target = true,
-                Kind::Word if kw(sql, &t, "SET") => (in_set, target, depth) = (true, true, 0),
+                Kind::Punct(b',') if in_set && depth == set_depth => target = true,
+                Kind::Word if kw(sql, &t, "SET") => {
+                    (in_set, target, set_depth) = (true, true, depth)
+                }
                 _ => {}
             }
             if let (true, Some(e)) = (at_target, trigger) {
@@ -1310,13 +1314,18 @@ impl<'q> QueryPlanner<'q> {
         if !kw(sql, &t, "TRIGGER") {
             return None;
         }
-        // The trigger's name, perhaps qualified, up to BEFORE or AFTER.
+        // `IF NOT EXISTS` and the trigger's name, perhaps qualified, up to
+        // BEFORE or AFTER.
+        let timing = |t: &Token| kw(sql, t, "BEFORE") || kw(sql, t, "AFTER");
         let mut t = lx.next_token()?;
-        for _ in 0..4 {
-            if kw(sql, &t, "BEFORE") || kw(sql, &t, "AFTER") {
+        for _ in 0..8 {
+            if timing(&t) {
                 break;
             }
             t = lx.next_token()?;
+        }
+        if !timing(&t) {
+            return None;
         }
         let event = lx.next_token()?;
         if !(kw(sql, &event, "INSERT") || kw(sql, &event, "UPDATE")) {

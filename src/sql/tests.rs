@@ -443,6 +443,12 @@ fn refusals() {
         ("CREATE PROCEDURE p() BEGIN SELECT 1; INSERT INTO orders (sku) VALUES ('a'); END", 1235, "stored program"),
         ("CREATE DEFINER = 'a'@'%' TRIGGER t AFTER INSERT ON x FOR EACH ROW INSERT INTO shop.orders (sku) VALUES (1)", 1235, "stored program"),
         ("BEGIN NOT ATOMIC INSERT INTO orders (sku) VALUES ('a'); END", 1235, "compound"),
+        ("CREATE PROCEDURE p() UPDATE orders SET id = 5 WHERE sku = 'a'", 1235, "UPDATE of the id column"),
+        ("ALTER EVENT e DO INSERT INTO orders (id, sku) VALUES (5, 'a')", 1235, "stored program"),
+        ("CREATE TRIGGER tr BEFORE INSERT ON orders FOR EACH ROW SET NEW.id = 5", 1235, "assigns NEW.id"),
+        ("CREATE TRIGGER IF NOT EXISTS shop.tr BEFORE UPDATE ON shop.`orders` FOR EACH ROW BEGIN SET @a = 1, NEW.`ID` := 5; END", 1235, "assigns NEW.id"),
+        ("SET @q = 'x'; PREPARE s FROM @q", 1235, "query of its own"),
+        ("SELECT 1; EXECUTE IMMEDIATE CONCAT('SELECT ', 1)", 1235, "query of its own"),
         ("INSERT INTO orders (sku) VALUES ('a') garbage here", 1064, "shop.orders"),
     ] {
         let e = err(sql);
@@ -471,6 +477,16 @@ fn refusals() {
         "INSERT INTO other SELECT * FROM orders",
         "PREPARE s FROM 'INSERT INTO other (a) VALUES (?)'",
         "CREATE PROCEDURE p() BEGIN INSERT INTO other VALUES (1); END",
+        "CREATE PROCEDURE p() UPDATE orders SET qty = 2",
+        "ALTER TABLE orders ADD COLUMN note TEXT",
+        "ALTER EVENT e DO INSERT INTO other VALUES (1)",
+        // A trigger on a rule table that reads the id or sets other columns.
+        "CREATE TRIGGER tr BEFORE INSERT ON orders FOR EACH ROW BEGIN IF NEW.id = 0 THEN SET NEW.qty = 1; END IF; END",
+        "CREATE TRIGGER tr BEFORE INSERT ON orders FOR EACH ROW SET @x = CAST(NEW.sku AS CHAR CHARACTER SET utf8), @y = NEW.id",
+        "CREATE TRIGGER tr BEFORE INSERT ON other FOR EACH ROW SET NEW.id = 5",
+        // A dynamic source first in its query (the front end reads it).
+        "PREPARE s FROM @q; EXECUTE s",
+        "EXECUTE IMMEDIATE CONCAT('SELECT ', 1)",
         "CREATE TABLE orders2 (id BIGINT PRIMARY KEY)",
         "LOAD DATA INFILE '/tmp/x' INTO TABLE other",
         "BEGIN; COMMIT",
