@@ -68,6 +68,17 @@ pub enum Plan {
     },
 }
 
+impl Plan {
+    /// The table whose column order the planner asked for
+    /// ([`Plan::NeedColumns`]), as the front end's planning loop takes it.
+    pub fn columns_needed(&self) -> Option<(String, String)> {
+        match self {
+            Plan::NeedColumns { schema, table } => Some((schema.clone(), table.clone())),
+            _ => None,
+        }
+    }
+}
+
 /// Ids needed from one generator, for consecutive slots.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdDemand {

@@ -9,7 +9,7 @@
 //! the remedy, and the reply is the statement's.
 
 use crate::frontend::session::Session;
-use crate::sql::statement::keyword::{code, first_keyword};
+use crate::sql::statement::keyword::{code, first_keyword, semicolon_parts};
 use std::collections::BTreeSet;
 use tracing::warn;
 
@@ -30,8 +30,7 @@ impl Session {
     pub(in crate::frontend) fn may_adopt_rows(&self, sql: &[u8]) -> bool {
         self.rules.is_some()
             && (may_adopt(sql)
-                || (memchr::memchr(b';', sql).is_some()
-                    && sql.split(|&b| b == b';').any(may_adopt)))
+                || (memchr::memchr(b';', sql).is_some() && semicolon_parts(sql).any(may_adopt)))
     }
 
     /// After COM_QUERY `payload` ran, before its reply goes out: the rule

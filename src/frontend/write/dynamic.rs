@@ -65,12 +65,11 @@ impl Session {
         let head = text.get(d.head.clone()).unwrap_or_default();
         let probe = format!("{head} {}", literal(&value, modes.no_backslash_escapes));
         match self
-            .plan(&probe, &crate::sql::plan_query, |p| match p {
-                crate::sql::Plan::NeedColumns { schema, table } => {
-                    Some((schema.clone(), table.clone()))
-                }
-                _ => None,
-            })
+            .plan(
+                &probe,
+                &crate::sql::plan_query,
+                crate::sql::Plan::columns_needed,
+            )
             .await?
         {
             Err(e) => Err(CmdError::Sql(e)),

@@ -96,10 +96,7 @@ impl Session {
             self.check_dynamic_source(&text).await?;
         }
         let plan = match self
-            .plan(&text, &sql::plan_query, |p| match p {
-                Plan::NeedColumns { schema, table } => Some((schema.clone(), table.clone())),
-                _ => None,
-            })
+            .plan(&text, &sql::plan_query, Plan::columns_needed)
             .await?
         {
             Ok(p) => p,

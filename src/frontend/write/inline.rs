@@ -351,10 +351,7 @@ impl Session {
         let text = inline(&client_sql, &values, cx)
             .map_err(|e| refused(format!("runs as text, and {e}")))?;
         let rw = match self
-            .plan(&text, &sql::plan_query, |p| match p {
-                Plan::NeedColumns { schema, table } => Some((schema.clone(), table.clone())),
-                _ => None,
-            })
+            .plan(&text, &sql::plan_query, Plan::columns_needed)
             .await?
             .map_err(CmdError::Sql)?
         {

