@@ -62,7 +62,7 @@ user = "${IDGATE_TEST_USER:-idgate}"
 password = "${IDGATE_TEST_PASSWORD:-idgate}"
 [[shards]]
 name = "s0"
-address = "${IDGATE_TEST_S0:-127.0.0.1:33061}"
+address = "${IDGATE_TEST_S0:-127.0.0.1:23061}"
 [allocator]
 store = "etcd"
 etcd_endpoints = ["$etcd"]

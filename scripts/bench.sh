@@ -147,8 +147,8 @@ for wl in $workloads; do
 done
 
 host=127.0.0.1
-s0_port=${IDGATE_TB_S0_PORT:-33061}
-s1_port=${IDGATE_TB_S1_PORT:-33062}
+s0_port=${IDGATE_TB_S0_PORT:-23061}
+s1_port=${IDGATE_TB_S1_PORT:-23062}
 etcd_port=${IDGATE_TB_ETCD_PORT:-23790}
 backend_user=idgate backend_password=idgate # the test bed's account on every shard
 app_user=${BENCH_APP_USER:-sbtest}                 # the [[users]] account sysbench logs in to idgate with

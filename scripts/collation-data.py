@@ -26,7 +26,7 @@ import sys
 import pymysql
 
 host, port, user, password = (sys.argv[1:5] if len(sys.argv) >= 5
-                              else ("127.0.0.1", "33061", "idgate", "idgate"))
+                              else ("127.0.0.1", "23061", "idgate", "idgate"))
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "collation", "data")
 db = pymysql.connect(host=host, port=int(port), user=user, password=password, charset="utf8mb4", database="mysql")
 cur = db.cursor()

@@ -34,8 +34,8 @@ case "${1:-}" in
 esac
 
 host=127.0.0.1
-s0_port=${IDGATE_TB_S0_PORT:-33061}
-s1_port=${IDGATE_TB_S1_PORT:-33062}
+s0_port=${IDGATE_TB_S0_PORT:-23061}
+s1_port=${IDGATE_TB_S1_PORT:-23062}
 etcd_port=${IDGATE_TB_ETCD_PORT:-23790}
 backend_user=idgate backend_password=idgate # the test bed's account on every shard
 app_user=${IDGATE_DEMO_USER:-app}
@@ -86,7 +86,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # ------------------------------------------------------------------ 1. test bed
-step "1. test bed: MariaDB shards on $host:$s0_port and :${IDGATE_TB_S1_PORT:-33062}, etcd on $host:$etcd_port"
+step "1. test bed: MariaDB shards on $host:$s0_port and :${IDGATE_TB_S1_PORT:-23062}, etcd on $host:$etcd_port"
 if command -v mariadb >/dev/null && command -v curl >/dev/null &&
   mysql_cli "$s0_port" "$backend_user" "$backend_password" -e 'SELECT 1' >/dev/null 2>&1 &&
   curl -fsS "http://$host:$etcd_port/health" >/dev/null 2>&1; then

@@ -14,16 +14,19 @@
 # tls_material) and have an account that logs in only over TLS
 # (idgate_tls, REQUIRE SSL).
 #
-# Ports (override with the same variables): IDGATE_TB_S0_PORT=33061,
-# IDGATE_TB_S1_PORT=33062, IDGATE_TB_S2_PORT=33063, IDGATE_TB_S3_PORT=33064,
+# Ports (override with the same variables): IDGATE_TB_S0_PORT=23061,
+# IDGATE_TB_S1_PORT=23062, IDGATE_TB_S2_PORT=23063, IDGATE_TB_S3_PORT=23064,
 # IDGATE_TB_ETCD_PORT=23790
-# (peer port +10).
+# (peer port +10). All below 32768, outside Linux's ephemeral range
+# (ip_local_port_range 32768-60999): an outgoing connection (apt, cargo, a
+# test's client) is given a local port from that range, and a server cannot
+# bind a port some connection holds (a CI run lost its s3 on 33064 that way).
 # State lives in $IDGATE_TESTBED_DIR (default: <repo>/testbed).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 dir=${IDGATE_TESTBED_DIR:-$repo/testbed}
-s_ports=("${IDGATE_TB_S0_PORT:-33061}" "${IDGATE_TB_S1_PORT:-33062}" "${IDGATE_TB_S2_PORT:-33063}" "${IDGATE_TB_S3_PORT:-33064}")
+s_ports=("${IDGATE_TB_S0_PORT:-23061}" "${IDGATE_TB_S1_PORT:-23062}" "${IDGATE_TB_S2_PORT:-23063}" "${IDGATE_TB_S3_PORT:-23064}")
 etcd_port=${IDGATE_TB_ETCD_PORT:-23790}
 etcd_peer_port=$((etcd_port + 10))
 user=idgate
@@ -96,10 +99,22 @@ tls_material() {
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
-wait_until() { # wait_until SECONDS DESCRIPTION COMMAND...
-  local deadline=$((SECONDS + $1)) what=$2; shift 2
+# wait_until SECONDS PID LOG DESCRIPTION COMMAND...: until COMMAND succeeds.
+# Fails at once when the server PID has exited, and on timeout; either way the
+# end of its LOG goes to stderr, so a CI log says why.
+wait_until() {
+  local deadline=$((SECONDS + $1)) pid=$2 logf=$3 what=$4; shift 4
   until "$@" >/dev/null 2>&1; do
-    if ((SECONDS >= deadline)); then log "timed out waiting for $what"; return 1; fi
+    if ! kill -0 "$pid" 2>/dev/null; then
+      log "$what exited while starting; the end of $logf:"
+      tail -n 25 "$logf" >&2 || true
+      return 1
+    fi
+    if ((SECONDS >= deadline)); then
+      log "timed out after $1 s waiting for $what; the end of $logf:"
+      tail -n 25 "$logf" >&2 || true
+      return 1
+    fi
     sleep 0.2
   done
 }
@@ -125,10 +140,10 @@ mariadb_up() { # mariadb_up INDEX [SERVER OPTION...] (also given to mariadb-inst
     --innodb-buffer-pool-size=256M --innodb-log-file-size=256M \
     --innodb-flush-log-at-trx-commit=2 --sync-binlog=0 \
     --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci \
-    --max-allowed-packet=256M \
+    --max-allowed-packet=256M --port-open-timeout=30 \
     --ssl-ca="$tls_dir/ca.pem" --ssl-cert="$tls_dir/server.pem" --ssl-key="$tls_dir/server.key" \
     "${extra[@]}" >"$d/stdout.log" 2>&1 &
-  wait_until 60 "s$i (see $d/error.log)" mariadb-admin --no-defaults --socket="$sock" -uroot ping
+  wait_until 120 $! "$d/error.log" "s$i" mariadb-admin --no-defaults --socket="$sock" -uroot ping
   mariadb --no-defaults --socket="$sock" -uroot <<SQL
 CREATE USER IF NOT EXISTS '$user'@'127.0.0.1' IDENTIFIED BY '$password';
 CREATE USER IF NOT EXISTS '$user'@'localhost' IDENTIFIED BY '$password';
@@ -156,7 +171,7 @@ etcd_up() {
     --initial-cluster "testbed=http://127.0.0.1:$etcd_peer_port" \
     >"$d/etcd.log" 2>&1 &
   echo $! >"$pid"
-  wait_until 30 "etcd (see $d/etcd.log)" curl -fsS "http://127.0.0.1:$etcd_port/health"
+  wait_until 60 "$(cat "$pid")" "$d/etcd.log" etcd curl -fsS "http://127.0.0.1:$etcd_port/health"
 }
 
 stop_pidfile() { # stop_pidfile NAME FILE

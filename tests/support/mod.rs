@@ -63,11 +63,11 @@ fn reachable(addr: &str) -> bool {
 pub fn testbed() -> Option<Testbed> {
     let tb = Testbed {
         shards: vec![
-            env_or("IDGATE_TEST_S0", "127.0.0.1:33061"),
-            env_or("IDGATE_TEST_S1", "127.0.0.1:33062"),
+            env_or("IDGATE_TEST_S0", "127.0.0.1:23061"),
+            env_or("IDGATE_TEST_S1", "127.0.0.1:23062"),
         ],
-        third: env_or("IDGATE_TEST_S2", "127.0.0.1:33063"),
-        folded: env_or("IDGATE_TEST_S3_FOLDED", "127.0.0.1:33064"),
+        third: env_or("IDGATE_TEST_S2", "127.0.0.1:23063"),
+        folded: env_or("IDGATE_TEST_S3_FOLDED", "127.0.0.1:23064"),
         etcd: env_or("IDGATE_TEST_ETCD", "http://127.0.0.1:23790"),
         user: env_or("IDGATE_TEST_USER", "idgate"),
         password: env_or("IDGATE_TEST_PASSWORD", "idgate"),
