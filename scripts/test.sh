@@ -83,6 +83,6 @@ if [ ${#extra[@]} -eq 0 ]; then
     --test shard_route --test shard_merge --test shard_prepared_split \
     --test shard_stream --test shard_deadlock --test explicit_capture \
     --test insert_select --test load_data --test sql_sequences \
-    --test inject_diff --test explicit_diff --test inject_clients \
+    --test inject_diff --test explicit_diff --test inject_clients --test views \
     -- --skip mariadb_cli_prints_the_same_as_direct
 fi

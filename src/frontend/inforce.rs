@@ -4,6 +4,7 @@
 //! `live.rs`' (which uses [`crate::frontend::shared::Shared`], which holds
 //! this), so the two files do not depend on each other in a circle.
 
+use crate::rules::views::ViewCatalog;
 use crate::rules::RuleSet;
 use arc_swap::ArcSwapOption;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,6 +23,16 @@ pub struct LiveRules {
     /// The shards fold table names: every rule set matches them so
     /// ([`RuleSet::fold_names`]).
     fold: AtomicBool,
+    /// The shards' views as last read (`frontend/views.rs`): every rule
+    /// set in force is given them ([`RuleSet::attach_views`]). Held while
+    /// a rule set is stored, so a new set and new views never cross.
+    views: parking_lot::Mutex<Arc<ViewCatalog>>,
+    /// One reading of the views at a time.
+    pub(crate) reading_views: tokio::sync::Mutex<()>,
+    /// +1 whenever the rule set in force is replaced: a new version, or
+    /// the same rules with new views. Sessions take the set in force when
+    /// it moved (the version alone would miss new views).
+    generation: AtomicU64,
 }
 
 /// What operators see of the rules (`SHOW IDGATE STATUS`, /metrics).
@@ -62,6 +73,9 @@ impl LiveRules {
             }),
             reloading: tokio::sync::Mutex::new(()),
             fold: AtomicBool::new(false),
+            views: parking_lot::Mutex::new(Arc::default()),
+            reading_views: tokio::sync::Mutex::new(()),
+            generation: AtomicU64::new(1),
         }
     }
 
@@ -70,11 +84,44 @@ impl LiveRules {
     /// any session).
     pub fn fold_names(&self) {
         self.fold.store(true, Ordering::Release);
+        let _views = self.views.lock();
         if let Some(cur) = self.current.load_full() {
             let mut rules = (*cur).clone();
             rules.fold_names(true);
             self.current.store(Some(Arc::new(rules)));
+            self.generation.fetch_add(1, Ordering::AcqRel);
         }
+    }
+
+    /// The shards' views as last read.
+    pub fn views(&self) -> Arc<ViewCatalog> {
+        self.views.lock().clone()
+    }
+
+    /// New views read from the shards: the rules in force are given them
+    /// (same version; sessions see them at their next command). `false`
+    /// when they are what was known already.
+    pub(crate) fn set_views(&self, catalog: ViewCatalog) -> bool {
+        let mut views = self.views.lock();
+        if **views == catalog {
+            return false;
+        }
+        let catalog = Arc::new(catalog);
+        *views = catalog.clone();
+        if let Some(cur) = self.current.load_full() {
+            let mut rules = (*cur).clone();
+            rules.attach_views(catalog);
+            self.current.store(Some(Arc::new(rules)));
+            self.generation.fetch_add(1, Ordering::AcqRel);
+        }
+        true
+    }
+
+    /// Moves whenever the rule set in force is replaced (a session
+    /// compares it once per command).
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// The rules in force.
@@ -111,7 +158,11 @@ impl LiveRules {
     /// version), or the next one.
     pub(crate) fn publish(&self, mut rules: RuleSet, version: Option<u64>) -> u64 {
         rules.fold_names(self.fold.load(Ordering::Acquire));
+        let views = self.views.lock();
+        rules.attach_views(views.clone());
         self.current.store(Some(Arc::new(rules)));
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        drop(views);
         let v = match version {
             Some(v) => {
                 self.version.store(v, Ordering::Release);

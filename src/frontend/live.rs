@@ -13,7 +13,8 @@
 //! then the moves of tables to other generators against the store. Only
 //! then does it add and tune generators ([`crate::idgen::Allocator::apply`])
 //! and publish the new set. On any error nothing changes and the errors are
-//! returned (and logged by the caller).
+//! returned (and logged by the caller). Either way the shards' views are
+//! read again (`views.rs`).
 //!
 //! With `[rules] source = "etcd"` the rules come from the published
 //! versions instead of the directory: `follow.rs` loads each version and
@@ -48,14 +49,21 @@ impl Shared {
             .is_some_and(|r| r.source == crate::config::RulesSource::Etcd)
         {
             // The published version is the source: catch up with it.
-            return self.catch_up().await.map_err(|e| e.why);
+            let r = self.catch_up().await.map_err(|e| e.why);
+            self.read_views().await;
+            return r;
         }
-        let _one = self.rules.reloading.lock().await;
-        let r = self.try_reload().await;
-        log_outcome(&r);
-        if let Err(e) = &r {
-            self.rules.refused(e, None);
-        }
+        let r = {
+            let _one = self.rules.reloading.lock().await;
+            let r = self.try_reload().await;
+            log_outcome(&r);
+            if let Err(e) = &r {
+                self.rules.refused(e, None);
+            }
+            r
+        };
+        // Views made on a shard directly are learned here too.
+        self.read_views().await;
         r
     }
 

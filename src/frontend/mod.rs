@@ -17,7 +17,9 @@
 //!    through etcd, `[rules] source = "etcd"`), [`columns`] (column cache), [`shardkey`]
 //!    (shard keys made canonical by type and collation), [`errors`],
 //!    [`oks`] (a write's OK packets from several shards combined),
-//!    [`returned`] (a RETURNING result turned back into an OK), and
+//!    [`returned`] (a RETURNING result turned back into an OK), [`views`]
+//!    (the shards' views read, so writes through a view over a rule table
+//!    are refused), and
 //!    [`pause`] (the resharding cutover's pause: statements on a paused
 //!    table held, the pause epochs followed and acknowledged).
 //! 2. **The handlers**, one folder per concern, side by side: none calls
@@ -50,6 +52,7 @@ pub mod session;
 pub mod shardkey;
 pub mod shared;
 pub mod txn;
+pub mod views;
 pub mod write;
 
 pub use session::Session;

@@ -282,13 +282,16 @@ impl Shared {
     }
 
     /// Logs in to the default shard once to learn its version string and
-    /// capabilities, and learns whether the shards fold table names
-    /// ([`Shared::learn_table_name_case`]).
+    /// capabilities, learns whether the shards fold table names
+    /// ([`Shared::learn_table_name_case`]), and reads their views
+    /// ([`Shared::read_views`]).
     pub async fn probe_default_shard(self: &Arc<Self>) -> Result<(), BackendError> {
         let mut conn = self.side_connection(0).await?;
         let first = conn.query_rows(LOWER_CASE_TABLE_NAMES).await;
         let _ = conn.send(&[crate::protocol::consts::cmd::QUIT]).await;
         self.learn_table_name_case(first).await;
+        // After the names' case: views are matched as rule tables are.
+        self.read_views().await;
         Ok(())
     }
 

@@ -12,6 +12,8 @@
 //! - `diff.rs`: [`diff::diff`], what a reload changes and whether it may
 //!   change while idgate runs.
 //! - `names.rs`: which identifiers rule files may use.
+//! - `views.rs`: views over rule tables ([`views::ViewGuards`]: the
+//!   updatable ones through which an id could be written past idgate).
 //! - `error.rs`: [`RulesError`], every problem as `file:line: reason`.
 
 pub mod bundle;
@@ -22,6 +24,7 @@ pub mod names;
 pub mod ruleset;
 mod sharding;
 pub mod spec;
+pub mod views;
 
 pub use error::{Problem, RulesError};
 pub use load::{check_dir, read_files, GeneratorCheck};

@@ -22,6 +22,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use super::spec::{GeneratorRule, TableRule};
+use super::views::{ViewCatalog, ViewGuards};
 use crate::shard::placement::Placement;
 
 /// Where a rule was written (for summaries and error messages).
@@ -162,6 +163,10 @@ pub struct RuleSet {
     shard_names: Vec<String>,
     /// Some table has a placement.
     sharded: bool,
+    /// The shards' views ([`RuleSet::attach_views`]) and those of them
+    /// that reach a rule table.
+    catalog: Option<Arc<ViewCatalog>>,
+    guards: Arc<ViewGuards>,
 }
 
 impl RuleSet {
@@ -269,6 +274,23 @@ impl RuleSet {
     /// (`lower_case_table_names` 1 or 2): so do the rules from now on.
     pub fn fold_names(&mut self, fold: bool) {
         self.fold = fold;
+        if let Some(c) = self.catalog.clone() {
+            self.attach_views(c);
+        }
+    }
+
+    /// The shards' views as last read: the guarded ones
+    /// ([`RuleSet::views`]) are found against these rules.
+    pub fn attach_views(&mut self, catalog: Arc<ViewCatalog>) {
+        self.guards = Arc::new(ViewGuards::build(&catalog, self));
+        self.catalog = Some(catalog);
+    }
+
+    /// The updatable views that reach a rule table (empty until
+    /// [`RuleSet::attach_views`]).
+    #[inline]
+    pub fn views(&self) -> &ViewGuards {
+        &self.guards
     }
 
     /// Whether names match case-insensitively ([`RuleSet::fold_names`]).

@@ -29,6 +29,19 @@ pub enum SqlError {
         /// The column idgate fills.
         column: String,
     },
+    /// A write of ids through an updatable view over a rule table
+    /// ([`crate::rules::views`]).
+    #[error("idgate: {what} through view {view} is not supported: it reaches rule table {table}, whose column {column} idgate fills, without idgate; write to {table} itself (or make the view read-only: ALGORITHM = TEMPTABLE)")]
+    ThroughView {
+        /// What was attempted, e.g. "an INSERT".
+        what: String,
+        /// The view, `schema.view`.
+        view: String,
+        /// The rule table underneath.
+        table: String,
+        /// Its id column.
+        column: String,
+    },
     /// `PREPARE ... FROM` / `EXECUTE IMMEDIATE` whose statement idgate
     /// cannot read before it runs (while rules are configured it could
     /// write a rule table without its ids).
@@ -105,6 +118,7 @@ impl SqlError {
     pub fn code(&self) -> u16 {
         match self {
             SqlError::Unsupported { .. }
+            | SqlError::ThroughView { .. }
             | SqlError::DynamicSource { .. }
             | SqlError::ShardKey { .. } => ER_NOT_SUPPORTED_YET,
             SqlError::Syntax { .. } => ER_PARSE_ERROR,
@@ -119,6 +133,7 @@ impl SqlError {
     pub fn sqlstate(&self) -> &'static str {
         match self {
             SqlError::Unsupported { .. }
+            | SqlError::ThroughView { .. }
             | SqlError::DynamicSource { .. }
             | SqlError::Syntax { .. }
             | SqlError::ShardKey { .. } => "42000",

@@ -46,6 +46,10 @@
 //! - `route/`: [`route::analyze`], what a SELECT/UPDATE/DELETE/DDL needs for
 //!   routing (tables, shard key bounds, scatter merge spec, the text for
 //!   shards); a token fast path and a sqlparser fallback, like INSERT's.
+//! - `viewdef.rs`: a view's definition as `information_schema.VIEWS`
+//!   shows it: the tables it reads, its plain columns (for
+//!   [`crate::rules::views`]); `views.rs`: writes through a view over a
+//!   rule table, refused.
 //! - `error.rs`: [`SqlError`] with MySQL codes.
 
 pub mod autoinc;
@@ -71,6 +75,8 @@ pub(crate) mod shape;
 pub mod statement;
 pub mod update;
 pub mod upsert;
+pub mod viewdef;
+pub(crate) mod views;
 
 pub use error::SqlError;
 pub use insert::SlotKind;

@@ -20,6 +20,7 @@ use super::statement::dynamic;
 use super::statement::keyword::set_statement_for;
 use super::update;
 use super::upsert::{self, Report, Upsert, Upserts};
+use super::views;
 use crate::rules::{RuleSet, TableEntry};
 
 /// `(schema, table)` -> the table's columns in order (the session's cache).
@@ -285,6 +286,7 @@ pub fn plan_query_with(
                 // planned only when it does.
                 First::Plain { .. } if !hint && kw(sql, &t, "UPDATE") => {
                     if !update::names_rule_table(sql, t.start, modes, rules) {
+                        views::check_update(sql, t.start, sql.len(), modes, rules, ctx.schema)?;
                         return Ok(Plan::Passthrough);
                     }
                     if !in_exec_anywhere(sql)
@@ -300,7 +302,10 @@ pub fn plan_query_with(
                     if let Ok(head) = fast::head(&mut lx, sql) {
                         let schema = head.schema.as_deref().or(ctx.schema);
                         match rules.entry(schema, &head.table) {
-                            None => return Ok(Plan::Passthrough),
+                            None => {
+                                views::check_insert(rules, schema, &head.table, "an INSERT")?;
+                                return Ok(Plan::Passthrough);
+                            }
                             Some(entry) => found = Some((t.start, entry, head, lx)),
                         }
                     }
@@ -672,6 +677,7 @@ impl<'q> QueryPlanner<'q> {
                 self.note_session_change(&first, start, s.end);
                 let mut info = StmtInfo::plain(start..s.end);
                 if kw(sql, &first, "UPDATE") {
+                    views::check_update(sql, start, s.end, self.modes, self.rules, self.schema())?;
                     if let Some(u) =
                         update::analyze(sql, start, s.end, self.modes, self.rules, self.schema())?
                     {
@@ -756,7 +762,11 @@ impl<'q> QueryPlanner<'q> {
         let found = match head_result {
             Ok(head) => {
                 let schema = head.schema.as_deref().or(self.schema());
-                self.rules.entry(schema, &head.table).map(|e| {
+                let entry = self.rules.entry(schema, &head.table);
+                if entry.is_none() {
+                    views::check_insert(self.rules, schema, &head.table, "an INSERT")?;
+                }
+                entry.map(|e| {
                     (
                         e,
                         head.schema.clone(),
@@ -771,7 +781,11 @@ impl<'q> QueryPlanner<'q> {
                 match parsed::parse(sql, start, s.end, self.modes).and_then(|p| p.table()) {
                     Ok((schema, table)) => {
                         let eff = schema.as_deref().or(self.schema());
-                        self.rules.entry(eff, &table).map(|e| {
+                        let entry = self.rules.entry(eff, &table);
+                        if entry.is_none() {
+                            views::check_insert(self.rules, eff, &table, "an INSERT")?;
+                        }
+                        entry.map(|e| {
                             (
                                 e,
                                 schema.clone().map(Cow::Owned),
@@ -1275,6 +1289,7 @@ impl<'q> QueryPlanner<'q> {
             }
             if kw(sql, &t, "UPDATE") {
                 let end = skim(sql, t.start, self.modes, lx.in_exec()).end;
+                views::check_update(sql, t.start, end, self.modes, self.rules, self.schema())?;
                 if let Some(u) =
                     update::analyze(sql, t.start, end, self.modes, self.rules, self.schema())?
                 {
@@ -1291,7 +1306,16 @@ impl<'q> QueryPlanner<'q> {
                 let mut h = lx.clone();
                 if let Ok(head) = fast::head(&mut h, sql) {
                     let schema = head.schema.as_deref().or(self.schema());
-                    if let Some(e) = self.rules.entry(schema, &head.table) {
+                    let entry = self.rules.entry(schema, &head.table);
+                    if entry.is_none() {
+                        views::check_insert(
+                            self.rules,
+                            schema,
+                            &head.table,
+                            "an INSERT inside a stored program or compound statement",
+                        )?;
+                    }
+                    if let Some(e) = entry {
                         return Err(SqlError::Unsupported {
                             what: "an INSERT inside a stored program or compound statement".into(),
                             table: e.rule().name.clone(),
@@ -1475,7 +1499,11 @@ impl<'q> QueryPlanner<'q> {
                     _ => (None, first),
                 };
                 let eff = schema.as_deref().or(self.schema());
-                if let Some(e) = self.rules.entry(eff, &table) {
+                let entry = self.rules.entry(eff, &table);
+                if entry.is_none() {
+                    views::check_insert(self.rules, eff, &table, "LOAD DATA")?;
+                }
+                if let Some(e) = entry {
                     return Err(SqlError::Unsupported {
                         what: "LOAD DATA".into(),
                         table: display_table(eff, &table),

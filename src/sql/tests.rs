@@ -1075,3 +1075,72 @@ fn set_statement_for_a_rule_table_write_is_refused() {
         );
     }
 }
+
+/// `rules()` with the views of a shard: `shop.v` renames the id, `shop.v2`
+/// is over `v`, `shop.ro` is read-only, `shop.pv` is over another table,
+/// `other.ev` is over the bare rule `events`.
+fn rules_with_views() -> RuleSet {
+    use crate::rules::views::ViewCatalog;
+    let mut r = rules();
+    let views = [
+        ("shop", "v", "select `shop`.`orders`.`id` AS `oid`,`shop`.`orders`.`sku` AS `sku` from `shop`.`orders`", true),
+        ("shop", "v2", "select `shop`.`v`.`oid` AS `top`,`shop`.`v`.`sku` AS `sku` from `shop`.`v`", true),
+        ("shop", "ro", "select `shop`.`orders`.`id` AS `id` from `shop`.`orders`", false),
+        ("shop", "pv", "select `shop`.`plain`.`id` AS `id` from `shop`.`plain`", true),
+        ("other", "ev", "select `e`.`id` AS `id` from `other`.`events` `e`", true),
+    ]
+    .iter()
+    .map(|(s, n, d, u)| viewdef::read(s, n, d, *u))
+    .collect();
+    r.attach_views(Arc::new(ViewCatalog::new(views)));
+    r
+}
+
+#[test]
+fn writes_through_guarded_views() {
+    let r = rules_with_views();
+    assert_eq!(r.views().len(), 3, "{:?}", r.views());
+    let plan = |sql: &str| plan_query(sql, &r, &ctx());
+    for (sql, view) in [
+        ("INSERT INTO v (sku) VALUES ('a')", "shop.v"),
+        ("REPLACE INTO shop.v2 SET sku = 'a'", "shop.v2"),
+        ("INSERT INTO other.ev (id) VALUES (1)", "other.ev"),
+        ("SELECT 1; INSERT INTO v (sku) VALUES ('a')", "shop.v"),
+        ("UPDATE v SET sku = 'b', oid = 7", "shop.v"),
+        ("UPDATE shop.v2 t SET t.top = 7 WHERE sku = 'a'", "shop.v2"),
+        ("SELECT 1; UPDATE v SET oid = oid + 1", "shop.v"),
+        ("LOAD DATA INFILE '/x' INTO TABLE v (sku)", "shop.v"),
+        (
+            "BEGIN NOT ATOMIC INSERT INTO v (sku) VALUES ('a'); END",
+            "shop.v",
+        ),
+        ("CREATE PROCEDURE p() UPDATE v SET oid = 5", "shop.v"),
+        ("PREPARE s FROM 'INSERT INTO v (sku) VALUES (?)'", "shop.v"),
+    ] {
+        let e = plan(sql).unwrap_err();
+        assert_eq!(e.code(), 1235, "{sql}: {e}");
+        let m = e.to_string();
+        assert!(m.contains(&format!("view {view} ")), "{sql}: {m}");
+        assert!(m.contains("rule table"), "{sql}: {m}");
+    }
+    for sql in [
+        "INSERT INTO ro (id) VALUES (1)",
+        "INSERT INTO pv (id) VALUES (1)",
+        "INSERT INTO other.v (sku) VALUES ('a')",
+        "UPDATE v SET sku = 'b' WHERE oid = 3",
+        "DELETE FROM v WHERE oid = 3",
+        "SELECT oid FROM v",
+        "UPDATE pv SET id = 4",
+    ] {
+        assert!(
+            matches!(plan(sql), Ok(Plan::Passthrough)),
+            "{sql}: {:?}",
+            plan(sql)
+        );
+    }
+    // Without views nothing changes.
+    assert!(matches!(
+        plan_query("INSERT INTO v (sku) VALUES ('a')", &rules(), &ctx()),
+        Ok(Plan::Passthrough)
+    ));
+}

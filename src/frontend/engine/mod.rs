@@ -114,7 +114,7 @@ pub async fn serve(
         schema_shown: None,
         user_slot,
     };
-    session.rules_version = session.shared.rules.version();
+    session.rules_version = session.shared.rules.generation();
     session.rules = session.shared.rules.load();
     let started = Instant::now();
     let reason = session.run(&mut shutdown).await;
@@ -167,7 +167,7 @@ impl Session {
         if self.cursor_stream.is_some() {
             self.settle_cursor(payload).await;
         }
-        if self.shared.rules.version() != self.rules_version {
+        if self.shared.rules.generation() != self.rules_version {
             self.take_new_rules();
         }
         if self.shared.deadlock_detection {
@@ -183,6 +183,13 @@ impl Session {
                 let r = self.query(payload).await;
                 if r.is_ok() {
                     self.observe_adopted_rows(payload).await;
+                    // `CREATE VIEW v AS SELECT ... FROM orders`: guarded
+                    // before the reply goes out (`frontend/views.rs`).
+                    let guarded = self.rules.as_ref().is_some_and(|r| !r.views().is_empty());
+                    if crate::frontend::views::may_change_views(&payload[1..], guarded) {
+                        self.shared.read_views().await;
+                        self.take_new_rules();
+                    }
                 }
                 self.release_held(held).await?;
                 r
@@ -261,7 +268,7 @@ impl Session {
         if self.txn_open() {
             return;
         }
-        self.rules_version = self.shared.rules.version();
+        self.rules_version = self.shared.rules.generation();
         self.rules = self.shared.rules.load();
     }
 

@@ -143,8 +143,8 @@ impl Session {
                 e = gone => return Err(CmdError::ClientGone(e)),
             }
         }
-        if held_once && self.shared.rules.version() != self.rules_version {
-            self.rules_version = self.shared.rules.version();
+        if held_once && self.shared.rules.generation() != self.rules_version {
+            self.rules_version = self.shared.rules.generation();
             self.rules = self.shared.rules.load();
         }
         Ok(())

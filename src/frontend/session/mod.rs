@@ -154,7 +154,8 @@ pub struct Session {
     /// the start of a command when a reload moved them and the session is
     /// not in a transaction (`live.rs`). `None`: idgate only relays.
     pub(in crate::frontend) rules: Option<Arc<crate::rules::RuleSet>>,
-    /// The version of `rules`.
+    /// `rules`' generation ([`crate::frontend::inforce::LiveRules::generation`]:
+    /// moved by a new version and by new views).
     pub(in crate::frontend) rules_version: u64,
     /// What `LASTVAL(idgate.g)` answers: the last id `NEXTVAL` gave this
     /// session, per generator (`admin/sequence.rs`).

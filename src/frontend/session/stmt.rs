@@ -81,7 +81,7 @@ pub struct PreparedStmt {
     /// Its calls on idgate's generators (`NEXTVAL(idgate.g)`, ...): each
     /// execute takes fresh values (`admin/sequence.rs`).
     pub sequence: Option<Arc<crate::frontend::session::seqstate::SeqStmt>>,
-    /// The version of the rules it was planned with.
+    /// The generation of the rules it was planned with (see the session's).
     pub rules_version: u64,
 }
 

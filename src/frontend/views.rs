@@ -1,0 +1,90 @@
+//! The shards' views, read into the rules in force
+//! ([`crate::rules::views`]): at start-up (with the probe of the shards),
+//! after DDL through idgate that may create, change or rename a view, and
+//! with each reload of the rules (`IDGATE RELOAD RULES`, `kill -HUP`: also
+//! how views made on a shard directly are learned).
+//!
+//! Every shard is read (`information_schema.VIEWS`), each on a connection
+//! of idgate's own. A shard that does not answer keeps the views known
+//! from it before (the catalog only grows then, never loses a guard for
+//! lack of an answer).
+
+use crate::backend::BackendError;
+use crate::frontend::shared::Shared;
+use crate::rules::views::{ViewCatalog, ViewDef};
+
+/// The views of one shard, outside MariaDB's own schemas.
+const VIEWS: &str = "SELECT TABLE_SCHEMA, TABLE_NAME, VIEW_DEFINITION, IS_UPDATABLE \
+     FROM information_schema.VIEWS \
+     WHERE TABLE_SCHEMA NOT IN ('mysql', 'sys', 'information_schema', 'performance_schema')";
+
+/// Whether DDL `sql` (run through idgate; one that may bring rows under
+/// a name, `write/adopted.rs`) may have made, changed or renamed a view:
+/// it says `VIEW` or renames, or some view is guarded already (a new
+/// table may take a dropped view's name). DDL is rare; a needless reading
+/// costs one query per shard.
+pub fn may_change_views(sql: &[u8], guarded: bool) -> bool {
+    guarded
+        || sql.windows(4).any(|w| w.eq_ignore_ascii_case(b"VIEW"))
+        || sql.windows(6).any(|w| w.eq_ignore_ascii_case(b"RENAME"))
+}
+
+impl Shared {
+    /// Reads every shard's views and gives them to the rules in force
+    /// (nothing to do when idgate runs without rules). Returns how many
+    /// views are guarded now. A shard that fails is logged and keeps what
+    /// was known of it.
+    pub async fn read_views(&self) -> usize {
+        if !self.rules.is_some() {
+            return 0;
+        }
+        let _one = self.rules.reading_views.lock().await;
+        let before = self.rules.views();
+        // One shard after another: this runs on DDL and reloads only.
+        let mut views: Vec<ViewDef> = Vec::new();
+        let mut failed = false;
+        for shard in 0..self.config.shards.len() {
+            match self.shard_views(shard).await {
+                Ok(v) => views.extend(v),
+                Err(e) => {
+                    failed = true;
+                    tracing::warn!(
+                        shard = %self.config.shards[shard].name,
+                        "views not read ({e}): the views known before stay guarded"
+                    );
+                }
+            }
+        }
+        if failed {
+            views.extend(before.views().iter().cloned());
+        }
+        if self.rules.set_views(ViewCatalog::new(views)) {
+            let guarded = self.rules.load().map_or(0, |r| r.views().len());
+            tracing::info!(guarded, "views over rule tables read from the shards");
+        }
+        self.rules.load().map_or(0, |r| r.views().len())
+    }
+
+    /// One shard's views.
+    async fn shard_views(&self, shard: usize) -> Result<Vec<ViewDef>, BackendError> {
+        let mut c = self.side_connection(shard).await?;
+        let rows = c.query_rows(VIEWS).await;
+        let _ = c.send(&[crate::protocol::consts::cmd::QUIT]).await;
+        Ok(rows?
+            .into_iter()
+            .filter_map(|r| {
+                let mut r = r.into_iter();
+                let schema = r.next()??;
+                let name = r.next()??;
+                let definition = r.next()?.unwrap_or_default();
+                let updatable = r.next()?.is_some_and(|u| u.eq_ignore_ascii_case("YES"));
+                Some(crate::sql::viewdef::read(
+                    &schema,
+                    &name,
+                    &definition,
+                    updatable,
+                ))
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,270 @@
+//! Views over rule tables. An INSERT through an updatable view reaches the
+//! table underneath without idgate seeing a rule table: no id filled (the
+//! shard's AUTO_INCREMENT or the column's default stores one the generator
+//! never issued), an explicit id not observed. So the front end reads the
+//! shards' views (`information_schema.VIEWS`, `frontend/views.rs`) into a
+//! [`ViewCatalog`], and every rule set in force knows which views are
+//! *guarded*: updatable, and selecting from a rule table or from another
+//! guarded view. The SQL planner refuses writes of ids through them.
+//!
+//! What a view reads is taken from its definition as MariaDB stores it,
+//! every name qualified (`` select `shop`.`orders`.`id` AS `id` ... from
+//! `shop`.`orders` ``): each `a.b` and `a.b.c` names table `a.b` (read
+//! conservatively: `alias.column` may also match, which can only guard a
+//! view too many). Its id columns are the items of its select list that
+//! are a plain reference to a rule table's id column (`` `o`.`id` AS
+//! `order_id` ``), or to a guarded view's.
+
+use super::ruleset::RuleSet;
+use std::collections::HashMap;
+
+/// One view as read from a shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ViewDef {
+    /// Its schema.
+    pub schema: String,
+    /// Its name.
+    pub name: String,
+    /// `IS_UPDATABLE = 'YES'`.
+    pub updatable: bool,
+    /// The `(schema, table)` pairs its definition may read.
+    pub tables: Vec<(String, String)>,
+    /// Its select list's plain column references: `(alias, column)`.
+    pub columns: Vec<(String, String)>,
+}
+
+/// The views of every shard (a name defined on several shards once, the
+/// first read; views over sharded tables are created on each shard alike).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ViewCatalog {
+    views: Vec<ViewDef>,
+}
+
+impl ViewCatalog {
+    /// A catalog of `views`.
+    pub fn new(mut views: Vec<ViewDef>) -> ViewCatalog {
+        views.sort_by(|a, b| (&a.schema, &a.name).cmp(&(&b.schema, &b.name)));
+        views.dedup_by(|a, b| a.schema == b.schema && a.name == b.name);
+        ViewCatalog { views }
+    }
+
+    /// The views, sorted by schema and name.
+    pub fn views(&self) -> &[ViewDef] {
+        &self.views
+    }
+
+    /// No views at all.
+    pub fn is_empty(&self) -> bool {
+        self.views.is_empty()
+    }
+}
+
+/// An updatable view that reaches a rule table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuardedView {
+    /// `schema.view`, for messages.
+    pub view: String,
+    /// The rule table underneath, as its rule names it.
+    pub table: String,
+    /// The rule table's id column.
+    pub column: String,
+    /// The view's columns that show the id column (perhaps renamed).
+    pub id_columns: Vec<String>,
+}
+
+/// The guarded views of a catalog under one rule set, by `(schema, name)`
+/// (both in lower case when the shards fold names).
+#[derive(Debug, Clone, Default)]
+pub struct ViewGuards {
+    by_name: HashMap<(String, String), GuardedView>,
+    fold: bool,
+}
+
+impl ViewGuards {
+    /// Which of `catalog`'s views reach a rule table of `rules` (directly
+    /// or through other views), to a fixed point.
+    pub fn build(catalog: &ViewCatalog, rules: &RuleSet) -> ViewGuards {
+        let fold = rules.folds_names();
+        let key = |s: &str, n: &str| {
+            if fold {
+                (s.to_lowercase(), n.to_lowercase())
+            } else {
+                (s.to_string(), n.to_string())
+            }
+        };
+        let mut by_name: HashMap<(String, String), GuardedView> = HashMap::new();
+        loop {
+            let mut grew = false;
+            for v in catalog.views.iter().filter(|v| v.updatable) {
+                let k = key(&v.schema, &v.name);
+                if by_name.contains_key(&k) {
+                    continue;
+                }
+                // The first rule table (or guarded view) it reads, and
+                // every id column name it may show.
+                let mut under: Option<(String, String)> = None;
+                let mut id_sources: Vec<String> = Vec::new();
+                for (s, t) in &v.tables {
+                    if let Some(e) = rules.entry(Some(s), t) {
+                        under.get_or_insert_with(|| (e.rule().name.clone(), e.column().into()));
+                        id_sources.push(e.column().to_string());
+                    } else if let Some(g) = by_name.get(&key(s, t)) {
+                        under.get_or_insert_with(|| (g.table.clone(), g.column.clone()));
+                        id_sources.extend(g.id_columns.iter().cloned());
+                    }
+                }
+                let Some((table, column)) = under else {
+                    continue;
+                };
+                let id_columns = v
+                    .columns
+                    .iter()
+                    .filter(|(_, c)| id_sources.iter().any(|s| s.eq_ignore_ascii_case(c)))
+                    .map(|(alias, _)| alias.clone())
+                    .collect();
+                by_name.insert(
+                    k,
+                    GuardedView {
+                        view: format!("{}.{}", v.schema, v.name),
+                        table,
+                        column,
+                        id_columns,
+                    },
+                );
+                grew = true;
+            }
+            if !grew {
+                break;
+            }
+        }
+        ViewGuards { by_name, fold }
+    }
+
+    /// No guarded view: the planner's checks cost nothing.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+
+    /// The guarded view `schema.name` (`schema`: the statement's or the
+    /// session's; a view always has one).
+    pub fn get(&self, schema: Option<&str>, name: &str) -> Option<&GuardedView> {
+        if self.by_name.is_empty() {
+            return None;
+        }
+        let schema = schema?;
+        if self.fold {
+            self.by_name
+                .get(&(schema.to_lowercase(), name.to_lowercase()))
+        } else {
+            self.by_name.get(&(schema.to_string(), name.to_string()))
+        }
+    }
+
+    /// Whether some guarded view is called `name` (in any schema): a cheap
+    /// pre-check.
+    pub fn has_name(&self, name: &str) -> bool {
+        !self.by_name.is_empty()
+            && self.by_name.keys().any(|(_, n)| {
+                if self.fold {
+                    n.eq_ignore_ascii_case(name) || *n == name.to_lowercase()
+                } else {
+                    n == name
+                }
+            })
+    }
+
+    /// How many views are guarded.
+    pub fn len(&self) -> usize {
+        self.by_name.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    const RULES: &str = "[[generator]]\nname = \"g\"\nkind = \"sequence\"\n\n\
+        [[table]]\nname = \"shop.orders\"\ncolumn = \"id\"\ngenerator = \"g\"\n";
+
+    fn view(
+        schema: &str,
+        name: &str,
+        tables: &[(&str, &str)],
+        columns: &[(&str, &str)],
+    ) -> ViewDef {
+        ViewDef {
+            schema: schema.into(),
+            name: name.into(),
+            updatable: true,
+            tables: tables
+                .iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect(),
+            columns: columns
+                .iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn guards_reach_through_views_to_a_fixed_point() {
+        let rules = RuleSet::from_toml(Path::new("t.toml"), RULES, &["s0"], &|_| Ok(())).unwrap();
+        // Listed so that each view comes before the one it reads.
+        let catalog = ViewCatalog::new(vec![
+            view("shop", "a3", &[("shop", "a2")], &[("x", "mid")]),
+            view(
+                "shop",
+                "a2",
+                &[("shop", "a1")],
+                &[("mid", "ID"), ("k", "k")],
+            ),
+            view(
+                "shop",
+                "a1",
+                &[("shop", "orders")],
+                &[("id", "id"), ("k", "k")],
+            ),
+            view("shop", "plain", &[("shop", "other")], &[("id", "id")]),
+            ViewDef {
+                updatable: false,
+                ..view("shop", "ro", &[("shop", "orders")], &[("id", "id")])
+            },
+        ]);
+        let g = ViewGuards::build(&catalog, &rules);
+        assert_eq!(g.len(), 3);
+        for (name, ids) in [("a1", vec!["id"]), ("a2", vec!["mid"]), ("a3", vec!["x"])] {
+            let v = g
+                .get(Some("shop"), name)
+                .unwrap_or_else(|| panic!("{name} guarded"));
+            assert_eq!(v.table, "shop.orders");
+            assert_eq!(v.column, "id");
+            assert_eq!(v.id_columns, ids, "{name}");
+        }
+        assert!(g.get(Some("shop"), "plain").is_none());
+        assert!(g.get(Some("shop"), "ro").is_none());
+        assert!(g.get(None, "a1").is_none(), "a view always has a schema");
+        assert!(g.get(Some("Shop"), "A1").is_none(), "case-sensitive");
+        assert!(g.has_name("a1") && !g.has_name("A1"));
+        // On shards that fold names.
+        let mut folded = rules.clone();
+        folded.fold_names(true);
+        folded.attach_views(std::sync::Arc::new(catalog));
+        assert!(folded.views().get(Some("SHOP"), "A1").is_some());
+        assert!(folded.views().has_name("A3"));
+    }
+
+    #[test]
+    fn a_catalog_keeps_one_view_per_name() {
+        let c = ViewCatalog::new(vec![
+            view("s", "b", &[], &[]),
+            view("s", "a", &[], &[]),
+            view("s", "b", &[("x", "y")], &[]),
+        ]);
+        let names: Vec<&str> = c.views().iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert!(!c.is_empty() && ViewCatalog::default().is_empty());
+    }
+}

@@ -1,0 +1,131 @@
+//! Writes through a guarded view ([`crate::rules::views`]): refused, as
+//! the same write to the rule table would need idgate. An INSERT, REPLACE
+//! or LOAD DATA into such a view (its row would get an id idgate never
+//! issued, or keep one it never saw), and an UPDATE that sets a view
+//! column showing the id (idgate could not read back what it stored).
+//! Reads, DELETEs and UPDATEs of other columns pass.
+
+use super::error::SqlError;
+use super::fast;
+use super::lexer::{Kind, Lexer, Modes, Token};
+use crate::rules::views::GuardedView;
+use crate::rules::RuleSet;
+
+/// `what` into `schema.name` (the statement's schema, else the
+/// session's): refused when it is a guarded view.
+#[inline]
+pub(crate) fn check_insert(
+    rules: &RuleSet,
+    schema: Option<&str>,
+    name: &str,
+    what: &str,
+) -> Result<(), SqlError> {
+    if rules.views().is_empty() {
+        return Ok(());
+    }
+    match rules.views().get(schema, name) {
+        Some(g) => Err(refusal(what, g)),
+        None => Ok(()),
+    }
+}
+
+/// The UPDATE in `sql[start..end]` (`start` at its keyword): refused when
+/// it sets a column of a guarded view it names that shows the id.
+pub(crate) fn check_update(
+    sql: &str,
+    start: usize,
+    end: usize,
+    modes: Modes,
+    rules: &RuleSet,
+    schema: Option<&str>,
+) -> Result<(), SqlError> {
+    let views = rules.views();
+    if views.is_empty() {
+        return Ok(());
+    }
+    let mut lx = Lexer::new(sql, start, modes);
+    let mut next = move || {
+        lx.next_token()
+            .filter(|t| t.start < end && t.kind != Kind::Unterminated)
+    };
+    let _ = next(); // UPDATE
+                    // The table references, up to `SET`: the guarded views named.
+    let mut named: Vec<&GuardedView> = Vec::new();
+    let mut depth = 0usize;
+    let (mut prev, mut prev2): (Option<Token>, Option<Token>) = (None, None);
+    loop {
+        let Some(tok) = next() else { return Ok(()) };
+        match tok.kind {
+            Kind::Punct(b'(') => depth += 1,
+            Kind::Punct(b')') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if depth == 0 && tok.is_word(sql, "SET") {
+            break;
+        }
+        if let Some(name) = fast::ident(sql, &tok).filter(|n| views.has_name(n)) {
+            let qualifier = match (prev2, prev) {
+                (Some(s), Some(d)) if d.is(b'.') => fast::ident(sql, &s),
+                _ => None,
+            };
+            let s = qualifier.as_deref().or(schema);
+            if let Some(g) = views.get(s, &name) {
+                named.push(g);
+            }
+        }
+        (prev2, prev) = (prev, Some(tok));
+    }
+    if named.iter().all(|g| g.id_columns.is_empty()) {
+        return Ok(());
+    }
+    // The SET list: the name before each depth-0 `=` that starts an
+    // assignment, up to a word that ends the list.
+    let mut depth = 0usize;
+    let mut expect_target = true;
+    let mut target: Option<Token> = None;
+    while let Some(tok) = next() {
+        match tok.kind {
+            Kind::Punct(b'(') => depth += 1,
+            Kind::Punct(b')') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if depth != 0 {
+            continue;
+        }
+        if ["WHERE", "ORDER", "LIMIT", "RETURNING"]
+            .iter()
+            .any(|w| tok.is_word(sql, w))
+        {
+            break;
+        }
+        if tok.is(b',') {
+            expect_target = true;
+            target = None;
+        } else if expect_target && tok.is(b'=') {
+            expect_target = false;
+            let col = target.and_then(|t| fast::ident(sql, &t));
+            if let Some(col) = col {
+                let hit = named.iter().find(|g| {
+                    g.id_columns
+                        .iter()
+                        .any(|c| super::shape::same_column(c, &col))
+                });
+                if let Some(g) = hit {
+                    return Err(refusal("an UPDATE of the id column", g));
+                }
+            }
+        } else if expect_target && !tok.is(b'.') {
+            target = Some(tok);
+        }
+    }
+    Ok(())
+}
+
+fn refusal(what: &str, g: &GuardedView) -> SqlError {
+    SqlError::ThroughView {
+        what: what.to_string(),
+        view: g.view.clone(),
+        table: g.table.clone(),
+        column: g.column.clone(),
+    }
+}
