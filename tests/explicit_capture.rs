@@ -189,6 +189,11 @@ async fn updates_and_upserts_of_the_id_are_read_back() {
         "CREATE TRIGGER trg_id BEFORE INSERT ON t FOR EACH ROW SET NEW.id = NEW.k + 900000",
         "CREATE DEFINER = CURRENT_USER TRIGGER trg_id2 BEFORE UPDATE ON t FOR EACH ROW \
          BEGIN SET @x = 1, NEW.`ID` = 5; END",
+        // Dynamic SQL in a stored program: a literal is read and checked,
+        // any other source cannot be read before the program runs.
+        "CREATE PROCEDURE p_dyn() BEGIN PREPARE q FROM 'INSERT INTO t (id, k) VALUES (900005, 1)'; EXECUTE q; END",
+        "CREATE PROCEDURE p_dyn2(sq TEXT) BEGIN PREPARE q FROM sq; EXECUTE q; END",
+        "BEGIN NOT ATOMIC EXECUTE IMMEDIATE CONCAT('INSERT INTO t (id, k) ', 'VALUES (900006, 1)'); END",
     ] {
         let e = c.query_drop(sql).await.unwrap_err();
         let text = e.to_string();
@@ -204,6 +209,12 @@ async fn updates_and_upserts_of_the_id_are_read_back() {
         .unwrap();
     c.query_drop("CALL p_ok()").await.unwrap();
     c.query_drop("DROP PROCEDURE p_ok").await.unwrap();
+    // And one whose dynamic SQL is a literal that writes no id.
+    c.query_drop("CREATE PROCEDURE p_dyn_ok() BEGIN PREPARE q FROM 'SELECT COUNT(*) INTO @n FROM t'; EXECUTE q; DEALLOCATE PREPARE q; END")
+        .await
+        .unwrap();
+    c.query_drop("CALL p_dyn_ok()").await.unwrap();
+    c.query_drop("DROP PROCEDURE p_dyn_ok").await.unwrap();
     // A trigger on it that reads the id or sets other columns is created.
     c.query_drop(
         "CREATE TRIGGER trg_ok BEFORE INSERT ON t FOR EACH ROW \

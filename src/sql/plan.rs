@@ -702,7 +702,7 @@ impl<'q> QueryPlanner<'q> {
                         info.edits.sort_by_key(|e| e.start);
                         info.changes_last_insert_id = uses.changes;
                     }
-                    First::Prepare => self.check_prepare(start, s.end, in_exec)?,
+                    First::Prepare => self.check_prepare(start, s.end, in_exec, false)?,
                     First::Load => self.check_load(start, s.end, in_exec)?,
                     _ => {}
                 }
@@ -1246,7 +1246,9 @@ impl<'q> QueryPlanner<'q> {
     ///
     /// A trigger on a rule table whose body assigns the id column (`SET
     /// NEW.id = ...`) is refused too: the row would keep an id idgate
-    /// neither issued nor saw.
+    /// neither issued nor saw. Dynamic SQL in the body (`PREPARE ...
+    /// FROM`, `EXECUTE IMMEDIATE`) is checked when its source is a string
+    /// literal and refused otherwise ([`QueryPlanner::check_prepare`]).
     fn opaque(&mut self, start: usize, lx: Lexer<'q>) -> Result<Outcome, Stop> {
         let sql = self.sql;
         let trigger = self.trigger_on_rule_table(&lx);
@@ -1301,6 +1303,12 @@ impl<'q> QueryPlanner<'q> {
                     }
                     .into());
                 }
+            }
+            // Dynamic SQL in the body: a literal is checked as the
+            // statement it holds; anything else cannot be read.
+            if kw(sql, &t, "PREPARE") || kw(sql, &t, "EXECUTE") {
+                let end = skim(sql, t.start, self.modes, lx.in_exec()).end;
+                self.check_prepare(t.start, end, lx.in_exec(), true)?;
             }
             if kw(sql, &t, "INSERT") || kw(sql, &t, "REPLACE") {
                 let mut h = lx.clone();
@@ -1401,13 +1409,30 @@ impl<'q> QueryPlanner<'q> {
     /// expression is read by the front end before the query runs
     /// (`sql::statement::dynamic`), which is right only for the query's
     /// first statement: after another one it is refused.
-    fn check_prepare(&self, start: usize, end: usize, in_exec: bool) -> Result<(), Stop> {
+    ///
+    /// `in_body`: inside a stored program or compound statement, where
+    /// only a string literal can be read (a variable or an expression has
+    /// its value when the program runs): any other source is refused.
+    fn check_prepare(
+        &self,
+        start: usize,
+        end: usize,
+        in_exec: bool,
+        in_body: bool,
+    ) -> Result<(), Stop> {
         let sql = self.sql;
         let Some(d) = dynamic::parse(sql, start, end, self.modes, in_exec) else {
             return Ok(());
         };
         let t = match d.kind {
             dynamic::Source::Literal(t) => t,
+            _ if in_body => {
+                return Err(Stop::Err(SqlError::DynamicSource {
+                    what: d.what().into(),
+                    why: "inside a stored program or compound statement (its text is known only when the program runs, where idgate cannot read it)".into(),
+                    remedy: "prepare from a string literal there, or build the statement in the application and send it through idgate".into(),
+                }))
+            }
             _ if Lexer::new(sql, 0, self.modes).next_token().map(|f| f.start) == Some(start) => {
                 return Ok(());
             }

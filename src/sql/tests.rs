@@ -450,6 +450,11 @@ fn refusals() {
         ("SET @q = 'x'; PREPARE s FROM @q", 1235, "query of its own"),
         ("SELECT 1; EXECUTE IMMEDIATE CONCAT('SELECT ', 1)", 1235, "query of its own"),
         ("INSERT INTO orders (sku) VALUES ('a') garbage here", 1064, "shop.orders"),
+        ("CREATE PROCEDURE p() BEGIN PREPARE s FROM 'INSERT INTO orders (id, sku) VALUES (5, ''a'')'; EXECUTE s; END", 1235, "shop.orders"),
+        ("CREATE PROCEDURE p() BEGIN EXECUTE IMMEDIATE 'UPDATE shop.orders SET id = 9'; END", 1235, "shop.orders"),
+        ("CREATE PROCEDURE p(q TEXT) BEGIN PREPARE s FROM q; EXECUTE s; END", 1235, "inside a stored program"),
+        ("BEGIN NOT ATOMIC EXECUTE IMMEDIATE CONCAT('INSERT INTO orders ', 'VALUES (1)'); END", 1235, "inside a stored program"),
+        ("CREATE EVENT e ON SCHEDULE EVERY 1 DAY DO EXECUTE IMMEDIATE @q", 1235, "inside a stored program"),
     ] {
         let e = err(sql);
         assert_eq!(e.code(), code, "{sql}: {e}");
@@ -478,6 +483,8 @@ fn refusals() {
         "PREPARE s FROM 'INSERT INTO other (a) VALUES (?)'",
         "CREATE PROCEDURE p() BEGIN INSERT INTO other VALUES (1); END",
         "CREATE PROCEDURE p() UPDATE orders SET qty = 2",
+        "CREATE PROCEDURE p() BEGIN PREPARE s FROM 'SELECT * FROM orders'; EXECUTE s; DEALLOCATE PREPARE s; END",
+        "CREATE PROCEDURE p() BEGIN EXECUTE s USING @a; END",
         "ALTER TABLE orders ADD COLUMN note TEXT",
         "ALTER EVENT e DO INSERT INTO other VALUES (1)",
         // A trigger on a rule table that reads the id or sets other columns.
