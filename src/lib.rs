@@ -19,7 +19,9 @@
 //! - [`tls`]: rustls (ring) for both sides: the reloadable acceptor for
 //!   clients (`[server] tls_cert`/`tls_key`), the connector for shards
 //!   (`[backend] tls`/`tls_ca`), PEM checks for `config`. A leaf.
-//! - [`rules`]: `rules/*.toml`: generators and table column rules.
+//! - [`rules`]: `rules/*.toml`: generators and table column rules; the
+//!   shards' views over rule tables (`rules::views`), guarded against
+//!   writes of ids.
 //! - [`publish`]: rules published through etcd (`idgate rules push`):
 //!   versions with a compare-and-swap, history, the local cache file.
 //!   `publish` -> (`rules`, `idgen`); `frontend` follows the versions.
@@ -52,7 +54,8 @@
 //!     shard, ids read back, `LAST_INSERT_ID()`, prepared statements, SET
 //!     replay, KILL) and `frontend/txn/` (transactions across shards, XA,
 //!     the XA log and recovery, the deadlock detector), with
-//!     `frontend/{shared,live,columns,shardkey,errors,oks,returned}.rs`,
+//!     `frontend/{shared,live,columns,shardkey,errors,oks,returned,views}.rs`
+//!     (`views`: the shards' views read at start, on view DDL and reloads),
 //!     and `frontend/pause/` (resharding's cutover pause: statements on a
 //!     paused table held, the pause epochs followed and acknowledged);
 //!   - the handlers, side by side, none calling another:
@@ -74,7 +77,7 @@
 //!   loop matches on once; parse, plan and splice INSERT statements
 //!   (`sql::convert`: what MariaDB stores in an integer column for a
 //!   literal or bound value; `sql::insel`: INSERT ... SELECT's parts and
-//!   its source values as typed literals; `sql::update`: UPDATEs of the id column;
+//!   its source values as typed literals; `sql::update`: UPDATEs of the id column; `sql::viewdef`, `sql::views`: view definitions read, writes of ids through views refused;
 //!   `sql::upsert`:
 //!   how INSERT IGNORE / ON DUPLICATE KEY UPDATE are written so their reply
 //!   tells which id to report); what a SELECT/UPDATE/DELETE/DDL needs for

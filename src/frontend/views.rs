@@ -58,9 +58,15 @@ impl Shared {
         if failed {
             views.extend(before.views().iter().cloned());
         }
-        if self.rules.set_views(ViewCatalog::new(views)) {
+        let catalog = ViewCatalog::new(views);
+        let read = catalog.views().len();
+        if self.rules.set_views(catalog) {
             let guarded = self.rules.load().map_or(0, |r| r.views().len());
-            tracing::info!(guarded, "views over rule tables read from the shards");
+            tracing::info!(
+                views = read,
+                guarded,
+                "the shards' views read: writes of ids through the guarded ones (updatable, over a rule table) are refused"
+            );
         }
         self.rules.load().map_or(0, |r| r.views().len())
     }
