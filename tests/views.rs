@@ -3,7 +3,8 @@
 //! for views made before idgate started, through idgate, on top of other
 //! views, and on a shard directly (learned at the next reload). Reads,
 //! DELETEs, UPDATEs of other columns and views over other tables pass;
-//! a read-only view gets MariaDB's own answer.
+//! a read-only view gets MariaDB's own answer. `SHOW IDGATE VIEWS` lists
+//! the guarded ones.
 
 mod support;
 
@@ -78,6 +79,28 @@ async fn writes_of_ids_through_views_over_rule_tables_are_refused() {
     c.query_drop("CREATE VIEW pv AS SELECT id, k FROM plain")
         .await
         .unwrap();
+    // What a DBA sees: the guarded views, each with its table and the
+    // columns that show the id.
+    let shown: Vec<(String, String, String, String)> = c
+        .query_map(
+            "SHOW IDGATE VIEWS",
+            |(v, t, col, ids, _read): (String, String, String, String, u64)| (v, t, col, ids),
+        )
+        .await
+        .unwrap();
+    let t = format!("{schema}.t");
+    let want: Vec<(String, String, String, String)> = [("pre", "id"), ("v", "oid"), ("v2", "top")]
+        .iter()
+        .map(|(v, ids)| {
+            (
+                format!("{schema}.{v}"),
+                t.clone(),
+                "id".to_string(),
+                ids.to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(shown, want);
     for (view, sql) in [
         ("pre", "INSERT INTO pre (k) VALUES (2)".to_string()),
         (

@@ -174,6 +174,13 @@ impl ViewGuards {
             })
     }
 
+    /// The guarded views, by name.
+    pub fn iter(&self) -> impl Iterator<Item = &GuardedView> {
+        let mut v: Vec<&GuardedView> = self.by_name.values().collect();
+        v.sort_by(|a, b| a.view.cmp(&b.view));
+        v.into_iter()
+    }
+
     /// How many views are guarded.
     pub fn len(&self) -> usize {
         self.by_name.len()

@@ -73,6 +73,7 @@ impl Session {
             Admin::ShowPools => return self.show_pools().await,
             Admin::ShowReshard => return self.show_reshard().await,
             Admin::ShowRules => return self.show_rules().await,
+            Admin::ShowViews => return self.show_views().await,
             Admin::ReloadRules => return self.reload_rules().await,
             _ => {}
         }
@@ -170,6 +171,7 @@ impl Session {
             }
             Admin::ShowStatus
             | Admin::ShowRules
+            | Admin::ShowViews
             | Admin::ShowSessions
             | Admin::ShowPools
             | Admin::ShowReshard
@@ -254,6 +256,37 @@ impl Session {
         use ColumnType::Text;
         self.send_rows(&[("change", Text), ("name", Text), ("detail", Text)], &rows)
             .await
+    }
+
+    /// `SHOW IDGATE VIEWS`: the guarded views of the rules in force.
+    async fn show_views(&mut self) -> Result<(), CmdError> {
+        let rules = self.shared.rules.load().unwrap_or_default();
+        let read = self.shared.rules.views().views().len();
+        let rows: Vec<Vec<Option<String>>> = rules
+            .views()
+            .iter()
+            .map(|g| {
+                vec![
+                    Some(g.view.clone()),
+                    Some(g.table.clone()),
+                    Some(g.column.clone()),
+                    Some(g.id_columns.join(",")),
+                    Some(read.to_string()),
+                ]
+            })
+            .collect();
+        use ColumnType::{Text, UInt};
+        self.send_rows(
+            &[
+                ("view", Text),
+                ("table", Text),
+                ("column", Text),
+                ("id_columns", Text),
+                ("views_read", UInt),
+            ],
+            &rows,
+        )
+        .await
     }
 
     async fn show_rules(&mut self) -> Result<(), CmdError> {

@@ -13,6 +13,9 @@ pub enum Admin {
     ShowSessions,
     /// `SHOW IDGATE POOLS`: the shard connection pools.
     ShowPools,
+    /// `SHOW IDGATE VIEWS`: the guarded views (updatable, over a rule
+    /// table), through which writes of ids are refused.
+    ShowViews,
     /// `SHOW IDGATE RESHARD` (or `IDGATE SHOW RESHARD`): the resharding
     /// jobs, and this idgate's pause.
     ShowReshard,
@@ -41,6 +44,7 @@ impl Admin {
             | Admin::ShowStatus
             | Admin::ShowSessions
             | Admin::ShowPools
+            | Admin::ShowViews
             | Admin::ShowReshard => None,
             Admin::ReloadRules => Some("IDGATE RELOAD RULES"),
             Admin::SetFloor { .. } | Admin::SetFloorFromTables { .. } => Some("IDGATE SET FLOOR"),
@@ -51,7 +55,7 @@ impl Admin {
 
 /// Why an admin statement was not understood.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("idgate: {0}; the admin statements are SHOW IDGATE GENERATORS, SHOW IDGATE RULES, SHOW IDGATE STATUS, SHOW IDGATE SESSIONS, SHOW IDGATE POOLS, SHOW IDGATE RESHARD, IDGATE SET FLOOR <generator> <value>, IDGATE SET FLOOR <generator> FROM TABLES, IDGATE RESERVE <generator> <count>, IDGATE RELOAD RULES")]
+#[error("idgate: {0}; the admin statements are SHOW IDGATE GENERATORS, SHOW IDGATE RULES, SHOW IDGATE STATUS, SHOW IDGATE SESSIONS, SHOW IDGATE POOLS, SHOW IDGATE VIEWS, SHOW IDGATE RESHARD, IDGATE SET FLOOR <generator> <value>, IDGATE SET FLOOR <generator> FROM TABLES, IDGATE RESERVE <generator> <count>, IDGATE RELOAD RULES")]
 pub struct AdminError(pub String);
 
 /// Recognises an admin statement: `None` for any other statement (the cost
@@ -102,6 +106,8 @@ pub fn parse(sql: &[u8]) -> Option<Result<Admin, AdminError>> {
             Ok(Admin::ShowSessions)
         } else if kw(0, "show") && kw(1, "idgate") && kw(2, "pools") && words.len() == 3 {
             Ok(Admin::ShowPools)
+        } else if kw(0, "show") && kw(1, "idgate") && kw(2, "views") && words.len() == 3 {
+            Ok(Admin::ShowViews)
         } else if ((kw(0, "show") && kw(1, "idgate")) || (kw(0, "idgate") && kw(1, "show")))
             && kw(2, "reshard")
             && words.len() == 3
@@ -167,6 +173,7 @@ mod tests {
         );
         assert_eq!(parse(b"show  idgate pools;"), Some(Ok(Admin::ShowPools)));
         assert_eq!(parse(b"SHOW IDGATE RESHARD"), Some(Ok(Admin::ShowReshard)));
+        assert_eq!(parse(b"show idgate views;"), Some(Ok(Admin::ShowViews)));
         assert_eq!(parse(b"idgate show reshard;"), Some(Ok(Admin::ShowReshard)));
         assert!(Admin::ReloadRules.changes_state().is_some());
         assert!(Admin::ShowRules.changes_state().is_none());
