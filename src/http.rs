@@ -115,7 +115,13 @@ fn respond(head: &[u8], shared: &Shared) -> (&'static str, &'static str, String,
             "text/plain; version=0.0.4; charset=utf-8",
             {
                 let mut m = metrics(&stats, shared.sessions.len());
-                rules_metrics(&mut m, shared.rules.version(), &shared.rules.status());
+                let guarded = shared.rules.load().map_or(0, |r| r.views().len() as u64);
+                rules_metrics(
+                    &mut m,
+                    shared.rules.version(),
+                    &shared.rules.status(),
+                    guarded,
+                );
                 m + &login_metrics(&shared.login_throttle)
                     + &sha2_metrics(&shared.sha2)
                     + &pool_metrics(&shared.pools.iter().map(|p| p.view()).collect::<Vec<_>>())
@@ -151,8 +157,14 @@ fn respond(head: &[u8], shared: &Shared) -> (&'static str, &'static str, String,
 }
 
 /// The rules' series: version in force, reloads, refused reloads, and
-/// when the last reload was tried (Unix seconds; 0: never).
-pub fn rules_metrics(out: &mut String, version: u64, st: &crate::frontend::inforce::RulesStatus) {
+/// when the last reload was tried (Unix seconds; 0: never), and how many
+/// views are guarded (`SHOW IDGATE VIEWS`).
+pub fn rules_metrics(
+    out: &mut String,
+    version: u64,
+    st: &crate::frontend::inforce::RulesStatus,
+    guarded_views: u64,
+) {
     let unix = |t: std::time::SystemTime| {
         t.duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -194,6 +206,12 @@ pub fn rules_metrics(out: &mut String, version: u64, st: &crate::frontend::infor
             "gauge",
             "1: the rules idgate started with came from its cache file (etcd was unreachable).",
             u64::from(st.started_from.is_some()),
+        ),
+        (
+            "views_guarded",
+            "gauge",
+            "Updatable views over rule tables, through which writes of ids are refused (SHOW IDGATE VIEWS).",
+            guarded_views,
         ),
     ] {
         let _ = writeln!(out, "# HELP idgate_{name} {help}");
@@ -618,6 +636,21 @@ mod tests {
             m.contains("idgate_pool_pinned{shard=\"s\\\"0\",reason=\"transaction\"} 0\n"),
             "{m}"
         );
+    }
+
+    #[test]
+    fn rules_series() {
+        let st = crate::frontend::inforce::LiveRules::new(None).status();
+        let mut m = String::new();
+        rules_metrics(&mut m, 4, &st, 2);
+        for line in [
+            "idgate_rules_version 4\n",
+            "idgate_rules_reloads_total 0\n",
+            "# TYPE idgate_views_guarded gauge\n",
+            "idgate_views_guarded 2\n",
+        ] {
+            assert!(m.contains(line), "{line} in {m}");
+        }
     }
 
     #[test]
