@@ -216,3 +216,80 @@ async fn views_made_on_a_shard_are_learned_at_reload_and_dropped_ones_forgotten(
     drop(dba);
     proxy::admin(&tb, 0, &[&format!("DROP DATABASE `{schema}`")]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn views_over_a_sharded_table_are_refused_not_answered_from_one_shard() {
+    let Some(tb) = support::testbed() else { return };
+    let schema = support::unique("vw_sharded");
+    // `orders` sharded by id over both shards; views made on each shard
+    // directly (idgate itself refuses CREATE VIEW over a sharded table).
+    for shard in 0..2 {
+        proxy::admin(
+            &tb,
+            shard,
+            &[
+                &format!("CREATE DATABASE `{schema}`"),
+                &format!("CREATE TABLE `{schema}`.orders (id BIGINT PRIMARY KEY, k INT NOT NULL)"),
+                &format!("CREATE VIEW `{schema}`.sv AS SELECT id, k FROM `{schema}`.orders"),
+                &format!(
+                    "CREATE VIEW `{schema}`.agg AS SELECT COUNT(*) AS n FROM `{schema}`.orders"
+                ),
+                &format!("CREATE VIEW `{schema}`.sv2 AS SELECT k FROM `{schema}`.sv"),
+            ],
+        )
+        .await;
+    }
+    let dir = tempfile::tempdir().expect("rules dir");
+    std::fs::write(
+        dir.path().join("a.toml"),
+        format!(
+            "[[generator]]\nname = \"ids\"\nkind = \"sequence\"\n\n\
+             [[table]]\nname = \"{schema}.orders\"\ncolumn = \"id\"\ngenerator = \"ids\"\n\
+             shard_key = \"id\"\nsharding = \"mod\"\n"
+        ),
+    )
+    .expect("rule file");
+    let p = Proxy::start_rules_dir(&tb, dir.path(), &support::unique("/views-sh")).await;
+    let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    c.query_drop("INSERT INTO orders (k) VALUES (1), (2), (3), (4)")
+        .await
+        .unwrap();
+    for (view, sql) in [
+        ("sv", "SELECT * FROM sv"),
+        ("agg", "SELECT n FROM agg"),
+        ("sv2", "SELECT COUNT(*) FROM sv2"),
+        ("sv", "UPDATE sv SET k = k + 1"),
+        ("sv", "DELETE FROM sv WHERE k = 1"),
+    ] {
+        match c.query_drop(sql).await {
+            Err(Error::Server(e)) => {
+                assert_eq!(e.code, 1235, "{sql}: {}", e.message);
+                assert!(
+                    e.message.contains(&format!(
+                        "view {schema}.{view} reads sharded table {schema}.orders"
+                    )),
+                    "{sql}: {}",
+                    e.message
+                );
+            }
+            other => panic!("{sql}: refused, got {other:?}"),
+        }
+    }
+    // Writes of ids through the updatable one are refused as for any guarded view.
+    match c.query_drop("INSERT INTO sv (k) VALUES (5)").await {
+        Err(Error::Server(e)) => assert!(
+            e.code == 1235 && e.message.contains("through view") && e.message.contains(".orders"),
+            "{}",
+            e.message
+        ),
+        other => panic!("INSERT INTO sv: refused, got {other:?}"),
+    }
+    // The table itself answers across shards; the views can be dropped.
+    let n: Option<u64> = c.query_first("SELECT COUNT(*) FROM orders").await.unwrap();
+    assert_eq!(n, Some(4));
+    c.query_drop("DROP VIEW sv2").await.unwrap();
+    drop(c);
+    for shard in 0..2 {
+        proxy::admin(&tb, shard, &[&format!("DROP DATABASE `{schema}`")]).await;
+    }
+}

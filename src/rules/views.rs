@@ -77,6 +77,10 @@ pub struct GuardedView {
 #[derive(Debug, Clone, Default)]
 pub struct ViewGuards {
     by_name: HashMap<(String, String), GuardedView>,
+    /// Every view (updatable or not) that reads a sharded rule table,
+    /// directly or through views: `(view, table)` as shown. On one shard
+    /// it sees that shard's rows only, so idgate cannot answer it.
+    over_sharded: HashMap<(String, String), (String, String)>,
     fold: bool,
 }
 
@@ -137,7 +141,67 @@ impl ViewGuards {
                 break;
             }
         }
-        ViewGuards { by_name, fold }
+        let mut over_sharded: HashMap<(String, String), (String, String)> = HashMap::new();
+        loop {
+            let mut grew = false;
+            for v in &catalog.views {
+                let k = key(&v.schema, &v.name);
+                if over_sharded.contains_key(&k) {
+                    continue;
+                }
+                let under = v
+                    .tables
+                    .iter()
+                    .find_map(|(s, t)| match rules.entry(Some(s), t) {
+                        Some(e) if e.placement().is_some_and(|p| !p.is_broadcast()) => {
+                            Some(e.rule().name.clone())
+                        }
+                        Some(_) => None,
+                        None => over_sharded.get(&key(s, t)).map(|(_, t)| t.clone()),
+                    });
+                if let Some(table) = under {
+                    over_sharded.insert(k, (format!("{}.{}", v.schema, v.name), table));
+                    grew = true;
+                }
+            }
+            if !grew {
+                break;
+            }
+        }
+        ViewGuards {
+            by_name,
+            over_sharded,
+            fold,
+        }
+    }
+
+    /// The view `schema.name` when it reads a sharded rule table:
+    /// `(view, table)`.
+    pub fn over_sharded(&self, schema: Option<&str>, name: &str) -> Option<&(String, String)> {
+        if self.over_sharded.is_empty() {
+            return None;
+        }
+        let schema = schema?;
+        if self.fold {
+            self.over_sharded
+                .get(&(schema.to_lowercase(), name.to_lowercase()))
+        } else {
+            self.over_sharded
+                .get(&(schema.to_string(), name.to_string()))
+        }
+    }
+
+    /// Whether some view that reads a sharded rule table is called `name`
+    /// (in any schema): a cheap pre-check.
+    pub fn has_sharded_name(&self, name: &str) -> bool {
+        !self.over_sharded.is_empty()
+            && self.over_sharded.keys().any(|(_, n)| {
+                if self.fold {
+                    n.eq_ignore_ascii_case(name) || *n == name.to_lowercase()
+                } else {
+                    n == name
+                }
+            })
     }
 
     /// No guarded view: the planner's checks cost nothing.
@@ -261,6 +325,33 @@ mod tests {
         folded.attach_views(std::sync::Arc::new(catalog));
         assert!(folded.views().get(Some("SHOP"), "A1").is_some());
         assert!(folded.views().has_name("A3"));
+    }
+
+    #[test]
+    fn views_over_sharded_tables_whatever_they_are() {
+        let rules = RuleSet::from_toml(
+            Path::new("t.toml"),
+            &format!("{RULES}shard_key = \"id\"\nsharding = \"mod\"\n"),
+            &["s0", "s1"],
+            &|_| Ok(()),
+        )
+        .unwrap();
+        let catalog = ViewCatalog::new(vec![
+            ViewDef {
+                updatable: false,
+                ..view("shop", "agg", &[("shop", "orders")], &[])
+            },
+            view("shop", "top", &[("shop", "agg")], &[]),
+            view("shop", "plain", &[("shop", "other")], &[]),
+        ]);
+        let g = ViewGuards::build(&catalog, &rules);
+        let over = |n: &str| g.over_sharded(Some("shop"), n).cloned();
+        assert_eq!(over("agg"), Some(("shop.agg".into(), "shop.orders".into())));
+        assert_eq!(over("top"), Some(("shop.top".into(), "shop.orders".into())));
+        assert_eq!(over("plain"), None);
+        assert!(g.has_sharded_name("top") && !g.has_sharded_name("plain"));
+        // Not updatable: no writes to guard, reads still refused.
+        assert!(g.get(Some("shop"), "agg").is_none());
     }
 
     #[test]

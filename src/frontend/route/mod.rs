@@ -187,6 +187,14 @@ pub(in crate::frontend) fn decide(
                 sharded.push((&e.rule().name, on, t.in_subquery));
             }
             None => {
+                // A view over a sharded table shows one shard's rows.
+                if let (false, Some((view, table))) =
+                    (is_ddl, rules.views().over_sharded(s, &t.table))
+                {
+                    return Err(refuse(format!(
+                        "view {view} reads sharded table {table}, and each shard's copy of the view sees that shard's rows only; query {table} itself"
+                    )));
+                }
                 default_table.get_or_insert(i);
             }
         }
@@ -324,10 +332,14 @@ fn scatter_spec(a: &Analysis) -> Result<crate::shard::merge::MergeSpec, CmdError
     })
 }
 
-/// Whether `sql` names a sharded or broadcast table anywhere (cheap: one
-/// pass of the tokenizer, no parse).
+/// Whether `sql` names a sharded or broadcast table anywhere, or a view
+/// over a sharded table (refused in [`decide`]) (cheap: one pass of the
+/// tokenizer, no parse).
 pub(in crate::frontend) fn mentions_routed(rules: &RuleSet, sql: &str, modes: Modes) -> bool {
-    crate::sql::mentions_table(sql, modes, &|name| rules.has_sharded_table_name(name))
+    let views = rules.views();
+    crate::sql::mentions_table(sql, modes, &|name| {
+        rules.has_sharded_table_name(name) || views.has_sharded_name(name)
+    })
 }
 
 /// The shard key of `schema.table`, for the analysis.
