@@ -178,24 +178,37 @@ impl ViewGuards {
     /// The view `schema.name` when it reads a sharded rule table:
     /// `(view, table)`.
     pub fn over_sharded(&self, schema: Option<&str>, name: &str) -> Option<&(String, String)> {
-        if self.over_sharded.is_empty() {
-            return None;
-        }
-        let schema = schema?;
-        if self.fold {
-            self.over_sharded
-                .get(&(schema.to_lowercase(), name.to_lowercase()))
-        } else {
-            self.over_sharded
-                .get(&(schema.to_string(), name.to_string()))
-        }
+        self.lookup(&self.over_sharded, schema, name)
     }
 
     /// Whether some view that reads a sharded rule table is called `name`
     /// (in any schema): a cheap pre-check.
     pub fn has_sharded_name(&self, name: &str) -> bool {
-        !self.over_sharded.is_empty()
-            && self.over_sharded.keys().any(|(_, n)| {
+        self.any_called(&self.over_sharded, name)
+    }
+
+    /// `map`'s entry for `schema.name`, names compared as the shards do.
+    fn lookup<'a, V>(
+        &self,
+        map: &'a HashMap<(String, String), V>,
+        schema: Option<&str>,
+        name: &str,
+    ) -> Option<&'a V> {
+        if map.is_empty() {
+            return None;
+        }
+        let schema = schema?;
+        if self.fold {
+            map.get(&(schema.to_lowercase(), name.to_lowercase()))
+        } else {
+            map.get(&(schema.to_string(), name.to_string()))
+        }
+    }
+
+    /// Whether `map` has a view called `name` in any schema.
+    fn any_called<V>(&self, map: &HashMap<(String, String), V>, name: &str) -> bool {
+        !map.is_empty()
+            && map.keys().any(|(_, n)| {
                 if self.fold {
                     n.eq_ignore_ascii_case(name) || *n == name.to_lowercase()
                 } else {
@@ -213,29 +226,13 @@ impl ViewGuards {
     /// The guarded view `schema.name` (`schema`: the statement's or the
     /// session's; a view always has one).
     pub fn get(&self, schema: Option<&str>, name: &str) -> Option<&GuardedView> {
-        if self.by_name.is_empty() {
-            return None;
-        }
-        let schema = schema?;
-        if self.fold {
-            self.by_name
-                .get(&(schema.to_lowercase(), name.to_lowercase()))
-        } else {
-            self.by_name.get(&(schema.to_string(), name.to_string()))
-        }
+        self.lookup(&self.by_name, schema, name)
     }
 
     /// Whether some guarded view is called `name` (in any schema): a cheap
     /// pre-check.
     pub fn has_name(&self, name: &str) -> bool {
-        !self.by_name.is_empty()
-            && self.by_name.keys().any(|(_, n)| {
-                if self.fold {
-                    n.eq_ignore_ascii_case(name) || *n == name.to_lowercase()
-                } else {
-                    n == name
-                }
-            })
+        self.any_called(&self.by_name, name)
     }
 
     /// The guarded views, by name.

@@ -140,13 +140,51 @@ pub(crate) fn analyze<'r>(
             None => None,
         }
     };
-    // The SET list: the name before each depth-0 `=` that starts an
-    // assignment, up to a word that ends the list.
+    // The SET list.
+    let mut assigns_id = false;
+    let last_end = each_target(sql, &mut next, |col| {
+        let hits = |e: &TableEntry| col.as_deref().is_some_and(|c| same_column(c, e.column()));
+        match &single {
+            Some((e, _, _)) => assigns_id |= hits(e),
+            None if multi => {
+                if let Some(e) = named.iter().flatten().find(|e| hits(e)) {
+                    return Err(SqlError::Unsupported {
+                        what: "a multi-table UPDATE that sets the id column (idgate cannot read back the ids it stores; update the table alone)".into(),
+                        table: e.table().to_string(),
+                        column: e.column().to_string(),
+                    });
+                }
+            }
+            None => {}
+        }
+        Ok(())
+    })?;
+    match (single, assigns_id, last_end) {
+        (Some((entry, eff, table)), true, Some(append_at)) => Ok(Some(IdUpdate {
+            entry,
+            display: match eff {
+                Some(s) => format!("{s}.{table}"),
+                None => table.into_owned(),
+            },
+            append_at,
+        })),
+        _ => Ok(None),
+    }
+}
+
+/// Reads a `SET` list from `next` (just past `SET`): `on_target` gets the
+/// column named before each depth-0 `=` that starts an assignment
+/// (`None` when that is not a name), up to a word that ends the list.
+/// Returns where the list's last token ends.
+pub(crate) fn each_target<'s>(
+    sql: &'s str,
+    mut next: impl FnMut() -> Option<Token>,
+    mut on_target: impl FnMut(Option<std::borrow::Cow<'s, str>>) -> Result<(), SqlError>,
+) -> Result<Option<usize>, SqlError> {
     let mut depth = 0usize;
     let mut expect_target = true;
     let mut target: Option<Token> = None;
     let mut last_end = None;
-    let mut assigns_id = false;
     while let Some(tok) = next() {
         match tok.kind {
             Kind::Punct(b'(') => depth += 1,
@@ -162,39 +200,14 @@ pub(crate) fn analyze<'r>(
                 target = None;
             } else if expect_target && tok.is(b'=') {
                 expect_target = false;
-                let col = target.and_then(|t| fast::ident(sql, &t));
-                let hits =
-                    |e: &TableEntry| col.as_deref().is_some_and(|c| same_column(c, e.column()));
-                match &single {
-                    Some((e, _, _)) => assigns_id |= hits(e),
-                    None if multi => {
-                        if let Some(e) = named.iter().flatten().find(|e| hits(e)) {
-                            return Err(SqlError::Unsupported {
-                                what: "a multi-table UPDATE that sets the id column (idgate cannot read back the ids it stores; update the table alone)".into(),
-                                table: e.table().to_string(),
-                                column: e.column().to_string(),
-                            });
-                        }
-                    }
-                    None => {}
-                }
+                on_target(target.and_then(|t| fast::ident(sql, &t)))?;
             } else if expect_target && !tok.is(b'.') {
                 target = Some(tok);
             }
         }
         last_end = Some(tok.end);
     }
-    match (single, assigns_id, last_end) {
-        (Some((entry, eff, table)), true, Some(append_at)) => Ok(Some(IdUpdate {
-            entry,
-            display: match eff {
-                Some(s) => format!("{s}.{table}"),
-                None => table.into_owned(),
-            },
-            append_at,
-        })),
-        _ => Ok(None),
-    }
+    Ok(last_end)
 }
 
 /// Writes the appended assignment for the id column `quoted` (backquoted).

@@ -8,6 +8,7 @@
 use super::error::SqlError;
 use super::fast;
 use super::lexer::{Kind, Lexer, Modes, Token};
+use super::shape::same_column;
 use crate::rules::views::GuardedView;
 use crate::rules::RuleSet;
 
@@ -78,46 +79,18 @@ pub(crate) fn check_update(
     if named.iter().all(|g| g.id_columns.is_empty()) {
         return Ok(());
     }
-    // The SET list: the name before each depth-0 `=` that starts an
-    // assignment, up to a word that ends the list.
-    let mut depth = 0usize;
-    let mut expect_target = true;
-    let mut target: Option<Token> = None;
-    while let Some(tok) = next() {
-        match tok.kind {
-            Kind::Punct(b'(') => depth += 1,
-            Kind::Punct(b')') => depth = depth.saturating_sub(1),
-            _ => {}
+    // The SET list.
+    super::update::each_target(sql, next, |col| {
+        let hit = col.and_then(|col| {
+            named
+                .iter()
+                .find(|g| g.id_columns.iter().any(|c| same_column(c, &col)))
+        });
+        match hit {
+            Some(g) => Err(refusal("an UPDATE of the id column", g)),
+            None => Ok(()),
         }
-        if depth != 0 {
-            continue;
-        }
-        if ["WHERE", "ORDER", "LIMIT", "RETURNING"]
-            .iter()
-            .any(|w| tok.is_word(sql, w))
-        {
-            break;
-        }
-        if tok.is(b',') {
-            expect_target = true;
-            target = None;
-        } else if expect_target && tok.is(b'=') {
-            expect_target = false;
-            let col = target.and_then(|t| fast::ident(sql, &t));
-            if let Some(col) = col {
-                let hit = named.iter().find(|g| {
-                    g.id_columns
-                        .iter()
-                        .any(|c| super::shape::same_column(c, &col))
-                });
-                if let Some(g) = hit {
-                    return Err(refusal("an UPDATE of the id column", g));
-                }
-            }
-        } else if expect_target && !tok.is(b'.') {
-            target = Some(tok);
-        }
-    }
+    })?;
     Ok(())
 }
 
