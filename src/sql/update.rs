@@ -85,28 +85,19 @@ pub(crate) fn analyze<'r>(
             .filter(|t| t.start < end && t.kind != Kind::Unterminated)
     };
     let _ = next(); // UPDATE
-                    // The table references, up to `SET`: the first three name tokens (for
-                    // `[schema .] table`), whether there are several tables, and the rule
-                    // tables named (a few).
+
+    // The table references, up to `SET`: the first three name tokens (for
+    // `[schema .] table`), whether there are several tables, and the rule
+    // tables named (a few).
     let mut head: [Option<Token>; 3] = [None; 3];
     let mut n = 0usize;
     let mut multi = false;
     let mut named: [Option<&'r TableEntry>; 4] = [None; 4];
-    let mut depth = 0usize;
     let mut t = next();
     while t.is_some_and(|t| t.is_word(sql, "LOW_PRIORITY") || t.is_word(sql, "IGNORE")) {
         t = next();
     }
-    loop {
-        let Some(tok) = t else { return Ok(None) };
-        match tok.kind {
-            Kind::Punct(b'(') => depth += 1,
-            Kind::Punct(b')') => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-        if depth == 0 && tok.is_word(sql, "SET") {
-            break;
-        }
+    let reached_set = tables_until_set(sql, t, &mut next, |tok| {
         multi |= tok.is(b',') || tok.is_word(sql, "JOIN") || tok.is_word(sql, "STRAIGHT_JOIN");
         if let Some(slot) = head.get_mut(n) {
             *slot = Some(tok);
@@ -120,7 +111,9 @@ pub(crate) fn analyze<'r>(
                 *free = Some(e);
             }
         }
-        t = next();
+    });
+    if !reached_set {
+        return Ok(None);
     }
     if named.iter().all(Option::is_none) {
         return Ok(None);
@@ -170,6 +163,32 @@ pub(crate) fn analyze<'r>(
         })),
         _ => Ok(None),
     }
+}
+
+/// Reads an UPDATE's table references from `first`, then `next`, up to
+/// its depth-0 `SET`, giving `each` every token before it. `false` when
+/// the statement ends first.
+pub(crate) fn tables_until_set(
+    sql: &str,
+    first: Option<Token>,
+    mut next: impl FnMut() -> Option<Token>,
+    mut each: impl FnMut(Token),
+) -> bool {
+    let mut depth = 0usize;
+    let mut t = first;
+    while let Some(tok) = t {
+        match tok.kind {
+            Kind::Punct(b'(') => depth += 1,
+            Kind::Punct(b')') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if depth == 0 && tok.is_word(sql, "SET") {
+            return true;
+        }
+        each(tok);
+        t = next();
+    }
+    false
 }
 
 /// Reads a `SET` list from `next` (just past `SET`): `on_target` gets the

@@ -52,29 +52,22 @@ pub(crate) fn check_update(
     let _ = next(); // UPDATE
                     // The table references, up to `SET`: the guarded views named.
     let mut named: Vec<&GuardedView> = Vec::new();
-    let mut depth = 0usize;
     let (mut prev, mut prev2): (Option<Token>, Option<Token>) = (None, None);
-    loop {
-        let Some(tok) = next() else { return Ok(()) };
-        match tok.kind {
-            Kind::Punct(b'(') => depth += 1,
-            Kind::Punct(b')') => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-        if depth == 0 && tok.is_word(sql, "SET") {
-            break;
-        }
+    let first = next();
+    let reached_set = super::update::tables_until_set(sql, first, &mut next, |tok| {
         if let Some(name) = fast::ident(sql, &tok).filter(|n| views.has_name(n)) {
             let qualifier = match (prev2, prev) {
                 (Some(s), Some(d)) if d.is(b'.') => fast::ident(sql, &s),
                 _ => None,
             };
-            let s = qualifier.as_deref().or(schema);
-            if let Some(g) = views.get(s, &name) {
+            if let Some(g) = views.get(qualifier.as_deref().or(schema), &name) {
                 named.push(g);
             }
         }
         (prev2, prev) = (prev, Some(tok));
+    });
+    if !reached_set {
+        return Ok(());
     }
     if named.iter().all(|g| g.id_columns.is_empty()) {
         return Ok(());
