@@ -4,19 +4,46 @@
 //! with each reload of the rules (`IDGATE RELOAD RULES`, `kill -HUP`: also
 //! how views made on a shard directly are learned).
 //!
-//! Every shard is read (`information_schema.VIEWS`), each on a connection
-//! of idgate's own. A shard that does not answer keeps the views known
+//! Every shard is read (`information_schema.VIEWS`), all at once, each on
+//! a connection of idgate's own. A shard that does not answer keeps the views known
 //! from it before (the catalog only grows then, never loses a guard for
 //! lack of an answer).
 
 use crate::backend::BackendError;
 use crate::frontend::shared::Shared;
 use crate::rules::views::{ViewCatalog, ViewDef};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 
 /// The views of one shard, outside MariaDB's own schemas.
 const VIEWS: &str = "SELECT TABLE_SCHEMA, TABLE_NAME, VIEW_DEFINITION, IS_UPDATABLE \
      FROM information_schema.VIEWS \
      WHERE TABLE_SCHEMA NOT IN ('mysql', 'sys', 'information_schema', 'performance_schema')";
+
+/// Runs `futures` concurrently on this task; their outputs in order.
+async fn all<F: Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
+    let mut futures: Vec<Pin<Box<F>>> = futures.map(Box::pin).collect();
+    let mut outs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, out) in futures.iter_mut().zip(outs.iter_mut()) {
+            if out.is_none() {
+                match f.as_mut().poll(cx) {
+                    Poll::Ready(v) => *out = Some(v),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    outs.into_iter().flatten().collect()
+}
 
 /// Whether DDL `sql` (run through idgate; one that may bring rows under
 /// a name, `write/adopted.rs`) may have made, changed or renamed a view:
@@ -40,11 +67,13 @@ impl Shared {
         }
         let _one = self.rules.reading_views.lock().await;
         let before = self.rules.views();
-        // One shard after another: this runs on DDL and reloads only.
+        // Every shard at once: a shard that does not answer costs its
+        // connect timeout once, not once per shard before it.
         let mut views: Vec<ViewDef> = Vec::new();
         let mut failed = false;
-        for shard in 0..self.config.shards.len() {
-            match self.shard_views(shard).await {
+        let reads = all((0..self.config.shards.len()).map(|shard| self.shard_views(shard))).await;
+        for (shard, read) in reads.into_iter().enumerate() {
+            match read {
                 Ok(v) => views.extend(v),
                 Err(e) => {
                     failed = true;
@@ -92,5 +121,39 @@ impl Shared {
                 ))
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{all, may_change_views};
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn all_runs_at_once_and_keeps_the_order() {
+        let start = tokio::time::Instant::now();
+        let out = all([30u64, 10, 20].into_iter().map(|ms| async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            ms
+        }))
+        .await;
+        assert_eq!(out, vec![30, 10, 20]);
+        // The slowest, not the sum (the clock is paused: exact).
+        assert_eq!(start.elapsed(), Duration::from_millis(30));
+    }
+
+    #[test]
+    fn which_ddl_reads_the_views_again() {
+        for sql in [
+            "CREATE VIEW v AS SELECT 1",
+            "create or replace algorithm=merge view v as select * from t",
+            "ALTER VIEW v AS SELECT 2",
+            "RENAME TABLE a TO b",
+            "ALTER TABLE a RENAME TO b",
+        ] {
+            assert!(may_change_views(sql.as_bytes(), false), "{sql}");
+        }
+        assert!(!may_change_views(b"CREATE TABLE t (id INT)", false));
+        assert!(may_change_views(b"CREATE TABLE t (id INT)", true));
     }
 }
