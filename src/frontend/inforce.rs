@@ -27,8 +27,10 @@ pub struct LiveRules {
     /// set in force is given them ([`RuleSet::attach_views`]). Held while
     /// a rule set is stored, so a new set and new views never cross.
     views: parking_lot::Mutex<Arc<ViewCatalog>>,
-    /// One reading of the views at a time.
+    /// One reading of the views at a time; requests that waited through
+    /// a reading that started after them are served by it.
     pub(crate) reading_views: tokio::sync::Mutex<()>,
+    pub(crate) views_asked: Coalesce,
     /// +1 whenever the rule set in force is replaced: a new version, or
     /// the same rules with new views. Sessions take the set in force when
     /// it moved (the version alone would miss new views).
@@ -75,6 +77,7 @@ impl LiveRules {
             fold: AtomicBool::new(false),
             views: parking_lot::Mutex::new(Arc::default()),
             reading_views: tokio::sync::Mutex::new(()),
+            views_asked: Coalesce::default(),
             generation: AtomicU64::new(1),
         }
     }
@@ -186,5 +189,59 @@ impl LiveRules {
         s.last_attempt = Some(SystemTime::now());
         s.last_error = Some(why.to_string());
         s.failed_version = version;
+    }
+}
+
+/// Requests for a piece of work that may be served by one run: each
+/// request is numbered ([`Coalesce::ask`]); a run notes the last number
+/// asked when it starts ([`Coalesce::start`]) and serves every request up
+/// to it ([`Coalesce::done`]). A request whose number a finished run covers
+/// needs no run of its own: a burst of DDL statements (or a client that
+/// repeats one) costs one reading of the shards' views, not one each.
+#[derive(Debug, Default)]
+pub struct Coalesce {
+    asked: AtomicU64,
+    served: AtomicU64,
+}
+
+impl Coalesce {
+    /// A new request's number.
+    pub fn ask(&self) -> u64 {
+        self.asked.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// Under the caller's lock: `None` when request `mine` was served by a
+    /// run that started after it; otherwise the number this run serves up to.
+    pub fn start(&self, mine: u64) -> Option<u64> {
+        if self.served.load(Ordering::Acquire) >= mine {
+            return None;
+        }
+        Some(self.asked.load(Ordering::Acquire))
+    }
+
+    /// The run that started at `upto` finished.
+    pub fn done(&self, upto: u64) {
+        self.served.fetch_max(upto, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Coalesce;
+
+    #[test]
+    fn one_run_serves_the_requests_made_before_it_started() {
+        let c = Coalesce::default();
+        let a = c.ask();
+        let run1 = c.start(a).expect("the first request runs");
+        // Asked while run 1 is under way: not served by it.
+        let (b, d) = (c.ask(), c.ask());
+        c.done(run1);
+        let run2 = c.start(b).expect("b was asked after run 1 started");
+        c.done(run2);
+        assert_eq!(c.start(d), None, "run 2 started after d was asked");
+        assert_eq!(c.start(a), None);
+        let e = c.ask();
+        assert!(c.start(e).is_some(), "a new request after every run");
     }
 }

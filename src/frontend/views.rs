@@ -60,12 +60,19 @@ impl Shared {
     /// Reads every shard's views and gives them to the rules in force
     /// (nothing to do when idgate runs without rules). Returns how many
     /// views are guarded now. A shard that fails is logged and keeps what
-    /// was known of it.
+    /// was known of it. One reading at a time; a request that waited
+    /// through a reading that began after it is served by that one, so a
+    /// burst of DDL (or a client repeating one) costs one reading.
     pub async fn read_views(&self) -> usize {
         if !self.rules.is_some() {
             return 0;
         }
+        let mine = self.rules.views_asked.ask();
         let _one = self.rules.reading_views.lock().await;
+        let Some(upto) = self.rules.views_asked.start(mine) else {
+            // Read meanwhile, by a reading that began after this request.
+            return self.rules.load().map_or(0, |r| r.views().len());
+        };
         let before = self.rules.views();
         // Every shard at once: a shard that does not answer costs its
         // connect timeout once, not once per shard before it.
@@ -89,7 +96,9 @@ impl Shared {
         }
         let catalog = ViewCatalog::new(views);
         let read = catalog.views().len();
-        if self.rules.set_views(catalog) {
+        let changed = self.rules.set_views(catalog);
+        self.rules.views_asked.done(upto);
+        if changed {
             let guarded = self.rules.load().map_or(0, |r| r.views().len());
             tracing::info!(
                 views = read,
