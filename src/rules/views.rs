@@ -5,7 +5,9 @@
 //! shards' views (`information_schema.VIEWS`, `frontend/views.rs`) into a
 //! [`ViewCatalog`], and every rule set in force knows which views are
 //! *guarded*: updatable, and selecting from a rule table or from another
-//! guarded view. The SQL planner refuses writes of ids through them.
+//! guarded view. The SQL planner refuses writes of ids through them. It
+//! also knows every view (updatable or not) over a *sharded* rule table:
+//! each shard's copy sees that shard's rows only, so routing refuses it.
 //!
 //! What a view reads is taken from its definition as MariaDB stores it,
 //! every name qualified (`` select `shop`.`orders`.`id` AS `id` ... from

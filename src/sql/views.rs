@@ -50,7 +50,8 @@ pub(crate) fn check_update(
             .filter(|t| t.start < end && t.kind != Kind::Unterminated)
     };
     let _ = next(); // UPDATE
-                    // The table references, up to `SET`: the guarded views named.
+
+    // The table references, up to `SET`: the guarded views named.
     let mut named: Vec<&GuardedView> = Vec::new();
     let (mut prev, mut prev2): (Option<Token>, Option<Token>) = (None, None);
     let first = next();
