@@ -58,20 +58,19 @@ pub fn may_change_views(sql: &[u8], guarded: bool) -> bool {
 
 impl Shared {
     /// Reads every shard's views and gives them to the rules in force
-    /// (nothing to do when idgate runs without rules). Returns how many
-    /// views are guarded now. A shard that fails is logged and keeps what
+    /// (nothing to do when idgate runs without rules). A shard that fails is logged and keeps what
     /// was known of it. One reading at a time; a request that waited
     /// through a reading that began after it is served by that one, so a
     /// burst of DDL (or a client repeating one) costs one reading.
-    pub async fn read_views(&self) -> usize {
+    pub async fn read_views(&self) {
         if !self.rules.is_some() {
-            return 0;
+            return;
         }
         let mine = self.rules.views_asked.ask();
         let _one = self.rules.reading_views.lock().await;
         let Some(upto) = self.rules.views_asked.start(mine) else {
             // Read meanwhile, by a reading that began after this request.
-            return self.rules.load().map_or(0, |r| r.views().len());
+            return;
         };
         let before = self.rules.views();
         // Every shard at once: a shard that does not answer costs its
@@ -106,7 +105,6 @@ impl Shared {
                 "the shards' views read: writes of ids through the guarded ones (updatable, over a rule table) are refused"
             );
         }
-        self.rules.load().map_or(0, |r| r.views().len())
     }
 
     /// One shard's views.

@@ -18,6 +18,7 @@
 //! `order_id` ``), or to a guarded view's.
 
 use super::ruleset::RuleSet;
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// One view as read from a shard.
@@ -74,180 +75,217 @@ pub struct GuardedView {
     pub id_columns: Vec<String>,
 }
 
-/// The guarded views of a catalog under one rule set, by `(schema, name)`
-/// (both in lower case when the shards fold names).
-#[derive(Debug, Clone, Default)]
+/// Views by name, then schema: looked up with the statement's `&str`s
+/// without allocating (names in lower case when the shards fold them).
+#[derive(Debug, Clone)]
+struct NameMap<V> {
+    by_name: HashMap<String, Vec<(String, V)>>,
+    fold: bool,
+}
+
+impl<V> NameMap<V> {
+    fn new(fold: bool) -> NameMap<V> {
+        NameMap {
+            by_name: HashMap::new(),
+            fold,
+        }
+    }
+
+    fn get(&self, schema: &str, name: &str) -> Option<&V> {
+        let (schema, name) = self.folded(schema, name);
+        self.by_name
+            .get(&*name)?
+            .iter()
+            .find(|(s, _)| *s == *schema)
+            .map(|(_, v)| v)
+    }
+
+    /// Sets `schema.name` to `v`; whether that changed it.
+    fn set(&mut self, schema: &str, name: &str, v: V) -> bool
+    where
+        V: PartialEq,
+    {
+        let (schema, name) = self.folded(schema, name);
+        let slot = self.by_name.entry(name.into_owned()).or_default();
+        match slot.iter_mut().find(|(s, _)| *s == *schema) {
+            Some((_, old)) if *old == v => false,
+            Some((_, old)) => {
+                *old = v;
+                true
+            }
+            None => {
+                slot.push((schema.into_owned(), v));
+                true
+            }
+        }
+    }
+
+    fn has_name(&self, name: &str) -> bool {
+        !self.by_name.is_empty() && self.by_name.contains_key(&*self.folded("", name).1)
+    }
+
+    fn values(&self) -> impl Iterator<Item = &V> {
+        self.by_name.values().flatten().map(|(_, v)| v)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+
+    fn folded<'a>(&self, schema: &'a str, name: &'a str) -> (Cow<'a, str>, Cow<'a, str>) {
+        if self.fold {
+            (schema.to_lowercase().into(), name.to_lowercase().into())
+        } else {
+            (schema.into(), name.into())
+        }
+    }
+}
+
+/// The guarded views of a catalog under one rule set, and the views over
+/// sharded tables.
+#[derive(Debug, Clone)]
 pub struct ViewGuards {
-    by_name: HashMap<(String, String), GuardedView>,
+    guarded: NameMap<GuardedView>,
     /// Every view (updatable or not) that reads a sharded rule table,
     /// directly or through views: `(view, table)` as shown. On one shard
     /// it sees that shard's rows only, so idgate cannot answer it.
-    over_sharded: HashMap<(String, String), (String, String)>,
-    fold: bool,
+    over_sharded: NameMap<(String, String)>,
+}
+
+impl Default for ViewGuards {
+    fn default() -> ViewGuards {
+        ViewGuards {
+            guarded: NameMap::new(false),
+            over_sharded: NameMap::new(false),
+        }
+    }
 }
 
 impl ViewGuards {
     /// Which of `catalog`'s views reach a rule table of `rules` (directly
-    /// or through other views), to a fixed point.
+    /// or through other views), to a fixed point: each view is worked out
+    /// again from what is known until nothing changes (what is known only
+    /// grows, so this ends).
     pub fn build(catalog: &ViewCatalog, rules: &RuleSet) -> ViewGuards {
         let fold = rules.folds_names();
-        let key = |s: &str, n: &str| {
-            if fold {
-                (s.to_lowercase(), n.to_lowercase())
-            } else {
-                (s.to_string(), n.to_string())
-            }
-        };
-        let mut by_name: HashMap<(String, String), GuardedView> = HashMap::new();
+        let mut guarded: NameMap<GuardedView> = NameMap::new(fold);
+        let mut over_sharded: NameMap<(String, String)> = NameMap::new(fold);
         loop {
-            let mut grew = false;
-            for v in catalog.views.iter().filter(|v| v.updatable) {
-                let k = key(&v.schema, &v.name);
-                if by_name.contains_key(&k) {
-                    continue;
-                }
-                // The first rule table (or guarded view) it reads, and
-                // every id column name it may show.
-                let mut under: Option<(String, String)> = None;
-                let mut id_sources: Vec<String> = Vec::new();
-                for (s, t) in &v.tables {
-                    if let Some(e) = rules.entry(Some(s), t) {
-                        under.get_or_insert_with(|| (e.rule().name.clone(), e.column().into()));
-                        id_sources.push(e.column().to_string());
-                    } else if let Some(g) = by_name.get(&key(s, t)) {
-                        under.get_or_insert_with(|| (g.table.clone(), g.column.clone()));
-                        id_sources.extend(g.id_columns.iter().cloned());
+            let mut changed = false;
+            for v in &catalog.views {
+                if v.updatable {
+                    if let Some(g) = guard(v, rules, &guarded) {
+                        changed |= guarded.set(&v.schema, &v.name, g);
                     }
                 }
-                let Some((table, column)) = under else {
-                    continue;
-                };
-                let id_columns = v
-                    .columns
-                    .iter()
-                    .filter(|(_, c)| id_sources.iter().any(|s| s.eq_ignore_ascii_case(c)))
-                    .map(|(alias, _)| alias.clone())
-                    .collect();
-                by_name.insert(
-                    k,
-                    GuardedView {
-                        view: format!("{}.{}", v.schema, v.name),
-                        table,
-                        column,
-                        id_columns,
-                    },
-                );
-                grew = true;
-            }
-            if !grew {
-                break;
-            }
-        }
-        let mut over_sharded: HashMap<(String, String), (String, String)> = HashMap::new();
-        loop {
-            let mut grew = false;
-            for v in &catalog.views {
-                let k = key(&v.schema, &v.name);
-                if over_sharded.contains_key(&k) {
-                    continue;
-                }
-                let under = v
-                    .tables
-                    .iter()
-                    .find_map(|(s, t)| match rules.entry(Some(s), t) {
-                        Some(e) if e.placement().is_some_and(|p| !p.is_broadcast()) => {
-                            Some(e.rule().name.clone())
-                        }
-                        Some(_) => None,
-                        None => over_sharded.get(&key(s, t)).map(|(_, t)| t.clone()),
-                    });
-                if let Some(table) = under {
-                    over_sharded.insert(k, (format!("{}.{}", v.schema, v.name), table));
-                    grew = true;
+                if let Some(table) = sharded_under(v, rules, &over_sharded) {
+                    let shown = (format!("{}.{}", v.schema, v.name), table);
+                    changed |= over_sharded.set(&v.schema, &v.name, shown);
                 }
             }
-            if !grew {
+            if !changed {
                 break;
             }
         }
         ViewGuards {
-            by_name,
+            guarded,
             over_sharded,
-            fold,
         }
     }
 
     /// The view `schema.name` when it reads a sharded rule table:
     /// `(view, table)`.
     pub fn over_sharded(&self, schema: Option<&str>, name: &str) -> Option<&(String, String)> {
-        self.lookup(&self.over_sharded, schema, name)
+        if self.over_sharded.is_empty() {
+            return None;
+        }
+        self.over_sharded.get(schema?, name)
     }
 
     /// Whether some view that reads a sharded rule table is called `name`
     /// (in any schema): a cheap pre-check.
     pub fn has_sharded_name(&self, name: &str) -> bool {
-        self.any_called(&self.over_sharded, name)
-    }
-
-    /// `map`'s entry for `schema.name`, names compared as the shards do.
-    fn lookup<'a, V>(
-        &self,
-        map: &'a HashMap<(String, String), V>,
-        schema: Option<&str>,
-        name: &str,
-    ) -> Option<&'a V> {
-        if map.is_empty() {
-            return None;
-        }
-        let schema = schema?;
-        if self.fold {
-            map.get(&(schema.to_lowercase(), name.to_lowercase()))
-        } else {
-            map.get(&(schema.to_string(), name.to_string()))
-        }
-    }
-
-    /// Whether `map` has a view called `name` in any schema.
-    fn any_called<V>(&self, map: &HashMap<(String, String), V>, name: &str) -> bool {
-        !map.is_empty()
-            && map.keys().any(|(_, n)| {
-                if self.fold {
-                    n.eq_ignore_ascii_case(name) || *n == name.to_lowercase()
-                } else {
-                    n == name
-                }
-            })
+        self.over_sharded.has_name(name)
     }
 
     /// No guarded view: the planner's checks cost nothing.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.by_name.is_empty()
+        self.guarded.is_empty()
     }
 
     /// The guarded view `schema.name` (`schema`: the statement's or the
     /// session's; a view always has one).
     pub fn get(&self, schema: Option<&str>, name: &str) -> Option<&GuardedView> {
-        self.lookup(&self.by_name, schema, name)
+        if self.guarded.is_empty() {
+            return None;
+        }
+        self.guarded.get(schema?, name)
     }
 
     /// Whether some guarded view is called `name` (in any schema): a cheap
     /// pre-check.
     pub fn has_name(&self, name: &str) -> bool {
-        self.any_called(&self.by_name, name)
+        self.guarded.has_name(name)
     }
 
     /// The guarded views, by name.
     pub fn iter(&self) -> impl Iterator<Item = &GuardedView> {
-        let mut v: Vec<&GuardedView> = self.by_name.values().collect();
+        let mut v: Vec<&GuardedView> = self.guarded.values().collect();
         v.sort_by(|a, b| a.view.cmp(&b.view));
         v.into_iter()
     }
 
     /// How many views are guarded.
     pub fn len(&self) -> usize {
-        self.by_name.len()
+        self.guarded.values().count()
     }
+}
+
+/// `v` as a guarded view, from the rule tables and guarded views it reads:
+/// the first one's table, and every column of `v` that shows an id.
+fn guard(v: &ViewDef, rules: &RuleSet, guarded: &NameMap<GuardedView>) -> Option<GuardedView> {
+    let mut under: Option<(String, String)> = None;
+    let mut id_sources: Vec<&str> = Vec::new();
+    for (s, t) in &v.tables {
+        if let Some(e) = rules.entry(Some(s), t) {
+            under.get_or_insert_with(|| (e.rule().name.clone(), e.column().into()));
+            id_sources.push(e.column());
+        } else if let Some(g) = guarded.get(s, t) {
+            under.get_or_insert_with(|| (g.table.clone(), g.column.clone()));
+            id_sources.extend(g.id_columns.iter().map(String::as_str));
+        }
+    }
+    let (table, column) = under?;
+    let id_columns = v
+        .columns
+        .iter()
+        .filter(|(_, c)| id_sources.iter().any(|s| s.eq_ignore_ascii_case(c)))
+        .map(|(alias, _)| alias.clone())
+        .collect();
+    Some(GuardedView {
+        view: format!("{}.{}", v.schema, v.name),
+        table,
+        column,
+        id_columns,
+    })
+}
+
+/// The sharded rule table `v` reads, directly or through views known to.
+fn sharded_under(
+    v: &ViewDef,
+    rules: &RuleSet,
+    over_sharded: &NameMap<(String, String)>,
+) -> Option<String> {
+    v.tables
+        .iter()
+        .find_map(|(s, t)| match rules.entry(Some(s), t) {
+            Some(e) if e.placement().is_some_and(|p| !p.is_broadcast()) => {
+                Some(e.rule().name.clone())
+            }
+            Some(_) => None,
+            None => over_sharded.get(s, t).map(|(_, t)| t.clone()),
+        })
 }
 
 #[cfg(test)]
@@ -314,6 +352,19 @@ mod tests {
             assert_eq!(v.id_columns, ids, "{name}");
         }
         assert!(g.get(Some("shop"), "plain").is_none());
+        // A view that reads the table and, through a view sorted after
+        // it, the id again under another name: both names found.
+        let catalog2 = ViewCatalog::new(vec![
+            view(
+                "shop",
+                "b0",
+                &[("shop", "orders"), ("shop", "c9")],
+                &[("id", "id"), ("x", "cid")],
+            ),
+            view("shop", "c9", &[("shop", "orders")], &[("cid", "id")]),
+        ]);
+        let g2 = ViewGuards::build(&catalog2, &rules);
+        assert_eq!(g2.get(Some("shop"), "b0").unwrap().id_columns, ["id", "x"]);
         assert!(g.get(Some("shop"), "ro").is_none());
         assert!(g.get(None, "a1").is_none(), "a view always has a schema");
         assert!(g.get(Some("Shop"), "A1").is_none(), "case-sensitive");
