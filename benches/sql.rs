@@ -235,7 +235,8 @@ fn classify(c: &mut Criterion) {
 /// The substring scans every multiplexed statement gets (pins and
 /// `LAST_INSERT_ID()`: `get_lock`, `sql_calc_found_rows`, `warning_count`,
 /// `error_count`, `last_insert_id`, `@@identity`), over sysbench's INSERT
-/// and an ORM's (snake_case names: many `_`).
+/// and an ORM's (snake_case names: many `_`); and the twelve words of
+/// `sql::statement::mentions` found together.
 fn scans(c: &mut Criterion) {
     use idgate::sql::statement::keyword::contains_ignore_case;
     const NEEDLES: [&[u8]; 6] = [
@@ -257,6 +258,11 @@ fn scans(c: &mut Criterion) {
                     .filter(|n| contains_ignore_case(black_box(text), n))
                     .count()
             })
+        });
+        // The multiplexer's twelve words together, as each command now
+        // pays for them (`sql::statement::mentions`).
+        g.bench_function(format!("mentions_{name}"), |b| {
+            b.iter(|| idgate::sql::statement::mentions::Mentions::of(black_box(text)))
         });
     }
     g.finish();

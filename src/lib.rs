@@ -71,7 +71,8 @@
 //!     the statement's classification), and multi-statement queries.
 //! - [`sql`]: `sql::statement`: one classification per statement (its
 //!   kind: admin, KILL, diagnostics, BEGIN/COMMIT, savepoint, other; its
-//!   first keyword; the keyword helpers, once; whether it may call a
+//!   first keyword; the keyword helpers, once; the words it mentions
+//!   anywhere, found together, `sql::statement::mentions`; whether it may call a
 //!   sequence function on idgate's generators, `sql::statement::sequence`;
 //!   a multi-statement query cut into statements), which the session's command
 //!   loop matches on once; parse, plan and splice INSERT statements

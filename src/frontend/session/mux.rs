@@ -56,6 +56,7 @@ use crate::sql::statement::keyword::{
     code, contains_ignore_case, executed, first_keyword, keyword_start, second_word,
     semicolon_parts, session_set, set_statement_body,
 };
+use crate::sql::statement::mentions::{Mentions, Word};
 use crate::sql::statement::split_statements;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -162,19 +163,25 @@ struct Facts {
 impl Facts {
     /// `mentions_lid`: whether it names `LAST_INSERT_ID()`, found before
     /// the command ran (`Session::before_command`).
+    #[cfg(test)]
     fn of(sql: &[u8], mentions_lid: bool) -> Facts {
-        let (pins, unlock) = sticky_pins(sql);
+        Facts::with(sql, Mentions::of(sql), mentions_lid)
+    }
+
+    /// [`Facts::of`], with what the text mentions already found.
+    fn with(sql: &[u8], m: Mentions, mentions_lid: bool) -> Facts {
+        let (pins, unlock) = sticky_pins(sql, m);
         let first = first_keyword(sql);
         Facts {
             pins,
             unlock,
-            several_with_set: several_with_set(sql),
+            several_with_set: m.has(Word::Semicolon) && several_with_set(sql),
             diagnostics: (&first == b"SHOW\0\0\0\0"
                 && (contains_ignore_case(sql, b"warnings")
                     || contains_ignore_case(sql, b"errors")))
                 || &first == b"GET\0\0\0\0\0"
-                || contains_ignore_case(sql, b"warning_count")
-                || contains_ignore_case(sql, b"error_count"),
+                || m.has(Word::WarningCount)
+                || m.has(Word::ErrorCount),
             mentions_lid,
             inserts: matches!(&first, b"INSERT\0\0" | b"REPLACE\0"),
         }
@@ -185,12 +192,12 @@ impl Facts {
 /// releases `LOCK TABLES`. A query of several statements is looked at
 /// statement by statement (cut at every `;`, also one in a string: more
 /// pins at worst).
-fn sticky_pins(sql: &[u8]) -> (u32, bool) {
+fn sticky_pins(sql: &[u8], m: Mentions) -> (u32, bool) {
     let mut pins = 0;
     let mut unlock = false;
-    for part in semicolon_parts(sql) {
+    let mut part_pins = |part: &[u8]| {
         if part.iter().all(u8::is_ascii_whitespace) {
-            continue;
+            return;
         }
         let (p, u) = keyword_pins(part);
         pins |= p;
@@ -199,17 +206,21 @@ fn sticky_pins(sql: &[u8]) -> (u32, bool) {
             pins &= !Pin::LockTables.bit();
         }
         unlock |= u && pins & Pin::LockTables.bit() == 0;
+    };
+    match m.has(Word::Semicolon) {
+        true => semicolon_parts(sql).for_each(&mut part_pins),
+        false => part_pins(sql),
     }
-    if user_variable(sql) {
+    if m.has(Word::At) && user_variable(sql) {
         pins |= Pin::UserVariable.bit();
     }
-    if contains_ignore_case(sql, b"get_lock") {
+    if m.has(Word::GetLock) {
         pins |= Pin::GetLock.bit();
     }
-    if contains_ignore_case(sql, b"sql_calc_found_rows") {
+    if m.has(Word::SqlCalcFoundRows) {
         pins |= Pin::FoundRows.bit();
     }
-    if native_sequence(sql) {
+    if m.has(Word::ValueFor) || (m.has(Word::ValParen) && native_sequence(sql)) {
         pins |= Pin::Sequence.bit();
     }
     (pins, unlock)
@@ -387,36 +398,34 @@ fn find_ignore_case(hay: &[u8], needle: &[u8]) -> Option<usize> {
     })
 }
 
-/// Whether `sql` reads or sets the last insert id by name.
-fn mentions_last_id(sql: &[u8]) -> bool {
-    contains_ignore_case(sql, b"last_insert_id") || contains_ignore_case(sql, b"@@identity")
-}
-
 /// Whether what idgate sends the shards for client statement `sql` may
 /// read the connection's `LAST_INSERT_ID()`: the statement names it, or it
 /// is an INSERT IGNORE / ON DUPLICATE KEY UPDATE, which idgate writes into
 /// a rule table tracking the stored id through `LAST_INSERT_ID()` and
 /// putting the session's value back when none was stored (`sql::upsert`).
+#[cfg(test)]
 fn reads_last_id(sql: &[u8]) -> bool {
-    mentions_last_id(sql)
-        || &first_keyword(sql) == b"INSERT\0\0"
-            && (contains_ignore_case(sql, b"ignore") || contains_ignore_case(sql, b"duplicate"))
+    reads_last_id_with(sql, Mentions::of(sql))
+}
+
+/// [`reads_last_id`], with what the text mentions already found.
+fn reads_last_id_with(sql: &[u8], m: Mentions) -> bool {
+    m.has(Word::LastInsertId)
+        || m.has(Word::Identity)
+        || ((m.has(Word::Ignore) || m.has(Word::Duplicate)) && &first_keyword(sql) == b"INSERT\0\0")
 }
 
 impl Session {
     /// Before each command: whether what it sends the shards may read
     /// `LAST_INSERT_ID()` ([`reads_last_id`]).
     pub(in crate::frontend) fn before_command(&mut self, payload: &[u8]) {
-        self.mux.want_lid = match payload.first() {
-            Some(&cmd::QUERY) => reads_last_id(&executed(&payload[1..])),
-            Some(&cmd::STMT_EXECUTE) => crate::protocol::stmt::stmt_id(&payload[1..])
-                .ok()
-                .and_then(|id| self.stmts.get_mut(id))
-                .is_some_and(|s| {
-                    reads_last_id(&executed(s.client_prepare.get(1..).unwrap_or(&[])))
-                }),
-            _ => false,
-        };
+        let mut mentions = None;
+        self.mux.want_lid = self.command_text(payload, |sql| {
+            let m = Mentions::of(sql);
+            mentions = Some(m);
+            reads_last_id_with(sql, m)
+        }) == Some(true);
+        self.mux.mentions = mentions;
         self.note_insert(payload);
     }
 
@@ -432,14 +441,32 @@ impl Session {
     /// statement is looked up once).
     fn command_facts(&mut self, payload: &[u8]) -> Option<Facts> {
         let lid = self.mux.want_lid;
+        // Found by `before_command` for this same command (unless the
+        // command reset the session's multiplexing state meanwhile).
+        let mentions = self.mux.mentions.take();
+        let of = |sql: &[u8]| Facts::with(sql, mentions.unwrap_or_else(|| Mentions::of(sql)), lid);
         match payload.first() {
-            Some(&cmd::QUERY) => payload.get(1..).map(|sql| Facts::of(&executed(sql), lid)),
+            Some(&cmd::QUERY) => payload.get(1..).map(|sql| of(&executed(sql))),
             Some(&cmd::STMT_EXECUTE) => {
                 let id = crate::protocol::stmt::stmt_id(payload.get(1..)?).ok()?;
                 let s = self.stmts.get_mut(id)?;
                 let sql = executed(s.client_prepare.get(1..)?);
                 self.state.record_prepared(&sql);
-                Some(Facts::of(&sql, lid))
+                Some(of(&sql))
+            }
+            _ => None,
+        }
+    }
+
+    /// `f` of the statement text of a command, as MariaDB runs it
+    /// ([`executed`]): a query's, or the prepared text of an execute.
+    fn command_text<T>(&mut self, payload: &[u8], f: impl FnOnce(&[u8]) -> T) -> Option<T> {
+        match payload.first() {
+            Some(&cmd::QUERY) => payload.get(1..).map(|sql| f(&executed(sql))),
+            Some(&cmd::STMT_EXECUTE) => {
+                let id = crate::protocol::stmt::stmt_id(payload.get(1..)?).ok()?;
+                let s = self.stmts.get_mut(id)?;
+                s.client_prepare.get(1..).map(|sql| f(&executed(sql)))
             }
             _ => None,
         }
@@ -929,14 +956,14 @@ mod tests {
 
     #[test]
     fn sticky_pins_by_statement() {
-        let p = |s: &str| sticky_pins(s.as_bytes()).0;
+        let p = |s: &str| sticky_pins(s.as_bytes(), Mentions::of(s.as_bytes())).0;
         assert_eq!(
             p("CREATE TEMPORARY TABLE t (a int)"),
             Pin::TemporaryTable.bit()
         );
         assert_eq!(p("CREATE TABLE t (a int)"), 0);
         assert_eq!(p("LOCK TABLES t WRITE"), Pin::LockTables.bit());
-        assert!(sticky_pins(b"UNLOCK TABLES").1);
+        assert!(sticky_pins(b"UNLOCK TABLES", Mentions::of(b"UNLOCK TABLES")).1);
         assert_eq!(p("SELECT GET_LOCK('x', 0)"), Pin::GetLock.bit());
         assert_eq!(p("PREPARE s FROM 'SELECT 1'"), Pin::SqlPrepare.bit());
         assert_eq!(
@@ -993,7 +1020,13 @@ mod tests {
         // Each statement of a multi-statement query counts.
         assert_eq!(p("SELECT 1; LOCK TABLES t WRITE"), Pin::LockTables.bit());
         assert_eq!(p("LOCK TABLES t WRITE; UNLOCK TABLES"), 0);
-        assert!(sticky_pins(b"SELECT 1;\n UNLOCK TABLES").1);
+        assert!(
+            sticky_pins(
+                b"SELECT 1;\n UNLOCK TABLES",
+                Mentions::of(b"SELECT 1;\n UNLOCK TABLES")
+            )
+            .1
+        );
         // Empty statements, and a semicolon first or last.
         assert_eq!(p(";;SELECT 1;; CALL p();"), Pin::Call.bit());
         assert_eq!(p("LOCK TABLES t WRITE;"), Pin::LockTables.bit());

@@ -30,6 +30,9 @@ pub struct MuxState {
     /// The command under way names `LAST_INSERT_ID()` (or `@@identity`):
     /// every connection it uses is given the session's value first.
     pub(in crate::frontend) want_lid: bool,
+    /// What the command's statement text mentions, found before it ran
+    /// and used again after it (`mux.rs`' `Facts`): one pass per command.
+    pub(in crate::frontend) mentions: Option<crate::sql::statement::mentions::Mentions>,
     /// The command under way is an INSERT or REPLACE that does not name
     /// `LAST_INSERT_ID` (`generated.rs`): its text, kept for when what
     /// it does to the value matters (reused buffer).

@@ -8,6 +8,8 @@
 //!   the cheap scans of a statement's text (`sql_mode`, character sets,
 //!   `USE` inside a multi-statement query): the only keyword helpers.
 //! - `admin.rs`: idgate's own statements.
+//! - `mentions.rs`: the words a statement mentions anywhere (`GET_LOCK`,
+//!   `LAST_INSERT_ID`, `@`, ...), all found in one pass.
 //! - `kill.rs`: `KILL`.
 //! - `diag.rs`: diagnostics statements (`SHOW WARNINGS` and friends).
 //! - `txn.rs`: `BEGIN`/`COMMIT`/`ROLLBACK` and savepoints.
@@ -22,6 +24,7 @@ pub mod diag;
 pub mod dynamic;
 pub mod keyword;
 pub mod kill;
+pub mod mentions;
 pub mod sequence;
 pub mod several;
 pub mod txn;
