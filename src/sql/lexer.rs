@@ -401,11 +401,15 @@ static COMMENT_START: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
     std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"/*"));
 
 /// Whether `src` may have an executable comment (`/*!`, `/*M!`; also one
-/// inside a string: a cheap test before [`lex_all`] looks closer).
+/// inside a string: a cheap test before [`lex_all`] looks closer). A scan
+/// for the `!`, rare in SQL text: memmem's setup for `/*` cost 450
+/// instructions per call on sysbench's INSERT (callgrind), the scan of
+/// one byte a fraction of it.
 pub fn has_exec_comment(src: &[u8]) -> bool {
-    COMMENT_START
-        .find_iter(src)
-        .any(|i| exec_comment_len(src, i + 2).is_some())
+    memchr::memchr_iter(b'!', src).any(|j| {
+        (j >= 2 && &src[j - 2..j] == b"/*" && exec_comment_len(src, j).is_some())
+            || (j >= 3 && &src[j - 3..j] == b"/*M" && exec_comment_len(src, j - 1).is_some())
+    })
 }
 
 /// What [`lex_all`] blanks in its copy of the text.
@@ -776,6 +780,18 @@ pub fn skim(sql: &str, mut pos: usize, modes: Modes, mut in_exec: bool) -> Skim 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The scan for `!` finds an opener wherever a search for every
+        /// `/*` does.
+        #[test]
+        fn exec_comment_scan_is_a_search_for_openers(t in "(/|\\*|!|M|/\\*|/\\*!|/\\*M!|1|40101| |x){0,12}") {
+            let src = t.as_bytes();
+            let every = (0..src.len())
+                .any(|i| src[i..].starts_with(b"/*") && exec_comment_len(src, i + 2).is_some());
+            proptest::prop_assert_eq!(has_exec_comment(src), every);
+        }
+    }
 
     #[test]
     fn executed_text_blanks_the_markers_only() {

@@ -250,18 +250,21 @@ pub fn plan_query(sql: &str, rules: &RuleSet, ctx: &PlanCtx<'_>) -> Result<Plan,
 /// is found before any quote could matter, so a session need not know its
 /// `sql_mode` (a round trip to the shard) to forward such a statement.
 pub fn passes_in_every_mode(sql: &str) -> bool {
-    if memchr::memchr(b';', sql.as_bytes()).is_some() || last_id_hint(sql.as_bytes()) {
+    if memchr::memchr(b';', sql.as_bytes()).is_some() {
         return false;
     }
     let mut lx = Lexer::new(sql, 0, Modes::default());
     let Some(t) = lx.next_token() else {
-        return true;
+        return !last_id_hint(sql.as_bytes());
     };
-    match first_kind(sql, &t, &lx) {
+    // The first word first: an INSERT is planned whatever it names, so
+    // its text is scanned for the hint once, by the planner.
+    let passes = match first_kind(sql, &t, &lx) {
         First::Plain { .. } => !kw(sql, &t, "UPDATE"),
         First::Other => true,
         _ => false,
-    }
+    };
+    passes && !last_id_hint(sql.as_bytes())
 }
 
 /// [`plan_query`] with a chosen parser (for differential tests).

@@ -72,12 +72,17 @@ pub fn is_exec_opener(s: &[u8]) -> bool {
 
 /// The first keyword of a statement, upper-cased, skipping whitespace and comments.
 pub fn first_keyword(sql: &[u8]) -> [u8; 8] {
-    let i = keyword_start(sql);
+    // Most statements start with their keyword: no comment to skip.
+    let i = match sql.first() {
+        Some(b) if b.is_ascii_alphabetic() => 0,
+        _ => keyword_start(sql),
+    };
+    let word = sql.get(i..).unwrap_or_default();
     let mut out = [0u8; 8];
-    for (o, b) in out
-        .iter_mut()
-        .zip(sql[i..].iter().take_while(|b| b.is_ascii_alphabetic()))
-    {
+    for (o, &b) in out.iter_mut().zip(word) {
+        if !b.is_ascii_alphabetic() {
+            break;
+        }
         *o = b.to_ascii_uppercase();
     }
     out
@@ -127,7 +132,13 @@ pub fn may_change_schema(sql: &[u8]) -> bool {
 
 /// Whether `sql` mentions `sql_mode` (then the session's modes are read again).
 pub fn mentions_sql_mode(sql: &[u8]) -> bool {
-    contains_ignore_case(sql, b"sql_mode")
+    // Scanned for its `q`, rare in SQL text (`s` is everywhere).
+    memchr::memchr2_iter(b'q', b'Q', sql).any(|i| {
+        i >= 1
+            && sql
+                .get(i - 1..i + 7)
+                .is_some_and(|w| w.eq_ignore_ascii_case(b"sql_mode"))
+    })
 }
 
 /// Whether `sql` may change the session's `character_set_client` (`SET
@@ -287,6 +298,18 @@ mod tests {
                 proptest::prop_assert_eq!(parts.iter().map(|p| p.len() + 1).sum::<usize>(), t.len() + 1);
                 let _ = (first_keyword(&e), second_word(&c), keyword_start(t));
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// The scan anchored on `q` finds `sql_mode` wherever a plain
+        /// search does.
+        #[test]
+        fn sql_mode_scan_is_a_plain_search(t in "(sql_mode|SQL_Mode|sq|l_mode|q|Q|s| ){0,10}") {
+            proptest::prop_assert_eq!(
+                mentions_sql_mode(t.as_bytes()),
+                contains_ignore_case(t.as_bytes(), b"sql_mode")
+            );
         }
     }
 
