@@ -408,6 +408,20 @@ fn reads_last_id(sql: &[u8]) -> bool {
     reads_last_id_with(sql, Mentions::of(sql))
 }
 
+/// `f` of `sql` as MariaDB runs it ([`executed`]) and of what that text
+/// mentions. The markers of executable comments are blanked only when the
+/// text has a `!` (`/*!`, `/*M!` need one), so most statements are
+/// scanned once. The mentions passed on have [`Word::Bang`] when `sql`
+/// has a `!` (blanking may take it out of the text read).
+fn as_executed<T>(sql: &[u8], f: impl FnOnce(&[u8], Mentions) -> T) -> T {
+    let m = Mentions::of(sql);
+    if !m.has(Word::Bang) {
+        return f(sql, m);
+    }
+    let text = executed(sql);
+    f(&text, Mentions::of(&text).with(Word::Bang))
+}
+
 /// [`reads_last_id`], with what the text mentions already found.
 fn reads_last_id_with(sql: &[u8], m: Mentions) -> bool {
     m.has(Word::LastInsertId)
@@ -421,9 +435,10 @@ impl Session {
     pub(in crate::frontend) fn before_command(&mut self, payload: &[u8]) {
         let mut mentions = None;
         self.mux.want_lid = self.command_text(payload, |sql| {
-            let m = Mentions::of(sql);
-            mentions = Some(m);
-            reads_last_id_with(sql, m)
+            as_executed(sql, |text, m| {
+                mentions = Some(m);
+                reads_last_id_with(text, m)
+            })
         }) == Some(true);
         self.mux.mentions = mentions;
         self.note_insert(payload);
@@ -444,29 +459,33 @@ impl Session {
         // Found by `before_command` for this same command (unless the
         // command reset the session's multiplexing state meanwhile).
         let mentions = self.mux.mentions.take();
-        let of = |sql: &[u8]| Facts::with(sql, mentions.unwrap_or_else(|| Mentions::of(sql)), lid);
+        let of = |sql: &[u8]| match mentions {
+            // No `!`: the text runs as it is written.
+            Some(m) if !m.has(Word::Bang) => Facts::with(sql, m, lid),
+            _ => as_executed(sql, |text, m| Facts::with(text, m, lid)),
+        };
         match payload.first() {
-            Some(&cmd::QUERY) => payload.get(1..).map(|sql| of(&executed(sql))),
+            Some(&cmd::QUERY) => payload.get(1..).map(of),
             Some(&cmd::STMT_EXECUTE) => {
                 let id = crate::protocol::stmt::stmt_id(payload.get(1..)?).ok()?;
                 let s = self.stmts.get_mut(id)?;
-                let sql = executed(s.client_prepare.get(1..)?);
-                self.state.record_prepared(&sql);
-                Some(of(&sql))
+                let sql = s.client_prepare.get(1..)?;
+                self.state.record_prepared(&executed(sql));
+                Some(of(sql))
             }
             _ => None,
         }
     }
 
-    /// `f` of the statement text of a command, as MariaDB runs it
-    /// ([`executed`]): a query's, or the prepared text of an execute.
+    /// `f` of the statement text of a command as sent: a query's, or the
+    /// prepared text of an execute.
     fn command_text<T>(&mut self, payload: &[u8], f: impl FnOnce(&[u8]) -> T) -> Option<T> {
         match payload.first() {
-            Some(&cmd::QUERY) => payload.get(1..).map(|sql| f(&executed(sql))),
+            Some(&cmd::QUERY) => payload.get(1..).map(f),
             Some(&cmd::STMT_EXECUTE) => {
                 let id = crate::protocol::stmt::stmt_id(payload.get(1..)?).ok()?;
                 let s = self.stmts.get_mut(id)?;
-                s.client_prepare.get(1..).map(|sql| f(&executed(sql)))
+                s.client_prepare.get(1..).map(f)
             }
             _ => None,
         }
@@ -940,6 +959,25 @@ fn bit(shard: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn executed_text_only_when_it_has_a_bang() {
+        // No `!`: the text as written, scanned once.
+        as_executed(b"SELECT 1 /* a */", |t, m| {
+            assert_eq!(t, b"SELECT 1 /* a */");
+            assert!(!m.has(Word::Bang));
+        });
+        // An executable comment: its markers blanked, the `!` remembered.
+        as_executed(b"/*!40101 SET @a = 1 */", |t, m| {
+            assert_eq!(t, b"         SET @a = 1   ");
+            assert!(m.has(Word::Bang) && m.has(Word::At));
+        });
+        // A `!` that opens nothing: the text as written.
+        as_executed(b"SELECT 1 != 2", |t, m| {
+            assert_eq!(t, b"SELECT 1 != 2");
+            assert!(m.has(Word::Bang));
+        });
+    }
 
     #[test]
     fn user_variables_outside_strings_and_comments() {

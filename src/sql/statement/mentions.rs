@@ -8,9 +8,9 @@
 //! (callgrind, 2026-11-28), a fifth of all idgate ran per statement. (An
 //! Aho-Corasick DFA over all the words took as many: 16 instructions a
 //! byte.) Here the words share their scans: one for `_`, `@` and `;`
-//! (the words with `_` are checked around each `_`), one for `(`, and one
-//! for each of three letters rare in SQL (`v`, `g`, `p`). A bit set is
-//! exactly "the substring occurs", so a caller may use it as the answer or
+//! (the words with `_` are checked around each `_`), one for `(` and `!`,
+//! and one for each of three letters rare in SQL (`v`, `g`, `p`). A bit
+//! set is exactly "the substring occurs", so a caller may use it as the answer or
 //! as a filter before a finer reading of the text.
 
 /// A word [`Mentions`] looks for.
@@ -41,11 +41,14 @@ pub enum Word {
     At,
     /// `;` (maybe several statements).
     Semicolon,
+    /// `!` (an executable comment, `/*!` or `/*M!`, has one: a text
+    /// without it is run as it is written).
+    Bang,
 }
 
 impl Word {
     #[cfg(test)]
-    const ALL: [Word; 12] = [
+    const ALL: [Word; 13] = [
         Word::GetLock,
         Word::SqlCalcFoundRows,
         Word::ValueFor,
@@ -58,6 +61,7 @@ impl Word {
         Word::Duplicate,
         Word::At,
         Word::Semicolon,
+        Word::Bang,
     ];
 
     /// The text looked for (lower case).
@@ -75,6 +79,7 @@ impl Word {
             Word::Duplicate => "duplicate",
             Word::At => "@",
             Word::Semicolon => ";",
+            Word::Bang => "!",
         }
     }
 }
@@ -130,8 +135,12 @@ impl Mentions {
                 _ => m.set(Word::Semicolon),
             }
         }
-        if memchr::memchr_iter(b'(', sql).any(|i| at(i.checked_sub(3), Word::ValParen)) {
-            m.set(Word::ValParen);
+        for i in memchr::memchr2_iter(b'(', b'!', sql) {
+            if sql[i] == b'!' {
+                m.set(Word::Bang);
+            } else if !m.has(Word::ValParen) && at(i.checked_sub(3), Word::ValParen) {
+                m.set(Word::ValParen);
+            }
         }
         for (w, b, k) in LETTERED {
             if memchr::memchr2_iter(b, b.to_ascii_uppercase(), sql).any(|i| at(i.checked_sub(k), w))
@@ -145,6 +154,12 @@ impl Mentions {
     /// Whether the text contains `w`.
     pub fn has(self, w: Word) -> bool {
         self.0 & (1 << w as u8) != 0
+    }
+
+    /// These mentions, and `w`.
+    pub fn with(mut self, w: Word) -> Mentions {
+        self.set(w);
+        self
     }
 
     fn set(&mut self, w: Word) {
@@ -170,7 +185,7 @@ mod tests {
         /// A bit is set exactly when a plain search finds the word.
         #[test]
         fn same_as_one_search_per_word(
-            sql in "(get_|lock|GET_LOCK|sql_calc_found_rows|value|VALUE| |for|val\\(|NEXTVAL\\(|warning_count|error_count|last_insert_id|@|@@identity|ignore|Duplicate|;|x|_){0,12}",
+            sql in "(get_|lock|GET_LOCK|sql_calc_found_rows|value|VALUE| |for|val\\(|NEXTVAL\\(|warning_count|error_count|last_insert_id|@|@@identity|ignore|Duplicate|;|!|/\\*!|x|_){0,12}",
             bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..48),
         ) {
             for t in [sql.as_bytes(), &bytes[..]] {
