@@ -360,13 +360,12 @@ fn skip_line(sql: &[u8], i: usize) -> usize {
     memchr::memchr(b'\n', &sql[i..]).map_or(sql.len(), |n| i + n + 1)
 }
 
-/// Whether `sql` uses a MariaDB sequence's per-connection values (not
-/// idgate's own generators, `idgate.g`, which idgate answers itself).
+/// Whether `sql` calls `NEXTVAL(`, `LASTVAL(` or `SETVAL(` on a MariaDB
+/// sequence (per-connection values), not on idgate's own generators
+/// (`idgate.g`, which idgate answers itself). `NEXT VALUE FOR s` and
+/// `PREVIOUS VALUE FOR s` are [`Word::ValueFor`], found by the caller.
 fn native_sequence(sql: &[u8]) -> bool {
-    if contains_ignore_case(sql, b"value for") {
-        return true;
-    }
-    // `NEXTVAL(`, `LASTVAL(`, `SETVAL(`: the text after `val(`.
+    // The text after each `val(`.
     let mut rest = sql;
     while let Some(i) = find_ignore_case(rest, b"val(") {
         let after = &rest[i + 4..];
