@@ -24,19 +24,22 @@
 #                  point_select (oltp_point_select)
 #   --time S       seconds counted (default 12)
 #   --top N        functions listed (default 25; 0: the total only)
+#   --keep DIR     keep each binary's callgrind dump as DIR/BIN.callgrind
+#                  (for callgrind_annotate --tree=caller, or self costs)
 #
 # Environment: IDGATE_TB_S0_PORT, IDGATE_TB_ETCD_PORT (as testbed.sh).
 set -euo pipefail
 umask 077
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
-workload=insert secs=12 top=25
+workload=insert secs=12 top=25 keep=
 bins=()
 while (($#)); do
   case "$1" in
     --workload) workload=$2; shift ;;
     --time) secs=$2; shift ;;
     --top) top=$2; shift ;;
+    --keep) keep=$2; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "unknown option: $1 (see --help)" >&2; exit 2 ;;
     *) bins+=("$1") ;;
@@ -162,6 +165,10 @@ for bin in "${bins[@]}"; do
         if (++shown >= top) exit
       }' "$tmp/annotate.txt"
     echo
+  fi
+  if [ -n "$keep" ]; then
+    mkdir -p "$keep"
+    cp "$dump" "$keep/$(basename "$bin").callgrind"
   fi
   rm -f "$out".*
 done
