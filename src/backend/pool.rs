@@ -167,8 +167,9 @@ impl PoolView {
 pub struct Idle<K, C> {
     pub key: K,
     pub conn: C,
-    /// Its current schema, as the last user left it.
-    pub db: Option<String>,
+    /// Its current schema, as the last user left it (shared: a
+    /// multiplexed session gives its connection back at every statement).
+    pub db: Option<Arc<str>>,
     /// The session state its last user left on it (the session's `SET`s,
     /// as a fingerprint): 0 as after a login or COM_RESET_CONNECTION. A
     /// taker with the same tag needs no round trip to use it.
@@ -348,7 +349,7 @@ impl<K: Clone + Eq, C> Pool<K, C> {
     /// then one already in `db` and with session state `tag`), or a place
     /// to open one, waiting in line when the pool is full.
     pub async fn take(self: &Arc<Self>, key: &K, want: Want<'_>) -> Result<Taken<K, C>, PoolFull> {
-        let rx = match self.try_take(key, want, Instant::now()) {
+        let rx = match self.try_take(key, want, None) {
             Ok(t) => return Ok(t),
             Err(rx) => rx,
         };
@@ -397,8 +398,11 @@ impl<K: Clone + Eq, C> Pool<K, C> {
         self: &Arc<Self>,
         key: &K,
         want: Want<'_>,
-        now: Instant,
+        now: Option<Instant>,
     ) -> Result<Taken<K, C>, oneshot::Receiver<Grant<K, C>>> {
+        // The clock is read only for a new place (a reused connection
+        // keeps its lease).
+        let now = || now.unwrap_or_else(Instant::now);
         if self.settings.min_idle > 0 {
             *self.last_key.lock() = Some(key.clone());
         }
@@ -413,7 +417,7 @@ impl<K: Clone + Eq, C> Pool<K, C> {
         if g.waiters.is_empty() && (max == 0 || g.open < max) {
             g.open += 1;
             return Ok(Taken::Open {
-                lease: self.lease(now),
+                lease: self.lease(now()),
                 evicted: None,
             });
         }
@@ -424,7 +428,7 @@ impl<K: Clone + Eq, C> Pool<K, C> {
                 disarm(&mut old.lease);
                 self.stats.closed.fetch_add(1, Ordering::Relaxed);
                 return Ok(Taken::Open {
-                    lease: self.lease(now),
+                    lease: self.lease(now()),
                     evicted: Some(old.conn),
                 });
             }
@@ -609,7 +613,7 @@ mod tests {
     }
 
     fn open(p: &Arc<Pool<u8, u32>>, key: u8) -> Lease<u8, u32> {
-        match p.try_take(&key, Want::default(), Instant::now()) {
+        match p.try_take(&key, Want::default(), Some(Instant::now())) {
             Ok(Taken::Open { lease, evicted }) => {
                 assert!(evicted.is_none());
                 lease
@@ -640,7 +644,7 @@ mod tests {
         assert_eq!(p.state().open, 2);
         // Full: a third taker is in line.
         let mut rx = p
-            .try_take(&1, Want::default(), Instant::now())
+            .try_take(&1, Want::default(), Some(Instant::now()))
             .expect_err("in line");
         assert_eq!(p.state().waiting, 1);
         drop(b);
@@ -655,7 +659,7 @@ mod tests {
         );
         let _place = rx.try_recv().expect("a place");
         assert!(p.give_back(idle(1, 7, a, Instant::now())).is_none());
-        match p.try_take(&1, Want::default(), Instant::now()) {
+        match p.try_take(&1, Want::default(), Some(Instant::now())) {
             Ok(Taken::Reuse(i)) => assert_eq!(i.conn, 7),
             _ => panic!("expected the idle connection"),
         }
@@ -666,7 +670,7 @@ mod tests {
         let p = Pool::<u8, u32>::new("s0", settings(1));
         let a = open(&p, 1);
         assert!(p.give_back(idle(1, 7, a, Instant::now())).is_none());
-        match p.try_take(&2, Want::default(), Instant::now()) {
+        match p.try_take(&2, Want::default(), Some(Instant::now())) {
             Ok(Taken::Open { evicted, lease }) => {
                 assert_eq!(evicted, Some(7));
                 assert_eq!(p.state().open, 1);
@@ -682,10 +686,10 @@ mod tests {
         let p = Pool::<u8, u32>::new("s0", settings(1));
         let a = open(&p, 1);
         let mut rx_other = p
-            .try_take(&2, Want::default(), Instant::now())
+            .try_take(&2, Want::default(), Some(Instant::now()))
             .expect_err("in line");
         let mut rx_same = p
-            .try_take(&1, Want::default(), Instant::now())
+            .try_take(&1, Want::default(), Some(Instant::now()))
             .expect_err("in line");
         // The first waiter needs another key: the connection is closed and
         // its place moves there.
@@ -719,7 +723,7 @@ mod tests {
         let p = Pool::<u8, u32>::new("s0", settings(1));
         let a = open(&p, 1);
         let rx = p
-            .try_take(&1, Want::default(), Instant::now())
+            .try_take(&1, Want::default(), Some(Instant::now()))
             .expect_err("in line");
         drop(rx);
         assert!(p.give_back(idle(1, 7, a, Instant::now())).is_none());
@@ -769,7 +773,7 @@ mod tests {
             .zip(leases)
         {
             let mut i = idle(1, c, l, Instant::now());
-            i.db = db.map(str::to_string);
+            i.db = db.map(Arc::from);
             assert!(p.give_back(i).is_none());
         }
         let take = |db| match p.try_take(
@@ -778,7 +782,7 @@ mod tests {
                 db,
                 ..Want::default()
             },
-            Instant::now(),
+            Some(Instant::now()),
         ) {
             Ok(Taken::Reuse(i)) => i,
             _ => panic!("expected a reuse"),
@@ -789,7 +793,7 @@ mod tests {
         // Another schema: any (it is changed by the taker).
         assert_eq!(take(Some("z")).conn, 2);
         assert!(matches!(
-            p.try_take(&1, Want::default(), Instant::now()),
+            p.try_take(&1, Want::default(), Some(Instant::now())),
             Ok(Taken::Open { .. })
         ));
     }
@@ -810,7 +814,7 @@ mod tests {
                 tag,
                 owner,
             },
-            Instant::now(),
+            Some(Instant::now()),
         ) {
             Ok(Taken::Reuse(i)) => i.conn,
             _ => panic!("expected a reuse"),
@@ -848,6 +852,8 @@ mod tests {
         assert_eq!(p.stats.timeouts.load(Ordering::Relaxed), 1);
         // The one that timed out is no longer in line.
         assert_eq!(p.state().waiting, 0);
-        assert!(p.try_take(&1, Want::default(), Instant::now()).is_err());
+        assert!(p
+            .try_take(&1, Want::default(), Some(Instant::now()))
+            .is_err());
     }
 }

@@ -60,13 +60,6 @@ pub async fn relay_reply(
     next_seq: &mut u8,
     hook: Hook<'_>,
 ) -> Result<(), RelayError> {
-    let shard = backend.shard.clone();
-    let protocol = |source: Malformed| {
-        RelayError::Backend(BackendError::Protocol {
-            shard: shard.clone(),
-            source,
-        })
-    };
     // Sequence id of the next packet from the shard, and of the next one
     // to the client counting packets not yet flushed.
     let mut expected = backend_seq;
@@ -82,13 +75,18 @@ pub async fn relay_reply(
             if h.seq != expected {
                 // What is pending is not passed on: the client gets the error
                 // in its place, where it can read one.
-                return Err(protocol(Malformed("reply packets out of order")));
+                return Err(protocol(
+                    &backend.shard,
+                    Malformed("reply packets out of order"),
+                ));
             }
             expected = expected.wrapping_add(1);
             let buf = backend.conn.buffered_mut();
             buf[pos + 3] = seq;
             let payload = &buf[pos + 4..end];
-            let kind = tracker.feed(h.len, payload).map_err(protocol)?;
+            let kind = tracker
+                .feed(h.len, payload)
+                .map_err(|e| protocol(&backend.shard, e))?;
             match hook(kind, payload) {
                 Action::Keep => {
                     pos = end;
@@ -140,6 +138,15 @@ pub async fn relay_reply(
             })
         })?;
     }
+}
+
+/// The error of a reply `shard` framed wrongly (the name is copied only
+/// then, not for every reply).
+fn protocol(shard: &str, source: Malformed) -> RelayError {
+    RelayError::Backend(BackendError::Protocol {
+        shard: shard.to_string(),
+        source,
+    })
 }
 
 /// Writes the first `n` buffered bytes of the shard's reply to the client;

@@ -106,6 +106,7 @@ pub async fn serve(
         watched: None,
         watching: false,
         killed: false,
+        began: Instant::now(),
         rules: None,
         rules_version: 0,
         last_values: Default::default(),
@@ -137,7 +138,9 @@ impl Session {
     /// Handles one command. Shard failures are reported to the client here;
     /// an `Err` means the session must end.
     pub(in crate::frontend) async fn command(&mut self, payload: &[u8]) -> Result<Next, CmdError> {
-        let now = self.shared.sessions.now_us();
+        self.began = Instant::now();
+        self.mux.ended = None;
+        let now = self.shared.sessions.us_at(self.began);
         self.registered.control.set_command(payload[0], now);
         self.before_command(payload);
         let r = self.dispatch(payload).await;
@@ -152,7 +155,9 @@ impl Session {
     /// What `SHOW IDGATE SESSIONS` shows of this session, after a command.
     fn command_done(&mut self) {
         let c = &self.registered.control;
-        c.set_command(registry::IDLE, self.shared.sessions.now_us());
+        // The clock read when the connections were given back, if they were.
+        let ended = self.mux.ended.take().unwrap_or_else(Instant::now);
+        c.set_command(registry::IDLE, self.shared.sessions.us_at(ended));
         let in_txn = self.txn_open();
         if c.in_txn.load(std::sync::atomic::Ordering::Relaxed) != in_txn {
             c.in_txn.store(in_txn, std::sync::atomic::Ordering::Relaxed);
@@ -1062,10 +1067,18 @@ impl Session {
         let control = self.registered.control.clone();
         // Armed once, not at every command: a `Notified` or `changed()`
         // made anew each time registers and unregisters its waiter (four
-        // locks per statement).
+        // locks per statement). The drain is watched on a clone, so that
+        // `shutdown` itself can be asked at every command without a lock.
         let mut killed = std::pin::pin!(control.killed());
-        let mut shut = std::pin::pin!(shutdown.changed());
+        let mut shut_rx = shutdown.clone();
+        let mut shut = std::pin::pin!(shut_rx.changed());
         loop {
+            // Checked at every command (an atomic load each), so a client
+            // that keeps sending cannot hold off a KILL or the drain,
+            // although the read below comes first.
+            if !draining && shutdown.has_changed().unwrap_or(true) {
+                draining = true;
+            }
             if draining && !self.in_transaction() {
                 self.backends.set_at_rest();
                 return "server shutting down".into();
@@ -1074,11 +1087,13 @@ impl Session {
                 return "killed by KILL from another session".into();
             }
             let mut buf = std::mem::take(&mut self.buf);
-            // Biased, the cheap checks first: no random pick at every
-            // wake-up, and a client that keeps sending cannot hold off a
-            // KILL or the drain.
+            // Biased, the read first: a session woken by its client's
+            // command reads it without polling the KILL and drain
+            // waiters (each poll takes their lock); they are polled when
+            // the read has to wait, which arms them for the wait.
             let read = tokio::select! {
                 biased;
+                r = self.client.read_packet(&mut buf, max_packet) => r,
                 _ = killed.as_mut() => {
                     killed.set(control.killed());
                     self.buf = buf;
@@ -1089,7 +1104,6 @@ impl Session {
                     self.buf = buf;
                     continue;
                 }
-                r = self.client.read_packet(&mut buf, max_packet) => r,
             };
             let next = match read {
                 Ok(None) => {

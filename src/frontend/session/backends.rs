@@ -123,13 +123,12 @@ impl Backends {
         self.conns.iter_mut().flatten().map(|c| &mut **c)
     }
 
-    /// Marks `shard`'s connection used now; returns whether it had been idle
-    /// for longer than `idle` before.
-    pub fn touch(&mut self, shard: usize, idle: Duration) -> bool {
-        let now = Instant::now();
+    /// Marks `shard`'s connection used at `now` (the command's start);
+    /// returns whether it had been idle for longer than `idle` before.
+    pub fn touch(&mut self, shard: usize, idle: Duration, now: Instant) -> bool {
         match self.last_used.get_mut(shard) {
             Some(t) => {
-                let was_idle = now.duration_since(*t) > idle;
+                let was_idle = now.saturating_duration_since(*t) > idle;
                 *t = now;
                 was_idle
             }
@@ -164,7 +163,7 @@ mod tests {
         assert!(b.release(1).is_none() && b.release(9).is_none());
         assert_eq!(b.open().count(), 0);
         // A fresh provider's connections are not idle for a long bound.
-        assert!(!b.touch(0, Duration::from_secs(3600)));
-        assert!(!b.touch(9, Duration::ZERO));
+        assert!(!b.touch(0, Duration::from_secs(3600), Instant::now()));
+        assert!(!b.touch(9, Duration::ZERO, Instant::now()));
     }
 }

@@ -103,6 +103,10 @@ pub struct Session {
     pub(in crate::frontend) stmts: Statements,
     /// The command being handled (reused between commands).
     pub(in crate::frontend) buf: Vec<u8>,
+    /// When the command under way began (the session's start before its
+    /// first): the clock read once per command for what needs no finer
+    /// time (a shard connection's idle check, a pooled connection's ping).
+    pub(in crate::frontend) began: std::time::Instant,
     /// Sequence id of the next packet idgate sends the client for the
     /// current command (advanced as a reply is relayed, so an error after a
     /// partial reply still comes in order).
@@ -282,7 +286,7 @@ impl Session {
         &mut self,
         shard: usize,
     ) -> Result<&mut BackendConn, BackendError> {
-        let idle = self.backends.touch(shard, IDLE_CHECK_AFTER);
+        let idle = self.backends.touch(shard, IDLE_CHECK_AFTER, self.began);
         let stale = match self.backends.get_mut(shard) {
             Some(b) => {
                 // The replies to idgate's detached commands are not a closed

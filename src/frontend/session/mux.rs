@@ -664,9 +664,11 @@ impl Session {
         // `u64::MAX` right after one). An ending session needs it no more.
         let changed = self.mux.lid_dirty || self.lid_synced != u64::MAX;
         let home = (changed && !ending).then_some(self.lid_home);
+        let now = Instant::now();
+        self.mux.ended = Some(now);
         for shard in 0..self.backends.len() {
             if self.backends.is_open(shard) {
-                self.give_back(shard, home).await;
+                self.give_back(shard, home, now).await;
             }
         }
         // Every connection taken from now on is given the session's value.
@@ -677,7 +679,7 @@ impl Session {
 
     /// Gives `shard`'s connection back; `home`: the shard whose connection
     /// holds the session's changed value, if any.
-    async fn give_back(&mut self, shard: usize, home: Option<usize>) {
+    async fn give_back(&mut self, shard: usize, home: Option<usize>, now: Instant) {
         let Some((mut conn, lease)) = self.backends.take(shard) else {
             return;
         };
@@ -721,7 +723,7 @@ impl Session {
         if let Some(c) = pool.give_back(Idle {
             key: self.conn_key(),
             conn,
-            db: self.schema.clone(),
+            db: self.schema_shared(),
             tag: self.state.tag(),
             lid: held,
             // Its prepared statements stay: taken back by this session,
@@ -729,7 +731,7 @@ impl Session {
             owner: self.id,
             stmts: stmt_ids,
             lease,
-            since: Instant::now(),
+            since: now,
         }) {
             crate::frontend::session::pooled::quit(c).await;
         }

@@ -49,8 +49,14 @@ pub struct MuxState {
     /// Per shard: the connection (its id) the session's prepared
     /// statements' ids on that shard belong to.
     pub(in crate::frontend) stmts_on: Vec<Option<u32>>,
+    /// The clock read when the command's connections were given back
+    /// (the command's end for `SHOW IDGATE SESSIONS`: read once).
+    pub(in crate::frontend) ended: Option<std::time::Instant>,
     /// Connections given back after a statement, in all.
     pub(in crate::frontend) given_back: u64,
+    /// The session's schema as connections given back carry it
+    /// (`Session::schema_shared`), made again when the schema changes.
+    pub(in crate::frontend) schema: Option<Arc<str>>,
     /// The session's pool key, once made (`Session::conn_key`).
     pub(in crate::frontend) key: Option<ConnKey>,
     /// The pools where this session's held connections are counted as

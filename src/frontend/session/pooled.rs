@@ -75,6 +75,15 @@ impl Session {
         key
     }
 
+    /// The session's schema, shared with the connections it gives back.
+    pub(in crate::frontend) fn schema_shared(&mut self) -> Option<Arc<str>> {
+        let now = self.schema.as_deref();
+        if self.mux.schema.as_deref() != now {
+            self.mux.schema = now.map(Arc::from);
+        }
+        self.mux.schema.clone()
+    }
+
     /// A ready connection to `shard` from its pool (reused, or opened in a
     /// free place), in the session's schema, with the session state its
     /// last user left on it (`Checked::tag`, `Checked::lid`).
@@ -113,7 +122,7 @@ impl Session {
                     break lease;
                 }
                 Taken::Reuse(idle) => match self.ready(pool, idle).await? {
-                    Ready::Conn(c) => return Ok(*c),
+                    Ready::Conn(c) => return Ok(c),
                     // Closed: its place is free again, take anew.
                     Ready::Stale => continue,
                     // Connection closed, place kept: open one in it.
@@ -171,7 +180,9 @@ impl Session {
         } = idle;
         let timeout = self.shared.connect_timeout();
         let mut alive = !crate::frontend::session::closed_by_peer(&conn);
-        if alive && since.elapsed() > PING_AFTER {
+        // Idle since it was given back, to the command's start (a
+        // connection given back since is younger still: no ping).
+        if alive && self.began.saturating_duration_since(since) > PING_AFTER {
             let ping = conn.run(&[cmd::PING], Expect::Single);
             alive = matches!(tokio::time::timeout(timeout, ping).await, Ok(Ok(_)));
         }
@@ -183,16 +194,16 @@ impl Session {
             return Ok(Ready::Stale);
         }
         let checked = |conn, lease, stmts| {
-            Ready::Conn(Box::new(Checked {
+            Ready::Conn(Checked {
                 conn,
                 lease,
                 tag,
                 lid,
                 owner,
                 stmts,
-            }))
+            })
         };
-        if db == self.schema {
+        if db.as_deref() == self.schema.as_deref() {
             return Ok(checked(conn, lease, stmts));
         }
         let Some(want) = self.schema.clone() else {
@@ -279,7 +290,7 @@ impl Session {
             if let Some(c) = pool.give_back(Idle {
                 key: key.clone(),
                 conn,
-                db: self.schema.clone(),
+                db: self.schema_shared(),
                 tag: 0,
                 lid: Some(0),
                 owner: 0,
@@ -295,8 +306,9 @@ impl Session {
 
 /// What an idle connection turned out to be.
 enum Ready {
-    /// Boxed: a connection is large, the other outcomes are not.
-    Conn(Box<Checked>),
+    /// Not boxed: `Checked` holds its connection boxed (a box here cost a
+    /// malloc and a free at every statement of a multiplexed session).
+    Conn(Checked),
     Stale,
     Reopen(ShardLease),
 }

@@ -185,6 +185,12 @@ impl Registry {
         self.epoch.elapsed().as_micros() as u64
     }
 
+    /// [`Registry::now_us`] of the instant `at`.
+    #[inline]
+    pub fn us_at(&self, at: std::time::Instant) -> u64 {
+        at.saturating_duration_since(self.epoch).as_micros() as u64
+    }
+
     /// Every session as `SHOW IDGATE SESSIONS` shows it, by id.
     pub fn views(&self) -> Vec<SessionView> {
         let now = self.now_us();
