@@ -268,5 +268,38 @@ fn scans(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench, classify, scans);
+/// What a relayed INSERT does to `LAST_INSERT_ID()` (`sql::autoinc`), as
+/// a multiplexed session reads it when another session is likely to take
+/// its connection next, before its `sql_mode` is known: the text read once
+/// for its table and for both readings of `NO_AUTO_VALUE_ON_ZERO`
+/// (`insert_once`), beside one reading per question (`insert_per_question`:
+/// the table, then each mode; what the session did before).
+fn autoinc(c: &mut Criterion) {
+    use idgate::sql::autoinc;
+    use idgate::sql::SqlModes;
+    let sql = "INSERT INTO sbtest1 (id, k, c, pad) VALUES (0, 5013, '03888320861-70535968431-44334525326-15100236122-38896566265-86619964298-63851452756-92879568339-90608067562-28172172313', '76968066493-53740396790-16007350881-10907307170-74890847508')";
+    let cols: Vec<String> = ["id", "k", "c", "pad"].map(String::from).to_vec();
+    let zero = SqlModes {
+        no_auto_value_on_zero: true,
+        ..SqlModes::default()
+    };
+    let mut g = c.benchmark_group("autoinc");
+    g.bench_function("insert_once", |b| {
+        b.iter(|| {
+            let i = autoinc::insert_in_every_mode(black_box(sql)).unwrap();
+            black_box(&i.target);
+            i.effect_in_every_mode(Some("id"), &cols)
+        })
+    });
+    g.bench_function("insert_per_question", |b| {
+        b.iter(|| {
+            black_box(autoinc::insert_target_in_every_mode(black_box(sql)).unwrap());
+            let plain = autoinc::effect(black_box(sql), SqlModes::default(), Some("id"), &cols);
+            (autoinc::effect(black_box(sql), zero, Some("id"), &cols) == plain).then_some(plain)
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, classify, scans, autoinc);
 criterion_main!(benches);

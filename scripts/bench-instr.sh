@@ -11,7 +11,7 @@
 #
 # For each BIN (default target/release/idgate): idgate under callgrind,
 # multiplexed (`[backend] multiplex = true`), on the test bed's shard s0 and
-# etcd (scripts/testbed.sh up), sysbench (4 threads, text protocol) for a
+# etcd (scripts/testbed.sh up), sysbench (4 threads by default, text protocol) for a
 # 2 s warm-up, counters zeroed, then --time seconds counted. Prints the
 # instructions per statement, and the --top functions with the most
 # (inclusive, per statement; inlined code counts for the function it was
@@ -24,6 +24,8 @@
 #                  point_select (oltp_point_select)
 #   --time S       seconds counted (default 12)
 #   --top N        functions listed (default 25; 0: the total only)
+#   --threads N    sysbench threads (default 4; with more, each take looks
+#                  through more idle connections in the pool)
 #   --keep DIR     keep each binary's callgrind dump as DIR/BIN.callgrind
 #                  (for callgrind_annotate --tree=caller, or self costs)
 #
@@ -32,7 +34,7 @@ set -euo pipefail
 umask 077
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
-workload=insert secs=12 top=25 keep=
+workload=insert secs=12 top=25 keep= threads=4
 bins=()
 while (($#)); do
   case "$1" in
@@ -40,6 +42,7 @@ while (($#)); do
     --time) secs=$2; shift ;;
     --top) top=$2; shift ;;
     --keep) keep=$2; shift ;;
+    --threads) threads=$2; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "unknown option: $1 (see --help)" >&2; exit 2 ;;
     *) bins+=("$1") ;;
@@ -123,7 +126,7 @@ dir = "$tmp/rules"
 EOF
 
 sb=(--db-driver=mysql --mysql-host="$host" --mysql-port="$port" --mysql-user=sbtest --mysql-password=sbtest
-  --mysql-db="$db" --tables=1 --table-size=10000 --threads=4 --db-ps-mode=disable)
+  --mysql-db="$db" --tables=1 --table-size=10000 --threads="$threads" --db-ps-mode=disable)
 # sysbench sends id = 0 (as bench.sh's insert): MariaDB's AUTO_INCREMENT
 # fills it in sbtest_instr, idgate's generator in sbtest_instr_ids.
 [ "$lua" = oltp_insert ] && sb+=(--auto-inc=on)

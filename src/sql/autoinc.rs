@@ -19,15 +19,22 @@ pub struct Target<'a> {
     pub table: Cow<'a, str>,
 }
 
-/// The table of `sql` when it is one `INSERT` (not `IGNORE`, one
-/// statement): the only kind [`effect`] tells more than
-/// [`LastId::Unknown`] for.
-pub fn insert_target(sql: &str, modes: SqlModes) -> Option<Target<'_>> {
-    head(sql, modes.lexer()).map(|(_, t)| t)
+/// One INSERT read up to its table name ([`insert`]): the table it
+/// writes, and where the reading goes on for [`Insert::effect`] (the text
+/// is read once, whatever is asked of it next).
+#[derive(Debug, Clone)]
+pub struct Insert<'a> {
+    sql: &'a str,
+    /// Just past the table name.
+    lx: Lexer<'a>,
+    modes: Modes,
+    pub target: Target<'a>,
 }
 
-/// [`insert_target`], and the lexer just past the table name.
-fn head(sql: &str, modes: Modes) -> Option<(Lexer<'_>, Target<'_>)> {
+/// `sql` when it is one `INSERT` (not `IGNORE`, one statement): the only
+/// kind [`Insert::effect`] tells more than [`LastId::Unknown`] for.
+pub fn insert(sql: &str, modes: SqlModes) -> Option<Insert<'_>> {
+    let modes = modes.lexer();
     if memchr::memchr(b';', sql.as_bytes()).is_some() {
         return None;
     }
@@ -40,13 +47,35 @@ fn head(sql: &str, modes: Modes) -> Option<(Lexer<'_>, Target<'_>)> {
         return None;
     }
     let head = fast::head(&mut lx, sql).ok()?;
-    (!head.ignore).then_some((
+    (!head.ignore).then_some(Insert {
+        sql,
         lx,
-        Target {
+        modes,
+        target: Target {
             schema: head.schema,
             table: head.table,
         },
-    ))
+    })
+}
+
+/// [`insert`] before the session's `sql_mode` is known: without a `"` or
+/// a `\` the text is read the same with and without `ANSI_QUOTES` and
+/// `NO_BACKSLASH_ESCAPES` (see [`Insert::effect_in_every_mode`]).
+pub fn insert_in_every_mode(sql: &str) -> Option<Insert<'_>> {
+    if memchr::memchr2(b'"', b'\\', sql.as_bytes()).is_some() {
+        return None;
+    }
+    insert(sql, SqlModes::default())
+}
+
+/// The table of `sql` when it is one `INSERT` ([`insert`]).
+pub fn insert_target(sql: &str, modes: SqlModes) -> Option<Target<'_>> {
+    insert(sql, modes).map(|i| i.target)
+}
+
+/// [`insert_target`] before the session's `sql_mode` is known.
+pub fn insert_target_in_every_mode(sql: &str) -> Option<Target<'_>> {
+    insert_in_every_mode(sql).map(|i| i.target)
 }
 
 /// What one INSERT does to the connection's `LAST_INSERT_ID()`.
@@ -63,86 +92,121 @@ pub enum LastId {
     Unknown,
 }
 
-/// What `sql` does to `LAST_INSERT_ID()`, for a table whose
-/// AUTO_INCREMENT column is `column` (`None`: it has none) and whose
-/// columns are `table_columns` in order (for an INSERT without a column
-/// list). Generated: the column is left out of the column list, or given
-/// `NULL` (or `DEFAULT` or 0, unless `NO_AUTO_VALUE_ON_ZERO` is in
-/// `modes`) in every row. Kept: an integer other than those in every row.
-/// Unknown whenever in doubt (an expression, a placeholder, INSERT ...
-/// SELECT naming the column, a form the fast parser does not read, not
-/// one plain INSERT).
-/// A caller must first rule out statements that name `LAST_INSERT_ID`.
-pub fn effect(
-    sql: &str,
-    modes: SqlModes,
-    column: Option<&str>,
-    table_columns: &[String],
-) -> LastId {
-    let no_auto_value_on_zero = modes.no_auto_value_on_zero;
-    let modes = modes.lexer();
-    let Some((mut lx, _)) = head(sql, modes) else {
-        return LastId::Unknown;
-    };
-    let Some(column) = column else {
-        return LastId::Kept;
-    };
-    let id_index = match fast::columns(&mut lx, sql, column) {
-        // Left out of the list: every row gets a generated value, whatever
-        // the rows are (no need to read them), unless ON DUPLICATE KEY
-        // UPDATE changes rows instead.
-        Ok(Some(list)) if list.id_index.is_none() => {
-            return if crate::sql::statement::keyword::contains_ignore_case(
-                sql.as_bytes(),
-                b"duplicate",
-            ) {
-                LastId::Unknown
-            } else {
-                LastId::Generated
-            };
-        }
-        Ok(Some(list)) => list.id_index,
-        Ok(None) => match table_columns
-            .iter()
-            .position(|c| c.eq_ignore_ascii_case(column))
-        {
-            Some(i) => Some(i),
-            None => return LastId::Unknown,
-        },
-        Err(_) => return LastId::Unknown,
-    };
-    // Read to the end either way: an ON DUPLICATE KEY UPDATE clause (or a
-    // SELECT, which `fast` does not read) is in doubt.
-    let Ok((body, _, end)) = fast::body(&mut lx, sql, modes, id_index, column) else {
-        return LastId::Unknown;
-    };
-    if end.clause || end.semicolon {
-        return LastId::Unknown;
+/// What the rows of an INSERT give its AUTO_INCREMENT column, before
+/// `NO_AUTO_VALUE_ON_ZERO` says what a 0 or `DEFAULT` means.
+enum Ids {
+    /// Decided whatever the mode.
+    Known(LastId),
+    /// Per row: the value's class (`None`: an expression, in doubt).
+    Rows(Vec<Option<ValueClass>>),
+}
+
+impl Insert<'_> {
+    /// What the INSERT does to `LAST_INSERT_ID()`, for a table whose
+    /// AUTO_INCREMENT column is `column` (`None`: it has none) and whose
+    /// columns are `table_columns` in order (for an INSERT without a
+    /// column list). Generated: the column is left out of the column list,
+    /// or given `NULL` (or `DEFAULT` or 0, unless `NO_AUTO_VALUE_ON_ZERO`
+    /// is in `modes`) in every row. Kept: an integer other than those in
+    /// every row. Unknown whenever in doubt (an expression, a placeholder,
+    /// INSERT ... SELECT naming the column, a form the fast parser does
+    /// not read). A caller must first rule out statements that name
+    /// `LAST_INSERT_ID`.
+    pub fn effect(self, column: Option<&str>, table_columns: &[String], modes: SqlModes) -> LastId {
+        decide(
+            &self.ids(column, table_columns),
+            modes.no_auto_value_on_zero,
+        )
     }
-    let generated = |class: ValueClass| match class {
+
+    /// [`Insert::effect`] before the session's `sql_mode` is known (the
+    /// INSERT read by [`insert_in_every_mode`]): the same under every
+    /// mode, or `None`. What `NO_AUTO_VALUE_ON_ZERO` changes (0 and
+    /// DEFAULT in the id column) is tried both ways on the rows read once.
+    pub fn effect_in_every_mode(
+        self,
+        column: Option<&str>,
+        table_columns: &[String],
+    ) -> Option<LastId> {
+        let ids = self.ids(column, table_columns);
+        let plain = decide(&ids, false);
+        (decide(&ids, true) == plain).then_some(plain)
+    }
+
+    /// Reads the column list and the rows, as far as the id column needs.
+    fn ids(self, column: Option<&str>, table_columns: &[String]) -> Ids {
+        let Insert {
+            sql, mut lx, modes, ..
+        } = self;
+        let Some(column) = column else {
+            return Ids::Known(LastId::Kept);
+        };
+        let id_index = match fast::columns(&mut lx, sql, column) {
+            // Left out of the list: every row gets a generated value,
+            // whatever the rows are (no need to read them), unless ON
+            // DUPLICATE KEY UPDATE changes rows instead.
+            Ok(Some(list)) if list.id_index.is_none() => {
+                return Ids::Known(
+                    if crate::sql::statement::keyword::contains_ignore_case(
+                        sql.as_bytes(),
+                        b"duplicate",
+                    ) {
+                        LastId::Unknown
+                    } else {
+                        LastId::Generated
+                    },
+                );
+            }
+            Ok(Some(list)) => list.id_index,
+            Ok(None) => match table_columns
+                .iter()
+                .position(|c| c.eq_ignore_ascii_case(column))
+            {
+                Some(i) => Some(i),
+                None => return Ids::Known(LastId::Unknown),
+            },
+            Err(_) => return Ids::Known(LastId::Unknown),
+        };
+        // Read to the end either way: an ON DUPLICATE KEY UPDATE clause
+        // (or a SELECT, which `fast` does not read) is in doubt.
+        let Ok((body, _, end)) = fast::body(&mut lx, sql, modes, id_index, column) else {
+            return Ids::Known(LastId::Unknown);
+        };
+        if end.clause || end.semicolon {
+            return Ids::Known(LastId::Unknown);
+        }
+        Ids::Rows(match body {
+            Body::Values(rows) => rows.iter().map(|r| r.id.map(|v| v.class)).collect(),
+            // A SET without the column: generated, as NULL would be.
+            Body::Set { id, .. } => vec![id.map_or(Some(ValueClass::Null), |v| Some(v.class))],
+        })
+    }
+}
+
+/// [`LastId`] of the rows' ids under `NO_AUTO_VALUE_ON_ZERO` or not.
+fn decide(ids: &Ids, no_auto_value_on_zero: bool) -> LastId {
+    let rows = match ids {
+        Ids::Known(l) => return *l,
+        Ids::Rows(rows) => rows,
+    };
+    let generated = |class: &ValueClass| match class {
         ValueClass::Null => Some(true),
         ValueClass::Default | ValueClass::Int(0) => Some(!no_auto_value_on_zero),
         ValueClass::Int(_) => Some(false),
         _ => None,
     };
-    // Whether some row's id is generated, and some row's given.
+    // Whether some row's id is generated, and some row's given (a value
+    // in doubt counts as both).
     let (mut some_generated, mut some_given) = (false, false);
-    let mut note = |g: Option<bool>| match g {
-        Some(true) => some_generated = true,
-        Some(false) => some_given = true,
-        None => {
-            // In doubt: counts as both.
-            some_generated = true;
-            some_given = true;
-        }
-    };
-    match body {
-        Body::Values(rows) => {
-            for r in &rows {
-                note(r.id.and_then(|v| generated(v.class)));
+    for class in rows {
+        match class.as_ref().and_then(generated) {
+            Some(true) => some_generated = true,
+            Some(false) => some_given = true,
+            None => {
+                some_generated = true;
+                some_given = true;
             }
         }
-        Body::Set { id, .. } => note(id.map_or(Some(true), |v| generated(v.class))),
     }
     match (some_generated, some_given) {
         (true, false) => LastId::Generated,
@@ -151,34 +215,37 @@ pub fn effect(
     }
 }
 
-/// [`effect`] before the session's `sql_mode` is known: the same under
-/// every mode, or `None`. Without a `"` or a `\\` the text is read the
-/// same with and without `ANSI_QUOTES` and `NO_BACKSLASH_ESCAPES`; what
-/// `NO_AUTO_VALUE_ON_ZERO` changes (0 and DEFAULT in the id column) is
-/// tried both ways.
+/// What `sql` does to `LAST_INSERT_ID()` ([`Insert::effect`]; Unknown
+/// when it is not one plain INSERT).
+pub fn effect(
+    sql: &str,
+    modes: SqlModes,
+    column: Option<&str>,
+    table_columns: &[String],
+) -> LastId {
+    match insert(sql, modes) {
+        Some(i) => i.effect(column, table_columns, modes),
+        None => LastId::Unknown,
+    }
+}
+
+/// [`effect`] before the session's `sql_mode` is known
+/// ([`Insert::effect_in_every_mode`]).
 pub fn effect_in_every_mode(
     sql: &str,
     column: Option<&str>,
     table_columns: &[String],
 ) -> Option<LastId> {
-    if memchr::memchr2(b'"', b'\\', sql.as_bytes()).is_some() {
-        return None;
-    }
-    let plain = effect(sql, SqlModes::default(), column, table_columns);
-    let zero = SqlModes {
-        no_auto_value_on_zero: true,
-        ..SqlModes::default()
+    let Some(i) = insert_in_every_mode(sql) else {
+        // Not one plain INSERT: unknown in every mode; a quote or a
+        // backslash that modes read differently: none.
+        return if memchr::memchr2(b'"', b'\\', sql.as_bytes()).is_some() {
+            None
+        } else {
+            Some(LastId::Unknown)
+        };
     };
-    (effect(sql, zero, column, table_columns) == plain).then_some(plain)
-}
-
-/// [`insert_target`] before the session's `sql_mode` is known (see
-/// [`effect_in_every_mode`]).
-pub fn insert_target_in_every_mode(sql: &str) -> Option<Target<'_>> {
-    if memchr::memchr2(b'"', b'\\', sql.as_bytes()).is_some() {
-        return None;
-    }
-    insert_target(sql, SqlModes::default())
+    i.effect_in_every_mode(column, table_columns)
 }
 
 #[cfg(test)]
@@ -300,5 +367,41 @@ mod tests {
         assert!(
             insert_target("INSERT IGNORE INTO t (k) VALUES (1)", SqlModes::default()).is_none()
         );
+    }
+
+    proptest::proptest! {
+        /// The rows read once and decided under both modes say what
+        /// reading the text once per mode says.
+        #[test]
+        fn one_reading_for_every_mode_agrees_with_one_per_mode(
+            with_list in proptest::bool::ANY,
+            id_in_list in proptest::bool::ANY,
+            rows in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "NULL", "DEFAULT", "0", "00", "5", "'7'", "-1", "1+1", "?", "'a\\'",
+                    "\"x\"", "0.4", "LAST_VALUE",
+                ]),
+                1..4,
+            ),
+            tail in proptest::sample::select(vec!["", " ON DUPLICATE KEY UPDATE k = 1", ";", " -- x"]),
+            column in proptest::sample::select(vec![Some("id"), Some("ID"), Some("k"), None]),
+        ) {
+            let cols = ["id".to_string(), "k".to_string()];
+            let list = match (with_list, id_in_list) {
+                (false, _) => "",
+                (true, true) => " (id, k)",
+                (true, false) => " (k, id)",
+            };
+            let values: Vec<String> = rows.iter().map(|v| format!("({v}, 1)")).collect();
+            let sql = format!("INSERT INTO s.t{list} VALUES {}{tail}", values.join(", "));
+            let zero = SqlModes { no_auto_value_on_zero: true, ..SqlModes::default() };
+            let per_mode = if memchr::memchr2(b'"', b'\\', sql.as_bytes()).is_some() {
+                None
+            } else {
+                let plain = effect(&sql, SqlModes::default(), column, &cols);
+                (effect(&sql, zero, column, &cols) == plain).then_some(plain)
+            };
+            proptest::prop_assert_eq!(effect_in_every_mode(&sql, column, &cols), per_mode, "{}", sql);
+        }
     }
 }

@@ -126,13 +126,15 @@ impl Session {
     /// every mode reads alike) and the cached columns of its table.
     pub(in crate::frontend) fn insert_effect(&self, sql: &str) -> Known {
         let modes = self.sql_modes;
-        let target = match modes {
-            Some(m) => autoinc::insert_target(sql, m),
-            None => autoinc::insert_target_in_every_mode(sql),
+        // Read once: its table here, then its rows for the effect.
+        let insert = match modes {
+            Some(m) => autoinc::insert(sql, m),
+            None => autoinc::insert_in_every_mode(sql),
         };
-        let Some(target) = target else {
+        let Some(insert) = insert else {
             return Known::NoTarget;
         };
+        let target = &insert.target;
         let Some(schema) = target.schema.as_deref().or(self.schema.as_deref()) else {
             return Known::NoTarget;
         };
@@ -147,13 +149,13 @@ impl Session {
         else {
             return Known::Unread {
                 schema: schema.to_string(),
-                table: target.table.into_owned(),
+                table: target.table.to_string(),
             };
         };
         let column = column.and_then(|i| columns.get(i)).map(String::as_str);
         Known::Effect(match modes {
-            Some(m) => Some(autoinc::effect(sql, m, column, &columns)),
-            None => autoinc::effect_in_every_mode(sql, column, &columns),
+            Some(m) => Some(insert.effect(column, &columns, m)),
+            None => insert.effect_in_every_mode(column, &columns),
         })
     }
 
