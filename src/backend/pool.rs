@@ -30,7 +30,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 /// What makes two shard connections interchangeable for a client.
-#[derive(Clone, PartialEq, Eq, Hash)]
+/// Compared at every idle connection a take looks at: the account's
+/// names by pointer first (every session of an account shares them).
+#[derive(Clone, Eq)]
 pub struct ConnKey {
     /// The shard account the connection is logged in with (shared: a
     /// session's key is cloned at every take and give-back).
@@ -45,6 +47,16 @@ pub struct ConnKey {
     pub ext_capabilities: u32,
     /// The handshake's character set (what a reset goes back to).
     pub charset: u8,
+}
+
+impl PartialEq for ConnKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.capabilities == other.capabilities
+            && self.ext_capabilities == other.ext_capabilities
+            && self.charset == other.charset
+            && same_str(&self.user, &other.user)
+            && same_str(&self.password, &other.password)
+    }
 }
 
 impl std::fmt::Debug for ConnKey {
@@ -186,6 +198,11 @@ pub struct Idle<K, C> {
     pub lease: Lease<K, C>,
     /// Given back at.
     pub since: Instant,
+    /// Its number in the pool, set when it is given back (0 before):
+    /// increasing from the front of the idle list to its back, so a
+    /// session finds the connection it gave back by a binary search
+    /// ([`Want::serial`]).
+    pub serial: u64,
 }
 
 /// What a taker gets.
@@ -220,6 +237,8 @@ struct Inner<K, C> {
     /// Leases alive.
     open: usize,
     waiters: VecDeque<Waiter<K, C>>,
+    /// The last [`Idle::serial`] given.
+    serial: u64,
 }
 
 /// The pool of one shard.
@@ -340,6 +359,7 @@ impl<K: Clone + Eq, C> Pool<K, C> {
                 idle: VecDeque::new(),
                 open: 0,
                 waiters: VecDeque::new(),
+                serial: 0,
             }),
             last_key: Mutex::new(None),
         })
@@ -407,7 +427,7 @@ impl<K: Clone + Eq, C> Pool<K, C> {
             *self.last_key.lock() = Some(key.clone());
         }
         let mut g = self.inner.lock();
-        if let Some(i) = pick(&g.idle, key, want) {
+        if let Some(i) = own(&g.idle, key, want).or_else(|| pick(&g.idle, key, want)) {
             if let Some(idle) = g.idle.remove(i) {
                 self.stats.reused.fetch_add(1, Ordering::Relaxed);
                 return Ok(Taken::Reuse(idle));
@@ -445,12 +465,18 @@ impl<K: Clone + Eq, C> Pool<K, C> {
     /// first waiter of its key, or becomes idle; when the first waiter needs
     /// another key, it is returned to be closed and its place goes to that
     /// waiter. `None`: the pool kept it.
-    pub fn give_back(self: &Arc<Self>, mut idle: Idle<K, C>) -> Option<C> {
+    pub fn give_back(self: &Arc<Self>, idle: Idle<K, C>) -> Option<C> {
+        self.give_back_numbered(idle).0
+    }
+
+    /// [`Pool::give_back`], and the connection's [`Idle::serial`] when the
+    /// pool kept it idle (to find it again by: [`Want::serial`]).
+    pub fn give_back_numbered(self: &Arc<Self>, mut idle: Idle<K, C>) -> (Option<C>, Option<u64>) {
         let now = idle.since;
         let too_old =
             now.saturating_duration_since(idle.lease.created) >= self.settings.max_lifetime;
         if too_old || self.settings.idle_timeout.is_zero() {
-            return Some(close(idle));
+            return (Some(close(idle)), None);
         }
         let mut g = self.inner.lock();
         while let Some(w) = g.waiters.pop_front() {
@@ -460,7 +486,7 @@ impl<K: Clone + Eq, C> Pool<K, C> {
                     idle = back;
                     continue;
                 }
-                return None;
+                return (None, None);
             }
             // Another key: this connection is closed and its place moves
             // to the waiter.
@@ -468,14 +494,16 @@ impl<K: Clone + Eq, C> Pool<K, C> {
                 Ok(()) => {
                     disarm(&mut idle.lease);
                     self.stats.closed.fetch_add(1, Ordering::Relaxed);
-                    return Some(idle.conn);
+                    return (Some(idle.conn), None);
                 }
                 Err(Grant::Place(mut l)) => disarm(&mut l),
                 Err(Grant::Conn(_)) => {}
             }
         }
+        g.serial += 1;
+        idle.serial = g.serial;
         g.idle.push_back(idle);
-        None
+        (None, Some(g.serial))
     }
 
     /// Idle connections to close now: unused for `idle_timeout` (beyond
@@ -542,12 +570,44 @@ impl<K: Clone + Eq, C> Pool<K, C> {
 /// What a taker would like of an idle connection, besides its key.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Want<'a> {
-    /// Its schema.
-    pub db: Option<&'a str>,
+    /// Its schema (compared by pointer first: sessions share one `Arc`
+    /// per schema name, `Shared::schema_arc`).
+    pub db: Option<&'a Arc<str>>,
     /// Its session state tag ([`Idle::tag`]).
     pub tag: u64,
     /// The taker (0: none): the connection it gave back is best.
     pub owner: u32,
+    /// The [`Idle::serial`] of the connection the taker gave back last
+    /// (0: none), looked up before any list is walked.
+    pub serial: u64,
+}
+
+/// The connection the taker gave back last, if it is still idle and as it
+/// was: found by its serial (a binary search, where [`pick`] walks the
+/// idle list; with many clients the list is long, and most takes are of
+/// this kind).
+fn own<K: Eq, C>(idle: &VecDeque<Idle<K, C>>, key: &K, want: Want<'_>) -> Option<usize> {
+    if want.serial == 0 || want.owner == 0 {
+        return None;
+    }
+    let i = idle.binary_search_by_key(&want.serial, |c| c.serial).ok()?;
+    let c = &idle[i];
+    (c.owner == want.owner && c.tag == want.tag && &c.key == key && same_db(c.db.as_ref(), want.db))
+        .then_some(i)
+}
+
+/// Whether two schemas are the same: by pointer first (sessions share one
+/// `Arc` per name), then by name.
+fn same_db(a: Option<&Arc<str>>, b: Option<&Arc<str>>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => same_str(a, b),
+        _ => false,
+    }
+}
+
+fn same_str(a: &Arc<str>, b: &Arc<str>) -> bool {
+    Arc::ptr_eq(a, b) || **a == **b
 }
 
 /// The idle connection to hand `key`: its most recently given back, the
@@ -563,7 +623,7 @@ fn pick<K: Eq, C>(idle: &VecDeque<Idle<K, C>>, key: &K, want: Want<'_>) -> Optio
             c.owner == want.owner
                 && c.tag == want.tag
                 && &c.key == key
-                && c.db.as_deref() == want.db
+                && same_db(c.db.as_ref(), want.db)
         });
         if own.is_some() {
             return own;
@@ -574,7 +634,7 @@ fn pick<K: Eq, C>(idle: &VecDeque<Idle<K, C>>, key: &K, want: Want<'_>) -> Optio
         if &c.key != key {
             continue;
         }
-        if c.db.as_deref() == want.db {
+        if same_db(c.db.as_ref(), want.db) {
             if c.tag == want.tag {
                 same_state = same_state.or(Some(i));
             }
@@ -633,6 +693,7 @@ mod tests {
             stmts: Vec::new(),
             lease,
             since,
+            serial: 0,
         }
     }
 
@@ -776,6 +837,8 @@ mod tests {
             i.db = db.map(Arc::from);
             assert!(p.give_back(i).is_none());
         }
+        // The taker's own `Arc`s: compared by content with the pool's.
+        let (a, z): (Arc<str>, Arc<str>) = (Arc::from("a"), Arc::from("z"));
         let take = |db| match p.try_take(
             &1,
             Want {
@@ -787,15 +850,64 @@ mod tests {
             Ok(Taken::Reuse(i)) => i,
             _ => panic!("expected a reuse"),
         };
-        assert_eq!(take(Some("a")).conn, 1);
+        assert_eq!(take(Some(&a)).conn, 1);
         // No schema wanted: only the one without.
         assert_eq!(take(None).conn, 3);
         // Another schema: any (it is changed by the taker).
-        assert_eq!(take(Some("z")).conn, 2);
+        assert_eq!(take(Some(&z)).conn, 2);
         assert!(matches!(
             p.try_take(&1, Want::default(), Some(Instant::now())),
             Ok(Taken::Open { .. })
         ));
+    }
+
+    #[test]
+    fn a_taker_finds_what_it_gave_back_by_its_serial() {
+        let p = Pool::<u8, u32>::new("s0", settings(0));
+        let db: Arc<str> = Arc::from("app");
+        let mut serials = Vec::new();
+        let leases: Vec<_> = (0..6).map(|_| open(&p, 1)).collect();
+        for (c, l) in (1..=6).zip(leases) {
+            let mut i = idle(1, c, l, Instant::now());
+            i.owner = c;
+            i.db = Some(db.clone());
+            let (closed, serial) = p.give_back_numbered(i);
+            assert!(closed.is_none());
+            serials.push(serial.expect("kept idle"));
+        }
+        assert!(serials.windows(2).all(|w| w[0] < w[1]), "{serials:?}");
+        let want = |owner: u32, tag, serial| Want {
+            db: Some(&db),
+            tag,
+            owner,
+            serial,
+        };
+        let take = |w| match p.try_take(&1, w, Some(Instant::now())) {
+            Ok(Taken::Reuse(i)) => i,
+            _ => panic!("expected a reuse"),
+        };
+        // From the middle of the list, and again after removals.
+        assert_eq!(take(want(3, 0, serials[2])).conn, 3);
+        assert_eq!(take(want(5, 0, serials[4])).conn, 5);
+        assert_eq!(take(want(2, 0, serials[1])).conn, 2);
+        // Given back again: a new, larger serial at the back.
+        let l = open(&p, 1);
+        let mut i = idle(1, 2, l, Instant::now());
+        i.owner = 2;
+        i.db = Some(db.clone());
+        let again = p.give_back_numbered(i).1.unwrap();
+        assert!(again > serials[5]);
+        assert_eq!(take(want(2, 0, again)).conn, 2);
+        // Its connection is gone (taken above) or changed (another tag):
+        // the usual choice, the most recent of the key.
+        assert_eq!(take(want(3, 0, serials[2])).conn, 6);
+        let l = open(&p, 1);
+        let mut i = idle(1, 7, l, Instant::now());
+        (i.owner, i.tag, i.db) = (7, 9, Some(db.clone()));
+        let tagged = p.give_back_numbered(i).1.unwrap();
+        assert_eq!(take(want(7, 0, tagged)).conn, 4);
+        // A serial of another owner is not taken as the taker's own.
+        assert_eq!(take(want(8, 9, tagged)).conn, 7);
     }
 
     #[test]
@@ -813,6 +925,7 @@ mod tests {
                 db: None,
                 tag,
                 owner,
+                serial: 0,
             },
             Some(Instant::now()),
         ) {

@@ -24,6 +24,10 @@ pub struct ShardInfo {
     pub charset: u8,
 }
 
+/// Schema names [`Shared::schema_arc`] keeps at most (names are those
+/// sessions entered, which a shard accepted: a few per application).
+const MAX_SCHEMA_NAMES: usize = 10_000;
+
 /// Shared by all sessions of one server.
 #[derive(Debug)]
 pub struct Shared {
@@ -32,6 +36,9 @@ pub struct Shared {
     /// same `Arc`s for every session of it): pooled connection keys
     /// compare by pointer ([`Shared::shard_account_key`]).
     account_keys: Vec<(Arc<str>, Arc<str>)>,
+    /// Schema names as pooled connections carry them, one `Arc` per name
+    /// for every session ([`Shared::schema_arc`]).
+    schemas: parking_lot::Mutex<std::collections::HashSet<Arc<str>>>,
     /// `[[users]]` by name: index in `config.users`.
     pub users: HashMap<Vec<u8>, usize>,
     /// Sessions open per user, under `[[users]] max_connections`.
@@ -167,6 +174,7 @@ impl Shared {
         }
         Shared {
             account_keys,
+            schemas: Default::default(),
             sha2: crate::frontend::session::sha2state::Sha2State::new(
                 config.server.rsa_key.as_deref(),
             ),
@@ -267,6 +275,23 @@ impl Shared {
             Some((kn, kp)) => (kn.clone(), kp.clone()),
             None => (n.into(), p.into()),
         }
+    }
+
+    /// The shared `Arc` of schema name `name`: the pool compares an idle
+    /// connection's schema with a taker's by pointer first
+    /// (`backend::pool::Want::db`). A session asks only when its schema
+    /// changes. Past [`MAX_SCHEMA_NAMES`] names a new one is not kept
+    /// (it is compared by its bytes).
+    pub fn schema_arc(&self, name: &str) -> Arc<str> {
+        let mut names = self.schemas.lock();
+        if let Some(a) = names.get(name) {
+            return a.clone();
+        }
+        let a: Arc<str> = Arc::from(name);
+        if names.len() < MAX_SCHEMA_NAMES {
+            names.insert(a.clone());
+        }
+        a
     }
 
     /// Connection timeout for shards.

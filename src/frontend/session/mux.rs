@@ -720,7 +720,7 @@ impl Session {
         pool.stats.multiplexed.fetch_add(1, Ordering::Relaxed);
         self.mux.given_back += 1;
         debug!(conn = self.id, shard = %pool.shard, backend_conn = conn.connection_id, "shard connection given back after the statement");
-        if let Some(c) = pool.give_back(Idle {
+        let (closed, serial) = pool.give_back_numbered(Idle {
             key: self.conn_key(),
             conn,
             db: self.schema_shared(),
@@ -732,7 +732,14 @@ impl Session {
             stmts: stmt_ids,
             lease,
             since: now,
-        }) {
+            serial: 0,
+        });
+        // Looked for first at the next take (`pool::Want::serial`).
+        if self.mux.given.len() <= shard {
+            self.mux.given.resize(shard + 1, 0);
+        }
+        self.mux.given[shard] = serial.unwrap_or(0);
+        if let Some(c) = closed {
             crate::frontend::session::pooled::quit(c).await;
         }
     }

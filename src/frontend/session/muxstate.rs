@@ -57,6 +57,9 @@ pub struct MuxState {
     /// The session's schema as connections given back carry it
     /// (`Session::schema_shared`), made again when the schema changes.
     pub(in crate::frontend) schema: Option<Arc<str>>,
+    /// Per shard: the pool's number of the connection the session gave
+    /// back last (0: none), for its next take (`pool::Want::serial`).
+    pub(in crate::frontend) given: Vec<u64>,
     /// The session's pool key, once made (`Session::conn_key`).
     pub(in crate::frontend) key: Option<ConnKey>,
     /// The pools where this session's held connections are counted as

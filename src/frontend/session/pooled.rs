@@ -75,11 +75,12 @@ impl Session {
         key
     }
 
-    /// The session's schema, shared with the connections it gives back.
+    /// The session's schema, shared with the connections it gives back
+    /// (one `Arc` per name for all sessions: the pool compares pointers).
     pub(in crate::frontend) fn schema_shared(&mut self) -> Option<Arc<str>> {
         let now = self.schema.as_deref();
         if self.mux.schema.as_deref() != now {
-            self.mux.schema = now.map(Arc::from);
+            self.mux.schema = now.map(|s| self.shared.schema_arc(s));
         }
         self.mux.schema.clone()
     }
@@ -100,11 +101,14 @@ impl Session {
         };
         let key = self.conn_key();
         let tag = self.state_tag();
+        let db = self.schema_shared();
+        let serial = self.mux.given.get(shard).copied().unwrap_or(0);
         let lease = loop {
             let want = Want {
-                db: self.schema.as_deref(),
+                db: db.as_ref(),
                 tag,
                 owner: self.id,
+                serial,
             };
             let taken = pool
                 .take(&key, want)
@@ -177,6 +181,7 @@ impl Session {
             stmts,
             lease,
             since,
+            serial: _,
         } = idle;
         let timeout = self.shared.connect_timeout();
         let mut alive = !crate::frontend::session::closed_by_peer(&conn);
@@ -228,6 +233,7 @@ impl Session {
                     stmts,
                     lease,
                     since: Instant::now(),
+                    serial: 0,
                 }) {
                     quit(c).await;
                 }
@@ -297,6 +303,7 @@ impl Session {
                 stmts: Vec::new(),
                 lease,
                 since: Instant::now(),
+                serial: 0,
             }) {
                 quit(c).await;
             }
@@ -371,6 +378,7 @@ async fn fill_min_idle(shared: &Shared, shard: usize, pool: &Arc<ShardPool>) {
             stmts: Vec::new(),
             lease,
             since: Instant::now(),
+            serial: 0,
         }) {
             quit(c).await;
         }
