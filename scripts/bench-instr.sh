@@ -26,6 +26,8 @@
 #   --top N        functions listed (default 25; 0: the total only)
 #   --threads N    sysbench threads (default 4; with more, each take looks
 #                  through more idle connections in the pool)
+#   --ps           server-side prepared statements (sysbench
+#                  --db-ps-mode=auto: COM_STMT_EXECUTE) instead of text
 #   --keep DIR     keep each binary's callgrind dump as DIR/BIN.callgrind
 #                  (for callgrind_annotate --tree=caller, or self costs)
 #
@@ -34,7 +36,7 @@ set -euo pipefail
 umask 077
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
-workload=insert secs=12 top=25 keep= threads=4
+workload=insert secs=12 top=25 keep= threads=4 ps=disable
 bins=()
 while (($#)); do
   case "$1" in
@@ -43,6 +45,7 @@ while (($#)); do
     --top) top=$2; shift ;;
     --keep) keep=$2; shift ;;
     --threads) threads=$2; shift ;;
+    --ps) ps=auto ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "unknown option: $1 (see --help)" >&2; exit 2 ;;
     *) bins+=("$1") ;;
@@ -126,11 +129,12 @@ dir = "$tmp/rules"
 EOF
 
 sb=(--db-driver=mysql --mysql-host="$host" --mysql-port="$port" --mysql-user=sbtest --mysql-password=sbtest
-  --mysql-db="$db" --tables=1 --table-size=10000 --threads="$threads" --db-ps-mode=disable)
+  --mysql-db="$db" --tables=1 --table-size=10000 --threads="$threads" --db-ps-mode="$ps")
 # sysbench sends id = 0 (as bench.sh's insert): MariaDB's AUTO_INCREMENT
 # fills it in sbtest_instr, idgate's generator in sbtest_instr_ids.
 [ "$lua" = oltp_insert ] && sb+=(--auto-inc=on)
 
+[ "$ps" = auto ] && workload+=" (ps)"
 printf '%-12s %-40s %14s %12s\n' workload binary "instr/stmt" statements
 for bin in "${bins[@]}"; do
   [ -x "$bin" ] || { log "no binary at $bin"; exit 1; }

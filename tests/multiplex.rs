@@ -773,6 +773,57 @@ async fn a_set_run_as_a_prepared_statement_pins_the_session_and_does_not_leak() 
     proxy::teardown(&tb, p, &schema).await;
 }
 
+/// What a prepared statement's text tells the multiplexer is read at its
+/// first execute and kept with it: every later execute still gets it
+/// (one that names LAST_INSERT_ID() is given the session's value, one
+/// that pins nothing gives its connection back, one that takes a lock
+/// pins), and each statement keeps its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prepared_statements_facts_hold_at_every_execute() {
+    let Some((tb, schema, p)) =
+        setup("mux_pfacts", "pool_max = 1\npool_wait_timeout_ms = 60000").await
+    else {
+        return;
+    };
+    let mut a = Conn::new(p.opts(Some(&schema))).await.expect("client a");
+    a.query_drop("CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+        .await
+        .expect("create");
+    a.query_drop("INSERT INTO t (v) VALUES (1)")
+        .await
+        .expect("a inserts");
+    let mine = a.last_insert_id().expect("a's id");
+    let lid = a
+        .prep("SELECT LAST_INSERT_ID() + ?")
+        .await
+        .expect("prepare the read");
+    let mut b = Conn::new(p.opts(Some(&schema))).await.expect("client b");
+    for round in 0..3 {
+        // b's INSERT runs on the one connection and moves its value.
+        b.query_drop("INSERT INTO t (v) VALUES (2)")
+            .await
+            .expect("b inserts");
+        let got: Option<u64> = a.exec_first(&lid, (0,)).await.expect("execute the read");
+        assert_eq!(got, Some(mine), "round {round}: a's LAST_INSERT_ID()");
+    }
+    let plain = a.prep("SELECT ? + 1").await.expect("prepare plain");
+    for _ in 0..2 {
+        let two: Option<i64> = a.exec_first(&plain, (1,)).await.expect("execute plain");
+        assert_eq!(two, Some(2));
+        wait_idle(&p, 1).await;
+    }
+    let lock = a
+        .prep("SELECT GET_LOCK('mux_pfacts', ?)")
+        .await
+        .expect("prepare the lock");
+    let got: Option<i64> = a.exec_first(&lock, (0,)).await.expect("take the lock");
+    assert_eq!(got, Some(1));
+    wait_pinned(&p, Pin::GetLock, 1).await;
+    a.disconnect().await.expect("a quits");
+    b.disconnect().await.expect("b quits");
+    proxy::teardown(&tb, p, &schema).await;
+}
+
 /// An INSERT whose AUTO_INCREMENT values MariaDB generated (the column
 /// left out, or given NULL or 0) reports the connection's
 /// `LAST_INSERT_ID()` in its OK packet: the session knows it, and the

@@ -509,6 +509,7 @@ impl Session {
             highest,
             client_prepare,
             rules_version: self.rules_version,
+            mux_facts: None,
             sequence,
         };
         let hide_columns = stmt

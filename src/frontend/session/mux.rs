@@ -48,6 +48,7 @@
 
 use crate::backend::lidclaim::ClaimState;
 use crate::backend::pool::{Idle, PIN_SLOTS};
+use crate::frontend::session::muxstate::{Facts, PreparedFacts};
 use crate::frontend::session::{lidread, Session};
 use crate::protocol::consts::{cmd, status};
 use crate::protocol::response::Expect;
@@ -140,25 +141,6 @@ impl Pin {
 }
 
 const _: () = assert!(Pin::ALL.len() <= PIN_SLOTS);
-
-/// What a client statement's text tells the multiplexer.
-#[derive(Debug, Clone, Copy)]
-struct Facts {
-    /// Sticky pins it sets.
-    pins: u32,
-    /// It releases `LOCK TABLES`.
-    unlock: bool,
-    /// It reads diagnostics (`SHOW WARNINGS`, `GET DIAGNOSTICS`,
-    /// `@@warning_count`): they stay the previous statement's.
-    diagnostics: bool,
-    /// It names `LAST_INSERT_ID()`.
-    mentions_lid: bool,
-    /// An INSERT or REPLACE (may set it).
-    inserts: bool,
-    /// A session `SET` in a query of several statements: idgate records
-    /// only a query that is one `SET`, so this one cannot be replayed.
-    several_with_set: bool,
-}
 
 impl Facts {
     /// `mentions_lid`: whether it names `LAST_INSERT_ID()`, found before
@@ -432,15 +414,47 @@ impl Session {
     /// Before each command: whether what it sends the shards may read
     /// `LAST_INSERT_ID()` ([`reads_last_id`]).
     pub(in crate::frontend) fn before_command(&mut self, payload: &[u8]) {
-        let mut mentions = None;
-        self.mux.want_lid = self.command_text(payload, |sql| {
-            as_executed(sql, |text, m| {
-                mentions = Some(m);
-                reads_last_id_with(text, m)
-            })
-        }) == Some(true);
-        self.mux.mentions = mentions;
+        self.mux.prepared = None;
+        if let Some(pf) = self.prepared_facts(payload) {
+            // An execute: what its prepared text tells, read once.
+            self.mux.want_lid = pf.facts.mentions_lid;
+            self.mux.mentions = None;
+            self.mux.prepared = Some(pf);
+        } else {
+            let mut mentions = None;
+            self.mux.want_lid = self.command_text(payload, |sql| {
+                as_executed(sql, |text, m| {
+                    mentions = Some(m);
+                    reads_last_id_with(text, m)
+                })
+            }) == Some(true);
+            self.mux.mentions = mentions;
+        }
         self.note_insert(payload);
+    }
+
+    /// For COM_STMT_EXECUTE: what the statement's prepared text tells the
+    /// multiplexer, found at its first execute and kept with the statement
+    /// (the text does not change; each execute scanned it again before).
+    fn prepared_facts(&mut self, payload: &[u8]) -> Option<PreparedFacts> {
+        if payload.first() != Some(&cmd::STMT_EXECUTE) {
+            return None;
+        }
+        let id = crate::protocol::stmt::stmt_id(payload.get(1..)?).ok()?;
+        let s = self.stmts.get_mut(id)?;
+        if let Some(pf) = s.mux_facts {
+            return Some(pf);
+        }
+        let sql = s.client_prepare.get(1..)?;
+        let pf = as_executed(sql, |text, m| {
+            let lid = reads_last_id_with(text, m);
+            PreparedFacts {
+                facts: Facts::with(text, m, lid),
+                changes_session: crate::frontend::session::replay::changes_session_state(text),
+            }
+        });
+        s.mux_facts = Some(pf);
+        Some(pf)
     }
 
     /// Whether `[backend] multiplex` is on.
@@ -454,6 +468,13 @@ impl Session {
     /// prepared `SET` is recorded here as state idgate cannot replay (the
     /// statement is looked up once).
     fn command_facts(&mut self, payload: &[u8]) -> Option<Facts> {
+        if let Some(pf) = self.mux.prepared.take() {
+            // Found by `before_command` for this execute.
+            if pf.changes_session {
+                self.state.lose();
+            }
+            return Some(pf.facts);
+        }
         let lid = self.mux.want_lid;
         // Found by `before_command` for this same command (unless the
         // command reset the session's multiplexing state meanwhile).
@@ -466,6 +487,8 @@ impl Session {
         match payload.first() {
             Some(&cmd::QUERY) => payload.get(1..).map(of),
             Some(&cmd::STMT_EXECUTE) => {
+                // Its statement was closed or the session's state reset
+                // meanwhile: read as before.
                 let id = crate::protocol::stmt::stmt_id(payload.get(1..)?).ok()?;
                 let s = self.stmts.get_mut(id)?;
                 let sql = s.client_prepare.get(1..)?;

@@ -30,6 +30,9 @@ pub struct MuxState {
     /// The command under way names `LAST_INSERT_ID()` (or `@@identity`):
     /// every connection it uses is given the session's value first.
     pub(in crate::frontend) want_lid: bool,
+    /// The command is an execute: its prepared statement's facts, for
+    /// `after_command`.
+    pub(in crate::frontend) prepared: Option<PreparedFacts>,
     /// What the command's statement text mentions, found before it ran
     /// and used again after it (`mux.rs`' `Facts`): one pass per command.
     pub(in crate::frontend) mentions: Option<crate::sql::statement::mentions::Mentions>,
@@ -65,6 +68,37 @@ pub struct MuxState {
     /// The pools where this session's held connections are counted as
     /// pinned, with the reason.
     pub(in crate::frontend) counted: PinCount,
+}
+
+/// What a client statement's text tells the multiplexer (found by
+/// `mux.rs`' `Facts::with`).
+#[derive(Debug, Clone, Copy)]
+pub(in crate::frontend) struct Facts {
+    /// Sticky pins it sets.
+    pub(in crate::frontend) pins: u32,
+    /// It releases `LOCK TABLES`.
+    pub(in crate::frontend) unlock: bool,
+    /// It reads diagnostics (`SHOW WARNINGS`, `GET DIAGNOSTICS`,
+    /// `@@warning_count`): they stay the previous statement's.
+    pub(in crate::frontend) diagnostics: bool,
+    /// It names `LAST_INSERT_ID()`.
+    pub(in crate::frontend) mentions_lid: bool,
+    /// An INSERT or REPLACE (may set it).
+    pub(in crate::frontend) inserts: bool,
+    /// A session `SET` in a query of several statements: idgate records
+    /// only a query that is one `SET`, so this one cannot be replayed.
+    pub(in crate::frontend) several_with_set: bool,
+}
+
+/// What a prepared statement's text tells the multiplexer, kept with the
+/// statement (`stmt.rs`' `PreparedStmt::mux_facts`) from its first
+/// execute.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::frontend) struct PreparedFacts {
+    pub(in crate::frontend) facts: Facts,
+    /// It is a `SET` of session state: idgate cannot replay an executed
+    /// one (`replay.rs`).
+    pub(in crate::frontend) changes_session: bool,
 }
 
 /// What a session counts in its pools' `pinned` gauges, taken back when

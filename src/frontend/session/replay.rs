@@ -72,7 +72,7 @@ impl SessionState {
     /// counts as lost (a reopen fails, the session keeps its connection
     /// and it is reset before another session gets it).
     pub fn record_prepared(&mut self, sql: &[u8]) {
-        if &first_keyword(sql)[..4] == b"SET\0" && changes_session(sql) {
+        if changes_session_state(sql) {
             self.lost = true;
         }
     }
@@ -123,6 +123,12 @@ fn fingerprint(sets: &[Vec<u8>]) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     sets.hash(&mut h);
     h.finish().clamp(1, u64::MAX - 1)
+}
+
+/// Whether a prepared statement's text is a `SET` of session state
+/// ([`SessionState::record_prepared`]).
+pub(in crate::frontend) fn changes_session_state(sql: &[u8]) -> bool {
+    &first_keyword(sql)[..4] == b"SET\0" && changes_session(sql)
 }
 
 /// Whether a `SET` statement changes this session (not `SET GLOBAL`, `SET

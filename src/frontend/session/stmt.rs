@@ -83,6 +83,9 @@ pub struct PreparedStmt {
     pub sequence: Option<Arc<crate::frontend::session::seqstate::SeqStmt>>,
     /// The generation of the rules it was planned with (see the session's).
     pub rules_version: u64,
+    /// What its text tells the multiplexer, once an execute read it
+    /// (`mux.rs`).
+    pub(in crate::frontend) mux_facts: Option<crate::frontend::session::muxstate::PreparedFacts>,
 }
 
 /// Where a prepared SELECT's LIMIT became `?, ?` on the shards.
