@@ -24,9 +24,38 @@ pub struct ShardInfo {
     pub charset: u8,
 }
 
-/// Schema names [`Shared::schema_arc`] keeps at most (names are those
-/// sessions entered, which a shard accepted: a few per application).
+/// Schema names [`Shared::schema_arc`] keeps at most (names sessions
+/// entered: a few per application).
 const MAX_SCHEMA_NAMES: usize = 10_000;
+
+/// The longest schema name MariaDB accepts: 64 characters of up to 4
+/// bytes.
+const MAX_SCHEMA_NAME_BYTES: usize = 256;
+
+/// Schema names, one `Arc` each for every session. Past
+/// [`MAX_SCHEMA_NAMES`] names, or for a name longer than a schema name can
+/// be, a new one is not kept (it is then compared by its bytes): a client
+/// that sends names the shard refuses (in its handshake, COM_CHANGE_USER)
+/// cannot grow the set beyond that.
+#[derive(Debug, Default)]
+struct SchemaNames(parking_lot::Mutex<std::collections::HashSet<Arc<str>>>);
+
+impl SchemaNames {
+    fn get(&self, name: &str) -> Arc<str> {
+        if name.len() > MAX_SCHEMA_NAME_BYTES {
+            return Arc::from(name);
+        }
+        let mut names = self.0.lock();
+        if let Some(a) = names.get(name) {
+            return a.clone();
+        }
+        let a: Arc<str> = Arc::from(name);
+        if names.len() < MAX_SCHEMA_NAMES {
+            names.insert(a.clone());
+        }
+        a
+    }
+}
 
 /// Shared by all sessions of one server.
 #[derive(Debug)]
@@ -38,7 +67,7 @@ pub struct Shared {
     account_keys: Vec<(Arc<str>, Arc<str>)>,
     /// Schema names as pooled connections carry them, one `Arc` per name
     /// for every session ([`Shared::schema_arc`]).
-    schemas: parking_lot::Mutex<std::collections::HashSet<Arc<str>>>,
+    schemas: SchemaNames,
     /// `[[users]]` by name: index in `config.users`.
     pub users: HashMap<Vec<u8>, usize>,
     /// Sessions open per user, under `[[users]] max_connections`.
@@ -277,21 +306,12 @@ impl Shared {
         }
     }
 
-    /// The shared `Arc` of schema name `name`: the pool compares an idle
-    /// connection's schema with a taker's by pointer first
-    /// (`backend::pool::Want::db`). A session asks only when its schema
-    /// changes. Past [`MAX_SCHEMA_NAMES`] names a new one is not kept
-    /// (it is compared by its bytes).
+    /// The shared `Arc` of schema name `name` ([`SchemaNames`]): the
+    /// pool compares an idle connection's schema with a taker's by
+    /// pointer first (`backend::pool::Want::db`). A session asks only
+    /// when its schema changes.
     pub fn schema_arc(&self, name: &str) -> Arc<str> {
-        let mut names = self.schemas.lock();
-        if let Some(a) = names.get(name) {
-            return a.clone();
-        }
-        let a: Arc<str> = Arc::from(name);
-        if names.len() < MAX_SCHEMA_NAMES {
-            names.insert(a.clone());
-        }
-        a
+        self.schemas.get(name)
     }
 
     /// Connection timeout for shards.
@@ -424,5 +444,37 @@ fn pool_settings(b: &crate::config::BackendConfig) -> crate::backend::pool::Pool
         idle_timeout: std::time::Duration::from_secs(b.pool_idle_timeout),
         max_lifetime: std::time::Duration::from_secs(b.pool_max_lifetime),
         wait_timeout: std::time::Duration::from_millis(b.pool_wait_timeout_ms),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_names_share_one_arc_each_within_bounds() {
+        let names = SchemaNames::default();
+        let a = names.get("app");
+        assert!(Arc::ptr_eq(&a, &names.get("app")));
+        assert!(
+            !Arc::ptr_eq(&a, &names.get("App")),
+            "names are compared as bytes"
+        );
+        let long = "x".repeat(MAX_SCHEMA_NAME_BYTES + 1);
+        assert!(
+            !Arc::ptr_eq(&names.get(&long), &names.get(&long)),
+            "too long: not kept"
+        );
+        for i in 0..MAX_SCHEMA_NAMES + 10 {
+            names.get(&format!("db{i}"));
+        }
+        assert_eq!(names.0.lock().len(), MAX_SCHEMA_NAMES);
+        let last = format!("db{}", MAX_SCHEMA_NAMES + 5);
+        assert_eq!(
+            &*names.get(&last),
+            last.as_str(),
+            "past the cap: a fresh Arc"
+        );
+        assert!(Arc::ptr_eq(&a, &names.get("app")), "kept ones stay");
     }
 }
