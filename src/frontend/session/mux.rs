@@ -465,38 +465,28 @@ impl Session {
     /// What a command's statement text (a query's, or the prepared text of
     /// an execute; as MariaDB runs it, executable comments included:
     /// [`executed`]) tells about pins and `LAST_INSERT_ID()`. An execute of a
-    /// prepared `SET` is recorded here as state idgate cannot replay (the
-    /// statement is looked up once).
+    /// prepared `SET` counts as state idgate cannot replay.
     fn command_facts(&mut self, payload: &[u8]) -> Option<Facts> {
         if let Some(pf) = self.mux.prepared.take() {
-            // Found by `before_command` for this execute.
+            // An execute: found by `before_command` (`prepared_facts`).
             if pf.changes_session {
                 self.state.lose();
             }
             return Some(pf.facts);
         }
+        if payload.first() != Some(&cmd::QUERY) {
+            // Not a query, or an execute of no statement.
+            return None;
+        }
         let lid = self.mux.want_lid;
         // Found by `before_command` for this same command (unless the
         // command reset the session's multiplexing state meanwhile).
         let mentions = self.mux.mentions.take();
-        let of = |sql: &[u8]| match mentions {
+        payload.get(1..).map(|sql| match mentions {
             // No `!`: the text runs as it is written.
             Some(m) if !m.has(Word::Bang) => Facts::with(sql, m, lid),
             _ => as_executed(sql, |text, m| Facts::with(text, m, lid)),
-        };
-        match payload.first() {
-            Some(&cmd::QUERY) => payload.get(1..).map(of),
-            Some(&cmd::STMT_EXECUTE) => {
-                // Its statement was closed or the session's state reset
-                // meanwhile: read as before.
-                let id = crate::protocol::stmt::stmt_id(payload.get(1..)?).ok()?;
-                let s = self.stmts.get_mut(id)?;
-                let sql = s.client_prepare.get(1..)?;
-                self.state.record_prepared(&executed(sql));
-                Some(of(sql))
-            }
-            _ => None,
-        }
+        })
     }
 
     /// `f` of the statement text of a command as sent: a query's, or the

@@ -67,16 +67,6 @@ impl SessionState {
         }
     }
 
-    /// A `SET` the client ran as a server-side prepared statement: its
-    /// values are not in the text, so it cannot be replayed; the state
-    /// counts as lost (a reopen fails, the session keeps its connection
-    /// and it is reset before another session gets it).
-    pub fn record_prepared(&mut self, sql: &[u8]) {
-        if changes_session_state(sql) {
-            self.lost = true;
-        }
-    }
-
     /// The statements to replay on a new connection, or `None` when the
     /// session's state cannot be restored.
     pub fn replay(&self) -> Option<&[Vec<u8>]> {
@@ -125,8 +115,11 @@ fn fingerprint(sets: &[Vec<u8>]) -> u64 {
     h.finish().clamp(1, u64::MAX - 1)
 }
 
-/// Whether a prepared statement's text is a `SET` of session state
-/// ([`SessionState::record_prepared`]).
+/// Whether a prepared statement's text is a `SET` of session state. One
+/// the client runs as a server-side prepared statement has its values
+/// outside the text, so it cannot be replayed: the state counts as lost
+/// ([`SessionState::lose`]; a reopen fails, the session keeps its
+/// connection and it is reset before another session gets it).
 pub(in crate::frontend) fn changes_session_state(sql: &[u8]) -> bool {
     &first_keyword(sql)[..4] == b"SET\0" && changes_session(sql)
 }
