@@ -56,7 +56,11 @@ VIEWS = [
 # identical HAProxy, so haproxy2/haproxy shows how far noise alone goes.
 # idgate_base is scripts/bench.sh's IDGATE_BASE_BIN: the same config on a
 # binary built before a change; idgate/idgate_base is the change.
-ALWAYS = [("haproxy", "direct"), ("haproxy2", "haproxy"), ("idgate", "idgate_base")]
+# tokio_relay is `scripts/bench.sh --relay` (examples/relay.rs): bytes
+# forwarded on idgate's runtime, nothing parsed; tokio_relay/haproxy is the
+# runtime's share of a gap, idgate/tokio_relay idgate's own work's.
+ALWAYS = [("haproxy", "direct"), ("haproxy2", "haproxy"), ("idgate", "idgate_base"),
+          ("tokio_relay", "haproxy"), ("idgate", "tokio_relay")]
 
 
 def load(path):
@@ -104,6 +108,8 @@ def show_view(title, data, cols, targets, cpu_of=None):
         cols = cols + ["haproxy2"]
     if data.get("idgate_base") and "idgate" in cols:
         cols = cols + ["idgate_base"]
+    if data.get("tokio_relay"):
+        cols = cols + ["tokio_relay"]
     print(f"\n== {title}")
     print(f"   {'target':<12}{'rounds':>7}{'median tps':>12}{'median p95 ms':>15}"
           f"{'min tps':>10}{'max tps':>10}{'proxy CPU us/stmt':>19}")

@@ -40,6 +40,15 @@
 #   --no-control       leave out the A/A control: a second, identical HAProxy
 #                      (target haproxy2) in every workload, whose ratio
 #                      haproxy2/haproxy shows the run's noise floor (default: on)
+#   --relay            add target tokio_relay in the point_select, read_write_ps
+#                      and insert workloads: examples/relay.rs, a relay that
+#                      forwards bytes to s0 on idgate's runtime (tokio, two
+#                      workers) and parses nothing. tokio_relay/haproxy is what
+#                      the runtime costs; idgate/tokio_relay is what idgate's
+#                      own work costs. BENCH_RELAY_SPIN=N adds N iterations of
+#                      an opaque loop (4 instructions each, callgrind) per chunk
+#                      from the client: what that much user time per
+#                      statement costs in tps (default 0)
 #
 # Environment: IDGATE_BIN, IDGATE_BASE_BIN (a second binary, target
 # idgate_base), BENCH_BACKEND_EXTRA (lines added to idgate's [backend], not
@@ -110,6 +119,7 @@ do_idgate=1
 do_build=1
 do_control=1
 do_tls=0
+do_relay=0
 pin_proxy='' pin_rest=''
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
@@ -131,6 +141,7 @@ while (($#)); do
     --control) do_control=1 ;;
     --no-control) do_control=0 ;;
     --tls) do_tls=1 ;;
+    --relay) do_relay=1 ;;
     --pin)
       [[ $2 == *:* ]] || { echo "--pin wants PROXY_CPUS:REST_CPUS, e.g. 1:0" >&2; exit 2; }
       pin_proxy=${2%%:*} pin_rest=${2#*:}; shift ;;
@@ -246,6 +257,8 @@ haproxy_pid=
 haproxy2_pid=
 haproxy_port=
 haproxy2_port=
+relay_pid=
+relay_port=
 idgate_port=
 idgate_pid=
 idgate_ok=0
@@ -261,6 +274,7 @@ cleanup() {
   [ -n "$pin_proxy" ] && pin_servers "0-$(($(nproc) - 1))"
   stop_pid haproxy "$haproxy_pid"
   stop_pid haproxy2 "$haproxy2_pid"
+  stop_pid tokio_relay "$relay_pid"
   stop_pid idgate "$idgate_pid"
   stop_pid idgate_sh "$idgate_sh_pid"
   stop_pid idgate_base "$idgate_base_pid"
@@ -297,6 +311,24 @@ start_haproxy() { # start_haproxy NAME: sets NAME_pid and NAME_port
   wait_ready 20 "$pid" "$port" "$backend_user" "$backend_password" || die "$name on port $port not answering"
   printf -v "${name}_port" '%s' "$port"
   log "$name: HAProxy $(haproxy -v | sed -n '1s/^HAProxy version \([^ ]*\).*/\1/p') (mode tcp) on $host:$port -> s0, pid $pid"
+}
+
+# The floor under a tokio proxy (--relay): examples/relay.rs on idgate's
+# runtime, started exactly as HAProxy and idgate are.
+start_relay() {
+  local port pid bin=$repo/target/release/examples/relay blog=$outdir/build-relay-$stamp.log
+  if ((do_build)) || [ ! -x "$bin" ]; then
+    log "building examples/relay.rs: cargo build --release --example relay (log: $blog)"
+    (cd "$repo" && cargo build --release --example relay) >"$blog" 2>&1 \
+      || die "cargo build --release --example relay failed (log: $blog)"
+  fi
+  port=$(free_port)
+  "${proxy_cpus[@]}" "$bin" "$host:$port" "$host:$s0_port" "${BENCH_RELAY_SPIN:-0}" >"$tmp/tokio_relay.log" 2>&1 &
+  pid=$!
+  relay_pid=$pid
+  wait_ready 20 "$pid" "$port" "$backend_user" "$backend_password" || die "tokio_relay on port $port not answering"
+  relay_port=$port
+  log "tokio_relay: examples/relay.rs (spin ${BENCH_RELAY_SPIN:-0}) on $host:$port -> s0, pid $pid"
 }
 
 build_idgate() {
@@ -501,6 +533,7 @@ target_args() {
     direct) printf '%s\n' "$s0_port" "$backend_user" "$backend_password" "$db" ;;
     haproxy) printf '%s\n' "$haproxy_port" "$backend_user" "$backend_password" "$db" ;;
     haproxy2) printf '%s\n' "$haproxy2_port" "$backend_user" "$backend_password" "$db" ;;
+    tokio_relay) printf '%s\n' "$relay_port" "$backend_user" "$backend_password" "$db" ;;
     idgate) printf '%s\n' "$idgate_port" "$app_user" "$app_password" "$db" ;;
     idgate_ids) printf '%s\n' "$idgate_port" "$app_user" "$app_password" "$ids_db" ;;
     idgate_base) printf '%s\n' "$idgate_base_port" "$app_user" "$app_password" "$db" ;;
@@ -531,6 +564,7 @@ workload_targets() {
       return 0
       ;;
   esac
+  [ -n "$relay_port" ] && t+=(tokio_relay)
   ((idgate_ok)) && t+=(idgate)
   ((idgate_base_ok)) && t+=(idgate_base)
   [ "$1" = insert ] && ((idgate_ok)) && t+=(idgate_ids)
@@ -559,6 +593,7 @@ run_one() {
     idgate_sh) cpu_pid=$idgate_sh_pid ;;
     haproxy) cpu_pid=$haproxy_pid ;;
     haproxy2) cpu_pid=$haproxy2_pid ;;
+    tokio_relay) cpu_pid=$relay_pid ;;
   esac
   [ -n "$cpu_pid" ] && cpu0=$(proc_cpu_ticks "$cpu_pid")
   if [[ $target == idgate* ]] && ! kill -0 "$pid" 2>/dev/null; then
@@ -696,6 +731,7 @@ fi
 
 start_haproxy haproxy
 ((do_control)) && start_haproxy haproxy2
+((do_relay)) && start_relay
 # The tables exist before idgate starts (it may look at its rule tables).
 [ "$mode" = run ] && prepare_data
 start_idgate

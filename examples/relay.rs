@@ -1,0 +1,99 @@
+//! The floor under any tokio proxy: a relay that forwards bytes between a
+//! client and one backend and does nothing else, on the runtime idgate uses
+//! (multi-thread, two workers unless told, TCP_NODELAY both ways). It reads
+//! no packet and parses nothing, so what separates it from HAProxy in one
+//! run (`scripts/bench.sh --relay`, target `tokio_relay`) is the runtime and
+//! the relay loop, and what separates idgate from it is idgate's own work.
+//!
+//! `SPIN` (default 0) adds that many iterations of an opaque loop before
+//! each chunk from the client is forwarded: CPU spent per statement
+//! without another system call or allocation, to measure what a given
+//! amount of a proxy's user time costs in throughput on the same machine.
+//!
+//!   cargo run --release --example relay -- LISTEN BACKEND [SPIN] [WORKERS]
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (listen, backend) = match &args[..] {
+        [l, b, ..] => (l.clone(), b.clone()),
+        _ => {
+            eprintln!("usage: relay LISTEN BACKEND [SPIN] [WORKERS]");
+            std::process::exit(2);
+        }
+    };
+    let number = |i: usize, default: u64| match args.get(i).map(|s| s.parse::<u64>()) {
+        None => default,
+        Some(Ok(n)) => n,
+        Some(Err(e)) => {
+            eprintln!("relay: argument {} ({:?}): {e}", i + 1, args[i]);
+            std::process::exit(2);
+        }
+    };
+    let spin = number(2, 0);
+    let workers = number(3, 2).max(1) as usize;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    rt.block_on(async move {
+        let listener = match TcpListener::bind(&listen).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("relay: cannot listen on {listen}: {e}");
+                std::process::exit(1);
+            }
+        };
+        loop {
+            let Ok((client, _)) = listener.accept().await else {
+                continue;
+            };
+            let backend = backend.clone();
+            tokio::spawn(async move {
+                if let Err(e) = relay(client, &backend, spin).await {
+                    eprintln!("relay: {e}");
+                }
+            });
+        }
+    });
+}
+
+/// Forwards both ways until either side closes.
+async fn relay(mut client: TcpStream, backend: &str, spin: u64) -> std::io::Result<()> {
+    client.set_nodelay(true)?;
+    let mut server = TcpStream::connect(backend).await?;
+    server.set_nodelay(true)?;
+    let (mut from_client, mut from_server) = (vec![0u8; 16384], vec![0u8; 16384]);
+    loop {
+        tokio::select! {
+            n = client.read(&mut from_client) => {
+                let n = n?;
+                if n == 0 {
+                    return Ok(());
+                }
+                burn(spin);
+                server.write_all(&from_client[..n]).await?;
+            }
+            n = server.read(&mut from_server) => {
+                let n = n?;
+                if n == 0 {
+                    return Ok(());
+                }
+                client.write_all(&from_server[..n]).await?;
+            }
+        }
+    }
+}
+
+/// `n` iterations the optimizer cannot remove (4 instructions each,
+/// counted with callgrind).
+fn burn(n: u64) {
+    let mut x = 0u64;
+    for i in 0..n {
+        x = std::hint::black_box(x.wrapping_add(i));
+    }
+    std::hint::black_box(x);
+}
