@@ -81,6 +81,7 @@ fn bench(c: &mut Criterion) {
         no_backslash_escapes: false,
         ansi_quotes: false,
         columns: &columns,
+        mentions: None,
     };
     let ids: Vec<u64> = (1_000_000..1_000_200).collect();
     let one = "INSERT INTO orders (customer_id, sku, qty, note) VALUES (42, 'sku-1', 3, 'x')";

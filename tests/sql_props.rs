@@ -46,13 +46,33 @@ fn ctx(navoz: bool) -> PlanCtx<'static> {
         no_backslash_escapes: false,
         ansi_quotes: false,
         columns: &columns,
+        mentions: None,
     }
 }
 
 /// Plans, renders, and prepares `sql`; must never panic.
 fn exercise(sql: &str, rules: &RuleSet) {
+    // What the text mentions, found first (as a session does once per
+    // command), changes no plan: it only spares scans for absent words.
+    let mentions = Some(idgate::sql::statement::mentions::Mentions::of(
+        sql.as_bytes(),
+    ));
+    assert_eq!(
+        idgate::sql::plan::passes_in_every_mode_with(sql, mentions),
+        idgate::sql::plan::passes_in_every_mode(sql),
+        "{sql:?}"
+    );
     for navoz in [false, true] {
         let c = ctx(navoz);
+        let with_mentions = PlanCtx {
+            mentions,
+            ..ctx(navoz)
+        };
+        assert_eq!(
+            plan_query_with(sql, rules, &with_mentions, Engine::Auto),
+            plan_query_with(sql, rules, &c, Engine::Auto),
+            "{sql:?}"
+        );
         for engine in [Engine::Auto, Engine::FastOnly, Engine::SqlParserOnly] {
             if let Ok(Plan::Rewrite(r)) = plan_query_with(sql, rules, &c, engine) {
                 let ids: Vec<u64> = (1..=r.total_ids() as u64).collect();
@@ -312,6 +332,7 @@ proptest! {
         Just(";"), Just("VALUES"), Just("SET "), Just("id"), Just("="), Just("NULL"), Just("0"), Just("?"),
         Just("LAST_INSERT_ID"), Just("@@identity"), Just("SELECT "), Just("é"), Just(" AS "), Just("ON "),
         Just("PARTITION"), Just("REPLACE "), Just("PREPARE s FROM "), Just("CREATE PROCEDURE "), Just("BEGIN NOT ATOMIC "),
+        Just("UPDATE "), Just("last_insert_id("), Just("@@session.identity"), Just("@"), Just("_"),
     ], 0..40)) {
         let sql: String = parts.concat();
         exercise(&sql, &rules());

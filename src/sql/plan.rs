@@ -18,6 +18,7 @@ use super::rows::{self, KeyColumn, RowSpan};
 use super::shape::{same_column, Body, Shape};
 use super::statement::dynamic;
 use super::statement::keyword::set_statement_for;
+use super::statement::mentions::{Mentions, Word};
 use super::update;
 use super::upsert::{self, Report, Upsert, Upserts};
 use super::views;
@@ -40,6 +41,10 @@ pub struct PlanCtx<'a> {
     /// `(schema, table)` -> the table's columns in order, from the session's
     /// cache (filled from information_schema after [`Plan::NeedColumns`]).
     pub columns: ColumnsFn<'a>,
+    /// What the query being planned (or a query it is part of) mentions,
+    /// when the caller found it already: the planner's own scans for `;`
+    /// and `LAST_INSERT_ID` then run only where the word is.
+    pub mentions: Option<Mentions>,
 }
 
 impl PlanCtx<'_> {
@@ -250,12 +255,18 @@ pub fn plan_query(sql: &str, rules: &RuleSet, ctx: &PlanCtx<'_>) -> Result<Plan,
 /// is found before any quote could matter, so a session need not know its
 /// `sql_mode` (a round trip to the shard) to forward such a statement.
 pub fn passes_in_every_mode(sql: &str) -> bool {
-    if memchr::memchr(b';', sql.as_bytes()).is_some() {
+    passes_in_every_mode_with(sql, None)
+}
+
+/// [`passes_in_every_mode`], with what the text (or a text it is part of)
+/// mentions when already found.
+pub fn passes_in_every_mode_with(sql: &str, m: Option<Mentions>) -> bool {
+    if has_semicolon(sql, m) {
         return false;
     }
     let mut lx = Lexer::new(sql, 0, Modes::default());
     let Some(t) = lx.next_token() else {
-        return !last_id_hint(sql.as_bytes());
+        return !last_id_hint(sql.as_bytes(), m);
     };
     // The first word first: an INSERT is planned whatever it names, so
     // its text is scanned for the hint once, by the planner.
@@ -264,7 +275,14 @@ pub fn passes_in_every_mode(sql: &str) -> bool {
         First::Other => true,
         _ => false,
     };
-    passes && !last_id_hint(sql.as_bytes())
+    passes && !last_id_hint(sql.as_bytes(), m)
+}
+
+/// Whether `sql` has a `;`, asked of its mentions first.
+fn has_semicolon(sql: &str, m: Option<Mentions>) -> bool {
+    Mentions::may_have(m, Word::Semicolon, || {
+        memchr::memchr(b';', sql.as_bytes()).is_some()
+    })
 }
 
 /// [`plan_query`] with a chosen parser (for differential tests).
@@ -276,11 +294,11 @@ pub fn plan_query_with(
     engine: Engine,
 ) -> Result<Plan, SqlError> {
     let modes = ctx.modes();
-    let hint = last_id_hint(sql.as_bytes());
+    let hint = last_id_hint(sql.as_bytes(), ctx.mentions);
     // The common case: one ordinary statement. An INSERT into a rule table
     // found here is planned from the head read here.
     let mut found = None;
-    if memchr::memchr(b';', sql.as_bytes()).is_none() {
+    if !has_semicolon(sql, ctx.mentions) {
         let mut lx = Lexer::new(sql, 0, modes);
         match lx.next_token() {
             None => return Ok(Plan::Passthrough),
@@ -300,7 +318,11 @@ pub fn plan_query_with(
                     }
                 }
                 First::Plain { .. } | First::Other if !hint => return Ok(Plan::Passthrough),
-                First::Insert if !hint && !in_exec_anywhere(sql) => {
+                First::Insert
+                    if !hint
+                        // An executable comment has a `!`.
+                        && !Mentions::may_have(ctx.mentions, Word::Bang, || in_exec_anywhere(sql)) =>
+                {
                     // Look the table up before anything else.
                     if let Ok(head) = fast::head(&mut lx, sql) {
                         let schema = head.schema.as_deref().or(ctx.schema);
@@ -404,8 +426,16 @@ fn find(f: &Finder<'_>, hay: &[u8]) -> Option<usize> {
     f.find(hay)
 }
 
-/// Cheap, conservative: does the text mention `last_insert_id` or `@@...identity`?
-fn last_id_hint(b: &[u8]) -> bool {
+/// Cheap, conservative: does the text mention `last_insert_id` or
+/// `@@...identity`? Asked of its mentions first (`m`, when known): each
+/// half needs a word there (`last_insert_id`, `@`).
+fn last_id_hint(b: &[u8], m: Option<Mentions>) -> bool {
+    Mentions::may_have(m, Word::LastInsertId, || names_last_insert_id(b))
+        || Mentions::may_have(m, Word::At, || names_identity_variable(b))
+}
+
+/// `last_insert_id` in any case.
+fn names_last_insert_id(b: &[u8]) -> bool {
     for i in memchr::memchr_iter(b'_', b) {
         let before = i.checked_sub(4).and_then(|s| b.get(s..i));
         let after = b.get(i + 1..i + 10);
@@ -415,6 +445,11 @@ fn last_id_hint(b: &[u8]) -> bool {
             return true;
         }
     }
+    false
+}
+
+/// A system variable `@@...identity` or `@@...last_insert_id`.
+fn names_identity_variable(b: &[u8]) -> bool {
     // Each `@@`, as a non-overlapping substring search finds them (`@@@x`
     // is `@@` then `@x`), with memchr, which costs less on short text.
     let mut from = 0;
@@ -924,7 +959,10 @@ impl<'q> QueryPlanner<'q> {
             edits.sort_by_key(|e| e.start);
         }
         if self.mode == Mode::Prepare {
-            info.uses_last_insert_id = sql.as_bytes().get(start..rp.end).is_some_and(last_id_hint);
+            info.uses_last_insert_id = sql
+                .as_bytes()
+                .get(start..rp.end)
+                .is_some_and(|b| last_id_hint(b, self.ctx.mentions));
         }
         info.first_slot = self.slot_base;
         info.generated = slot_count;
@@ -1599,7 +1637,9 @@ mod tests {
             let b = text.as_bytes();
             // No `_` outside the names above: the `_` part is unchanged.
             let underscore = text.contains("last_insert_id");
-            prop_assert_eq!(last_id_hint(b), underscore || reference_at_at_hint(b));
+            prop_assert_eq!(last_id_hint(b, None), underscore || reference_at_at_hint(b));
+            // Asked of the text's mentions first: the same answer.
+            prop_assert_eq!(last_id_hint(b, Some(Mentions::of(b))), last_id_hint(b, None));
             let reference = Finder::new(b"/*").find(b).is_some()
                 && (Finder::new(b"/*!").find(b).is_some() || Finder::new(b"/*M!").find(b).is_some());
             prop_assert_eq!(in_exec_anywhere(&text), reference);
@@ -1608,8 +1648,8 @@ mod tests {
 
     #[test]
     fn three_ats_are_a_pair_then_a_user_variable() {
-        assert!(!last_id_hint(b"select @@@identity"));
-        assert!(last_id_hint(b"select @@@@identity"));
-        assert!(last_id_hint(b"select @@session.IDENTITY"));
+        assert!(!last_id_hint(b"select @@@identity", None));
+        assert!(last_id_hint(b"select @@@@identity", None));
+        assert!(last_id_hint(b"select @@session.IDENTITY", None));
     }
 }

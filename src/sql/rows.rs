@@ -303,6 +303,7 @@ sharding = "mod"
             no_backslash_escapes: false,
             ansi_quotes: false,
             columns: &cols,
+            mentions: None,
         };
         match plan_query_with(sql, &rules, &ctx, engine).unwrap() {
             Plan::Rewrite(r) => r,
@@ -395,6 +396,7 @@ sharding = "hash"
             no_backslash_escapes: false,
             ansi_quotes: false,
             columns: cols,
+            mentions: None,
         }
     }
 

@@ -48,6 +48,7 @@ fn ctx() -> PlanCtx<'static> {
         no_backslash_escapes: false,
         ansi_quotes: false,
         columns: &columns,
+        mentions: None,
     }
 }
 
@@ -242,6 +243,7 @@ fn no_column_list() {
     let none = |_: &str, _: &str| None;
     let c = PlanCtx {
         columns: &none,
+        mentions: None,
         ..ctx()
     };
     assert_eq!(
@@ -469,6 +471,7 @@ fn refusals() {
     let none = |_: &str, _: &str| None;
     let c = PlanCtx {
         columns: &none,
+        mentions: None,
         ..ctx()
     };
     assert_eq!(
@@ -1018,6 +1021,10 @@ fn passes_in_every_mode_only_when_every_mode_passes() {
     ];
     for (sql, want) in cases {
         assert_eq!(plan::passes_in_every_mode(sql), want, "{sql}");
+        let m = Some(crate::sql::statement::mentions::Mentions::of(
+            sql.as_bytes(),
+        ));
+        assert_eq!(plan::passes_in_every_mode_with(sql, m), want, "{sql}");
         if !want {
             continue;
         }

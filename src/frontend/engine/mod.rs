@@ -29,6 +29,7 @@ use crate::protocol::reply;
 use crate::protocol::response::{Expect, Kind};
 use crate::protocol::stmt as wire_stmt;
 use crate::protocol::wire::Cursor;
+use crate::sql::statement::mentions::{Mentions, Word};
 use crate::sql::statement::{self, keyword, TxnStmt};
 use std::sync::Arc;
 use std::time::Instant;
@@ -144,6 +145,9 @@ impl Session {
         self.registered.control.set_command(payload[0], now);
         self.before_command(payload);
         let r = self.dispatch(payload).await;
+        // The payload's borrow ends with the command: its address may hold
+        // another text next.
+        self.mux.text = None;
         if r.is_ok() {
             // Pins, and with multiplexing the connections given back.
             self.after_command(payload).await;
@@ -283,7 +287,8 @@ impl Session {
             // A resharding cutover: held while it names a paused table.
             self.hold_if_paused(sql).await?;
         }
-        let stmt = statement::classify(sql);
+        let mentions = self.mentions_of(sql);
+        let stmt = statement::classify_with(sql, mentions);
         if stmt.sequences {
             // `NEXTVAL(idgate.g)` and friends (`admin/sequence.rs`).
             match self.query_sequences(sql).await? {
@@ -342,7 +347,9 @@ impl Session {
         }
         // What idgate read of the session and of tables (rules, and the
         // AUTO_INCREMENT columns a multiplexed session looks at).
-        if (self.rules.is_some() || self.multiplexing()) && keyword::mentions_sql_mode(sql) {
+        if (self.rules.is_some() || self.multiplexing())
+            && Mentions::may_have(mentions, Word::SqlMode, || keyword::mentions_sql_mode(sql))
+        {
             self.sql_modes = None;
             for b in self.backends.conns_mut() {
                 b.sql_modes = None;
@@ -382,7 +389,9 @@ impl Session {
                 self.state.record(payload);
             }
         }
-        if keyword::may_change_schema(sql) {
+        if Mentions::may_have(mentions, Word::Semicolon, || {
+            keyword::may_change_schema(sql)
+        }) {
             self.refresh_schema().await?;
         }
         Ok(())

@@ -152,8 +152,8 @@ impl Facts {
 
     /// [`Facts::of`], with what the text mentions already found.
     fn with(sql: &[u8], m: Mentions, mentions_lid: bool) -> Facts {
-        let (pins, unlock) = sticky_pins(sql, m);
         let first = first_keyword(sql);
+        let (pins, unlock) = sticky_pins_with(sql, m, &first);
         Facts {
             pins,
             unlock,
@@ -174,14 +174,24 @@ impl Facts {
 /// releases `LOCK TABLES`. A query of several statements is looked at
 /// statement by statement (cut at every `;`, also one in a string: more
 /// pins at worst).
+#[cfg(test)]
 fn sticky_pins(sql: &[u8], m: Mentions) -> (u32, bool) {
+    sticky_pins_with(sql, m, &first_keyword(sql))
+}
+
+/// [`sticky_pins`], with the text's first keyword already read.
+fn sticky_pins_with(sql: &[u8], m: Mentions, first: &[u8; 8]) -> (u32, bool) {
     let mut pins = 0;
     let mut unlock = false;
     let mut part_pins = |part: &[u8]| {
         if part.iter().all(u8::is_ascii_whitespace) {
             return;
         }
-        let (p, u) = keyword_pins(part);
+        // One statement: its first keyword is the text's.
+        let (p, u) = match part.len() == sql.len() {
+            true => keyword_pins(part, first),
+            false => keyword_pins(part, &first_keyword(part)),
+        };
         pins |= p;
         // `UNLOCK TABLES` releases the locks taken before it only.
         if u {
@@ -225,17 +235,21 @@ fn several_with_set(sql: &[u8]) -> bool {
 /// The pins one statement sets by its first keyword, and whether it is
 /// `UNLOCK TABLES`; for `SET STATEMENT ... FOR stmt`, those of `stmt`
 /// (once: MariaDB does not nest them).
-fn keyword_pins(sql: &[u8]) -> (u32, bool) {
-    match set_statement_body(sql) {
-        Some(body) => first_keyword_pins(&body),
-        None => first_keyword_pins(sql),
+fn keyword_pins(sql: &[u8], first: &[u8; 8]) -> (u32, bool) {
+    let body = match &first[..4] {
+        b"SET\0" => set_statement_body(sql),
+        _ => None,
+    };
+    match body {
+        Some(body) => first_keyword_pins(&body, &first_keyword(&body)),
+        None => first_keyword_pins(sql, first),
     }
 }
 
-/// The pins one statement sets by its first keyword, and whether it is
-/// `UNLOCK TABLES`.
-fn first_keyword_pins(sql: &[u8]) -> (u32, bool) {
-    let pin = match &first_keyword(sql) {
+/// The pins one statement sets by its first keyword (`first`), and
+/// whether it is `UNLOCK TABLES`.
+fn first_keyword_pins(sql: &[u8], first: &[u8; 8]) -> (u32, bool) {
+    let pin = match first {
         b"CREATE\0\0" if contains_ignore_case(sql, b"temporary") => Pin::TemporaryTable,
         b"LOCK\0\0\0\0" => Pin::LockTables,
         // `FLUSH TABLES ... WITH READ LOCK` and `... FOR EXPORT` hold their
@@ -268,7 +282,12 @@ fn first_keyword_pins(sql: &[u8]) -> (u32, bool) {
 
 /// `label: BEGIN ...` (a labelled compound statement).
 fn labelled(sql: &[u8]) -> bool {
-    let rest = &sql[keyword_start(sql)..];
+    // A text that starts with a letter has no comment to skip.
+    let start = match sql.first() {
+        Some(b) if b.is_ascii_alphabetic() => 0,
+        _ => keyword_start(sql),
+    };
+    let rest = &sql[start..];
     let word = rest
         .iter()
         .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_' || **b == b'$')
@@ -415,6 +434,7 @@ impl Session {
     /// `LAST_INSERT_ID()` ([`reads_last_id`]).
     pub(in crate::frontend) fn before_command(&mut self, payload: &[u8]) {
         self.mux.prepared = None;
+        self.mux.text = None;
         if let Some(pf) = self.prepared_facts(payload) {
             // An execute: what its prepared text tells, read once.
             self.mux.want_lid = pf.facts.mentions_lid;
@@ -429,8 +449,28 @@ impl Session {
                 })
             }) == Some(true);
             self.mux.mentions = mentions;
+            if let (Some(&cmd::QUERY), Some(sql), Some(m)) =
+                (payload.first(), payload.get(1..), mentions)
+            {
+                if !m.has(Word::Bang) {
+                    self.mux.text = Some((sql.as_ptr() as usize, sql.len(), m));
+                }
+            }
         }
         self.note_insert(payload);
+    }
+
+    /// What `before_command` found this command's query text mentions,
+    /// when `sql` is that text (the same bytes in memory: the payload is
+    /// borrowed, unchanged, while the command runs, and this is cleared
+    /// when it ends) and it has no `!`. A word absent there is absent from
+    /// `sql`, so a reader may skip its scan ([`Mentions::may_have`]);
+    /// `None` (another text, or an execute): scan.
+    pub(in crate::frontend) fn mentions_of(&self, sql: &[u8]) -> Option<Mentions> {
+        self.mux
+            .text
+            .filter(|&(at, len, _)| at == sql.as_ptr() as usize && len == sql.len())
+            .map(|(_, _, m)| m)
     }
 
     /// For COM_STMT_EXECUTE: what the statement's prepared text tells the
@@ -1030,6 +1070,20 @@ mod tests {
             Pin::FoundRows.bit()
         );
         assert_eq!(p("CALL p()"), Pin::Call.bit());
+        // Labelled compound statements, a label that starts like a keyword
+        // included, with or without a comment before it.
+        for labelled in [
+            "l1: BEGIN NOT ATOMIC SELECT 1; END",
+            "insert1 : LOOP LEAVE insert1; END LOOP",
+            "/* c */ select_x: REPEAT SELECT 1; UNTIL 1 END REPEAT",
+        ] {
+            assert_eq!(p(labelled) & Pin::Call.bit(), Pin::Call.bit(), "{labelled}");
+        }
+        assert_eq!(p("INSERT INTO t VALUES (1)"), 0);
+        assert_eq!(
+            p("SET STATEMENT max_statement_time=1 FOR LOCK TABLES t READ"),
+            Pin::LockTables.bit()
+        );
         assert_eq!(
             p("BEGIN NOT ATOMIC SET time_zone = '+01:00'; END"),
             Pin::Call.bit()

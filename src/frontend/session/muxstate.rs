@@ -36,6 +36,12 @@ pub struct MuxState {
     /// What the command's statement text mentions, found before it ran
     /// and used again after it (`mux.rs`' `Facts`): one pass per command.
     pub(in crate::frontend) mentions: Option<crate::sql::statement::mentions::Mentions>,
+    /// The command's query text, by its address and length (the payload
+    /// is borrowed, unchanged, for the whole command), with what it
+    /// mentions, when it has no `!` (then it runs as written):
+    /// `Session::mentions_of`. Set by `before_command`, cleared when the
+    /// command ends.
+    pub(in crate::frontend) text: Option<(usize, usize, crate::sql::statement::mentions::Mentions)>,
     /// The command under way is an INSERT or REPLACE that does not name
     /// `LAST_INSERT_ID` (`generated.rs`): its text, kept for when what
     /// it does to the value matters (reused buffer).

@@ -66,6 +66,7 @@ impl Session {
                     no_backslash_escapes: modes.no_backslash_escapes,
                     ansi_quotes: modes.ansi_quotes,
                     columns: &columns,
+                    mentions: self.mentions_of(sql.as_bytes()),
                 };
                 planner(sql, &rules, &ctx)
             };
@@ -86,7 +87,7 @@ impl Session {
         payload: &[u8],
     ) -> Result<bool, CmdError> {
         let text = statement_text(&payload[1..]);
-        if sql::plan::passes_in_every_mode(&text) {
+        if sql::plan::passes_in_every_mode_with(&text, self.mentions_of(text.as_bytes())) {
             // Forwarded as it is, before the session's sql_mode is known.
             return Ok(false);
         }

@@ -8,8 +8,8 @@
 //! (callgrind, 2026-11-28), a fifth of all idgate ran per statement. (An
 //! Aho-Corasick DFA over all the words took as many: 16 instructions a
 //! byte.) Here the words share their scans: one for `_`, `@` and `;`
-//! (the words with `_` are checked around each `_`), one for `(` and `!`,
-//! and one for each of three letters rare in SQL (`v`, `g`, `p`). A bit
+//! (the words with `_` are checked around each `_`), one for `!`, and one
+//! for each of three letters rare in SQL (`v`, `g`, `p`). A bit
 //! set is exactly "the substring occurs", so a caller may use it as the answer or
 //! as a filter before a finer reading of the text.
 
@@ -44,11 +44,15 @@ pub enum Word {
     /// `!` (an executable comment, `/*!` or `/*M!`, has one: a text
     /// without it is run as it is written).
     Bang,
+    /// `sql_mode` (a statement that may change the session's modes).
+    SqlMode,
+    /// `idgate` (a call on an idgate generator names it: `idgate.g`).
+    Idgate,
 }
 
 impl Word {
     #[cfg(test)]
-    const ALL: [Word; 13] = [
+    const ALL: [Word; 15] = [
         Word::GetLock,
         Word::SqlCalcFoundRows,
         Word::ValueFor,
@@ -62,6 +66,8 @@ impl Word {
         Word::At,
         Word::Semicolon,
         Word::Bang,
+        Word::SqlMode,
+        Word::Idgate,
     ];
 
     /// The text looked for (lower case).
@@ -80,6 +86,8 @@ impl Word {
             Word::At => "@",
             Word::Semicolon => ";",
             Word::Bang => "!",
+            Word::SqlMode => "sql_mode",
+            Word::Idgate => "idgate",
         }
     }
 }
@@ -89,20 +97,22 @@ impl Word {
 pub struct Mentions(u32);
 
 /// The words with `_`, each with the offset of its first `_`.
-const UNDERSCORED: [(Word, usize); 5] = [
+const UNDERSCORED: [(Word, usize); 6] = [
     (Word::GetLock, 3),
+    (Word::SqlMode, 3),
     (Word::SqlCalcFoundRows, 3),
     (Word::WarningCount, 7),
     (Word::ErrorCount, 5),
     (Word::LastInsertId, 4),
 ];
 
-/// The other letter words, each with the byte scanned for (rare in SQL
-/// text) and its offset in the word.
-const LETTERED: [(Word, u8, usize); 3] = [
-    (Word::ValueFor, b'v', 0),
-    (Word::Ignore, b'g', 1),
-    (Word::Duplicate, b'p', 2),
+/// The other letter words by the byte scanned for (rare in SQL text), each
+/// with that byte's offset in the word: one scan per byte.
+const LETTERED: [(u8, &[(Word, usize)]); 3] = [
+    // `val(` by its `v`, not its `(`: a row of VALUES has one `(` each.
+    (b'v', &[(Word::ValueFor, 0), (Word::ValParen, 0)]),
+    (b'g', &[(Word::Ignore, 1), (Word::Idgate, 2)]),
+    (b'p', &[(Word::Duplicate, 2)]),
 ];
 
 impl Mentions {
@@ -135,17 +145,19 @@ impl Mentions {
                 _ => m.set(Word::Semicolon),
             }
         }
-        for i in memchr::memchr2_iter(b'(', b'!', sql) {
-            if sql[i] == b'!' {
-                m.set(Word::Bang);
-            } else if !m.has(Word::ValParen) && at(i.checked_sub(3), Word::ValParen) {
-                m.set(Word::ValParen);
-            }
+        if memchr::memchr(b'!', sql).is_some() {
+            m.set(Word::Bang);
         }
-        for (w, b, k) in LETTERED {
-            if memchr::memchr2_iter(b, b.to_ascii_uppercase(), sql).any(|i| at(i.checked_sub(k), w))
-            {
-                m.set(w);
+        for (b, words) in LETTERED {
+            for i in memchr::memchr2_iter(b, b.to_ascii_uppercase(), sql) {
+                for &(w, k) in words {
+                    if !m.has(w) && at(i.checked_sub(k), w) {
+                        m.set(w);
+                    }
+                }
+                if words.iter().all(|&(w, _)| m.has(w)) {
+                    break;
+                }
             }
         }
         m
@@ -154,6 +166,13 @@ impl Mentions {
     /// Whether the text contains `w`.
     pub fn has(self, w: Word) -> bool {
         self.0 & (1 << w as u8) != 0
+    }
+
+    /// Whether a text whose mentions these are (or a part of it) may
+    /// contain `w`: `false` only where it cannot, so `scan` (the caller's
+    /// own reading of the part, which decides) runs only where `w` is.
+    pub fn may_have(m: Option<Mentions>, w: Word, scan: impl FnOnce() -> bool) -> bool {
+        m.is_none_or(|m| m.has(w)) && scan()
     }
 
     /// These mentions, and `w`.
@@ -185,7 +204,7 @@ mod tests {
         /// A bit is set exactly when a plain search finds the word.
         #[test]
         fn same_as_one_search_per_word(
-            sql in "(get_|lock|GET_LOCK|sql_calc_found_rows|value|VALUE| |for|val\\(|NEXTVAL\\(|warning_count|error_count|last_insert_id|@|@@identity|ignore|Duplicate|;|!|/\\*!|x|_){0,12}",
+            sql in "(get_|lock|GET_LOCK|sql_calc_found_rows|value|VALUE| |for|val\\(|NEXTVAL\\(|warning_count|error_count|last_insert_id|@|@@identity|ignore|Duplicate|;|!|/\\*!|x|_|sql_mode|SQL_|mode|idgate|IdGate|id|gate|g){0,12}",
             bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..48),
         ) {
             for t in [sql.as_bytes(), &bytes[..]] {

@@ -99,9 +99,16 @@ impl Statement {
 /// look at their first keyword: the parsers behind each kind run only when
 /// the keyword is theirs.
 pub fn classify(sql: &[u8]) -> Statement {
+    classify_with(sql, None)
+}
+
+/// [`classify`], with what the text (or a text it is part of) mentions
+/// when already found: a text without `idgate` calls no generator.
+pub fn classify_with(sql: &[u8], m: Option<mentions::Mentions>) -> Statement {
     let keyword = first_keyword(sql);
     let kind = kind_of(sql, &keyword);
-    let sequences = sequence::may_have(sql);
+    let sequences =
+        mentions::Mentions::may_have(m, mentions::Word::Idgate, || sequence::may_have(sql));
     Statement {
         kind,
         keyword,
@@ -141,6 +148,28 @@ fn kind_of(sql: &[u8], keyword: &[u8; 8]) -> Kind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mentions_found_first_change_no_classification() {
+        for sql in [
+            "SELECT NEXTVAL(idgate.orders)",
+            "select idgate . g_1 .nextval",
+            "SELECT NEXT VALUE FOR `idgate`.`s`",
+            "INSERT INTO t VALUES (NEXTVAL(IdGate.s))",
+            "SELECT 'idgate' , val",
+            "INSERT INTO sbtest1 (id, k, c, pad) VALUES (0, 1, 'x', 'y')",
+            "SHOW IDGATE GENERATORS",
+            "",
+        ] {
+            let m = Some(mentions::Mentions::of(sql.as_bytes()));
+            assert_eq!(
+                classify_with(sql.as_bytes(), m),
+                classify(sql.as_bytes()),
+                "{sql}"
+            );
+        }
+        assert!(classify(b"SELECT NEXTVAL(idgate.orders)").sequences);
+    }
 
     #[test]
     fn kinds() {
