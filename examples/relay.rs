@@ -9,8 +9,12 @@
 //! each chunk from the client is forwarded: CPU spent per statement
 //! without another system call or allocation, to measure what a given
 //! amount of a proxy's user time costs in throughput on the same machine.
+//! `TOUCH_KIB` (default 0) makes each such chunk also write one byte in
+//! every 64-byte line of a buffer that large (the session's own): a
+//! working set per statement, to see what a proxy's cache footprint
+//! costs the processes it shares the cores with.
 //!
-//!   cargo run --release --example relay -- LISTEN BACKEND [SPIN] [WORKERS]
+//!   cargo run --release --example relay -- LISTEN BACKEND [SPIN] [WORKERS] [TOUCH_KIB]
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -20,7 +24,7 @@ fn main() {
     let (listen, backend) = match &args[..] {
         [l, b, ..] => (l.clone(), b.clone()),
         _ => {
-            eprintln!("usage: relay LISTEN BACKEND [SPIN] [WORKERS]");
+            eprintln!("usage: relay LISTEN BACKEND [SPIN] [WORKERS] [TOUCH_KIB]");
             std::process::exit(2);
         }
     };
@@ -34,6 +38,7 @@ fn main() {
     };
     let spin = number(2, 0);
     let workers = number(3, 2).max(1) as usize;
+    let touch = number(4, 0) as usize * 1024;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()
@@ -53,7 +58,7 @@ fn main() {
             };
             let backend = backend.clone();
             tokio::spawn(async move {
-                if let Err(e) = relay(client, &backend, spin).await {
+                if let Err(e) = relay(client, &backend, spin, touch).await {
                     eprintln!("relay: {e}");
                 }
             });
@@ -62,11 +67,17 @@ fn main() {
 }
 
 /// Forwards both ways until either side closes.
-async fn relay(mut client: TcpStream, backend: &str, spin: u64) -> std::io::Result<()> {
+async fn relay(
+    mut client: TcpStream,
+    backend: &str,
+    spin: u64,
+    touch: usize,
+) -> std::io::Result<()> {
     client.set_nodelay(true)?;
     let mut server = TcpStream::connect(backend).await?;
     server.set_nodelay(true)?;
     let (mut from_client, mut from_server) = (vec![0u8; 16384], vec![0u8; 16384]);
+    let mut working_set = vec![0u8; touch];
     loop {
         tokio::select! {
             n = client.read(&mut from_client) => {
@@ -75,6 +86,10 @@ async fn relay(mut client: TcpStream, backend: &str, spin: u64) -> std::io::Resu
                     return Ok(());
                 }
                 burn(spin);
+                for line in working_set.chunks_mut(64) {
+                    line[0] = line[0].wrapping_add(1);
+                }
+                std::hint::black_box(&working_set);
                 server.write_all(&from_client[..n]).await?;
             }
             n = server.read(&mut from_server) => {
