@@ -30,13 +30,18 @@
 #                  --db-ps-mode=auto: COM_STMT_EXECUTE) instead of text
 #   --keep DIR     keep each binary's callgrind dump as DIR/BIN.callgrind
 #                  (for callgrind_annotate --tree=caller, or self costs)
+#   --cache        also simulate the caches (callgrind --cache-sim=yes, the
+#                  host's L1 sizes): L1 instruction misses and L1 data read
+#                  and write misses per statement, the code and data a
+#                  statement touches beyond the L1 (what it evicts from the
+#                  L2 and L3 that MariaDB and sysbench share); slower
 #
 # Environment: IDGATE_TB_S0_PORT, IDGATE_TB_ETCD_PORT (as testbed.sh).
 set -euo pipefail
 umask 077
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
-workload=insert secs=12 top=25 keep= threads=4 ps=disable
+workload=insert secs=12 top=25 keep= threads=4 ps=disable cache=no
 bins=()
 while (($#)); do
   case "$1" in
@@ -46,6 +51,7 @@ while (($#)); do
     --keep) keep=$2; shift ;;
     --threads) threads=$2; shift ;;
     --ps) ps=auto ;;
+    --cache) cache=yes ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "unknown option: $1 (see --help)" >&2; exit 2 ;;
     *) bins+=("$1") ;;
@@ -135,11 +141,15 @@ sb=(--db-driver=mysql --mysql-host="$host" --mysql-port="$port" --mysql-user=sbt
 [ "$lua" = oltp_insert ] && sb+=(--auto-inc=on)
 
 [ "$ps" = auto ] && workload+=" (ps)"
-printf '%-12s %-40s %14s %12s\n' workload binary "instr/stmt" statements
+if [ "$cache" = yes ]; then
+  printf '%-12s %-40s %14s %12s %10s %10s %10s\n' workload binary "instr/stmt" statements "I1mr/stmt" "D1mr/stmt" "D1mw/stmt"
+else
+  printf '%-12s %-40s %14s %12s\n' workload binary "instr/stmt" statements
+fi
 for bin in "${bins[@]}"; do
   [ -x "$bin" ] || { log "no binary at $bin"; exit 1; }
   out=$tmp/cg.out
-  IDGATE_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out" --dump-instr=no \
+  IDGATE_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out" --dump-instr=no --cache-sim="$cache" \
     "$bin" serve --config "$tmp/idgate.toml" >"$tmp/idgate.log" 2>&1 &
   vg_pid=$!
   for _ in $(seq 120); do
@@ -156,9 +166,24 @@ for bin in "${bins[@]}"; do
   vg_pid=""
   dump=$(ls -t "$out".* | head -1)
   [ -n "$q" ] && ((q > 0)) || { log "sysbench ran no statement through $bin"; exit 1; }
-  callgrind_annotate --inclusive=yes "$dump" 2>/dev/null >"$tmp/annotate.txt"
+  callgrind_annotate --inclusive=yes --show=Ir "$dump" 2>/dev/null >"$tmp/annotate.txt"
   total=$(awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}' "$tmp/annotate.txt")
-  printf '%-12s %-40s %14.0f %12d\n' "$workload" "$(basename "$bin")" "$(awk -v t="$total" -v q="$q" 'BEGIN {print t / q}')" "$q"
+  if [ "$cache" = yes ]; then
+    # The dump's own totals line: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw.
+    read -r -a ev <<<"$(awk '/^events:/ {sub(/^events: */, ""); print; exit}' "$dump")"
+    read -r -a tot <<<"$(awk '/^(totals|summary):/ {sub(/^[a-z]+: */, ""); print; exit}' "$dump")"
+    per() { # per EVENT: the event's total per statement
+      local i
+      for i in "${!ev[@]}"; do
+        [ "${ev[$i]}" = "$1" ] && { awk -v t="${tot[$i]:-0}" -v q="$q" 'BEGIN {printf "%.1f", t / q}'; return; }
+      done
+      echo NA
+    }
+    printf '%-12s %-40s %14.0f %12d %10s %10s %10s\n' "$workload" "$(basename "$bin")" \
+      "$(awk -v t="$total" -v q="$q" 'BEGIN {print t / q}')" "$q" "$(per I1mr)" "$(per D1mr)" "$(per D1mw)"
+  else
+    printf '%-12s %-40s %14.0f %12d\n' "$workload" "$(basename "$bin")" "$(awk -v t="$total" -v q="$q" 'BEGIN {print t / q}')" "$q"
+  fi
   if ((top > 0)); then
     # Functions of idgate's own and of its crates (not the runtime's
     # frames that hold every statement), per statement.
