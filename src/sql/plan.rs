@@ -261,7 +261,7 @@ pub fn passes_in_every_mode(sql: &str) -> bool {
 /// [`passes_in_every_mode`], with what the text (or a text it is part of)
 /// mentions when already found.
 pub fn passes_in_every_mode_with(sql: &str, m: Option<Mentions>) -> bool {
-    if has_semicolon(sql, m) {
+    if Mentions::semicolon_in(sql.as_bytes(), m) {
         return false;
     }
     let mut lx = Lexer::new(sql, 0, Modes::default());
@@ -278,13 +278,6 @@ pub fn passes_in_every_mode_with(sql: &str, m: Option<Mentions>) -> bool {
     passes && !last_id_hint(sql.as_bytes(), m)
 }
 
-/// Whether `sql` has a `;`, asked of its mentions first.
-fn has_semicolon(sql: &str, m: Option<Mentions>) -> bool {
-    Mentions::may_have(m, Word::Semicolon, || {
-        memchr::memchr(b';', sql.as_bytes()).is_some()
-    })
-}
-
 /// [`plan_query`] with a chosen parser (for differential tests).
 #[doc(hidden)]
 pub fn plan_query_with(
@@ -298,7 +291,7 @@ pub fn plan_query_with(
     // The common case: one ordinary statement. An INSERT into a rule table
     // found here is planned from the head read here.
     let mut found = None;
-    if !has_semicolon(sql, ctx.mentions) {
+    if !Mentions::semicolon_in(sql.as_bytes(), ctx.mentions) {
         let mut lx = Lexer::new(sql, 0, modes);
         match lx.next_token() {
             None => return Ok(Plan::Passthrough),

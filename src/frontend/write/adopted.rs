@@ -10,7 +10,7 @@
 
 use crate::frontend::session::Session;
 use crate::sql::statement::keyword::{code, first_keyword, semicolon_parts};
-use crate::sql::statement::mentions::{Mentions, Word};
+use crate::sql::statement::mentions::Mentions;
 use std::collections::BTreeSet;
 use tracing::warn;
 
@@ -31,9 +31,8 @@ impl Session {
     pub(in crate::frontend) fn may_adopt_rows(&self, sql: &[u8]) -> bool {
         self.rules.is_some()
             && (may_adopt(sql)
-                || (Mentions::may_have(self.mentions_of(sql), Word::Semicolon, || {
-                    memchr::memchr(b';', sql).is_some()
-                }) && semicolon_parts(sql).any(may_adopt)))
+                || (Mentions::semicolon_in(sql, self.mentions_of(sql))
+                    && semicolon_parts(sql).any(may_adopt)))
     }
 
     /// After COM_QUERY `payload` ran, before its reply goes out: the rule

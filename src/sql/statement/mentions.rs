@@ -175,6 +175,12 @@ impl Mentions {
         m.is_none_or(|m| m.has(w)) && scan()
     }
 
+    /// Whether `sql` has a `;` (maybe several statements), asked of its
+    /// mentions (`m`, of `sql` or a text it is part of) first.
+    pub fn semicolon_in(sql: &[u8], m: Option<Mentions>) -> bool {
+        Mentions::may_have(m, Word::Semicolon, || memchr::memchr(b';', sql).is_some())
+    }
+
     /// These mentions, and `w`.
     pub fn with(mut self, w: Word) -> Mentions {
         self.set(w);
