@@ -14,6 +14,12 @@
 //! working set per statement, to see what a proxy's cache footprint
 //! costs the processes it shares the cores with.
 //!
+//! With `RELAY_PER_CORE=1` in its environment it runs `WORKERS` threads
+//! instead, each a current-thread runtime with its own listener on the
+//! same port (`SO_REUSEPORT`: the kernel spreads the connections): one
+//! event loop per thread as HAProxy runs, to compare with tokio's
+//! work-stealing scheduler (what `server.session_threads` is built on).
+//!
 //!   cargo run --release --example relay -- LISTEN BACKEND [SPIN] [WORKERS] [TOUCH_KIB]
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -39,31 +45,64 @@ fn main() {
     let spin = number(2, 0);
     let workers = number(3, 2).max(1) as usize;
     let touch = number(4, 0) as usize * 1024;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    rt.block_on(async move {
-        let listener = match TcpListener::bind(&listen).await {
-            Ok(l) => l,
-            Err(e) => {
-                eprintln!("relay: cannot listen on {listen}: {e}");
-                std::process::exit(1);
-            }
-        };
-        loop {
-            let Ok((client, _)) = listener.accept().await else {
-                continue;
-            };
-            let backend = backend.clone();
-            tokio::spawn(async move {
-                if let Err(e) = relay(client, &backend, spin, touch).await {
-                    eprintln!("relay: {e}");
-                }
-            });
+    let per_core = std::env::var("RELAY_PER_CORE").is_ok_and(|v| v == "1");
+    if !per_core {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+        rt.block_on(serve(listen, backend, false, spin, touch));
+        return;
+    }
+    let threads: Vec<_> = (0..workers)
+        .map(|_| {
+            let (listen, backend) = (listen.clone(), backend.clone());
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("tokio runtime");
+                rt.block_on(serve(listen, backend, true, spin, touch));
+            })
+        })
+        .collect();
+    for t in threads {
+        let _ = t.join();
+    }
+}
+
+/// Accepts on `listen` (a listener of its own on a shared port with
+/// `reuse_port`) and relays each connection on this runtime.
+async fn serve(listen: String, backend: String, reuse_port: bool, spin: u64, touch: usize) {
+    let bound = listen
+        .parse::<std::net::SocketAddr>()
+        .map_err(std::io::Error::other)
+        .and_then(|addr| {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.set_reuseaddr(true)?;
+            socket.set_reuseport(reuse_port)?;
+            socket.bind(addr)?;
+            socket.listen(1024)
+        });
+    let listener: TcpListener = match bound {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("relay: cannot listen on {listen}: {e}");
+            std::process::exit(1);
         }
-    });
+    };
+    loop {
+        let Ok((client, _)) = listener.accept().await else {
+            continue;
+        };
+        let backend = backend.clone();
+        tokio::spawn(async move {
+            if let Err(e) = relay(client, &backend, spin, touch).await {
+                eprintln!("relay: {e}");
+            }
+        });
+    }
 }
 
 /// Forwards both ways until either side closes.
