@@ -85,4 +85,13 @@ if [ ${#extra[@]} -eq 0 ]; then
     --test insert_select --test load_data --test sql_sequences \
     --test inject_diff --test explicit_diff --test inject_clients --test views \
     -- --skip mariadb_cli_prints_the_same_as_direct
+  # And the relay, pool and multiplexing tests with the sessions on their
+  # own threads (`[server] session_threads = 2`, tests/support's
+  # `server_extra`; tests/session_threads.rs checks the threads
+  # themselves), about a minute more.
+  echo "== cargo test, multiplexing on, session threads"
+  IDGATE_TEST_MULTIPLEX=1 IDGATE_TEST_SESSION_THREADS=2 cargo test --locked \
+    --test relay_text --test relay_prepared --test relay_clients --test pool \
+    --test multiplex --test inject_ids --test shard_route --test session_threads \
+    -- --skip mariadb_cli_prints_the_same_as_direct
 fi

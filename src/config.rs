@@ -47,9 +47,14 @@ pub struct ServerConfig {
     /// Seconds sessions may take to finish after SIGTERM/SIGINT before they are cut.
     #[serde(default = "default_drain_timeout")]
     pub drain_timeout_secs: u64,
-    /// Threads that run sessions; 0: one per core.
+    /// Threads of the shared runtime (accept loops, background work, and
+    /// the sessions when `session_threads` is 0); 0: one per core.
     #[serde(default)]
     pub worker_threads: usize,
+    /// Threads that run the MySQL sessions, each its own event loop
+    /// (`crate::workers`); 0: the sessions run on the shared runtime.
+    #[serde(default)]
+    pub session_threads: usize,
     /// Largest command packet accepted from a client, in bytes (MySQL's
     /// protocol maximum is 1 GiB; the shard's max_allowed_packet also applies).
     #[serde(default = "default_max_packet")]

@@ -96,7 +96,12 @@
 //! - [`listener`]: the accept loop both listeners share: connection
 //!   limit, accept backoff, graceful shutdown with a drain timeout; the
 //!   listening socket (an accept queue as long as the connection limit,
-//!   TCP_NODELAY for the sockets it accepts). A leaf.
+//!   TCP_NODELAY for the sockets it accepts); each connection's task is
+//!   spawned on the shared runtime or on a session thread. `listener` ->
+//!   `workers`.
+//! - [`workers`]: the session threads (`server.session_threads`): one
+//!   current-thread runtime per thread, each with its own epoll, that
+//!   MySQL sessions are spread over in turn. A leaf.
 //! - [`throttle`]: the delay for logins from an address after repeated
 //!   failures, shared by both listeners (uses only `idgen`'s `Clock`).
 //! - [`server`]: the MySQL listener on it (XA recovery and the deadlock
@@ -120,3 +125,4 @@ pub mod shard;
 pub mod sql;
 pub mod throttle;
 pub mod tls;
+pub mod workers;

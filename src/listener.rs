@@ -12,10 +12,13 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::unix::AsyncFd;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{error, info, warn};
+
+use crate::workers::Workers;
 
 /// Listens on `addr` with room in the kernel's accept queue for `backlog`
 /// connections (capped at `net.core.somaxconn`; at least 128, std's).
@@ -70,24 +73,75 @@ pub struct Limits {
     pub name: &'static str,
 }
 
+/// An accepted connection, not yet registered with a runtime: the task
+/// that serves it registers it ([`Accepted::register`]) on the thread it
+/// runs on, so that its events are waited for there.
+#[derive(Debug)]
+pub struct Accepted(std::net::TcpStream);
+
+impl Accepted {
+    /// The connection as a tokio stream of the current runtime.
+    pub fn register(self) -> io::Result<TcpStream> {
+        TcpStream::from_std(self.0)
+    }
+}
+
+/// Accepts one connection, non-blocking and close-on-exec from the start
+/// (`accept4`), without registering it with this runtime.
+async fn accept(listener: &AsyncFd<std::net::TcpListener>) -> io::Result<(Accepted, SocketAddr)> {
+    loop {
+        let mut ready = listener.readable().await?;
+        let accepted = ready.try_io(|l| {
+            let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+            socket2::SockRef::from(l.get_ref()).accept4(flags)
+        });
+        let Ok(accepted) = accepted else {
+            // Not ready after all: readiness cleared, wait again.
+            continue;
+        };
+        let (socket, addr) = accepted?;
+        let peer = addr
+            .as_socket()
+            .ok_or_else(|| io::Error::other("accepted a connection that is not TCP/IP"))?;
+        return Ok((Accepted(socket.into()), peer));
+    }
+}
+
+/// The listening socket, registered for readability with this runtime.
+fn wait_on(listener: std::net::TcpListener) -> io::Result<AsyncFd<std::net::TcpListener>> {
+    // SAFETY: the AsyncFd owns the listener, whose descriptor stays open
+    // and the same until the AsyncFd is dropped.
+    unsafe { AsyncFd::register_with_interest(listener, tokio::io::Interest::READABLE) }
+        .map_err(|e| e.into_parts().1)
+}
+
 /// Serves connections on `listener` until `shutdown` completes: `serve`
 /// for each one within the limit (with the peer's address accept returned,
 /// so that no connection asks the kernel for it again; its slot is the
 /// permit, given back when the connection drops it), `refuse` for one
-/// over it.
+/// over it. With `workers`, each connection's task runs on the next
+/// session thread ([`crate::workers`]); without, on this runtime.
 pub async fn serve<S, SF, R, RF>(
     listener: TcpListener,
     limits: Limits,
+    workers: Option<&Workers>,
     shutdown: impl Future<Output = ()>,
     mut serve: S,
     mut refuse: R,
 ) where
-    S: FnMut(TcpStream, SocketAddr, OwnedSemaphorePermit, watch::Receiver<bool>) -> SF,
+    S: FnMut(Accepted, SocketAddr, OwnedSemaphorePermit, watch::Receiver<bool>) -> SF,
     SF: Future<Output = ()> + Send + 'static,
-    R: FnMut(TcpStream) -> RF,
+    R: FnMut(Accepted) -> RF,
     RF: Future<Output = ()> + Send + 'static,
 {
     let name = limits.name;
+    let listener = match listener.into_std().and_then(wait_on) {
+        Ok(l) => l,
+        Err(e) => {
+            error!(listener = name, "cannot wait for connections: {e}");
+            return;
+        }
+    };
     let limit = Arc::new(Semaphore::new(limits.max_connections));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut conns = JoinSet::new();
@@ -101,7 +155,7 @@ pub async fn serve<S, SF, R, RF>(
     loop {
         let accepted = tokio::select! {
             _ = &mut shutdown => break,
-            r = listener.accept() => r,
+            r = accept(&listener) => r,
             _ = reap.tick() => {
                 reap_finished(&mut conns, name);
                 continue;
@@ -126,9 +180,14 @@ pub async fn serve<S, SF, R, RF>(
         };
         match limit.clone().try_acquire_owned() {
             Ok(permit) => {
-                conns.spawn(serve(stream, peer, permit, stop_rx.clone()));
+                let task = serve(stream, peer, permit, stop_rx.clone());
+                match workers {
+                    Some(w) => conns.spawn_on(task, w.pick()),
+                    None => conns.spawn(task),
+                };
             }
             Err(_) => {
+                // On this runtime: a refusal is one write.
                 conns.spawn(refuse(stream));
             }
         }

@@ -10,10 +10,11 @@
 
 use crate::frontend::txn::deadlock;
 use crate::frontend::Shared;
-use crate::listener::{self, Limits};
+use crate::listener::{self, Accepted, Limits};
 use crate::protocol::codes;
 use crate::protocol::packet::PacketConn;
 use crate::protocol::reply;
+use crate::workers::Workers;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,6 +56,25 @@ fn reload_on_sighup(tls: Arc<crate::tls::ClientTls>) -> Option<AbortOnDrop> {
     })))
 }
 
+/// The session threads `server.session_threads` asks for (none: the
+/// sessions run on the shared runtime, also when the threads cannot be
+/// started, which is logged).
+fn session_threads(shared: &Shared) -> Option<Workers> {
+    match shared.config.server.session_threads {
+        0 => None,
+        n => match Workers::start(n) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::error!(
+                    "cannot start {n} session threads (server.session_threads): {e}; \
+                     sessions run on the shared runtime"
+                );
+                None
+            }
+        },
+    }
+}
+
 /// Serves clients on `listener` until `shutdown` completes.
 pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Future<Output = ()>) {
     // Registered before the first client is accepted: a SIGHUP sent once
@@ -79,23 +99,34 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Futu
         name: "mysql",
     };
     let nodelay_inherited = listener::set_nodelay(&listener);
-    let serve = |stream, peer, permit, stop| {
+    let workers = session_threads(&shared);
+    let serve = |stream: Accepted, peer, permit, stop| {
         let shared = shared.clone();
         // Boxed: a session's future is about 10 KiB, which the runtime
         // would otherwise copy several times as it spawns and ends it.
         Box::pin(async move {
+            let stream = match stream.register() {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(%peer, "cannot serve a connection: {e}");
+                    return;
+                }
+            };
             let client = PacketConn::accepted(stream, peer, nodelay_inherited);
             crate::frontend::engine::serve(shared, client, stop).await;
             drop(permit);
         })
     };
-    let refuse = |stream| async move {
+    let refuse = |stream: Accepted| async move {
+        let Ok(stream) = stream.register() else {
+            return;
+        };
         let mut conn = PacketConn::new(stream);
         let err = reply::err_packet(&codes::ER_CON_COUNT_ERROR, "Too many connections");
         let _ = conn.write_packet(0, &err).await;
         conn.shutdown().await;
     };
-    listener::serve(listener, limits, shutdown, serve, refuse).await;
+    listener::serve(listener, limits, workers.as_ref(), shutdown, serve, refuse).await;
     drop(pause);
     crate::frontend::pause::follow::leave(&shared).await;
     crate::frontend::txn::recovery::stop(&shared).await;

@@ -7,7 +7,7 @@
 //! after the drain timeout are cut.
 
 use super::{session, Service};
-use crate::listener::{self, Limits};
+use crate::listener::{self, Accepted, Limits};
 use std::future::Future;
 use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
@@ -20,15 +20,24 @@ pub async fn run(listener: TcpListener, service: Arc<Service>, shutdown: impl Fu
         drain: service.drain,
         name: "resp",
     };
-    let serve = |stream: tokio::net::TcpStream, peer: std::net::SocketAddr, permit, stop| {
-        let _ = stream.set_nodelay(true);
-        session::serve(service.clone(), stream, peer, stop, permit)
+    let serve = |stream: Accepted, peer: std::net::SocketAddr, permit, stop| {
+        let service = service.clone();
+        async move {
+            let Ok(stream) = stream.register() else {
+                return;
+            };
+            let _ = stream.set_nodelay(true);
+            session::serve(service, stream, peer, stop, permit).await
+        }
     };
-    let refuse = |mut stream: tokio::net::TcpStream| async move {
+    let refuse = |stream: Accepted| async move {
+        let Ok(mut stream) = stream.register() else {
+            return;
+        };
         let _ = stream
             .write_all(b"-ERR max number of clients reached\r\n")
             .await;
         let _ = stream.shutdown().await;
     };
-    listener::serve(listener, limits, shutdown, serve, refuse).await;
+    listener::serve(listener, limits, None, shutdown, serve, refuse).await;
 }

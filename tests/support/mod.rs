@@ -113,6 +113,17 @@ pub fn backend_extra() -> &'static str {
     }
 }
 
+/// `[server]` lines every idgate the tests start gets:
+/// `session_threads = N` under `IDGATE_TEST_SESSION_THREADS=N`
+/// (scripts/test.sh runs the relay, pool and multiplexing tests a third
+/// time so), else none.
+pub fn server_extra() -> String {
+    match std::env::var("IDGATE_TEST_SESSION_THREADS") {
+        Ok(n) if !n.is_empty() => format!("session_threads = {n}\n"),
+        _ => String::new(),
+    }
+}
+
 pub fn unique(prefix: &str) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);

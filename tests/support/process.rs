@@ -169,12 +169,13 @@ impl Idgate {
             shards.push_str(&format!("[[shards]]\nname = \"s{i}\"\naddress = \"{s}\"\n"));
         }
         let config = format!(
-            "[server]\nlisten = \"{mysql}\"\nresp_listen = \"{resp}\"\nadmin_listen = \"{admin}\"\n{}\n{USERS}\
+            "[server]\nlisten = \"{mysql}\"\nresp_listen = \"{resp}\"\nadmin_listen = \"{admin}\"\n{}\n{}{USERS}\
              [backend]\nuser = \"{}\"\npassword = \"{}\"\n{}{shards}\
              [allocator]\nstore = \"etcd\"\netcd_endpoints = [\"{}\"]\netcd_prefix = \"{}\"\n\
              {TEST_ALLOCATOR_BOUNDS}\
              [rules]\n{}\n",
             opts.server_extra,
+            super::server_extra(),
             tb.user,
             tb.password,
             super::backend_extra(),

@@ -50,11 +50,12 @@ pub fn config_text(tb: &Testbed, listen: &str, server_extra: &str) -> String {
         shards.push_str(&format!("[[shards]]\nname = \"s{i}\"\naddress = \"{s}\"\n"));
     }
     format!(
-        "[server]\nlisten = \"{listen}\"\n{server_extra}\n\
+        "[server]\nlisten = \"{listen}\"\n{server_extra}\n{}\
          [[users]]\nname = \"{USER}\"\npassword = \"{PASSWORD}\"\n\
          [[users]]\nname = \"{USER2}\"\npassword = \"{PASSWORD2}\"\n\
          [[users]]\nname = \"{ADMIN}\"\npassword = \"{ADMIN_PASSWORD}\"\nadmin = true\n\
          [backend]\nuser = \"{}\"\npassword = \"{}\"\nconnect_timeout_ms = 60000\n{}{shards}",
+        super::server_extra(),
         tb.user,
         tb.password,
         super::backend_extra()

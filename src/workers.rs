@@ -1,0 +1,134 @@
+//! Session threads: sessions run on `server.session_threads` threads, each
+//! its own current-thread tokio runtime with its own epoll, the way
+//! HAProxy runs one event loop per thread; everything else (the accept
+//! loops, the admin listener, the allocator's and the pools' background
+//! work) stays on the shared multi-thread runtime.
+//!
+//! Why: on the multi-thread runtime one worker at a time waits in
+//! `epoll_wait`, and the events it gets are handed to the others through
+//! the scheduler (a futex wake each). On two shared cores that hand-off
+//! shows up as idle CPU while statements wait: a do-nothing relay on the
+//! multi-thread runtime left 3.3-3.5 µs of idle CPU per relayed INSERT
+//! against HAProxy's 1.6-1.8, and on one current-thread runtime per core
+//! 1.5-2.3, with 1-13% more throughput (`examples/relay.rs` with
+//! `RELAY_PER_CORE=1`, session 24's note). A session's socket, its shard
+//! connections and its timers are registered with the thread it runs on,
+//! so its statements are served without crossing threads.
+//!
+//! A session is given the next thread in turn ([`Workers::pick`]). It
+//! stays there: a current-thread runtime does not steal work, so a thread
+//! with more busy sessions than another serves them more slowly (the
+//! kernel still spreads the threads over the cores). A shard connection a
+//! multiplexed session takes from the pool may have been opened on another
+//! thread; it works there, its events reaching the session through that
+//! thread's runtime (a wake-up across threads per wait). A multiplexed
+//! session takes back the connection it gave back first, so with fewer
+//! sessions than `pool_max` that is rare.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::runtime::Handle;
+use tokio::sync::oneshot;
+
+/// The session threads.
+pub struct Workers {
+    handles: Vec<Handle>,
+    next: AtomicUsize,
+    /// Dropped with the workers: each thread's runtime then ends (and the
+    /// tasks still on it are dropped).
+    _stop: Vec<oneshot::Sender<()>>,
+}
+
+impl std::fmt::Debug for Workers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workers")
+            .field("threads", &self.handles.len())
+            .finish()
+    }
+}
+
+impl Workers {
+    /// Starts `n` session threads (at least one), named `idgate-sess-N` (a thread name is at most 15 bytes).
+    pub fn start(n: usize) -> std::io::Result<Workers> {
+        let n = n.max(1);
+        let mut handles = Vec::with_capacity(n);
+        let mut stop = Vec::with_capacity(n);
+        for i in 0..n {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            handles.push(rt.handle().clone());
+            let (tx, rx) = oneshot::channel::<()>();
+            stop.push(tx);
+            std::thread::Builder::new()
+                .name(format!("idgate-sess-{i}"))
+                .spawn(move || {
+                    // Runs the tasks spawned onto it until the workers are
+                    // dropped.
+                    let _ = rt.block_on(rx);
+                })?;
+        }
+        Ok(Workers {
+            handles,
+            next: AtomicUsize::new(0),
+            _stop: stop,
+        })
+    }
+
+    /// The thread for the next session: each in turn.
+    pub fn pick(&self) -> &Handle {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.handles.len();
+        &self.handles[i]
+    }
+
+    /// How many threads there are.
+    pub fn len(&self) -> usize {
+        self.handles.len()
+    }
+
+    /// Never: there is at least one thread.
+    pub fn is_empty(&self) -> bool {
+        self.handles.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn sessions_go_to_each_thread_in_turn_and_run_there() {
+        let w = Workers::start(2).unwrap();
+        let mut names = Vec::new();
+        for _ in 0..4 {
+            let name = w
+                .pick()
+                .spawn(async { std::thread::current().name().map(str::to_owned) })
+                .await
+                .unwrap();
+            names.push(name.unwrap());
+        }
+        assert_eq!(
+            names,
+            [
+                "idgate-sess-0",
+                "idgate-sess-1",
+                "idgate-sess-0",
+                "idgate-sess-1"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn dropping_the_workers_ends_their_tasks() {
+        let w = Workers::start(1).unwrap();
+        let (tx, rx) = oneshot::channel::<()>();
+        w.pick().spawn(async move {
+            let _tx = tx;
+            std::future::pending::<()>().await
+        });
+        drop(w);
+        // The task is dropped with its runtime, and its sender with it.
+        let r = tokio::time::timeout(std::time::Duration::from_secs(30), rx).await;
+        assert!(matches!(r, Ok(Err(_))), "{r:?}");
+    }
+}
