@@ -25,6 +25,8 @@
 # Uses the test bed (scripts/testbed.sh up when it is not reachable) and the
 # release binary (cargo build --release unless --no-build; IDGATE_BIN names
 # another binary, e.g. a PGO build from scripts/build-pgo.sh).
+# BENCH_SERVER_EXTRA: lines added to every idgate's [server] (e.g.
+# session_threads = 2).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 rounds=3 secs=10 procs=8 do_build=1 client=c
@@ -102,6 +104,7 @@ cat >"$tmp/idgate.toml" <<TOML
 [server]
 listen = "$host:$ip"
 admin_listen = "$host:$ap"
+${BENCH_SERVER_EXTRA:-}
 [[users]]
 name = "app"
 password = "app-secret"

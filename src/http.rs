@@ -126,6 +126,14 @@ fn respond(head: &[u8], shared: &Shared) -> (&'static str, &'static str, String,
                     + &sha2_metrics(&shared.sha2)
                     + &pool_metrics(&shared.pools.iter().map(|p| p.view()).collect::<Vec<_>>())
                     + &reshard_metrics(&shared.pause.jobs(), &shared.pause.view())
+                    + &session_thread_metrics(
+                        &shared
+                            .session_threads
+                            .load()
+                            .as_ref()
+                            .map(|w| w.sessions())
+                            .unwrap_or_default(),
+                    )
             },
             head_only,
         ),
@@ -233,6 +241,22 @@ fn login_metrics(t: &crate::throttle::LoginThrottle) -> String {
         t.delayed.load(Relaxed),
         t.delayed_ms.load(Relaxed) as f64 / 1000.0
     )
+}
+
+/// Sessions on each session thread (`server.session_threads`; nothing
+/// without them): how evenly the threads are loaded.
+pub fn session_thread_metrics(sessions: &[usize]) -> String {
+    if sessions.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "# HELP idgate_session_thread_sessions Client sessions on each session thread (server.session_threads).\n\
+         # TYPE idgate_session_thread_sessions gauge\n",
+    );
+    for (i, n) in sessions.iter().enumerate() {
+        let _ = writeln!(out, "idgate_session_thread_sessions{{thread=\"{i}\"}} {n}");
+    }
+    out
 }
 
 /// caching_sha2_password logins by path, and public keys sent.
@@ -593,6 +617,24 @@ mod tests {
             last_error: None,
             clock_skew_ms: 0,
         }
+    }
+
+    #[test]
+    fn session_thread_metrics_per_thread() {
+        assert_eq!(session_thread_metrics(&[]), "");
+        let m = session_thread_metrics(&[3, 0]);
+        assert!(
+            m.contains("# TYPE idgate_session_thread_sessions gauge\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("idgate_session_thread_sessions{thread=\"0\"} 3\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("idgate_session_thread_sessions{thread=\"1\"} 0\n"),
+            "{m}"
+        );
     }
 
     #[test]

@@ -182,7 +182,16 @@ pub async fn serve<S, SF, R, RF>(
             Ok(permit) => {
                 let task = serve(stream, peer, permit, stop_rx.clone());
                 match workers {
-                    Some(w) => conns.spawn_on(task, w.pick()),
+                    Some(w) => {
+                        let (thread, seat) = w.pick();
+                        conns.spawn_on(
+                            async move {
+                                let _seat = seat;
+                                task.await
+                            },
+                            thread,
+                        )
+                    }
                     None => conns.spawn(task),
                 };
             }

@@ -99,7 +99,8 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Futu
         name: "mysql",
     };
     let nodelay_inherited = listener::set_nodelay(&listener);
-    let workers = session_threads(&shared);
+    let workers = session_threads(&shared).map(Arc::new);
+    shared.session_threads.store(workers.clone());
     let serve = |stream: Accepted, peer, permit, stop| {
         let shared = shared.clone();
         // Boxed: a session's future is about 10 KiB, which the runtime
@@ -126,7 +127,16 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Futu
         let _ = conn.write_packet(0, &err).await;
         conn.shutdown().await;
     };
-    listener::serve(listener, limits, workers.as_ref(), shutdown, serve, refuse).await;
+    listener::serve(
+        listener,
+        limits,
+        workers.as_deref(),
+        shutdown,
+        serve,
+        refuse,
+    )
+    .await;
+    shared.session_threads.store(None);
     drop(pause);
     crate::frontend::pause::follow::leave(&shared).await;
     crate::frontend::txn::recovery::stop(&shared).await;

@@ -26,12 +26,16 @@
 //! sessions than `pool_max` that is rare.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
 /// The session threads.
 pub struct Workers {
     handles: Vec<Handle>,
+    /// Sessions on each thread now (`/metrics`:
+    /// `idgate_session_thread_sessions`).
+    sessions: Arc<[AtomicUsize]>,
     next: AtomicUsize,
     /// Dropped with the workers: each thread's runtime then ends (and the
     /// tasks still on it are dropped).
@@ -69,15 +73,30 @@ impl Workers {
         }
         Ok(Workers {
             handles,
+            sessions: (0..n).map(|_| AtomicUsize::new(0)).collect(),
             next: AtomicUsize::new(0),
             _stop: stop,
         })
     }
 
-    /// The thread for the next session: each in turn.
-    pub fn pick(&self) -> &Handle {
+    /// The thread for the next session, each in turn, and the session's
+    /// seat there: counted among the thread's sessions until dropped.
+    pub fn pick(&self) -> (&Handle, Seat) {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.handles.len();
-        &self.handles[i]
+        self.sessions[i].fetch_add(1, Ordering::Relaxed);
+        let seat = Seat {
+            sessions: self.sessions.clone(),
+            thread: i,
+        };
+        (&self.handles[i], seat)
+    }
+
+    /// Sessions on each thread now.
+    pub fn sessions(&self) -> Vec<usize> {
+        self.sessions
+            .iter()
+            .map(|n| n.load(Ordering::Relaxed))
+            .collect()
     }
 
     /// How many threads there are.
@@ -91,6 +110,19 @@ impl Workers {
     }
 }
 
+/// A session's place on its thread (see [`Workers::pick`]).
+#[derive(Debug)]
+pub struct Seat {
+    sessions: Arc<[AtomicUsize]>,
+    thread: usize,
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        self.sessions[self.thread].fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,14 +131,21 @@ mod tests {
     async fn sessions_go_to_each_thread_in_turn_and_run_there() {
         let w = Workers::start(2).unwrap();
         let mut names = Vec::new();
+        let mut seats = Vec::new();
         for _ in 0..4 {
-            let name = w
-                .pick()
+            let (thread, seat) = w.pick();
+            let name = thread
                 .spawn(async { std::thread::current().name().map(str::to_owned) })
                 .await
                 .unwrap();
             names.push(name.unwrap());
+            seats.push(seat);
         }
+        assert_eq!(w.sessions(), [2, 2]);
+        seats.truncate(1);
+        assert_eq!(w.sessions(), [1, 0]);
+        drop(seats);
+        assert_eq!(w.sessions(), [0, 0]);
         assert_eq!(
             names,
             [
@@ -122,7 +161,7 @@ mod tests {
     async fn dropping_the_workers_ends_their_tasks() {
         let w = Workers::start(1).unwrap();
         let (tx, rx) = oneshot::channel::<()>();
-        w.pick().spawn(async move {
+        w.pick().0.spawn(async move {
             let _tx = tx;
             std::future::pending::<()>().await
         });

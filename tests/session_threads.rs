@@ -2,7 +2,8 @@
 //! the real test bed: sessions are spread over the threads and served
 //! there, and with multiplexing a shard connection opened on one thread
 //! serves sessions of the other (`pool_max = 1`: one connection for all),
-//! each keeping its own `LAST_INSERT_ID()`.
+//! each keeping its own `LAST_INSERT_ID()`; the sessions on each thread
+//! are counted (`idgate_session_thread_sessions`).
 
 mod support;
 
@@ -68,6 +69,44 @@ async fn sessions_run_on_their_threads_and_share_a_multiplexed_connection() {
 
     let before = session_threads();
     assert_eq!(before.len(), threads, "session threads: {before:?}");
+
+    // Sessions are given to the threads in turn, and counted there
+    // (`idgate_session_thread_sessions`) while they last.
+    let counts = || {
+        p.shared
+            .session_threads
+            .load()
+            .as_ref()
+            .map(|w| w.sessions())
+            .expect("session threads started")
+    };
+    let wait_counts = |sum: usize| {
+        let counts = &counts;
+        async move {
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+            loop {
+                let c = counts();
+                if c.iter().sum::<usize>() == sum {
+                    return c;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "sessions per thread: {c:?}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+    };
+    wait_counts(0).await;
+    let mut idle = Vec::new();
+    for _ in 0..threads {
+        let mut c = Conn::new(p.opts(Some(&schema))).await.unwrap();
+        c.query_drop("DO 1").await.unwrap();
+        idle.push(c);
+    }
+    assert_eq!(wait_counts(threads).await, vec![1; threads]);
+    drop(idle);
+    wait_counts(0).await;
 
     // Four clients at once (two per thread), each inserting and reading
     // its own LAST_INSERT_ID() back, all on the one shard connection.

@@ -119,6 +119,9 @@ pub struct Shared {
     pub fault_xa_crash: std::sync::atomic::AtomicU8,
     /// Every session, for `KILL` (see `kill.rs`).
     pub sessions: Arc<crate::frontend::session::registry::Registry>,
+    /// The session threads `server::run` started (`server.session_threads`;
+    /// none: the sessions run on the shared runtime), for `/metrics`.
+    pub session_threads: arc_swap::ArcSwapOption<crate::workers::Workers>,
     /// XA recovery passes finished (see `xalog.rs`; for tests and operators).
     pub xa_recoveries: AtomicU64,
     /// Wakes the XA recovery task for a pass now (it runs every 10 s).
@@ -223,6 +226,7 @@ impl Shared {
             fault_xa_crash: std::sync::atomic::AtomicU8::new(0),
             xa_recoveries: AtomicU64::new(0),
             sessions: Arc::default(),
+            session_threads: Default::default(),
             xa_recover_now: tokio::sync::Notify::new(),
             deadlock_detection: routing && config.server.deadlock_check_ms > 0,
             watch: Default::default(),
