@@ -51,7 +51,8 @@ impl std::fmt::Debug for Workers {
 }
 
 impl Workers {
-    /// Starts `n` session threads (at least one), named `idgate-sess-N` (a thread name is at most 15 bytes).
+    /// Starts `n` session threads (at least one), named `idgate-sess-N`
+    /// (a thread name is at most 15 bytes).
     pub fn start(n: usize) -> std::io::Result<Workers> {
         let n = n.max(1);
         let mut handles = Vec::with_capacity(n);
@@ -97,16 +98,6 @@ impl Workers {
             .iter()
             .map(|n| n.load(Ordering::Relaxed))
             .collect()
-    }
-
-    /// How many threads there are.
-    pub fn len(&self) -> usize {
-        self.handles.len()
-    }
-
-    /// Never: there is at least one thread.
-    pub fn is_empty(&self) -> bool {
-        self.handles.is_empty()
     }
 }
 
