@@ -277,7 +277,7 @@ fn sha2_metrics(s: &crate::frontend::session::sha2state::Sha2State) -> String {
 /// The shard connection pools, per shard (as `SHOW IDGATE POOLS`).
 pub fn pool_metrics(pools: &[crate::backend::pool::PoolView]) -> String {
     type Get = fn(&crate::backend::pool::PoolView) -> f64;
-    let series: [(&str, &str, &str, Get); 14] = [
+    let series: [(&str, &str, &str, Get); 15] = [
         (
             "open",
             "gauge",
@@ -361,6 +361,12 @@ pub fn pool_metrics(pools: &[crate::backend::pool::PoolView]) -> String {
             "counter",
             "LAST_INSERT_ID() values read from a shard connection another session left one on (multiplex).",
             |v| v.lid_reads as f64,
+        ),
+        (
+            "moved_total",
+            "counter",
+            "Shard connections moved to their taker's session thread (session_threads).",
+            |v| v.moved as f64,
         ),
     ];
     let mut out = String::new();

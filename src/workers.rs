@@ -19,11 +19,15 @@
 //! stays there: a current-thread runtime does not steal work, so a thread
 //! with more busy sessions than another serves them more slowly (the
 //! kernel still spreads the threads over the cores). A shard connection a
-//! multiplexed session takes from the pool may have been opened on another
-//! thread; it works there, its events reaching the session through that
-//! thread's runtime (a wake-up across threads per wait). A multiplexed
-//! session takes back the connection it gave back first, so with fewer
-//! sessions than `pool_max` that is rare.
+//! session takes from the pool may have been opened on another thread:
+//! left there, each of its replies would reach the session through that
+//! thread's runtime (an eventfd write and a wake-up across threads per
+//! statement; with 16 sysbench clients on two threads that was half of
+//! all statements, sessions keeping for good the connection they first
+//! happened to take). So the taker registers its socket with its own
+//! thread first (`PacketConn::move_here`: two `epoll_ctl` calls, counted
+//! as `Moved` in `SHOW IDGATE POOLS`), and a multiplexed session, which
+//! takes back the connection it gave back first, then keeps it there.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -67,6 +71,7 @@ impl Workers {
             std::thread::Builder::new()
                 .name(format!("idgate-sess-{i}"))
                 .spawn(move || {
+                    crate::protocol::stream::set_event_loop(i as u32 + 1);
                     // Runs the tasks spawned onto it until the workers are
                     // dropped.
                     let _ = rt.block_on(rx);

@@ -37,11 +37,13 @@ fn session_threads() -> Vec<(String, u64)> {
     out
 }
 
-#[tokio::test]
-async fn sessions_run_on_their_threads_and_share_a_multiplexed_connection() {
-    let Some(tb) = support::testbed() else { return };
-    let schema = support::unique("sthreads");
-    proxy::create_schema(&tb, &schema).await;
+/// The tests look at this process's session threads: one at a time.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A proxy with session threads (two, unless the run sets them) and
+/// multiplexing with `pool_max = 1`: one shard connection for every
+/// session. Returns it with the number of session threads.
+async fn start(tb: &support::Testbed, backend: &str) -> (Proxy, usize) {
     // The test's own lines, unless the run already adds them.
     let server = match support::server_extra().is_empty() {
         true => "session_threads = 2",
@@ -51,14 +53,22 @@ async fn sessions_run_on_their_threads_and_share_a_multiplexed_connection() {
         "" => "multiplex = true\n",
         _ => "",
     };
-    let text = proxy::config_text(&tb, "127.0.0.1:0", server).replacen(
+    let text = proxy::config_text(tb, "127.0.0.1:0", server).replacen(
         "connect_timeout_ms = 60000\n",
-        &format!("connect_timeout_ms = 60000\n{mux}pool_max = 1\n"),
+        &format!("connect_timeout_ms = 60000\n{mux}pool_max = 1\n{backend}"),
         1,
     );
     let cfg = idgate::config::Config::parse(&text, "test").expect("test config is valid");
-    let p = Proxy::start_config(cfg, true).await;
-    let threads = cfg_threads(&text);
+    (Proxy::start_config(cfg, true).await, cfg_threads(&text))
+}
+
+#[tokio::test]
+async fn sessions_run_on_their_threads_and_share_a_multiplexed_connection() {
+    let Some(tb) = support::testbed() else { return };
+    let _one = ONE_AT_A_TIME.lock().await;
+    let schema = support::unique("sthreads");
+    proxy::create_schema(&tb, &schema).await;
+    let (p, threads) = start(&tb, "").await;
 
     let mut setup = Conn::new(p.opts(Some(&schema))).await.unwrap();
     setup
@@ -180,4 +190,105 @@ fn cfg_threads(text: &str) -> usize {
         .find_map(|l| l.strip_prefix("session_threads = "))
         .and_then(|n| n.trim().parse().ok())
         .expect("session_threads in the config")
+}
+
+/// A pooled connection opened by a session on one thread and taken by a
+/// session on another is moved to the taker's thread (`Moved` in `SHOW
+/// IDGATE POOLS`): its replies then wake the taker's thread, not the one
+/// that opened it, at every statement. Over TLS (the test bed's shards
+/// offer it: `tls = "preferred"`) and in clear.
+#[tokio::test]
+async fn a_connection_taken_on_another_thread_moves_there() {
+    let Some(tb) = support::testbed() else { return };
+    let _one = ONE_AT_A_TIME.lock().await;
+    moves(&tb, "").await;
+    moves(&tb, "tls = \"disabled\"\n").await;
+}
+
+async fn moves(tb: &support::Testbed, backend: &str) {
+    let schema = support::unique("sthmove");
+    proxy::create_schema(tb, &schema).await;
+    let (p, threads) = start(tb, backend).await;
+    assert!(threads >= 2, "needs two session threads, has {threads}");
+    let moved = || {
+        p.shared.pools[0]
+            .stats
+            .moved
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let counts = || {
+        p.shared
+            .session_threads
+            .load()
+            .as_ref()
+            .map(|w| w.sessions())
+            .expect("session threads started")
+    };
+
+    // A's session opens the one shard connection, on A's thread (the
+    // session threads start with the first accept loop).
+    let mut a = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    let a_id = conn_id(&mut a).await;
+    let on_a = counts();
+    assert_eq!(on_a.iter().sum::<usize>(), 1, "{on_a:?}");
+    let a_thread = on_a.iter().position(|n| *n == 1).unwrap();
+    // (Moved there if A's login opened it elsewhere.)
+    let base = moved();
+
+    // B's session is on the next thread: it takes the connection and
+    // moves it there, once.
+    let mut b = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    assert_eq!(
+        conn_id(&mut b).await,
+        a_id,
+        "pool_max = 1: the same connection"
+    );
+    assert_eq!(moved(), base + 1);
+    let a_name = format!("idgate-sess-{a_thread}");
+    let a_wakes = || {
+        session_threads()
+            .into_iter()
+            .find(|(name, _)| *name == a_name)
+            .map(|(_, n)| n)
+            .expect("A's thread")
+    };
+    let woke = a_wakes();
+    let statements = 400;
+    for _ in 0..statements {
+        b.query_drop("DO 1").await.unwrap();
+    }
+    let woke = a_wakes() - woke;
+    assert_eq!(moved(), base + 1, "it stays on B's thread");
+    // Registered with A's thread, each reply would have woken it (at
+    // least once per statement).
+    assert!(
+        woke < statements / 2,
+        "{a_name} woke {woke} times during {statements} statements of a session on another thread"
+    );
+
+    // A takes it back to its thread.
+    assert_eq!(conn_id(&mut a).await, a_id);
+    assert_eq!(moved(), base + 2);
+    let rows: Vec<mysql_async::Row> = a.query("SHOW IDGATE POOLS").await.unwrap();
+    assert_eq!(rows[0].get::<u64, _>("Moved"), Some(base + 2));
+    // Over TLS or not, as configured.
+    let tls: Option<String> = b
+        .query_first("SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = 'Ssl_cipher'")
+        .await
+        .unwrap();
+    assert_eq!(
+        tls.is_some_and(|c| !c.is_empty()),
+        backend.is_empty(),
+        "shard connection TLS ({backend:?})"
+    );
+    drop((a, b));
+    proxy::teardown(tb, p, &schema).await;
+}
+
+/// The shard connection a client's statement ran on.
+async fn conn_id(c: &mut Conn) -> u64 {
+    c.query_first("SELECT CONNECTION_ID()")
+        .await
+        .unwrap()
+        .unwrap()
 }

@@ -129,6 +129,10 @@ pub struct PoolStats {
     /// `LAST_INSERT_ID()` values a taker read from a connection another
     /// session left one on (`lidclaim.rs`).
     pub lid_reads: AtomicU64,
+    /// Connections a session took that were registered with another
+    /// session thread's event loop, moved to its own
+    /// (`server.session_threads`).
+    pub moved: AtomicU64,
     /// Sessions look at their INSERTs after they ran, to spare such reads,
     /// until `multiplexed` reaches this (`frontend/session/generated.rs`).
     pub look_until: AtomicU64,
@@ -164,6 +168,7 @@ pub struct PoolView {
     pub multiplexed: u64,
     pub restored: u64,
     pub lid_reads: u64,
+    pub moved: u64,
     pub pinned: [u64; PIN_SLOTS],
 }
 
@@ -313,6 +318,7 @@ impl<K, C> Pool<K, C> {
             multiplexed: n(&st.multiplexed),
             restored: n(&st.restored),
             lid_reads: n(&st.lid_reads),
+            moved: n(&st.moved),
             pinned: std::array::from_fn(|i| n(&st.pinned[i])),
         }
     }

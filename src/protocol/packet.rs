@@ -46,6 +46,9 @@ pub struct PacketConn {
     queued: Vec<u8>,
     /// The peer's address as accept returned it ([`PacketConn::accepted`]).
     peer: Option<SocketAddr>,
+    /// The event loop the socket is registered with
+    /// ([`super::stream::event_loop`] where it was made).
+    home: u32,
 }
 
 /// Where one physical packet sits in the read buffer.
@@ -82,7 +85,22 @@ impl PacketConn {
             held: None,
             queued: Vec::new(),
             peer,
+            home: super::stream::event_loop(),
         }
+    }
+
+    /// Moves the socket to the calling thread's event loop when it is
+    /// registered with another's (a pooled shard connection opened by a
+    /// session on another session thread): its replies then wake the
+    /// session without crossing threads. On an error the connection is
+    /// gone. `Ok(true)`: moved.
+    pub fn move_here(&mut self) -> io::Result<bool> {
+        let here = super::stream::event_loop();
+        if self.home == here || !self.stream.reregister()? {
+            return Ok(false);
+        }
+        self.home = here;
+        Ok(true)
     }
 
     /// From now on, the last physical packet written is held back until

@@ -9,16 +9,37 @@
 
 use bytes::BufMut;
 use std::io;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsStream;
+
+thread_local! {
+    /// The event loop this thread runs ([`event_loop`]).
+    static EVENT_LOOP: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// The event loop the calling thread runs: 0 for the shared multi-thread
+/// runtime (any of its workers), `N + 1` for session thread `N`
+/// (`crate::workers`). A socket is registered with the event loop of the
+/// thread that opened it; used from another, each of its events reaches
+/// the task through that loop (a wake-up across threads).
+pub fn event_loop() -> u32 {
+    EVENT_LOOP.with(|l| l.get())
+}
+
+/// Marks the calling thread as running event loop `id` ([`event_loop`]).
+pub fn set_event_loop(id: u32) {
+    EVENT_LOOP.with(|l| l.set(id));
+}
 
 /// A connected stream, plain or TLS.
 #[derive(Debug)]
 pub enum Stream {
     Plain(TcpStream),
     /// Boxed: a TLS session is large, the plain variant stays small.
-    Tls(Box<TlsStream<TcpStream>>),
+    Tls(Box<TlsStream<Socket>>),
     /// The socket was taken for a TLS handshake that failed: every call
     /// is an error.
     Gone,
@@ -36,7 +57,7 @@ impl Stream {
     pub fn tcp(&self) -> Option<&TcpStream> {
         match self {
             Stream::Plain(s) => Some(s),
-            Stream::Tls(s) => Some(s.get_ref().0),
+            Stream::Tls(s) => s.get_ref().0 .0.as_ref(),
             Stream::Gone => None,
         }
     }
@@ -79,12 +100,30 @@ impl Stream {
         }
     }
 
+    /// Registers the socket with the calling thread's event loop instead
+    /// of the one it was registered with (two `epoll_ctl` calls; a TLS
+    /// session stays as it is, over the same socket). `Ok(false)`: there
+    /// is no socket. On an error the socket is closed.
+    pub fn reregister(&mut self) -> io::Result<bool> {
+        match self {
+            Stream::Plain(_) => {
+                let Stream::Plain(tcp) = std::mem::replace(self, Stream::Gone) else {
+                    unreachable!("matched above");
+                };
+                *self = Stream::Plain(reregister(tcp)?);
+            }
+            Stream::Tls(s) => s.get_mut().0.reregister()?,
+            Stream::Gone => return Ok(false),
+        }
+        Ok(true)
+    }
+
     /// Runs a TLS handshake as the server on a plain stream.
     pub async fn accept_tls(&mut self, acceptor: &tokio_rustls::TlsAcceptor) -> io::Result<()> {
         let Stream::Plain(tcp) = std::mem::replace(self, Stream::Gone) else {
             return Err(io::Error::other("the connection is not plain TCP"));
         };
-        let tls = acceptor.accept(tcp).await?;
+        let tls = acceptor.accept(Socket(Some(tcp))).await?;
         *self = Stream::Tls(Box::new(TlsStream::Server(tls)));
         Ok(())
     }
@@ -98,8 +137,96 @@ impl Stream {
         let Stream::Plain(tcp) = std::mem::replace(self, Stream::Gone) else {
             return Err(io::Error::other("the connection is not plain TCP"));
         };
-        let tls = connector.connect(server_name, tcp).await?;
+        let tls = connector.connect(server_name, Socket(Some(tcp))).await?;
         *self = Stream::Tls(Box::new(TlsStream::Client(tls)));
         Ok(())
+    }
+}
+
+/// A TCP socket registered anew with the calling thread's event loop.
+fn reregister(tcp: TcpStream) -> io::Result<TcpStream> {
+    TcpStream::from_std(tcp.into_std()?)
+}
+
+/// The socket under a TLS session: a TCP stream that can be registered
+/// with another event loop while the session stays in place
+/// ([`Stream::reregister`]). `None` only after that failed.
+#[derive(Debug)]
+pub struct Socket(Option<TcpStream>);
+
+impl Socket {
+    fn reregister(&mut self) -> io::Result<()> {
+        let tcp = self.0.take().ok_or_else(unregistered)?;
+        self.0 = Some(reregister(tcp)?);
+        Ok(())
+    }
+
+    fn tcp(self: Pin<&mut Self>) -> io::Result<Pin<&mut TcpStream>> {
+        match self.get_mut().0.as_mut() {
+            Some(s) => Ok(Pin::new(s)),
+            None => Err(unregistered()),
+        }
+    }
+}
+
+fn unregistered() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotConnected,
+        "connection closed: it could not be moved to another event loop",
+    )
+}
+
+impl AsyncRead for Socket {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.tcp() {
+            Ok(s) => s.poll_read(cx, buf),
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+}
+
+impl AsyncWrite for Socket {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.tcp() {
+            Ok(s) => s.poll_write(cx, buf),
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.tcp() {
+            Ok(s) => s.poll_write_vectored(cx, bufs),
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.tcp() {
+            Ok(s) => s.poll_flush(cx),
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.tcp() {
+            Ok(s) => s.poll_shutdown(cx),
+            Err(e) => Poll::Ready(Err(e)),
+        }
     }
 }

@@ -6,7 +6,8 @@
 //! multiplexing, connections given back after a statement, connections
 //! whose session state was reset and restored for their taker, and the
 //! connections held now by pinned sessions, by reason
-//! (`session/mux.rs`).
+//! (`session/mux.rs`); with session threads, connections moved to the
+//! thread of the session that took them.
 
 use crate::frontend::session::mux::Pin;
 use crate::frontend::session::{CmdError, Session};
@@ -38,6 +39,7 @@ impl Session {
                     n(v.multiplexed),
                     n(v.restored),
                     n(v.lid_reads),
+                    n(v.moved),
                     Some(pinned_text(&v.pinned)),
                 ]
             })
@@ -61,6 +63,7 @@ impl Session {
                 ("Multiplexed", UInt),
                 ("Restored", UInt),
                 ("Lid_reads", UInt),
+                ("Moved", UInt),
                 ("Pinned", Text),
             ],
             &rows,

@@ -191,6 +191,21 @@ impl Session {
             let ping = conn.run(&[cmd::PING], Expect::Single);
             alive = matches!(tokio::time::timeout(timeout, ping).await, Ok(Ok(_)));
         }
+        if alive {
+            // Opened by a session on another session thread: its replies
+            // would wake this one across threads at every statement.
+            match conn.conn.move_here() {
+                Ok(false) => {}
+                Ok(true) => {
+                    pool.stats.moved.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    debug!(conn = self.id, shard = %pool.shard, backend_conn = conn.connection_id, error = %e, "pooled connection could not be moved to this session's thread; replaced");
+                    pool.stats.stale.fetch_add(1, Ordering::Relaxed);
+                    return Ok(Ready::Stale);
+                }
+            }
+        }
         if !alive {
             debug!(conn = self.id, shard = %pool.shard, backend_conn = conn.connection_id, "pooled connection was closed by the shard; replaced");
             pool.stats.stale.fetch_add(1, Ordering::Relaxed);
