@@ -36,7 +36,9 @@
 #                  statement touches beyond the L1 (what it evicts from the
 #                  L2 and L3 that MariaDB and sysbench share); slower
 #
-# Environment: IDGATE_TB_S0_PORT, IDGATE_TB_ETCD_PORT (as testbed.sh).
+# Environment: IDGATE_TB_S0_PORT, IDGATE_TB_ETCD_PORT (as testbed.sh);
+# BENCH_SERVER_EXTRA, lines added to idgate's [server] section (as
+# bench.sh: BENCH_SERVER_EXTRA="session_threads = 2").
 set -euo pipefail
 umask 077
 
@@ -110,6 +112,7 @@ EOF
 cat >"$tmp/idgate.toml" <<EOF
 [server]
 listen = "$host:$port"
+${BENCH_SERVER_EXTRA:-}
 
 [[users]]
 name = "sbtest"

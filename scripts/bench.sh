@@ -53,8 +53,9 @@
 # Environment: IDGATE_BIN, IDGATE_BASE_BIN (a second binary, target
 # idgate_base), BENCH_BACKEND_EXTRA (lines added to idgate's [backend], not
 # the base's unless BENCH_BASE_EXTRA=1), BENCH_SERVER_EXTRA (lines added to
-# idgate's [server], never the base's: an A/B of a setting, e.g.
-# worker_threads = 1, with the same binary as both).
+# idgate's [server], not the base's unless BENCH_BASE_SERVER_EXTRA=1: an
+# A/B of a setting, e.g. worker_threads = 1, with the same binary as both;
+# or two binaries with the same setting).
 #
 # Workloads (text protocol, --db-ps-mode=disable, unless said):
 #   point_select    oltp_point_select
@@ -463,8 +464,10 @@ start_idgate() {
       # unless BENCH_BASE_EXTRA=1 (the same settings: a before/after run).
       local keep='/ # bench-extra$/d'
       [ "${BENCH_BASE_EXTRA:-}" = 1 ] && keep='/^$/b'
+      local keep_server='/ # bench-server-extra$/d'
+      [ "${BENCH_BASE_SERVER_EXTRA:-}" = 1 ] && keep_server='/^$/b'
       sed -e "s/^listen = \"$host:$port\"/listen = \"$host:$port_base\"/" -e "$keep" \
-        -e '/ # bench-server-extra$/d' "$tmp/idgate.toml" >"$tmp/idgate_base.toml"
+        -e "$keep_server" "$tmp/idgate.toml" >"$tmp/idgate_base.toml"
       # A base binary from before the TLS keys (it refuses unknown keys) had
       # no TLS at all: the lines go.
       if ! "$idgate_base_bin" check --config "$tmp/idgate_base.toml" >/dev/null 2>&1; then
