@@ -28,6 +28,8 @@
 //! thread first (`PacketConn::move_here`: two `epoll_ctl` calls, counted
 //! as `Moved` in `SHOW IDGATE POOLS`), and a multiplexed session, which
 //! takes back the connection it gave back first, then keeps it there.
+//! Among other idle connections that suit a session alike, the pool hands
+//! out one registered with its thread first (`pool::Want::home`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

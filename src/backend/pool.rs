@@ -208,6 +208,10 @@ pub struct Idle<K, C> {
     /// session finds the connection it gave back by a binary search
     /// ([`Want::serial`]).
     pub serial: u64,
+    /// The event loop its socket is registered with
+    /// (`protocol::stream::event_loop`): a taker on another session thread
+    /// moves it to its own first, one on the same takes it as it is.
+    pub home: u32,
 }
 
 /// What a taker gets.
@@ -586,6 +590,9 @@ pub struct Want<'a> {
     /// The [`Idle::serial`] of the connection the taker gave back last
     /// (0: none), looked up before any list is walked.
     pub serial: u64,
+    /// The taker's event loop ([`Idle::home`]): of two connections that
+    /// suit it alike, one registered there is taken first.
+    pub home: u32,
 }
 
 /// The connection the taker gave back last, if it is still idle and as it
@@ -618,8 +625,9 @@ fn same_str(a: &Arc<str>, b: &Arc<str>) -> bool {
 
 /// The idle connection to hand `key`: its most recently given back, the
 /// one the taker gave back as it was first, then one in `db` with the
-/// taker's session state, then one in `db`; with no schema wanted, only
-/// one that has none (a schema cannot be left).
+/// taker's session state (registered with the taker's event loop first),
+/// then one in `db`; with no schema wanted, only one that has none (a
+/// schema cannot be left).
 fn pick<K: Eq, C>(idle: &VecDeque<Idle<K, C>>, key: &K, want: Want<'_>) -> Option<usize> {
     // The taker's own first, found by its number before any key or schema
     // is compared: a multiplexed session takes back what it gave at every
@@ -635,13 +643,17 @@ fn pick<K: Eq, C>(idle: &VecDeque<Idle<K, C>>, key: &K, want: Want<'_>) -> Optio
             return own;
         }
     }
-    let (mut same_state, mut in_db, mut any) = (None, None, None);
+    let (mut here, mut same_state, mut in_db, mut any) = (None, None, None, None);
     for (i, c) in idle.iter().enumerate().rev() {
         if &c.key != key {
             continue;
         }
         if same_db(c.db.as_ref(), want.db) {
             if c.tag == want.tag {
+                if c.home == want.home {
+                    here = Some(i);
+                    break;
+                }
                 same_state = same_state.or(Some(i));
             }
             in_db = in_db.or(Some(i));
@@ -649,7 +661,7 @@ fn pick<K: Eq, C>(idle: &VecDeque<Idle<K, C>>, key: &K, want: Want<'_>) -> Optio
             any = Some(i);
         }
     }
-    same_state.or(in_db).or(any)
+    here.or(same_state).or(in_db).or(any)
 }
 
 /// A lease whose place is not freed when it is dropped (the place moved
@@ -700,6 +712,7 @@ mod tests {
             lease,
             since,
             serial: 0,
+            home: 0,
         }
     }
 
@@ -887,6 +900,7 @@ mod tests {
             tag,
             owner,
             serial,
+            home: 0,
         };
         let take = |w| match p.try_take(&1, w, Some(Instant::now())) {
             Ok(Taken::Reuse(i)) => i,
@@ -917,6 +931,42 @@ mod tests {
     }
 
     #[test]
+    fn a_connection_on_the_takers_event_loop_first() {
+        let p = Pool::<u8, u32>::new("s0", settings(0));
+        let leases: Vec<_> = (0..4).map(|_| open(&p, 1)).collect();
+        // Connection c on event loop `home`, session state `tag`; the
+        // last given back is the most recent.
+        for ((c, home, tag), l) in [(1, 1, 0), (2, 2, 0), (3, 1, 5), (4, 1, 0)]
+            .into_iter()
+            .zip(leases)
+        {
+            let mut i = idle(1, c, l, Instant::now());
+            (i.home, i.tag) = (home, tag);
+            assert!(p.give_back(i).is_none());
+        }
+        let take = |home, tag| match p.try_take(
+            &1,
+            Want {
+                tag,
+                home,
+                ..Want::default()
+            },
+            Some(Instant::now()),
+        ) {
+            Ok(Taken::Reuse(i)) => i.conn,
+            _ => panic!("expected a reuse"),
+        };
+        // Same state on the taker's loop (the most recent of them), before
+        // one given back later on another loop.
+        assert_eq!(take(2, 0), 2);
+        // None left on loop 2 in that state: the most recent in it.
+        assert_eq!(take(2, 0), 4);
+        // The session state comes before the loop.
+        assert_eq!(take(2, 5), 3);
+        assert_eq!(take(1, 0), 1);
+    }
+
+    #[test]
     fn session_state_preference() {
         let p = Pool::<u8, u32>::new("s0", settings(0));
         let leases: Vec<_> = (0..3).map(|_| open(&p, 1)).collect();
@@ -932,6 +982,7 @@ mod tests {
                 tag,
                 owner,
                 serial: 0,
+                home: 0,
             },
             Some(Instant::now()),
         ) {

@@ -89,6 +89,12 @@ impl PacketConn {
         }
     }
 
+    /// The event loop the socket is registered with
+    /// ([`super::stream::event_loop`]).
+    pub fn home(&self) -> u32 {
+        self.home
+    }
+
     /// Moves the socket to the calling thread's event loop when it is
     /// registered with another's (a pooled shard connection opened by a
     /// session on another session thread): its replies then wake the

@@ -775,7 +775,6 @@ impl Session {
         debug!(conn = self.id, shard = %pool.shard, backend_conn = conn.connection_id, "shard connection given back after the statement");
         let (closed, serial) = pool.give_back_numbered(Idle {
             key: self.conn_key(),
-            conn,
             db: self.schema_shared(),
             tag: self.state.tag(),
             lid: held,
@@ -786,6 +785,8 @@ impl Session {
             lease,
             since: now,
             serial: 0,
+            home: conn.conn.home(),
+            conn,
         });
         // Looked for first at the next take (`pool::Want::serial`).
         if self.mux.given.len() <= shard {

@@ -109,6 +109,7 @@ impl Session {
                 tag,
                 owner: self.id,
                 serial,
+                home: crate::protocol::stream::event_loop(),
             };
             let taken = pool
                 .take(&key, want)
@@ -182,6 +183,7 @@ impl Session {
             lease,
             since,
             serial: _,
+            home,
         } = idle;
         let timeout = self.shared.connect_timeout();
         let mut alive = !crate::frontend::session::closed_by_peer(&conn);
@@ -249,6 +251,7 @@ impl Session {
                     lease,
                     since: Instant::now(),
                     serial: 0,
+                    home,
                 }) {
                     quit(c).await;
                 }
@@ -310,6 +313,7 @@ impl Session {
             debug!(conn = self.id, shard = %pool.shard, backend_conn = conn.connection_id, "shard connection reset and given back to the pool");
             if let Some(c) = pool.give_back(Idle {
                 key: key.clone(),
+                home: conn.conn.home(),
                 conn,
                 db: self.schema_shared(),
                 tag: 0,
@@ -385,7 +389,6 @@ async fn fill_min_idle(shared: &Shared, shard: usize, pool: &Arc<ShardPool>) {
         pool.stats.created.fetch_add(1, Ordering::Relaxed);
         if let Some(c) = pool.give_back(Idle {
             key: key.clone(),
-            conn: Box::new(conn),
             db: None,
             tag: 0,
             lid: Some(0),
@@ -394,6 +397,8 @@ async fn fill_min_idle(shared: &Shared, shard: usize, pool: &Arc<ShardPool>) {
             lease,
             since: Instant::now(),
             serial: 0,
+            home: conn.conn.home(),
+            conn: Box::new(conn),
         }) {
             quit(c).await;
         }
