@@ -55,6 +55,13 @@ pub struct ServerConfig {
     /// (`crate::workers`); 0: the sessions run on the shared runtime.
     #[serde(default)]
     pub session_threads: usize,
+    /// The plugin idgate's greeting names, and the one a `[[users]]` entry
+    /// without `auth` logs in with (MySQL's `default_authentication_plugin`):
+    /// caching_sha2_password (MySQL 8's default, the default) or
+    /// mysql_native_password (MariaDB's), which spares MariaDB clients
+    /// (libmariadb, PHP) caching_sha2_password's hashing at every login.
+    #[serde(default)]
+    pub default_auth: AuthPlugin,
     /// Largest command packet accepted from a client, in bytes (MySQL's
     /// protocol maximum is 1 GiB; the shard's max_allowed_packet also applies).
     #[serde(default = "default_max_packet")]
@@ -133,9 +140,9 @@ pub struct UserConfig {
     #[serde(skip)]
     pub secret: Secret,
     /// The authentication plugin this user logs in with; absent:
-    /// caching_sha2_password, except for a `*`+hex `password_hash`
+    /// `server.default_auth`, except for a `*`+hex `password_hash`
     /// (mysql_native_password, the one plugin that hash can check a
-    /// scramble with).
+    /// scramble with) and a `$idgate-sha2$` one (caching_sha2_password).
     pub auth: Option<AuthPlugin>,
     /// `auth` resolved on load.
     #[serde(skip)]
@@ -972,6 +979,7 @@ impl Config {
         {
             b.password = p;
         }
+        let default_auth = self.server.default_auth;
         for (i, u) in self.users.iter_mut().enumerate() {
             let who = format!("user {:?}", u.name);
             let key = format!("users[{i}]");
@@ -1022,7 +1030,8 @@ impl Config {
                 }
                 (Some(p), _) => p,
                 (None, Secret::NativeHash(_)) => AuthPlugin::MysqlNativePassword,
-                (None, _) => AuthPlugin::CachingSha2Password,
+                (None, Secret::Sha2Hash(_)) => AuthPlugin::CachingSha2Password,
+                (None, _) => default_auth,
             };
             if u.backend_password_hash.is_some() {
                 return Err(invalid(

@@ -636,6 +636,61 @@ async fn pinned_shard_public_key_is_used_instead_of_asking() {
     );
 }
 
+/// `server.default_auth = "mysql_native_password"`: the greeting names it,
+/// users without `auth` log in with it in one round (no switch, no
+/// caching_sha2_password fast path), and a `$idgate-sha2$` user is
+/// switched to caching_sha2_password.
+#[tokio::test]
+async fn default_auth_native_greets_and_logs_in_without_a_switch() {
+    let Some(tb) = support::testbed() else { return };
+    let extra = format!(
+        "{}default_auth = \"mysql_native_password\"\n",
+        server_extra(&tb, false)
+    );
+    let p = Proxy::start_config(config(&tb, &extra, ""), true).await;
+    let native = |user: &str, pw: &str| {
+        let mut spec = LoginSpec::new(user, pw);
+        spec.plugin = "mysql_native_password".into();
+        spec
+    };
+    let c = RawClient::connect(p.addr, &native(proxy::USER, proxy::PASSWORD))
+        .await
+        .expect_ok();
+    assert_eq!(c.greeting.auth_plugin, b"mysql_native_password");
+    assert_eq!(c.login_packets.len(), 1, "the OK at once");
+    assert_eq!(c.login_packets[0][0], 0, "an OK packet");
+    assert_eq!(counts(&p), [0, 0, 0, 0], "no caching_sha2_password login");
+    let e = RawClient::connect(p.addr, &native(proxy::USER, "wrong"))
+        .await
+        .expect_refused();
+    assert_eq!((e.code, e.state.as_str()), (1045, "28000"), "{e}");
+    // Real clients: mysql_async answers the greeting's plugin.
+    let opts = |user: &str, pw: &str| {
+        OptsBuilder::default()
+            .ip_or_hostname(p.addr.ip().to_string())
+            .tcp_port(p.addr.port())
+            .user(Some(user))
+            .pass(Some(pw))
+    };
+    assert_eq!(
+        select(opts(proxy::USER, proxy::PASSWORD)).await.unwrap(),
+        42
+    );
+    assert_eq!(counts(&p), [0, 0, 0, 0], "no caching_sha2_password login");
+    // A salted caching_sha2 hash cannot check a native scramble: the
+    // client is switched to caching_sha2_password, whose first login is
+    // the full authentication (by RSA here, without TLS).
+    assert_eq!(select(opts("sha", "shapw")).await.unwrap(), 42);
+    assert_eq!(counts(&p)[2], 1, "full authentication by RSA");
+    p.stop().await;
+    // The config: users without `auth` follow it, hashes keep theirs.
+    let c = config(&tb, &extra, "");
+    let plugin = |name: &str| c.users.iter().find(|u| u.name == name).unwrap().plugin;
+    use idgate::config::AuthPlugin::*;
+    assert_eq!(plugin(proxy::USER), MysqlNativePassword);
+    assert_eq!(plugin("sha"), CachingSha2Password);
+}
+
 #[tokio::test]
 async fn config_auth_defaults_and_refusals() {
     let Some(tb) = support::testbed() else { return };

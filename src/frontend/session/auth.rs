@@ -14,7 +14,7 @@ use crate::protocol::codes::{self, ErrorCode};
 use crate::protocol::handshake::{self, NATIVE_PASSWORD};
 use crate::protocol::packet::{PacketConn, ReadError};
 use crate::protocol::reply;
-use crate::protocol::sha2::{self, CACHING_SHA2};
+use crate::protocol::sha2;
 use std::sync::atomic::Ordering;
 
 /// Largest packet read before the client has authenticated, its first
@@ -53,13 +53,13 @@ pub enum AuthError {
     Refused { code: ErrorCode, message: String },
 }
 
-/// The plugin a user logs in with (an unknown user: caching_sha2_password,
-/// the greeting's, so that its refusal looks like any other's).
+/// The plugin a user logs in with (an unknown user: the greeting's,
+/// `server.default_auth`, so that its refusal looks like any other's).
 pub fn plugin_of(shared: &Shared, user: &[u8]) -> AuthPlugin {
     shared
         .user(user)
         .map(|(_, u)| u.plugin)
-        .unwrap_or(AuthPlugin::CachingSha2Password)
+        .unwrap_or(shared.config.server.default_auth)
 }
 
 /// Runs the exchange up to (not including) the OK or error that ends it.
@@ -293,7 +293,3 @@ async fn refuse<T>(
         .await;
     Err(AuthError::Refused { code, message })
 }
-
-/// The plugin idgate names in its greeting: caching_sha2_password, MySQL
-/// 8's default, so that today's clients answer with it at once.
-pub const GREETING_PLUGIN: &[u8] = CACHING_SHA2;

@@ -96,7 +96,7 @@ pub async fn login(
         ext_capabilities: offered_ext,
         charset: info.charset,
         status: status::AUTOCOMMIT,
-        auth_plugin: auth::GREETING_PLUGIN.to_vec(),
+        auth_plugin: shared.config.server.default_auth.wire_name().to_vec(),
     };
     client.write_packet(0, &greeting.encode()).await?;
 
