@@ -82,14 +82,7 @@ async fn sessions_run_on_their_threads_and_share_a_multiplexed_connection() {
 
     // Sessions are given to the threads in turn, and counted there
     // (`idgate_session_thread_sessions`) while they last.
-    let counts = || {
-        p.shared
-            .session_threads
-            .load()
-            .as_ref()
-            .map(|w| w.sessions())
-            .expect("session threads started")
-    };
+    let counts = || sessions_per_thread(&p);
     let wait_counts = |sum: usize| {
         let counts = &counts;
         async move {
@@ -216,14 +209,7 @@ async fn moves(tb: &support::Testbed, backend: &str) {
             .moved
             .load(std::sync::atomic::Ordering::Relaxed)
     };
-    let counts = || {
-        p.shared
-            .session_threads
-            .load()
-            .as_ref()
-            .map(|w| w.sessions())
-            .expect("session threads started")
-    };
+    let counts = || sessions_per_thread(&p);
 
     // A's session opens the one shard connection, on A's thread (the
     // session threads start with the first accept loop).
@@ -291,4 +277,14 @@ async fn conn_id(c: &mut Conn) -> u64 {
         .await
         .unwrap()
         .unwrap()
+}
+
+/// The sessions on each of the proxy's session threads now.
+fn sessions_per_thread(p: &Proxy) -> Vec<usize> {
+    p.shared
+        .session_threads
+        .load()
+        .as_ref()
+        .map(|w| w.sessions())
+        .expect("session threads started")
 }
