@@ -183,7 +183,7 @@ impl Session {
             lease,
             since,
             serial: _,
-            home,
+            home: _,
         } = idle;
         let timeout = self.shared.connect_timeout();
         let mut alive = !crate::frontend::session::closed_by_peer(&conn);
@@ -242,6 +242,8 @@ impl Session {
                 // connection is as good as before.
                 if let Some(c) = pool.give_back(Idle {
                     key,
+                    // Moved here above, maybe.
+                    home: conn.conn.home(),
                     conn,
                     db,
                     tag,
@@ -251,7 +253,6 @@ impl Session {
                     lease,
                     since: Instant::now(),
                     serial: 0,
-                    home,
                 }) {
                     quit(c).await;
                 }
