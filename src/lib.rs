@@ -101,7 +101,9 @@
 //!   `workers`.
 //! - [`workers`]: the session threads (`server.session_threads`): one
 //!   current-thread runtime per thread, each with its own epoll, that
-//!   MySQL sessions are spread over in turn. A leaf.
+//!   MySQL sessions are spread over in turn. `workers` ->
+//!   `protocol::stream` (it marks each thread's event loop, which pooled
+//!   shard connections are moved to).
 //! - [`throttle`]: the delay for logins from an address after repeated
 //!   failures, shared by both listeners (uses only `idgen`'s `Clock`).
 //! - [`server`]: the MySQL listener on it (XA recovery and the deadlock

@@ -84,6 +84,18 @@ impl Accepted {
     pub fn register(self) -> io::Result<TcpStream> {
         TcpStream::from_std(self.0)
     }
+
+    /// [`Accepted::register`] for a connection to serve: a failure is
+    /// logged with the peer's address, and the connection closed.
+    pub fn register_or_log(self, peer: SocketAddr) -> Option<TcpStream> {
+        match self.register() {
+            Ok(s) => Some(s),
+            Err(e) => {
+                warn!(%peer, "cannot serve a connection: {e}");
+                None
+            }
+        }
+    }
 }
 
 /// Accepts one connection, non-blocking and close-on-exec from the start

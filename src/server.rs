@@ -106,12 +106,8 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Futu
         // Boxed: a session's future is about 10 KiB, which the runtime
         // would otherwise copy several times as it spawns and ends it.
         Box::pin(async move {
-            let stream = match stream.register() {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!(%peer, "cannot serve a connection: {e}");
-                    return;
-                }
+            let Some(stream) = stream.register_or_log(peer) else {
+                return;
             };
             let client = PacketConn::accepted(stream, peer, nodelay_inherited);
             crate::frontend::engine::serve(shared, client, stop).await;

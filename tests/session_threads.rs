@@ -37,6 +37,24 @@ fn session_threads() -> Vec<(String, u64)> {
     out
 }
 
+/// Waits until the session threads of a proxy stopped before have ended
+/// (a stopped proxy's threads exit on their own, soon after): the tests
+/// find threads by name, and a new proxy's have the same names.
+async fn no_session_threads_left() {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let left = session_threads();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "session threads of a stopped proxy still running: {left:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 /// The tests look at this process's session threads: one at a time.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -66,6 +84,7 @@ async fn start(tb: &support::Testbed, backend: &str) -> (Proxy, usize) {
 async fn sessions_run_on_their_threads_and_share_a_multiplexed_connection() {
     let Some(tb) = support::testbed() else { return };
     let _one = ONE_AT_A_TIME.lock().await;
+    no_session_threads_left().await;
     let schema = support::unique("sthreads");
     proxy::create_schema(&tb, &schema).await;
     let (p, threads) = start(&tb, "").await;
@@ -199,6 +218,7 @@ async fn a_connection_taken_on_another_thread_moves_there() {
 }
 
 async fn moves(tb: &support::Testbed, backend: &str) {
+    no_session_threads_left().await;
     let schema = support::unique("sthmove");
     proxy::create_schema(tb, &schema).await;
     let (p, threads) = start(tb, backend).await;

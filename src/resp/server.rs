@@ -23,12 +23,8 @@ pub async fn run(listener: TcpListener, service: Arc<Service>, shutdown: impl Fu
     let serve = |stream: Accepted, peer: std::net::SocketAddr, permit, stop| {
         let service = service.clone();
         async move {
-            let stream = match stream.register() {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!(%peer, "cannot serve a connection: {e}");
-                    return;
-                }
+            let Some(stream) = stream.register_or_log(peer) else {
+                return;
             };
             let _ = stream.set_nodelay(true);
             session::serve(service, stream, peer, stop, permit).await
