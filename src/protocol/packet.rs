@@ -49,6 +49,9 @@ pub struct PacketConn {
     /// The event loop the socket is registered with
     /// ([`super::stream::event_loop`] where it was made).
     home: u32,
+    /// Accepted just now and nothing written yet: the first write (the
+    /// greeting) is sent at once ([`Stream::write_all_first`]).
+    fresh: bool,
 }
 
 /// Where one physical packet sits in the read buffer.
@@ -75,7 +78,9 @@ impl PacketConn {
         if !nodelay_inherited {
             let _ = stream.set_nodelay(true);
         }
-        Self::plain(stream, Some(peer))
+        let mut conn = Self::plain(stream, Some(peer));
+        conn.fresh = true;
+        conn
     }
 
     fn plain(stream: TcpStream, peer: Option<SocketAddr>) -> Self {
@@ -86,6 +91,7 @@ impl PacketConn {
             queued: Vec::new(),
             peer,
             home: super::stream::event_loop(),
+            fresh: false,
         }
     }
 
@@ -153,6 +159,9 @@ impl PacketConn {
 
     /// Writes framed `bytes`, holding back their last packet when asked to.
     async fn write_out(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if std::mem::take(&mut self.fresh) && self.queued.is_empty() && self.held.is_none() {
+            return self.stream.write_all_first(bytes).await;
+        }
         if !self.queued.is_empty() {
             if self.held.is_none() {
                 let mut out = std::mem::take(&mut self.queued);
@@ -504,6 +513,42 @@ mod tests {
     use super::*;
     use std::time::Duration;
     use tokio::io::AsyncWriteExt;
+
+    #[tokio::test]
+    async fn an_accepted_connections_first_packet_goes_out_without_waiting_for_readiness() {
+        use std::future::Future;
+        use std::io::Read;
+        use std::task::{Context, Waker};
+        // Accepted as the listener does: by the kernel, then registered
+        // with this runtime.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let (server, peer) = listener.accept().unwrap();
+        server.set_nonblocking(true).unwrap();
+        let server = TcpStream::from_std(server).unwrap();
+        let mut conn = PacketConn::accepted(server, peer, false);
+        // Polled once, before this runtime has seen the new socket's first
+        // epoll event (tokio's own write waits for it: Pending here).
+        let polled = {
+            let mut first = std::pin::pin!(conn.write_packet(0, b"greeting"));
+            first.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+        };
+        assert!(
+            matches!(polled, std::task::Poll::Ready(Ok(0))),
+            "{polled:?}"
+        );
+        let mut got = [0u8; 12];
+        client.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"\x08\0\0\0greeting");
+        // Later packets go the usual way.
+        conn.write_packet(1, b"ok").await.unwrap();
+        let mut got = [0u8; 6];
+        client.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"\x02\0\0\x01ok");
+    }
 
     #[test]
     fn frame_splits_at_16_mib_and_ends_with_an_empty_packet_on_exact_multiples() {

@@ -91,6 +91,36 @@ impl Stream {
         }
     }
 
+    /// [`Stream::write_all`] for the first bytes written to a socket just
+    /// registered with this thread's event loop (a client's greeting).
+    /// tokio knows nothing of the new socket's readiness until its epoll
+    /// event comes, so its first write waits for that: one more
+    /// `epoll_wait` and a turn of the event loop before the client, which
+    /// waits for the server to speak first, gets anything. A new socket's
+    /// send buffer is empty: a plain `send` goes out at once, and what it
+    /// could not send (nothing, in practice) goes the usual way.
+    pub async fn write_all_first(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let Stream::Plain(s) = self else {
+            return self.write_all(bytes).await;
+        };
+        let sent = match socket2::SockRef::from(&*s).send_with_flags(bytes, libc::MSG_NOSIGNAL) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                0
+            }
+            Err(e) => return Err(e),
+        };
+        match bytes.get(sent..) {
+            Some(rest) if !rest.is_empty() => s.write_all(rest).await,
+            _ => Ok(()),
+        }
+    }
+
     /// Shuts down the write side (TLS: sends close_notify first).
     pub async fn shutdown(&mut self) -> io::Result<()> {
         match self {
