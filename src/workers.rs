@@ -202,6 +202,7 @@ mod tests {
         thread.spawn(async move { tx.send(unsafe { libc::gettid() }).unwrap() });
         let tid = rx.recv_timeout(Duration::from_secs(30)).unwrap();
         let before = writes_by(tid);
+        let started = std::time::Instant::now();
         let n = 50;
         for _ in 0..n {
             // As a login does: a timeout far off, added while the thread's
@@ -220,11 +221,14 @@ mod tests {
             rx.recv_timeout(Duration::from_secs(30)).unwrap();
         }
         // One eventfd write per timer without the planned wake-up; with
-        // it none, or one where the planned wake-up itself was re-armed.
+        // it none, but for the planned wake-up's own re-arming, at most
+        // once a second (twice allowed: a timer added in between), however
+        // long a loaded machine took over the loop.
         let writes = writes_by(tid) - before;
+        let allowed = 2 + 2 * (started.elapsed().as_secs() + 1);
         assert!(
-            writes <= n / 5,
-            "{writes} writes by the session thread for {n} timers"
+            writes <= allowed,
+            "{writes} writes by the session thread for {n} timers (at most {allowed})"
         );
     }
 
