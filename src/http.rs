@@ -126,14 +126,12 @@ fn respond(head: &[u8], shared: &Shared) -> (&'static str, &'static str, String,
                     + &sha2_metrics(&shared.sha2)
                     + &pool_metrics(&shared.pools.iter().map(|p| p.view()).collect::<Vec<_>>())
                     + &reshard_metrics(&shared.pause.jobs(), &shared.pause.view())
-                    + &session_thread_metrics(
-                        &shared
-                            .session_threads
-                            .load()
-                            .as_ref()
-                            .map(|w| w.sessions())
-                            .unwrap_or_default(),
-                    )
+                    + &shared
+                        .session_threads
+                        .load()
+                        .as_ref()
+                        .map(|w| session_thread_metrics(&w.sessions(), w.handed_off()))
+                        .unwrap_or_default()
             },
             head_only,
         ),
@@ -243,12 +241,10 @@ fn login_metrics(t: &crate::throttle::LoginThrottle) -> String {
     )
 }
 
-/// Sessions on each session thread (`server.session_threads`; nothing
-/// without them): how evenly the threads are loaded.
-pub fn session_thread_metrics(sessions: &[usize]) -> String {
-    if sessions.is_empty() {
-        return String::new();
-    }
+/// Sessions on each session thread (`server.session_threads`): how
+/// evenly the threads are loaded; and how many sessions a thread accepted
+/// and handed to a less loaded one (`crate::workers::Workers::place`).
+pub fn session_thread_metrics(sessions: &[usize], handed_off: u64) -> String {
     let mut out = String::from(
         "# HELP idgate_session_thread_sessions Client sessions on each session thread (server.session_threads).\n\
          # TYPE idgate_session_thread_sessions gauge\n",
@@ -256,6 +252,12 @@ pub fn session_thread_metrics(sessions: &[usize]) -> String {
     for (i, n) in sessions.iter().enumerate() {
         let _ = writeln!(out, "idgate_session_thread_sessions{{thread=\"{i}\"}} {n}");
     }
+    let _ = write!(
+        out,
+        "# HELP idgate_session_thread_handoffs_total Sessions a session thread accepted and handed to a less loaded one.\n\
+         # TYPE idgate_session_thread_handoffs_total counter\n\
+         idgate_session_thread_handoffs_total {handed_off}\n"
+    );
     out
 }
 
@@ -627,8 +629,7 @@ mod tests {
 
     #[test]
     fn session_thread_metrics_per_thread() {
-        assert_eq!(session_thread_metrics(&[]), "");
-        let m = session_thread_metrics(&[3, 0]);
+        let m = session_thread_metrics(&[3, 0], 5);
         assert!(
             m.contains("# TYPE idgate_session_thread_sessions gauge\n"),
             "{m}"
@@ -639,6 +640,10 @@ mod tests {
         );
         assert!(
             m.contains("idgate_session_thread_sessions{thread=\"1\"} 0\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("idgate_session_thread_handoffs_total 5\n"),
             "{m}"
         );
     }

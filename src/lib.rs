@@ -96,12 +96,13 @@
 //! - [`listener`]: the accept loop both listeners share: connection
 //!   limit, accept backoff, graceful shutdown with a drain timeout; the
 //!   listening socket (an accept queue as long as the connection limit,
-//!   TCP_NODELAY for the sockets it accepts); each connection's task is
-//!   spawned on the shared runtime or on a session thread. `listener` ->
-//!   `workers`.
+//!   TCP_NODELAY for the sockets it accepts); one accept loop on the
+//!   shared runtime, or one on each session thread, which serves what it
+//!   accepts itself. `listener` -> `workers`.
 //! - [`workers`]: the session threads (`server.session_threads`): one
-//!   current-thread runtime per thread, each with its own epoll, that
-//!   MySQL sessions are spread over in turn. `workers` ->
+//!   current-thread runtime per thread, each with its own epoll, each
+//!   accepting MySQL sessions and keeping them unless it is too far ahead
+//!   of the least loaded thread. `workers` ->
 //!   `protocol::stream` (it marks each thread's event loop, which pooled
 //!   shard connections are moved to).
 //! - [`throttle`]: the delay for logins from an address after repeated

@@ -131,23 +131,28 @@ fn wait_on(listener: std::net::TcpListener) -> io::Result<AsyncFd<std::net::TcpL
 /// for each one within the limit (with the peer's address accept returned,
 /// so that no connection asks the kernel for it again; its slot is the
 /// permit, given back when the connection drops it), `refuse` for one
-/// over it. With `workers`, each connection's task runs on the next
-/// session thread ([`crate::workers`]); without, on this runtime.
+/// over it. Without `workers` one loop on this runtime accepts and serves
+/// them; with `workers`, every session thread runs a loop of its own on
+/// the listening socket and serves what it accepts itself, or hands it to
+/// the least loaded thread ([`crate::workers`], [`Workers::place`]).
 pub async fn serve<S, SF, R, RF>(
     listener: TcpListener,
     limits: Limits,
-    workers: Option<&Workers>,
+    workers: Option<Arc<Workers>>,
     shutdown: impl Future<Output = ()>,
-    mut serve: S,
-    mut refuse: R,
+    serve: S,
+    refuse: R,
 ) where
-    S: FnMut(Accepted, SocketAddr, OwnedSemaphorePermit, watch::Receiver<bool>) -> SF,
+    S: Fn(Accepted, SocketAddr, OwnedSemaphorePermit, watch::Receiver<bool>) -> SF
+        + Clone
+        + Send
+        + 'static,
     SF: Future<Output = ()> + Send + 'static,
-    R: FnMut(Accepted) -> RF,
+    R: Fn(Accepted) -> RF + Clone + Send + 'static,
     RF: Future<Output = ()> + Send + 'static,
 {
     let name = limits.name;
-    let listener = match listener.into_std().and_then(wait_on) {
+    let listener = match listener.into_std() {
         Ok(l) => l,
         Err(e) => {
             error!(listener = name, "cannot wait for connections: {e}");
@@ -156,84 +161,166 @@ pub async fn serve<S, SF, R, RF>(
     };
     let limit = Arc::new(Semaphore::new(limits.max_connections));
     let (stop_tx, stop_rx) = watch::channel(false);
-    let mut conns = JoinSet::new();
-    let mut backoff = Duration::from_millis(5);
-    // Finished connections are reaped after each accept and on this tick,
-    // not as each one ends: that woke this task (and tried an accept) once
-    // per connection.
-    let mut reap = tokio::time::interval(REAP_EVERY);
-    reap.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tokio::pin!(shutdown);
-    loop {
-        let accepted = tokio::select! {
-            _ = &mut shutdown => break,
-            r = accept(&listener) => r,
-            _ = reap.tick() => {
-                reap_finished(&mut conns, name);
-                continue;
-            }
+    let loop_on = |listener, thread| {
+        let r#loop = Loop {
+            limits,
+            limit: limit.clone(),
+            stop: stop_rx.clone(),
+            thread,
+            serve: serve.clone(),
+            refuse: refuse.clone(),
         };
-        reap_finished(&mut conns, name);
-        let (stream, peer) = match accepted {
-            Ok(accepted) => {
-                backoff = Duration::from_millis(5);
-                accepted
-            }
-            Err(e) => {
-                // Out of file descriptors and the like: back off, keep serving.
-                warn!(
-                    listener = name,
-                    "accept failed: {e}; retrying in {backoff:?}"
-                );
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
-                continue;
-            }
-        };
-        match limit.clone().try_acquire_owned() {
-            Ok(permit) => {
-                let task = serve(stream, peer, permit, stop_rx.clone());
-                match workers {
-                    Some(w) => {
-                        let (thread, seat) = w.pick();
-                        conns.spawn_on(
-                            async move {
-                                let _seat = seat;
-                                task.await
-                            },
-                            thread,
-                        )
+        r#loop.run(listener)
+    };
+    let loops = async {
+        match &workers {
+            None => loop_on(listener, None).await,
+            Some(w) => {
+                // Each thread waits on its own descriptor of the one
+                // listening socket, registered with its own epoll.
+                let mut loops = JoinSet::new();
+                for i in 0..w.threads() {
+                    match listener.try_clone() {
+                        Ok(l) => {
+                            loops.spawn_on(loop_on(l, Some((w.clone(), i))), w.handle(i));
+                        }
+                        Err(e) => error!(
+                            listener = name,
+                            "session thread {i} cannot wait for connections: {e}"
+                        ),
                     }
-                    None => conns.spawn(task),
-                };
-            }
-            Err(_) => {
-                // On this runtime: a refusal is one write.
-                conns.spawn(refuse(stream));
+                }
+                // Closed as each loop stops: the socket with the last one.
+                drop(listener);
+                while loops.join_next().await.is_some() {}
             }
         }
+    };
+    tokio::pin!(loops);
+    tokio::select! {
+        // Every loop ended before the shutdown: none could wait (logged).
+        _ = &mut loops => return,
+        _ = shutdown => {}
     }
-    drop(listener);
     info!(
         listener = name,
-        connections = conns.len(),
+        connections = limits.max_connections - limit.available_permits(),
         "shutting down: no new connections; draining for up to {:?}",
         limits.drain
     );
     let _ = stop_tx.send(true);
-    let drained = tokio::time::timeout(limits.drain, async {
-        while conns.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
-        warn!(
-            listener = name,
-            connections = conns.len(),
-            "drain timeout reached; closing the remaining connections"
-        );
-        conns.shutdown().await;
-    }
+    loops.await;
     info!(listener = name, "stopped");
+}
+
+/// One accept loop: its thread, what it serves with, and when to stop.
+struct Loop<S, R> {
+    limits: Limits,
+    limit: Arc<Semaphore>,
+    /// Turns true when the listener stops: the loop stops accepting, and
+    /// each connection it serves is told to finish.
+    stop: watch::Receiver<bool>,
+    /// The session thread the loop runs on (none: the sessions run where
+    /// the loop does).
+    thread: Option<(Arc<Workers>, usize)>,
+    serve: S,
+    refuse: R,
+}
+
+impl<S, SF, R, RF> Loop<S, R>
+where
+    S: Fn(Accepted, SocketAddr, OwnedSemaphorePermit, watch::Receiver<bool>) -> SF,
+    SF: Future<Output = ()> + Send + 'static,
+    R: Fn(Accepted) -> RF,
+    RF: Future<Output = ()> + Send + 'static,
+{
+    /// Accepts until told to stop, then waits up to the drain timeout for
+    /// the connections it started before cutting the rest.
+    async fn run(self, listener: std::net::TcpListener) {
+        let name = self.limits.name;
+        let listener = match wait_on(listener) {
+            Ok(l) => l,
+            Err(e) => {
+                error!(listener = name, "cannot wait for connections: {e}");
+                return;
+            }
+        };
+        let mut conns = JoinSet::new();
+        let mut backoff = Duration::from_millis(5);
+        // Finished connections are reaped after each accept and on this
+        // tick, not as each one ends: that woke this task (and tried an
+        // accept) once per connection.
+        let mut reap = tokio::time::interval(REAP_EVERY);
+        reap.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut stop = self.stop.clone();
+        loop {
+            let accepted = tokio::select! {
+                _ = stop.wait_for(|stop| *stop) => break,
+                r = accept(&listener) => r,
+                _ = reap.tick() => {
+                    reap_finished(&mut conns, name);
+                    continue;
+                }
+            };
+            reap_finished(&mut conns, name);
+            match accepted {
+                Ok((stream, peer)) => {
+                    backoff = Duration::from_millis(5);
+                    self.start(&mut conns, stream, peer);
+                }
+                Err(e) => {
+                    // Out of file descriptors and the like: back off, keep
+                    // serving.
+                    warn!(
+                        listener = name,
+                        "accept failed: {e}; retrying in {backoff:?}"
+                    );
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                }
+            }
+        }
+        drop(listener);
+        let drained = tokio::time::timeout(self.limits.drain, async {
+            while conns.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            warn!(
+                listener = name,
+                connections = conns.len(),
+                "drain timeout reached; closing the remaining connections"
+            );
+            conns.shutdown().await;
+        }
+    }
+
+    /// Starts serving (or refusing) an accepted connection.
+    fn start(&self, conns: &mut JoinSet<()>, stream: Accepted, peer: SocketAddr) {
+        let Ok(permit) = self.limit.clone().try_acquire_owned() else {
+            // Here: a refusal is one write.
+            conns.spawn((self.refuse)(stream));
+            return;
+        };
+        let task = (self.serve)(stream, peer, permit, self.stop.clone());
+        match &self.thread {
+            None => {
+                conns.spawn(task);
+            }
+            Some((w, here)) => {
+                let (i, seat) = w.place(*here);
+                let task = async move {
+                    let _seat = seat;
+                    task.await
+                };
+                if i == *here {
+                    conns.spawn(task);
+                } else {
+                    conns.spawn_on(task, w.handle(i));
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -258,6 +345,83 @@ mod tests {
             let accepted = tokio::time::timeout(Duration::from_secs(30), listener.accept()).await;
             assert!(accepted.is_ok(), "connection {i} of {n} never accepted");
         }
+    }
+
+    /// Serves each connection with the name of the thread its task runs
+    /// on, then holds it until the listener stops.
+    async fn name_the_thread(
+        stream: Accepted,
+        _peer: SocketAddr,
+        permit: OwnedSemaphorePermit,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        use tokio::io::AsyncWriteExt;
+        let mut s = stream.register().unwrap();
+        let name = std::thread::current().name().unwrap_or("?").to_owned();
+        s.write_all(format!("{name}\n").as_bytes()).await.unwrap();
+        let _ = stop.wait_for(|stop| *stop).await;
+        drop(permit);
+    }
+
+    async fn served_by(addr: SocketAddr) -> (TcpStream, String) {
+        use tokio::io::AsyncBufReadExt;
+        let mut c = tokio::io::BufReader::new(TcpStream::connect(addr).await.unwrap());
+        let mut name = String::new();
+        let read = tokio::time::timeout(Duration::from_secs(30), c.read_line(&mut name)).await;
+        assert!(matches!(read, Ok(Ok(n)) if n > 0), "no reply: {read:?}");
+        (c.into_inner(), name.trim_end().to_owned())
+    }
+
+    #[tokio::test]
+    async fn session_threads_accept_and_serve_their_connections_and_stop_together() {
+        let w = Arc::new(Workers::start(2).unwrap());
+        // Thread 0 starts two sessions ahead: whichever thread accepts the
+        // first connection, thread 1 serves it.
+        let ahead: Vec<_> = (0..2).map(|_| w.place(0)).collect();
+        assert_eq!(w.sessions(), [2, 0]);
+        let listener = bind("127.0.0.1:0".parse().unwrap(), 128).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let limits = Limits {
+            max_connections: 100,
+            drain: Duration::from_secs(30),
+            name: "test",
+        };
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(
+            listener,
+            limits,
+            Some(w.clone()),
+            async {
+                let _ = stop_rx.await;
+            },
+            name_the_thread,
+            |_s: Accepted| async {},
+        ));
+        let (first, name) = served_by(addr).await;
+        assert_eq!(name, "idgate-sess-1");
+        let mut conns = vec![first];
+        for _ in 0..5 {
+            let (c, name) = served_by(addr).await;
+            assert!(name.starts_with("idgate-sess-"), "served on {name}");
+            conns.push(c);
+        }
+        let counts = w.sessions();
+        assert_eq!(counts.iter().sum::<usize>(), 8, "{counts:?}");
+        assert!(
+            counts.iter().max().unwrap() - counts.iter().min().unwrap()
+                <= crate::workers::SLACK + 1,
+            "{counts:?}"
+        );
+        // Stopping: every loop stops accepting, its connections are told
+        // to finish, and the listening socket is closed.
+        stop_tx.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(30), server)
+            .await
+            .expect("the listener stops")
+            .unwrap();
+        drop(ahead);
+        assert_eq!(w.sessions(), [0, 0]);
+        assert!(TcpStream::connect(addr).await.is_err(), "still listening");
     }
 
     #[tokio::test]

@@ -101,8 +101,9 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Futu
     let nodelay_inherited = listener::set_nodelay(&listener);
     let workers = session_threads(&shared).map(Arc::new);
     shared.session_threads.store(workers.clone());
-    let serve = |stream: Accepted, peer, permit, stop| {
-        let shared = shared.clone();
+    let serve_shared = shared.clone();
+    let serve = move |stream: Accepted, peer, permit, stop| {
+        let shared = serve_shared.clone();
         // Boxed: a session's future is about 10 KiB, which the runtime
         // would otherwise copy several times as it spawns and ends it.
         Box::pin(async move {
@@ -123,15 +124,7 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Futu
         let _ = conn.write_packet(0, &err).await;
         conn.shutdown().await;
     };
-    listener::serve(
-        listener,
-        limits,
-        workers.as_deref(),
-        shutdown,
-        serve,
-        refuse,
-    )
-    .await;
+    listener::serve(listener, limits, workers, shutdown, serve, refuse).await;
     shared.session_threads.store(None);
     drop(pause);
     crate::frontend::pause::follow::leave(&shared).await;

@@ -20,7 +20,7 @@ pub async fn run(listener: TcpListener, service: Arc<Service>, shutdown: impl Fu
         drain: service.drain,
         name: "resp",
     };
-    let serve = |stream: Accepted, peer: std::net::SocketAddr, permit, stop| {
+    let serve = move |stream: Accepted, peer: std::net::SocketAddr, permit, stop| {
         let service = service.clone();
         async move {
             let Some(stream) = stream.register_or_log(peer) else {
