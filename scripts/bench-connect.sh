@@ -13,7 +13,9 @@
 #            before the pool)                                     the baseline
 # Every idgate has a rule file with one table, as a deployment does.
 # Targets alternate round by round (the first one rotates); the report
-# quotes the median of the rounds per target and idgate/haproxy.
+# quotes the median of the rounds per target and idgate/haproxy, and
+# the CPU each connection cost: the proxy, MariaDB s0, the clients, and
+# the machine's idle time (/proc, read around each run).
 #
 #   scripts/bench-connect.sh [--rounds N] [--time S] [--procs N] [--client c|py] [--no-build]
 #
@@ -81,6 +83,40 @@ if [ "$client" = c ]; then
 elif [ "$client" != py ]; then
   log "--client is c or py"; exit 2
 fi
+# CPU use, read around each run from /proc: the proxy's and s0's
+# (utime + stime of all their threads) and the whole machine's busy and
+# idle time, per connection made (clock ticks, so about 0.2% of an 8 s
+# run's CPU). The clients are the machine's busy time less the two.
+tck=$(getconf CLK_TCK)
+s0_pid=$(cat "$repo/testbed/s0/mysqld.pid" 2>/dev/null || true)
+proc_ticks() { # proc_ticks PID: utime + stime (0 when there is no PID)
+  [ -n "$1" ] && [ -r "/proc/$1/stat" ] || { echo 0; return; }
+  sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'
+}
+machine_ticks() { # busy and idle (iowait counts as idle), all CPUs
+  awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6}' /proc/stat
+}
+# measure PROXY-PID TARGET-ARGS...: the client's line, then the proxy's,
+# s0's, busy and idle microseconds per connection.
+measure() {
+  local proxy=$1 p0 m0 busy0 idle0 p1 m1 busy1 idle1 line t0 t1
+  shift
+  p0=$(proc_ticks "$proxy") m0=$(proc_ticks "$s0_pid")
+  read -r busy0 idle0 < <(machine_ticks)
+  t0=$(date +%s.%N)
+  line=$(run_client "$@")
+  t1=$(date +%s.%N)
+  p1=$(proc_ticks "$proxy") m1=$(proc_ticks "$s0_pid")
+  read -r busy1 idle1 < <(machine_ticks)
+  # connections = rate x the client's seconds; /proc/stat covers the
+  # whole call, a little longer (process start and exit).
+  awk -v l="$line" -v s="$secs" -v tck="$tck" -v dp=$((p1 - p0)) -v dm=$((m1 - m0)) \
+    -v db=$((busy1 - busy0)) -v di=$((idle1 - idle0)) -v t0="$t0" -v t1="$t1" 'BEGIN {
+      split(l, f, " "); n = f[2] * s; w = t1 - t0
+      if (n <= 0 || w <= 0) { print l, "-", "-", "-", "-"; exit }
+      u = 1e6 / tck / n
+      printf "%s %.1f %.1f %.1f %.1f\n", l, dp * u, dm * u, db * u * s / w, di * u * s / w }'
+}
 # run_client TARGET-ARGS... LABEL: one measurement line.
 run_client() {
   local port=$1 u=$2 pw=$3 label=$4
@@ -166,6 +202,15 @@ args_of() { # PORT USER PASSWORD of a target
     mux) echo "$mp app app-secret" ;;
   esac
 }
+pid_of() { # the proxy process of a target (none for direct)
+  case "$1" in
+    direct) echo "" ;;
+    haproxy) echo "$haproxy_pid" ;;
+    idgate) echo "$idgate_pid" ;;
+    nopool) echo "$nopool_pid" ;;
+    mux) echo "$mux_pid" ;;
+  esac
+}
 log "$rounds rounds of $secs s per target, $procs client processes ($client client)"
 results=$tmp/results
 : >"$results"
@@ -173,7 +218,7 @@ for ((r = 0; r < rounds; r++)); do
   for ((i = 0; i < ${#targets[@]}; i++)); do
     t=${targets[$(((i + r) % ${#targets[@]}))]}
     # shellcheck disable=SC2046
-    line=$(run_client $(args_of "$t") "$t")
+    line=$(measure "$(pid_of "$t")" $(args_of "$t") "$t")
     log "round $((r + 1)): $line"
     echo "$line" >>"$results"
   done
@@ -194,6 +239,13 @@ for t in ("direct", "haproxy", "idgate", "mux", "nopool"):
     errors = sum(int(r[3]) for r in rows if r[0] == t)
     med[t] = statistics.median(v)
     print(f"{t:8} median {med[t]:8.1f} conn/s  rounds {' '.join(f'{x:.1f}' for x in v)}  plugin {plugin}  errors {errors}")
+    # CPU per connection (medians of the rounds): the proxy, s0, the
+    # clients (busy less the two), and the machine's idle time.
+    cpu = [[float(x) for x in r[4:8]] for r in rows if r[0] == t and len(r) >= 8 and r[4] != "-"]
+    if cpu:
+        proxy, shard, busy, idle = (statistics.median(c[k] for c in cpu) for k in range(4))
+        clients = statistics.median(c[2] - c[0] - c[1] for c in cpu)
+        print(f"{'':8} CPU us/conn: proxy {proxy:6.1f}  s0 {shard:6.1f}  clients {clients:6.1f}  all busy {busy:6.1f}  idle {idle:5.1f}")
 print(f"mux/haproxy {med['mux'] / med['haproxy']:.3f}   mux/direct {med['mux'] / med['direct']:.3f}   mux/idgate {med['mux'] / med['idgate']:.3f}")
 print(f"idgate/haproxy {med['idgate'] / med['haproxy']:.3f}   idgate/direct {med['idgate'] / med['direct']:.3f}   "
       f"idgate/nopool {med['idgate'] / med['nopool']:.3f}   nopool/haproxy {med['nopool'] / med['haproxy']:.3f}   haproxy/direct {med['haproxy'] / med['direct']:.3f}")
