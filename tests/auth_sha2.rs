@@ -636,6 +636,59 @@ async fn pinned_shard_public_key_is_used_instead_of_asking() {
     );
 }
 
+/// A user without `auth` whose password idgate holds in plain text takes
+/// a token of either plugin as the client made it: a client answering the
+/// caching_sha2_password greeting with mysql_native_password (a driver
+/// that knows no other, as it would answer MariaDB) logs in without a
+/// switch. Users with `auth`, and hashed passwords (which check one plugin
+/// only), are still switched to their own.
+#[tokio::test]
+async fn a_plaintext_user_without_auth_is_checked_with_the_clients_plugin() {
+    let Some(tb) = support::testbed() else { return };
+    let p = Proxy::start_config(config(&tb, &server_extra(&tb, false), ""), true).await;
+    let as_native = |user: &str, pw: &str| LoginSpec::new(user, pw).plugin("mysql_native_password");
+    let c = RawClient::connect(p.addr, &as_native(proxy::USER, proxy::PASSWORD))
+        .await
+        .expect_ok();
+    assert_eq!(c.greeting.auth_plugin, b"caching_sha2_password");
+    assert_eq!(c.login_packets.len(), 1, "the OK at once, no switch");
+    assert_eq!(c.login_packets[0][0], 0, "an OK packet");
+    assert_eq!(counts(&p), [0, 0, 0, 0], "no caching_sha2_password login");
+    let e = RawClient::connect(p.addr, &as_native(proxy::USER, "wrong"))
+        .await
+        .expect_refused();
+    assert_eq!((e.code, e.state.as_str()), (1045, "28000"), "{e}");
+    assert_eq!(failures(&p), 1, "a wrong native token counts as a failure");
+    // The same user answering caching_sha2_password: its fast path.
+    let c = RawClient::connect(p.addr, &LoginSpec::new(proxy::USER, proxy::PASSWORD))
+        .await
+        .expect_ok();
+    assert_eq!(c.login_packets[0], [1, 3], "fast auth success");
+    assert_eq!(counts(&p), [1, 0, 0, 0]);
+    // A salted caching_sha2 hash cannot check a native token: switched,
+    // then its full authentication (by RSA: no TLS here).
+    let c = RawClient::connect(p.addr, &as_native("sha", "shapw"))
+        .await
+        .expect_ok();
+    let (plugin, _) = idgate::protocol::handshake::parse_auth_switch(&c.login_packets[0]).unwrap();
+    assert_eq!(plugin, b"caching_sha2_password");
+    assert_eq!(counts(&p)[2], 1, "full authentication by RSA");
+    // `auth = "mysql_native_password"`: a client that starts with
+    // caching_sha2_password is switched (the test above), and one that
+    // starts with its plugin is not.
+    let c = RawClient::connect(p.addr, &as_native("nat", "natpw"))
+        .await
+        .expect_ok();
+    assert_eq!(c.login_packets.len(), 1, "the OK at once");
+    // An unknown user answering with mysql_native_password is refused as
+    // a known one with a wrong password is: at once.
+    let e = RawClient::connect(p.addr, &as_native("nobody", "x"))
+        .await
+        .expect_refused();
+    assert_eq!((e.code, e.state.as_str()), (1045, "28000"), "{e}");
+    p.stop().await;
+}
+
 /// `server.default_auth = "mysql_native_password"`: the greeting names it,
 /// users without `auth` log in with it in one round (no switch, no
 /// caching_sha2_password fast path), and a `$idgate-sha2$` user is

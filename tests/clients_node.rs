@@ -8,7 +8,12 @@
 //! sides' counters are not the same numbers); every generated id above
 //! every id stored before it, and no statement failing (so no 1062).
 //!
-//! The script needs node and `tests/clients/node/node_modules`
+//! Node's `mysql` (mysqljs), which knows only mysql_native_password, logs
+//! in through idgate's default config (a caching_sha2_password greeting)
+//! as it does directly to MariaDB, and reports the ids idgate filled in
+//! (`tests/clients/node/native_only.js`).
+//!
+//! The scripts need node and `tests/clients/node/node_modules`
 //! (`npm ci --prefix tests/clients/node`, which `scripts/test.sh` runs).
 //! Under `CI=true` a missing one fails the test; otherwise it is SKIPPED.
 
@@ -28,9 +33,12 @@ const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/node");
 fn node_ready() -> bool {
     let missing = if !Path::new(NODE).exists() {
         Some(format!("{NODE} not installed"))
-    } else if !Path::new(DIR).join("node_modules/mysql2").is_dir() {
+    } else if !["mysql2", "mysql"]
+        .iter()
+        .all(|m| Path::new(DIR).join("node_modules").join(m).is_dir())
+    {
         Some(format!(
-            "{DIR}/node_modules missing (run `npm ci --prefix tests/clients/node`)"
+            "{DIR}/node_modules lacks mysql2 or mysql (run `npm ci --prefix tests/clients/node`)"
         ))
     } else {
         None
@@ -45,11 +53,18 @@ fn node_ready() -> bool {
     }
 }
 
-/// Runs the script against `host:port`; its JSON output.
-async fn run_script(host: String, port: u16, user: String, password: String, db: String) -> Value {
+/// Runs `script` against `host:port`; its JSON output.
+async fn run_script(
+    script: &'static str,
+    host: String,
+    port: u16,
+    user: String,
+    password: String,
+    db: String,
+) -> Value {
     let out = tokio::task::spawn_blocking(move || {
         Command::new(NODE)
-            .arg(format!("{DIR}/explicit_ids.js"))
+            .arg(format!("{DIR}/{script}"))
             .args([host, port.to_string(), user, password, db])
             .output()
             .expect("run node")
@@ -180,6 +195,7 @@ async fn mysql2_query_and_execute_see_what_mariadb_reports() {
 
     let (host, port) = tb.shards[0].rsplit_once(':').unwrap();
     let direct = run_script(
+        "explicit_ids.js",
         host.to_string(),
         port.parse().unwrap(),
         tb.user.clone(),
@@ -188,6 +204,7 @@ async fn mysql2_query_and_execute_see_what_mariadb_reports() {
     )
     .await;
     let through = run_script(
+        "explicit_ids.js",
         p.addr.ip().to_string(),
         p.addr.port(),
         proxy::USER.to_string(),
@@ -226,4 +243,87 @@ async fn mysql2_query_and_execute_see_what_mariadb_reports() {
     for db in [&schema, &reference] {
         proxy::admin(&tb, 0, &[&format!("DROP DATABASE IF EXISTS `{db}`")]).await;
     }
+}
+
+/// Node's `mysql` knows only mysql_native_password and fails an auth switch
+/// to caching_sha2_password (UNSUPPORTED_AUTH_METHOD). Directly to MariaDB
+/// it logs in; through idgate's default config (the greeting names
+/// caching_sha2_password) it must too, without a switch (a user without
+/// `auth` and a plaintext password is checked with the client's plugin),
+/// and see the ids idgate filled in as `insertId` and `LAST_INSERT_ID()`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysqljs_knowing_only_native_passwords_logs_in_and_sees_its_ids() {
+    let Some(tb) = support::testbed() else { return };
+    if !node_ready() {
+        return;
+    }
+    let schema = support::unique("cnative");
+    let reference = format!("{schema}_ai");
+    proxy::admin(
+        &tb,
+        0,
+        &[
+            &format!("CREATE DATABASE `{schema}`"),
+            &format!("CREATE DATABASE `{reference}`"),
+            &format!(
+                "CREATE TABLE `{schema}`.t (id BIGINT PRIMARY KEY, k VARCHAR(32) NOT NULL UNIQUE)"
+            ),
+            &format!(
+                "CREATE TABLE `{reference}`.t (id BIGINT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(32) NOT NULL UNIQUE)"
+            ),
+        ],
+    )
+    .await;
+    let rules = format!(
+        "[[generator]]\nname = \"ids\"\nkind = \"sequence\"\nbatch = 20\n\n\
+         [[table]]\nname = \"{schema}.t\"\ncolumn = \"id\"\ngenerator = \"ids\"\n"
+    );
+    let p = Proxy::start_rules(&tb, &rules, &format!("/cnative-{schema}")).await;
+    assert_eq!(
+        p.shared.config.server.default_auth,
+        idgate::config::AuthPlugin::CachingSha2Password,
+        "the default config"
+    );
+    let (host, port) = tb.shards[0].rsplit_once(':').unwrap();
+    let direct = run_script(
+        "native_only.js",
+        host.to_string(),
+        port.parse().unwrap(),
+        tb.user.clone(),
+        tb.password.clone(),
+        reference,
+    )
+    .await;
+    let through = run_script(
+        "native_only.js",
+        p.addr.ip().to_string(),
+        p.addr.port(),
+        proxy::USER.to_string(),
+        proxy::PASSWORD.to_string(),
+        schema,
+    )
+    .await;
+    eprintln!("directly: {direct}\nthrough idgate: {through}");
+    for (side, run) in [("directly", &direct), ("through idgate", &through)] {
+        assert_eq!(run["login"], Value::Null, "{side}: {run}");
+        let steps = run["steps"].as_array().expect("steps");
+        let rows = run["rows"].as_array().expect("rows");
+        assert_eq!((steps.len(), rows.len()), (2, 2), "{side}: {run}");
+        for (step, row) in steps.iter().zip(rows) {
+            let id = text(&step["insertId"]);
+            assert_ne!(id, "0", "{side}: an id was generated: {run}");
+            assert_eq!(text(&step["lastInsertId"]), id, "{side}: {run}");
+            assert_eq!(
+                (text(&row[0]), text(&row[1])),
+                (text(&step["k"]), id),
+                "{side}: {run}"
+            );
+        }
+    }
+    assert_eq!(
+        p.shared.sha2.counts(),
+        [0, 0, 0, 0],
+        "no caching_sha2_password login: the native token was checked as it came"
+    );
+    p.stop().await;
 }

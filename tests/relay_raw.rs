@@ -98,14 +98,42 @@ async fn greeting_shows_the_shards_version_and_unique_connection_ids() {
 #[tokio::test]
 async fn login_auth_switch_wrong_password_unknown_user_and_tls() {
     let Some(tb) = support::testbed() else { return };
-    let proxy = Proxy::start(&tb).await;
+    // `strict` must log in with caching_sha2_password (its `auth`).
+    let text = proxy::config_text(&tb, "127.0.0.1:0", "")
+        + "[[users]]\nname = \"strict\"\npassword = \"strictpw\"\nauth = \"caching_sha2_password\"\n";
+    let cfg = idgate::config::Config::parse(&text, "test").expect("test config is valid");
+    let proxy = Proxy::start_config(cfg, true).await;
 
-    // A client that starts with mysql_native_password is switched to the
-    // user's caching_sha2_password (the default for a plaintext password),
-    // whose fast path takes it.
+    // A user without `auth` and a plaintext password: a client that
+    // starts with mysql_native_password although the greeting named
+    // caching_sha2_password is checked as it came, without a switch (as
+    // MariaDB itself would take it: drivers that know only that plugin
+    // log in).
     let mut c = RawClient::connect(
         proxy.addr,
         &LoginSpec::new(proxy::USER, proxy::PASSWORD).plugin("mysql_native_password"),
+    )
+    .await
+    .expect_ok();
+    assert_eq!(c.greeting.auth_plugin, b"caching_sha2_password");
+    assert_eq!(c.login_packets.len(), 1, "the OK at once");
+    assert_eq!(c.login_packets[0][0], reply::OK);
+    let r = c.query("SELECT 1").await;
+    assert!(proxy::err_of(&r).is_none());
+    let e = RawClient::connect(
+        proxy.addr,
+        &LoginSpec::new(proxy::USER, "nope").plugin("mysql_native_password"),
+    )
+    .await
+    .expect_refused();
+    assert_eq!((e.code, e.state.as_str()), (1045, "28000"));
+
+    // A user with `auth = "caching_sha2_password"`: the client that
+    // starts with mysql_native_password is switched to it, and its fast
+    // path takes it.
+    let mut c = RawClient::connect(
+        proxy.addr,
+        &LoginSpec::new("strict", "strictpw").plugin("mysql_native_password"),
     )
     .await
     .expect_ok();
@@ -123,7 +151,7 @@ async fn login_auth_switch_wrong_password_unknown_user_and_tls() {
     // The same through an auth switch with the wrong password.
     let e = RawClient::connect(
         proxy.addr,
-        &LoginSpec::new(proxy::USER, "nope").plugin("mysql_native_password"),
+        &LoginSpec::new("strict", "nope").plugin("mysql_native_password"),
     )
     .await
     .expect_refused();

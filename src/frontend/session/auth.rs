@@ -1,6 +1,8 @@
 //! Checking a client's password with the user's plugin, for a login and
 //! for COM_CHANGE_USER alike: the auth switch when the client started
-//! with another plugin, mysql_native_password's one round, and
+//! with another plugin than the user's (a user without `auth` whose
+//! password idgate holds in plain text takes a token of either plugin as
+//! it comes), mysql_native_password's one round, and
 //! caching_sha2_password's fast path, full authentication over TLS
 //! (cleartext) or by RSA (see `protocol::sha2` for the exchange).
 //!
@@ -53,13 +55,25 @@ pub enum AuthError {
     Refused { code: ErrorCode, message: String },
 }
 
-/// The plugin a user logs in with (an unknown user: the greeting's,
-/// `server.default_auth`, so that its refusal looks like any other's).
-pub fn plugin_of(shared: &Shared, user: &[u8]) -> AuthPlugin {
-    shared
-        .user(user)
-        .map(|(_, u)| u.plugin)
-        .unwrap_or(shared.config.server.default_auth)
+/// Which of idgate's two plugins a client's answer was made with.
+fn answered(named: &[u8]) -> Option<AuthPlugin> {
+    [
+        AuthPlugin::MysqlNativePassword,
+        AuthPlugin::CachingSha2Password,
+    ]
+    .into_iter()
+    .find(|p| p.wire_name() == named)
+}
+
+/// Whether a user's login goes on with the plugin the client's first
+/// answer was made with, without a switch: a user without `auth` whose
+/// password idgate holds in plain text can check a token of either, so a
+/// driver that knows only mysql_native_password (Node's `mysql`, older PHP
+/// and Java drivers) logs in through idgate as it does directly to
+/// MariaDB, whatever the greeting named. A user with `auth` gets that
+/// plugin and no other, and a hashed password checks one plugin only.
+fn takes_either(user: &crate::config::UserConfig) -> bool {
+    user.auth.is_none() && matches!(user.secret, Secret::Plain(_))
 }
 
 /// Runs the exchange up to (not including) the OK or error that ends it.
@@ -69,13 +83,19 @@ pub async fn authenticate(
     a: Attempt<'_>,
 ) -> Result<Verdict, AuthError> {
     let account = shared.user(a.user);
-    let plugin = plugin_of(shared, a.user);
     let mut seq = a.seq;
     let mut token = a.token;
     let named = if a.plugin.is_empty() {
         NATIVE_PASSWORD
     } else {
         a.plugin
+    };
+    let plugin = match account {
+        Some((_, u)) if takes_either(u) => answered(named).unwrap_or(u.plugin),
+        Some((_, u)) => u.plugin,
+        // As a user without `auth` (the most common kind), so that the
+        // exchange up to the refusal looks like theirs.
+        None => answered(named).unwrap_or(shared.config.server.default_auth),
     };
     let token_fits = token.is_empty()
         || token.len()
