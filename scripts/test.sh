@@ -33,6 +33,9 @@ command -v faketime >/dev/null 2>&1 || node_pkgs+=(faketime)
 # built in GOPATH mode, nothing downloaded.
 command -v go >/dev/null 2>&1 || node_pkgs+=(golang-go)
 [ -d /usr/share/gocode/src/github.com/go-sql-driver/mysql ] || node_pkgs+=(golang-github-go-sql-driver-mysql-dev)
+# PHP's mysqlnd through PDO and mysqli (tests/clients_php.rs).
+command -v php >/dev/null 2>&1 || node_pkgs+=(php-cli)
+php -m 2>/dev/null | grep -qx pdo_mysql || node_pkgs+=(php-mysql)
 if [ ${#node_pkgs[@]} -gt 0 ]; then
   echo "== installing ${node_pkgs[*]}"
   sudo=""
@@ -85,6 +88,7 @@ if [ ${#extra[@]} -eq 0 ]; then
     --test shard_stream --test shard_deadlock --test explicit_capture \
     --test insert_select --test load_data --test sql_sequences \
     --test inject_diff --test explicit_diff --test inject_clients --test views \
+    --test clients_php \
     -- --skip mariadb_cli_prints_the_same_as_direct
   # And the relay, pool and multiplexing tests with the sessions on their
   # own threads (`[server] session_threads = 2`, tests/support's
