@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Connection setup rate, in one run: connect + SELECT 1 + close in a loop,
 # 8 client processes (the C client, libmariadb: bench/connect.c, as issue
-# #19 measures; or PyMySQL with --client py: bench/connect.py), against
+# #19 measures; PHP's mysqlnd through mysqli with --client php:
+# bench/connect.php, the way a PHP application connects per request; or
+# PyMySQL with --client py: bench/connect.py), against
 #   direct   MariaDB shard s0 (mysql_native_password)            the limit
 #   haproxy  HAProxy (mode tcp) -> s0 (MariaDB's native login)   the peer
 #   idgate   idgate (caching_sha2_password fast path; the SELECT
@@ -17,7 +19,7 @@
 # the CPU each connection cost: the proxy, MariaDB s0, the clients, and
 # the machine's idle time (/proc, read around each run).
 #
-#   scripts/bench-connect.sh [--rounds N] [--time S] [--procs N] [--client c|py] [--no-build]
+#   scripts/bench-connect.sh [--rounds N] [--time S] [--procs N] [--client c|php|py] [--no-build]
 #
 # The C client is built with libmariadb-dev's mariadb_config (installed
 # with apt-get when missing). With the C client every target's login is
@@ -80,8 +82,14 @@ if [ "$client" = c ]; then
   fi
   # shellcheck disable=SC2046
   cc -O2 -o "$tmp/connect" "$repo/bench/connect.c" $(mariadb_config --cflags --libs)
+elif [ "$client" = php ]; then
+  if ! php -m 2>/dev/null | grep -qx mysqli; then
+    log "installing php-cli and php-mysql (the PHP client)"
+    sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends php-cli php-mysql >&2
+  fi
 elif [ "$client" != py ]; then
-  log "--client is c or py"; exit 2
+  log "--client is c, php or py"; exit 2
 fi
 # CPU use, read around each run from /proc: the proxy's and s0's
 # (utime + stime of all their threads) and the whole machine's busy and
@@ -122,6 +130,8 @@ run_client() {
   local port=$1 u=$2 pw=$3 label=$4
   if [ "$client" = c ]; then
     "$tmp/connect" "$host" "$port" "$u" "$pw" "$procs" "$secs" "$label"
+  elif [ "$client" = php ]; then
+    php "$repo/bench/connect.php" "$host" "$port" "$u" "$pw" "$procs" "$secs" "$label"
   else
     "$py" "$repo/bench/connect.py" --port "$port" --user "$u" --password "$pw" --procs "$procs" --seconds "$secs" --label "$label"
   fi
