@@ -22,8 +22,7 @@ mod support;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Command;
-use support::proxy::{self, Proxy};
+use support::drivers::Sides;
 
 const NODE: &str = "/usr/bin/node";
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/node");
@@ -51,33 +50,6 @@ fn node_ready() -> bool {
             false
         }
     }
-}
-
-/// Runs `script` against `host:port`; its JSON output.
-async fn run_script(
-    script: &'static str,
-    host: String,
-    port: u16,
-    user: String,
-    password: String,
-    db: String,
-) -> Value {
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(NODE)
-            .arg(format!("{DIR}/{script}"))
-            .args([host, port.to_string(), user, password, db])
-            .output()
-            .expect("run node")
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "node script failed:\n{stdout}\n{stderr}"
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
 fn text(v: &Value) -> String {
@@ -170,49 +142,10 @@ async fn mysql2_query_and_execute_see_what_mariadb_reports() {
     if !node_ready() {
         return;
     }
-    let schema = support::unique("cnode");
-    let reference = format!("{schema}_ai");
-    proxy::admin(
-        &tb,
-        0,
-        &[
-            &format!("CREATE DATABASE `{schema}`"),
-            &format!("CREATE DATABASE `{reference}`"),
-            &format!(
-                "CREATE TABLE `{schema}`.t (id BIGINT PRIMARY KEY, k VARCHAR(32) NOT NULL UNIQUE)"
-            ),
-            &format!(
-                "CREATE TABLE `{reference}`.t (id BIGINT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(32) NOT NULL UNIQUE)"
-            ),
-        ],
-    )
-    .await;
-    let rules = format!(
-        "[[generator]]\nname = \"ids\"\nkind = \"sequence\"\nbatch = 20\n\n\
-         [[table]]\nname = \"{schema}.t\"\ncolumn = \"id\"\ngenerator = \"ids\"\n"
-    );
-    let p = Proxy::start_rules(&tb, &rules, &format!("/cnode-{schema}")).await;
-
-    let (host, port) = tb.shards[0].rsplit_once(':').unwrap();
-    let direct = run_script(
-        "explicit_ids.js",
-        host.to_string(),
-        port.parse().unwrap(),
-        tb.user.clone(),
-        tb.password.clone(),
-        reference.clone(),
-    )
-    .await;
-    let through = run_script(
-        "explicit_ids.js",
-        p.addr.ip().to_string(),
-        p.addr.port(),
-        proxy::USER.to_string(),
-        proxy::PASSWORD.to_string(),
-        schema.clone(),
-    )
-    .await;
-    eprintln!("directly: {direct}\nthrough idgate: {through}");
+    let sides = Sides::new(&tb, "cnode").await;
+    let (direct, through) = sides
+        .run(&tb, NODE, &format!("{DIR}/explicit_ids.js"))
+        .await;
 
     for (side, run) in [("directly", &direct), ("through idgate", &through)] {
         for s in run["steps"].as_array().unwrap() {
@@ -239,10 +172,7 @@ async fn mysql2_query_and_execute_see_what_mariadb_reports() {
     assert_eq!(row("e6"), "lit:4002", "4001.5 as DOUBLE: half to even");
     assert_eq!(row("q4"), "lit:1501", "1500.5 as text: half away from zero");
 
-    p.stop().await;
-    for db in [&schema, &reference] {
-        proxy::admin(&tb, 0, &[&format!("DROP DATABASE IF EXISTS `{db}`")]).await;
-    }
+    sides.finish(&tb).await;
 }
 
 /// Node's `mysql` knows only mysql_native_password and fails an auth switch
@@ -257,53 +187,13 @@ async fn mysqljs_knowing_only_native_passwords_logs_in_and_sees_its_ids() {
     if !node_ready() {
         return;
     }
-    let schema = support::unique("cnative");
-    let reference = format!("{schema}_ai");
-    proxy::admin(
-        &tb,
-        0,
-        &[
-            &format!("CREATE DATABASE `{schema}`"),
-            &format!("CREATE DATABASE `{reference}`"),
-            &format!(
-                "CREATE TABLE `{schema}`.t (id BIGINT PRIMARY KEY, k VARCHAR(32) NOT NULL UNIQUE)"
-            ),
-            &format!(
-                "CREATE TABLE `{reference}`.t (id BIGINT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(32) NOT NULL UNIQUE)"
-            ),
-        ],
-    )
-    .await;
-    let rules = format!(
-        "[[generator]]\nname = \"ids\"\nkind = \"sequence\"\nbatch = 20\n\n\
-         [[table]]\nname = \"{schema}.t\"\ncolumn = \"id\"\ngenerator = \"ids\"\n"
-    );
-    let p = Proxy::start_rules(&tb, &rules, &format!("/cnative-{schema}")).await;
+    let sides = Sides::new(&tb, "cnative").await;
     assert_eq!(
-        p.shared.config.server.default_auth,
+        sides.proxy.shared.config.server.default_auth,
         idgate::config::AuthPlugin::CachingSha2Password,
         "the default config"
     );
-    let (host, port) = tb.shards[0].rsplit_once(':').unwrap();
-    let direct = run_script(
-        "native_only.js",
-        host.to_string(),
-        port.parse().unwrap(),
-        tb.user.clone(),
-        tb.password.clone(),
-        reference,
-    )
-    .await;
-    let through = run_script(
-        "native_only.js",
-        p.addr.ip().to_string(),
-        p.addr.port(),
-        proxy::USER.to_string(),
-        proxy::PASSWORD.to_string(),
-        schema,
-    )
-    .await;
-    eprintln!("directly: {direct}\nthrough idgate: {through}");
+    let (direct, through) = sides.run(&tb, NODE, &format!("{DIR}/native_only.js")).await;
     for (side, run) in [("directly", &direct), ("through idgate", &through)] {
         assert_eq!(run["login"], Value::Null, "{side}: {run}");
         let steps = run["steps"].as_array().expect("steps");
@@ -321,9 +211,9 @@ async fn mysqljs_knowing_only_native_passwords_logs_in_and_sees_its_ids() {
         }
     }
     assert_eq!(
-        p.shared.sha2.counts(),
+        sides.proxy.shared.sha2.counts(),
         [0, 0, 0, 0],
         "no caching_sha2_password login: the native token was checked as it came"
     );
-    p.stop().await;
+    sides.finish(&tb).await;
 }

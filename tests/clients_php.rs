@@ -19,7 +19,7 @@ mod support;
 
 use serde_json::Value;
 use std::process::Command;
-use support::proxy::{self, Proxy};
+use support::drivers::Sides;
 
 const PHP: &str = "/usr/bin/php";
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/php/ids.php");
@@ -54,26 +54,6 @@ fn php_ready() -> bool {
             false
         }
     }
-}
-
-/// Runs the script against `host:port`; its JSON output.
-async fn run_script(host: String, port: u16, user: String, password: String, db: String) -> Value {
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(PHP)
-            .arg(SCRIPT)
-            .args([host, port.to_string(), user, password, db])
-            .output()
-            .expect("run php")
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "php script failed:\n{stdout}\n{stderr}"
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
 fn text(v: &Value) -> &str {
@@ -139,46 +119,8 @@ async fn pdo_and_mysqli_report_the_stored_ids_as_with_mariadb() {
     if !php_ready() {
         return;
     }
-    let schema = support::unique("cphp");
-    let reference = format!("{schema}_ai");
-    proxy::admin(
-        &tb,
-        0,
-        &[
-            &format!("CREATE DATABASE `{schema}`"),
-            &format!("CREATE DATABASE `{reference}`"),
-            &format!(
-                "CREATE TABLE `{schema}`.t (id BIGINT PRIMARY KEY, k VARCHAR(32) NOT NULL UNIQUE)"
-            ),
-            &format!(
-                "CREATE TABLE `{reference}`.t (id BIGINT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(32) NOT NULL UNIQUE)"
-            ),
-        ],
-    )
-    .await;
-    let rules = format!(
-        "[[generator]]\nname = \"ids\"\nkind = \"sequence\"\nbatch = 20\n\n\
-         [[table]]\nname = \"{schema}.t\"\ncolumn = \"id\"\ngenerator = \"ids\"\n"
-    );
-    let p = Proxy::start_rules(&tb, &rules, &format!("/cphp-{schema}")).await;
-    let (host, port) = tb.shards[0].rsplit_once(':').unwrap();
-    let direct = run_script(
-        host.to_string(),
-        port.parse().unwrap(),
-        tb.user.clone(),
-        tb.password.clone(),
-        reference,
-    )
-    .await;
-    let through = run_script(
-        p.addr.ip().to_string(),
-        p.addr.port(),
-        proxy::USER.to_string(),
-        proxy::PASSWORD.to_string(),
-        schema,
-    )
-    .await;
-    eprintln!("directly: {direct}\nthrough idgate: {through}");
+    let sides = Sides::new(&tb, "cphp").await;
+    let (direct, through) = sides.run(&tb, PHP, SCRIPT).await;
     check_side(&direct, "directly");
     check_side(&through, "through idgate");
     // The same steps, the same rows, and the explicit ids reported alike.
@@ -206,5 +148,5 @@ async fn pdo_and_mysqli_report_the_stored_ids_as_with_mariadb() {
             .collect()
     };
     assert_eq!(keys(&direct), keys(&through));
-    p.stop().await;
+    sides.finish(&tb).await;
 }

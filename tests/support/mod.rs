@@ -204,5 +204,6 @@ pub fn write_private(path: &std::path::Path, text: &str) {
         .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
 }
 
+pub mod drivers;
 pub mod process;
 pub mod proxy;
