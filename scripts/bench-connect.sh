@@ -83,7 +83,7 @@ if [ "$client" = c ]; then
   # shellcheck disable=SC2046
   cc -O2 -o "$tmp/connect" "$repo/bench/connect.c" $(mariadb_config --cflags --libs)
 elif [ "$client" = php ]; then
-  if ! php -m 2>/dev/null | grep -qx mysqli; then
+  if ! php -r 'exit(extension_loaded("mysqli") ? 0 : 1);' 2>/dev/null; then
     log "installing php-cli and php-mysql (the PHP client)"
     sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends php-cli php-mysql >&2

@@ -35,7 +35,7 @@ command -v go >/dev/null 2>&1 || node_pkgs+=(golang-go)
 [ -d /usr/share/gocode/src/github.com/go-sql-driver/mysql ] || node_pkgs+=(golang-github-go-sql-driver-mysql-dev)
 # PHP's mysqlnd through PDO and mysqli (tests/clients_php.rs).
 command -v php >/dev/null 2>&1 || node_pkgs+=(php-cli)
-php -m 2>/dev/null | grep -qx pdo_mysql || node_pkgs+=(php-mysql)
+php -r 'exit(extension_loaded("pdo_mysql") && extension_loaded("mysqli") ? 0 : 1);' 2>/dev/null || node_pkgs+=(php-mysql)
 if [ ${#node_pkgs[@]} -gt 0 ]; then
   echo "== installing ${node_pkgs[*]}"
   sudo=""

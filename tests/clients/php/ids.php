@@ -27,11 +27,17 @@ $lid = [
 ];
 $max = fn() => (string)($pdo->query('SELECT COALESCE(MAX(id), 0) FROM t')->fetchColumn());
 
+// A text statement through PDO (errors throw); the insert id PDO reports.
+$exec = function (string $sql) use ($pdo) {
+    $pdo->exec($sql);
+    return $pdo->lastInsertId();
+};
+
 // [name, session, run (returns the driver's insert id), rows generated]
 $steps = [
-    ['pdo_gen', 'pdo', fn() => ($pdo->exec("INSERT INTO t (k) VALUES ('a1')") !== false ? $pdo->lastInsertId() : null), ['a1']],
-    ['pdo_lit', 'pdo', fn() => ($pdo->exec("INSERT INTO t (id, k) VALUES (1000, 'a2')") !== false ? $pdo->lastInsertId() : null), []],
-    ['pdo_multi', 'pdo', fn() => ($pdo->exec("INSERT INTO t (k) VALUES ('a3'), ('a4')") !== false ? $pdo->lastInsertId() : null), ['a3', 'a4']],
+    ['pdo_gen', 'pdo', fn() => $exec("INSERT INTO t (k) VALUES ('a1')"), ['a1']],
+    ['pdo_lit', 'pdo', fn() => $exec("INSERT INTO t (id, k) VALUES (1000, 'a2')"), []],
+    ['pdo_multi', 'pdo', fn() => $exec("INSERT INTO t (k) VALUES ('a3'), ('a4')"), ['a3', 'a4']],
     ['pdo_emulated_null', 'pdo', function () use ($pdo) {
         $s = $pdo->prepare('INSERT INTO t (id, k) VALUES (?, ?)');
         $s->execute([null, 'a5']);
