@@ -114,7 +114,7 @@ fn respond(head: &[u8], shared: &Shared) -> (&'static str, &'static str, String,
             "200 OK",
             "text/plain; version=0.0.4; charset=utf-8",
             {
-                let mut m = metrics(&stats, shared.sessions.len());
+                let mut m = metrics(&stats, shared.sessions.len(), shared.sessions.opened());
                 let guarded = shared.rules.load().map_or(0, |r| r.views().len() as u64);
                 rules_metrics(
                     &mut m,
@@ -477,11 +477,17 @@ pub fn reshard_metrics(
 }
 
 /// The Prometheus text exposition of `stats` and the session count.
-pub fn metrics(stats: &[GeneratorStats], sessions: usize) -> String {
+pub fn metrics(stats: &[GeneratorStats], sessions: usize, opened: u64) -> String {
     let mut out = String::with_capacity(512 + 160 * stats.len() * 12);
     let _ = writeln!(out, "# HELP idgate_sessions Client sessions open.");
     let _ = writeln!(out, "# TYPE idgate_sessions gauge");
     let _ = writeln!(out, "idgate_sessions {sessions}");
+    let _ = writeln!(
+        out,
+        "# HELP idgate_sessions_opened_total Client sessions that logged in since the start."
+    );
+    let _ = writeln!(out, "# TYPE idgate_sessions_opened_total counter");
+    let _ = writeln!(out, "idgate_sessions_opened_total {opened}");
     type Get = fn(&GeneratorStats) -> f64;
     let series: [(&str, &str, &str, Get); 12] = [
         (
@@ -708,8 +714,9 @@ mod tests {
 
     #[test]
     fn metrics_text() {
-        let m = metrics(&[stats("orders"), stats("we\"ird")], 3);
+        let m = metrics(&[stats("orders"), stats("we\"ird")], 3, 17);
         assert!(m.contains("idgate_sessions 3\n"), "{m}");
+        assert!(m.contains("idgate_sessions_opened_total 17\n"), "{m}");
         assert!(
             m.contains("idgate_generator_next_id{generator=\"orders\",kind=\"sequence\"} 1001\n"),
             "{m}"

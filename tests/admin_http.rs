@@ -96,6 +96,30 @@ async fn metrics_show_what_the_generators_did() {
         Some(1.0)
     );
     assert_eq!(sample(body, "idgate_sessions"), Some(1.0), "{body}");
+    assert_eq!(
+        sample(body, "idgate_sessions_opened_total"),
+        Some(1.0),
+        "{body}"
+    );
+    // A second session: opened, then gone (the gauge drops once idgate has
+    // seen the quit; the counter keeps it).
+    let other = Conn::new(p.opts(Some(&schema))).await.unwrap();
+    other.disconnect().await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let body = loop {
+        let r = get(admin, "/metrics").await;
+        let body = r.split("\r\n\r\n").nth(1).expect("a body").to_string();
+        if sample(&body, "idgate_sessions") == Some(1.0) {
+            break body;
+        }
+        assert!(std::time::Instant::now() < deadline, "{body}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        sample(&body, "idgate_sessions_opened_total"),
+        Some(2.0),
+        "{body}"
+    );
     // Every sample line has a number.
     for l in body
         .lines()

@@ -194,6 +194,23 @@ async fn sigterm_stops_the_binary_with_exit_code_0() {
     let mut c = Conn::new(opts.clone()).await.unwrap();
     let v: Option<String> = c.query_first("SELECT VERSION()").await.unwrap();
     assert!(v.unwrap().contains("MariaDB"));
+    // A session that quits, and one ended by KILL from another.
+    let quits = Conn::new(opts.clone()).await.unwrap();
+    quits.disconnect().await.unwrap();
+    let mut victim = Conn::new(opts.clone()).await.unwrap();
+    // The id of the handshake: idgate's session (CONNECTION_ID() is the
+    // shard's).
+    let victim_id = victim.id();
+    c.query_drop(format!("KILL {victim_id}")).await.unwrap();
+    // Not dropped before it sees the KILL: a client that closes first ends
+    // its session the ordinary way. A statement that was read before the
+    // session saw the KILL may still run.
+    let t0 = Instant::now();
+    while victim.query_drop("SELECT 1").await.is_ok() {
+        assert!(t0.elapsed() < WAIT, "the killed session still answers");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(victim);
     // One session stays connected (idle) across the signal.
     p.sigterm();
     let t0 = Instant::now();
@@ -213,6 +230,19 @@ async fn sigterm_stops_the_binary_with_exit_code_0() {
         err.read_to_string(&mut log).unwrap();
     }
     assert!(log.contains("SIGTERM received"), "{log}");
-    assert!(log.contains("session opened"), "{log}");
+    // At the default level (IDGATE_LOG=info) sessions that open and end
+    // the ordinary way (a quit, the drain) write nothing; one that ends
+    // any other way writes why.
+    assert!(
+        log.contains(&format!("conn={victim_id}"))
+            && log.contains("session closed: killed by KILL from another session"),
+        "{log}"
+    );
+    assert!(!log.contains("session opened"), "{log}");
+    assert!(!log.contains("client quit"), "{log}");
+    assert!(
+        !log.contains("session closed: server shutting down"),
+        "{log}"
+    );
     assert!(!log.contains("panicked"), "{log}");
 }

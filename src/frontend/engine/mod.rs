@@ -76,7 +76,7 @@ pub async fn serve(
         return;
     };
     let tls = client.is_tls();
-    info!(conn = id, %peer, user = %login.user, db = ?login.database, tls, "session opened");
+    debug!(target: SESSIONS, conn = id, %peer, user = %login.user, db = ?login.database, tls, "session opened");
     let shards = shared.config.shards.len();
     let shared_registry = shared.sessions.clone();
     let login_user = login.user.clone();
@@ -122,7 +122,33 @@ pub async fn serve(
     let reason = session.run(&mut shutdown).await;
     let at_rest = session.backends.at_rest();
     session.return_backends(at_rest).await;
-    info!(conn = id, %peer, secs = started.elapsed().as_secs_f64(), "session closed: {reason}");
+    let secs = started.elapsed().as_secs_f64();
+    match reason {
+        Ended::Ordinary(why) => {
+            debug!(target: SESSIONS, conn = id, %peer, secs, "session closed: {why}")
+        }
+        Ended::Other(why) => {
+            info!(target: SESSIONS, conn = id, %peer, secs, "session closed: {why}")
+        }
+    }
+}
+
+/// The log target of sessions opening and closing. A session that opens
+/// and ends the ordinary way (the client quits or closes its socket, or
+/// the server drains) is logged at debug: an application that connects
+/// per request would otherwise write two lines per request, each a write
+/// to stderr under its lock. `IDGATE_LOG=info,idgate::sessions=debug`
+/// shows them all; a session that ends any other way (an error, a KILL) is
+/// logged at info. `idgate_sessions_opened_total` counts them.
+const SESSIONS: &str = "idgate::sessions";
+
+/// Why a session ended ([`Session::run`]).
+enum Ended {
+    /// The client quit or closed its connection between commands, or the
+    /// server drained.
+    Ordinary(&'static str),
+    /// Anything else.
+    Other(String),
 }
 
 /// How a shard's prepare response is turned into the client's.
@@ -1038,7 +1064,7 @@ impl Session {
         Ok(Next::Continue)
     }
 
-    async fn run(&mut self, shutdown: &mut watch::Receiver<bool>) -> String {
+    async fn run(&mut self, shutdown: &mut watch::Receiver<bool>) -> Ended {
         // A client that names a database at login learns at once whether it
         // exists, as with a direct connection.
         let seq = self.login.reply_seq;
@@ -1053,7 +1079,7 @@ impl Session {
                 }
                 Err(e) => {
                     let _ = self.send_backend_error(seq, &e).await;
-                    return format!("login database refused: {e}");
+                    return Ended::Other(format!("login database refused: {e}"));
                 }
             }
         }
@@ -1068,7 +1094,7 @@ impl Session {
                 }),
         };
         if let Err(e) = sent {
-            return e.to_string();
+            return Ended::Other(e.to_string());
         }
         // A multiplexed session holds no connection while it waits.
         self.after_login().await;
@@ -1091,10 +1117,10 @@ impl Session {
             }
             if draining && !self.in_transaction() {
                 self.backends.set_at_rest();
-                return "server shutting down".into();
+                return Ended::Ordinary("server shutting down");
             }
             if control.is_killed() {
-                return "killed by KILL from another session".into();
+                return Ended::Other("killed by KILL from another session".into());
             }
             let mut buf = std::mem::take(&mut self.buf);
             // Biased, the read first: a session woken by its client's
@@ -1118,7 +1144,7 @@ impl Session {
             let next = match read {
                 Ok(None) => {
                     self.backends.set_at_rest();
-                    return "client closed the connection".into();
+                    return Ended::Ordinary("client closed the connection");
                 }
                 Ok(Some((0, last))) if buf.is_empty() => {
                     // MariaDB reads an empty command packet as COM_SLEEP:
@@ -1141,7 +1167,7 @@ impl Session {
                             "Got packets out of order",
                         )
                         .await;
-                    return "packets out of order".into();
+                    return Ended::Other("packets out of order".into());
                 }
                 Err(ReadError::TooLarge(n)) => {
                     let _ = self
@@ -1151,9 +1177,11 @@ impl Session {
                             &format!("Got a packet bigger than 'max_packet' ({n} bytes or more)"),
                         )
                         .await;
-                    return "packet too large".into();
+                    return Ended::Other("packet too large".into());
                 }
-                Err(ReadError::Io(e)) => return format!("client connection error: {e}"),
+                Err(ReadError::Io(e)) => {
+                    return Ended::Other(format!("client connection error: {e}"))
+                }
             };
             // A large command's buffer is not kept for the session's life
             // (a bulk load's 16 MiB statement, then hours idle).
@@ -1165,14 +1193,18 @@ impl Session {
                 Ok(Next::Continue) => {}
                 Ok(Next::Quit) => {
                     self.backends.set_at_rest();
-                    return "client quit".into();
+                    return Ended::Ordinary("client quit");
                 }
-                Err(CmdError::ClientGone(e)) => return format!("client connection lost: {e}"),
-                Err(CmdError::End(why)) => return why,
+                Err(CmdError::ClientGone(e)) => {
+                    return Ended::Other(format!("client connection lost: {e}"))
+                }
+                Err(CmdError::End(why)) => return Ended::Other(why),
                 Err(CmdError::Backend(e)) => {
-                    return format!("closed after shard failure in a transaction: {e}")
+                    return Ended::Other(format!(
+                        "closed after shard failure in a transaction: {e}"
+                    ))
                 }
-                Err(e) => return e.to_string(),
+                Err(e) => return Ended::Other(e.to_string()),
             }
         }
     }

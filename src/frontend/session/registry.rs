@@ -88,6 +88,9 @@ pub struct Registry {
     sessions: Mutex<HashMap<u32, Arc<Control>>>,
     /// Where [`Control::since_us`] counts from.
     epoch: std::time::Instant,
+    /// Sessions registered since the start
+    /// (`idgate_sessions_opened_total`).
+    opened: AtomicU64,
 }
 
 impl Default for Registry {
@@ -95,6 +98,7 @@ impl Default for Registry {
         Registry {
             sessions: Mutex::default(),
             epoch: std::time::Instant::now(),
+            opened: AtomicU64::new(0),
         }
     }
 }
@@ -168,6 +172,7 @@ impl Registry {
             tls,
         });
         self.sessions.lock().insert(id, control.clone());
+        self.opened.fetch_add(1, Ordering::Relaxed);
         Registered {
             registry: self.clone(),
             id,
@@ -250,6 +255,11 @@ impl Registry {
     /// Sessions registered now.
     pub fn len(&self) -> usize {
         self.sessions.lock().len()
+    }
+
+    /// Sessions registered since the start, those gone included.
+    pub fn opened(&self) -> u64 {
+        self.opened.load(Ordering::Relaxed)
     }
 
     /// Whether no session is registered.
