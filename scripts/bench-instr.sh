@@ -21,7 +21,11 @@
 #   --workload W   insert (default: oltp_insert into a table without a rule,
 #                  a pure relay), insert_ids (into a rule table: sysbench
 #                  sends id = 0, idgate fills it),
-#                  point_select (oltp_point_select)
+#                  point_select (oltp_point_select),
+#                  connect (a client session: log in, SELECT 1, quit;
+#                  bench/connect.c, libmariadb, --threads processes;
+#                  per session, counted by idgate's caching_sha2_password
+#                  logins: every session's, as the default login)
 #   --time S       seconds counted (default 12)
 #   --top N        functions listed (default 25; 0: the total only)
 #   --threads N    sysbench threads (default 4; with more, each take looks
@@ -65,7 +69,8 @@ case "$workload" in
   insert) db=sbtest_instr lua=oltp_insert ;;
   insert_ids) db=sbtest_instr_ids lua=oltp_insert ;;
   point_select) db=sbtest_instr lua=oltp_point_select ;;
-  *) echo "unknown workload: $workload (insert, insert_ids, point_select)" >&2; exit 2 ;;
+  connect) db=sbtest_instr lua= ;;
+  *) echo "unknown workload: $workload (insert, insert_ids, point_select, connect)" >&2; exit 2 ;;
 esac
 for tool in valgrind callgrind_control callgrind_annotate sysbench mysql; do
   command -v "$tool" >/dev/null || { echo "bench-instr: $tool is missing (apt-get install valgrind sysbench mariadb-client)" >&2; exit 1; }
@@ -74,7 +79,7 @@ done
 host=127.0.0.1
 s0_port=${IDGATE_TB_S0_PORT:-23061}
 etcd_port=${IDGATE_TB_ETCD_PORT:-23790}
-port=24690
+port=24690 admin_port=24691
 log() { printf '[bench-instr] %s\n' "$*" >&2; }
 sql_s0() { mysql -h "$host" -P "$s0_port" -u idgate -pidgate -N -e "$1"; }
 sql_s0 "SELECT 1" >/dev/null || { log "shard s0 does not answer on $host:$s0_port: scripts/testbed.sh up"; exit 1; }
@@ -109,9 +114,15 @@ name = "sbtest_instr_ids.sbtest1"
 column = "id"
 generator = "instr_ids"
 EOF
+if [ "$workload" = connect ]; then
+  command -v mariadb_config >/dev/null || { log "connect needs libmariadb-dev (mariadb_config) for bench/connect.c"; exit 1; }
+  # shellcheck disable=SC2046
+  cc -O2 -o "$tmp/connect" "$repo/bench/connect.c" $(mariadb_config --cflags --libs)
+fi
 cat >"$tmp/idgate.toml" <<EOF
 [server]
 listen = "$host:$port"
+admin_listen = "$host:$admin_port"
 ${BENCH_SERVER_EXTRA:-}
 
 [[users]]
@@ -144,15 +155,19 @@ sb=(--db-driver=mysql --mysql-host="$host" --mysql-port="$port" --mysql-user=sbt
 [ "$lua" = oltp_insert ] && sb+=(--auto-inc=on)
 
 [ "$ps" = auto ] && workload+=" (ps)"
+unit=stmt
+[ "$workload" = connect ] && unit=session
 if [ "$cache" = yes ]; then
-  printf '%-12s %-40s %14s %12s %10s %10s %10s\n' workload binary "instr/stmt" statements "I1mr/stmt" "D1mr/stmt" "D1mw/stmt"
+  printf '%-12s %-40s %14s %12s %10s %10s %10s\n' workload binary "instr/$unit" "${unit}s" "I1mr/$unit" "D1mr/$unit" "D1mw/$unit"
 else
-  printf '%-12s %-40s %14s %12s\n' workload binary "instr/stmt" statements
+  printf '%-12s %-40s %14s %12s\n' workload binary "instr/$unit" "${unit}s"
 fi
 for bin in "${bins[@]}"; do
   [ -x "$bin" ] || { log "no binary at $bin"; exit 1; }
   out=$tmp/cg.out
-  IDGATE_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out" --dump-instr=no --cache-sim="$cache" \
+  # The default log level, as deployed (what a session logs is part of
+  # what it costs).
+  env -u IDGATE_LOG valgrind --tool=callgrind --callgrind-out-file="$out" --dump-instr=no --cache-sim="$cache" \
     "$bin" serve --config "$tmp/idgate.toml" >"$tmp/idgate.log" 2>&1 &
   vg_pid=$!
   for _ in $(seq 120); do
@@ -160,15 +175,30 @@ for bin in "${bins[@]}"; do
     kill -0 "$vg_pid" 2>/dev/null || { tail -20 "$tmp/idgate.log" >&2; log "idgate exited"; exit 1; }
     sleep 1
   done
-  sysbench "$lua" "${sb[@]}" --time=2 run >/dev/null 2>&1
-  callgrind_control -z "$vg_pid" >/dev/null 2>&1
-  q=$(sysbench "$lua" "${sb[@]}" --time="$secs" run 2>&1 | awk '/queries:/ {print $2}')
-  callgrind_control -d "$vg_pid" >/dev/null 2>&1
+  if [ "$workload" = connect ]; then
+    opened() { curl -fsS "http://$host:$admin_port/metrics" | awk '/^idgate_sha2_logins_total/ {n += $2} END {print n + 0}'; }
+    "$tmp/connect" "$host" "$port" sbtest sbtest "$threads" 2 warm >/dev/null
+    # Every session of the warm-up has ended once the gauge is back to 0.
+    until curl -fsS "http://$host:$admin_port/metrics" | grep -qx 'idgate_sessions 0'; do sleep 0.2; done
+    callgrind_control -z "$vg_pid" >/dev/null 2>&1
+    q0=$(opened)
+    "$tmp/connect" "$host" "$port" sbtest sbtest "$threads" "$secs" counted >/dev/null
+    until curl -fsS "http://$host:$admin_port/metrics" | grep -qx 'idgate_sessions 0'; do sleep 0.2; done
+    callgrind_control -d "$vg_pid" >/dev/null 2>&1
+    # Less the metrics scrapes' own cost, which is counted too (a few
+    # scrapes against hundreds of sessions).
+    q=$(($(opened) - q0))
+  else
+    sysbench "$lua" "${sb[@]}" --time=2 run >/dev/null 2>&1
+    callgrind_control -z "$vg_pid" >/dev/null 2>&1
+    q=$(sysbench "$lua" "${sb[@]}" --time="$secs" run 2>&1 | awk '/queries:/ {print $2}')
+    callgrind_control -d "$vg_pid" >/dev/null 2>&1
+  fi
   kill "$vg_pid"
   wait "$vg_pid" 2>/dev/null || true
   vg_pid=""
   dump=$(ls -t "$out".* | head -1)
-  [ -n "$q" ] && ((q > 0)) || { log "sysbench ran no statement through $bin"; exit 1; }
+  [ -n "$q" ] && ((q > 0)) || { log "the client ran no $workload through $bin"; exit 1; }
   callgrind_annotate --inclusive=yes --show=Ir "$dump" 2>/dev/null >"$tmp/annotate.txt"
   total=$(awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}' "$tmp/annotate.txt")
   if [ "$cache" = yes ]; then
