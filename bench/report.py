@@ -4,7 +4,7 @@
   bench/report.py target/bench/results-YYYYmmdd-HHMMSS.tsv
 
 Rows (tab-separated, '#' lines are comments):
-  run   WORKLOAD TARGET ROUND TPS P95_MS WRITES ERRORS
+  run   WORKLOAD TARGET ROUND TPS P95_MS WRITES ERRORS [PROXY_CPU_US [S0_CPU_US BUSY_US IDLE_US]]
   idle  LABEL PHASE SESSIONS RSS_BEFORE_KIB RSS_AFTER_KIB KIB_PER_SESSION
 
 For every workload: the median tps and median p95 latency per target, the
@@ -66,6 +66,7 @@ ALWAYS = [("haproxy", "direct"), ("haproxy2", "haproxy"), ("idgate", "idgate_bas
 def load(path):
     runs = {}
     cpu.clear()
+    machine.clear()
     idle = []
     with open(path) as f:
         for line in f:
@@ -85,6 +86,15 @@ def load(path):
                         cpu.setdefault(wl, {}).setdefault(tgt, []).append(float(p[8]))
                     except ValueError:
                         pass
+                # Optional 10th to 12th: s0's CPU, the machine's busy and
+                # idle time, microseconds per statement.
+                if len(p) >= 12:
+                    try:
+                        rest = tuple(float(x) if x not in ("", "NA") else None for x in p[9:12])
+                    except ValueError:
+                        rest = None
+                    if rest is not None:
+                        machine.setdefault(wl, {}).setdefault(tgt, []).append(rest)
             elif p[0] == "idle" and len(p) >= 7:
                 idle.append(p[1:7])
     return runs, idle
@@ -92,6 +102,9 @@ def load(path):
 
 # Proxy CPU microseconds per statement, by workload and target (filled by load).
 cpu = {}
+# (s0 CPU, machine busy, machine idle) microseconds per statement, by
+# workload and target (filled by load; older results files have none).
+machine = {}
 
 
 def paired(a, b):
@@ -100,7 +113,33 @@ def paired(a, b):
     return [t / bm[r] for r, t, _ in a if r in bm and bm[r] > 0]
 
 
-def show_view(title, data, cols, targets, cpu_of=None):
+def median_of(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def show_machine(cols, machine_of, cpu_of):
+    """Per target: where the machine's time went per statement (medians)."""
+    rows = [c for c in cols if machine_of.get(c)]
+    if not rows:
+        return
+    print(f"   {'us/stmt':<12}{'proxy':>8}{'s0':>8}{'client+':>9}{'busy':>8}{'idle':>8}{'all':>8}")
+    for c in rows:
+        s0 = median_of([m[0] for m in machine_of[c]])
+        busy = median_of([m[1] for m in machine_of[c]])
+        idle = median_of([m[2] for m in machine_of[c]])
+        proxy = median_of(cpu_of.get(c, [])) or 0.0
+        rest = busy - proxy - (s0 or 0.0) if busy is not None else None
+
+        def f(v):
+            return f"{v:>8.1f}" if v is not None else f"{'-':>8}"
+        print(f"   {c:<12}{f(proxy if cpu_of.get(c) else None)}{f(s0)} {f(rest)}{f(busy)}{f(idle)}"
+              f"{f(busy + idle if busy is not None and idle is not None else None)}")
+    print("   (client+: the machine's busy time less the proxy and s0: sysbench, the kernel's"
+          " work not charged to them, etcd)")
+
+
+def show_view(title, data, cols, targets, cpu_of=None, machine_of=None):
     cpu_of = cpu_of or {}
     if not any(data.get(c) for c in cols):
         return
@@ -143,6 +182,7 @@ def show_view(title, data, cols, targets, cpu_of=None):
             if n < 3:
                 verdict += f" (only {n} round{'s' if n > 1 else ''}: not conclusive)"
         print(f"   {a + '/' + b:<20} {r:5.2f}x{spread}{verdict}")
+    show_machine(cols, machine_of or {}, cpu_of)
     for a, b in [(x, y) for x, y, _ in targets if y == "haproxy"]:
         if cpu_of.get(a) and cpu_of.get(b):
             ca, cb = statistics.median(cpu_of[a]), statistics.median(cpu_of[b])
@@ -156,7 +196,7 @@ def main():
         return 2
     runs, idle = load(sys.argv[1])
     for title, wl, cols, targets in VIEWS:
-        show_view(title, runs.get(wl, {}), cols, targets, cpu.get(wl, {}))
+        show_view(title, runs.get(wl, {}), cols, targets, cpu.get(wl, {}), machine.get(wl, {}))
     if idle:
         print("\n== memory per idle client session (VmRSS delta / sessions)")
         for label, phase, n, before, after, per in idle:

@@ -42,7 +42,10 @@
 #
 # Environment: IDGATE_TB_S0_PORT, IDGATE_TB_ETCD_PORT (as testbed.sh);
 # BENCH_SERVER_EXTRA, lines added to idgate's [server] section (as
-# bench.sh: BENCH_SERVER_EXTRA="session_threads = 2").
+# bench.sh: BENCH_SERVER_EXTRA="session_threads = 2"); BENCH_MULTIPLEX=false
+# runs idgate without multiplexing (each session keeps its shard
+# connection), to see what multiplexing costs per statement;
+# BENCH_BACKEND_EXTRA, lines added to [backend] (as bench.sh).
 set -euo pipefail
 umask 077
 
@@ -133,7 +136,8 @@ password = "sbtest"
 user = "idgate"
 password = "idgate"
 tls = "disabled"
-multiplex = true
+multiplex = ${BENCH_MULTIPLEX:-true}
+${BENCH_BACKEND_EXTRA:-}
 
 [[shards]]
 name = "s0"

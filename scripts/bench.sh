@@ -55,7 +55,8 @@
 # the base's unless BENCH_BASE_EXTRA=1), BENCH_SERVER_EXTRA (lines added to
 # idgate's [server], not the base's unless BENCH_BASE_SERVER_EXTRA=1: an
 # A/B of a setting, e.g. worker_threads = 1, with the same binary as both;
-# or two binaries with the same setting).
+# or two binaries with the same setting), BENCH_BASE_BACKEND_EXTRA (lines
+# added to the base's [backend] alone).
 #
 # Workloads (text protocol, --db-ps-mode=disable, unless said):
 #   point_select    oltp_point_select
@@ -473,6 +474,14 @@ start_idgate() {
       if ! "$idgate_base_bin" check --config "$tmp/idgate_base.toml" >/dev/null 2>&1; then
         sed -i -e '/^tls = /d' -e '/^tls_cert = /d' -e '/^tls_key = /d' "$tmp/idgate_base.toml"
       fi
+      # BENCH_BASE_BACKEND_EXTRA: [backend] lines of the base's own (the
+      # same binary with other settings: multiplexing with and without a
+      # delay, say).
+      if [ -n "${BENCH_BASE_BACKEND_EXTRA:-}" ]; then
+        awk -v extra="$BENCH_BASE_BACKEND_EXTRA" '{ print } /^\[backend\]$/ { print extra }' \
+          "$tmp/idgate_base.toml" >"$tmp/idgate_base.toml.new"
+        mv "$tmp/idgate_base.toml.new" "$tmp/idgate_base.toml"
+      fi
       launch_idgate idgate_base "$tmp/idgate_base.toml" "$port_base"
     else
       log "idgate_base SKIPPED: no binary at $idgate_base_bin"
@@ -581,6 +590,11 @@ ids_writes=0 # rows sysbench reports it inserted through idgate into the rule ta
 proc_cpu_ticks() {
   awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null
 }
+# machine_ticks: the whole machine's busy and idle time (iowait counts as
+# idle), all CPUs, in clock ticks.
+machine_ticks() {
+  awk '/^cpu /{ print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat
+}
 
 # run_one WORKLOAD TARGET ROUND SECONDS (ROUND 0: warm-up, not recorded)
 run_one() {
@@ -599,6 +613,15 @@ run_one() {
     tokio_relay) cpu_pid=$relay_pid ;;
   esac
   [ -n "$cpu_pid" ] && cpu0=$(proc_cpu_ticks "$cpu_pid")
+  # Where the rest of the machine's time goes, per statement: shard s0's
+  # CPU (MariaDB behind every target of the unsharded workloads), and the
+  # whole machine's busy and idle time; the client is busy less proxy and
+  # s0 (and etcd, idle here). A proxy that costs more than its own CPU
+  # (more work for MariaDB, or idle cores while statements wait) shows here.
+  local s0_pid s0_0 busy0 idle0
+  s0_pid=$(cat "$tb_dir/s0/mysqld.pid" 2>/dev/null || true)
+  s0_0=$([ -n "$s0_pid" ] && proc_cpu_ticks "$s0_pid")
+  read -r busy0 idle0 < <(machine_ticks)
   if [[ $target == idgate* ]] && ! kill -0 "$pid" 2>/dev/null; then
     log "r$round $wl $target: idgate is no longer running (see $outdir/idgate-$stamp.log)"
     printf 'run\t%s\t%s\t%s\tNA\tNA\tNA\tNA\n' "$wl" "$target" "$round" >>"$results"
@@ -612,13 +635,25 @@ run_one() {
   "${rest_cpus[@]}" timeout --kill-after=5 $((secs + 60)) sysbench "${wla[@]}" "${conn[@]}" \
     --threads="$threads" --time="$secs" --forced-shutdown=15 --report-interval=0 --percentile=95 run \
     >"$out" 2>&1 || rc=$?
-  local tps p95 writes errors queries cpu_us=NA cpu1
+  local tps p95 writes errors queries cpu_us=NA cpu1 s0_us=NA busy_us=NA idle_us=NA s0_1 busy1 idle1
+  read -r busy1 idle1 < <(machine_ticks)
+  s0_1=$([ -n "$s0_pid" ] && proc_cpu_ticks "$s0_pid")
   tps=$(awk '/^ *transactions:/ { gsub(/\(/, "", $3); print $3 }' "$out")
   queries=$(awk '/^ *queries:/ { print $2 }' "$out")
   if [ -n "$cpu0" ] && [ -n "$queries" ] && ((queries > 0)); then
     cpu1=$(proc_cpu_ticks "$cpu_pid")
     [ -n "$cpu1" ] && cpu_us=$(awk -v a="$cpu0" -v b="$cpu1" -v hz="$(getconf CLK_TCK)" -v q="$queries" \
       'BEGIN { printf "%.2f", (b - a) / hz * 1e6 / q }')
+  fi
+  if [ -n "$queries" ] && ((queries > 0)); then
+    # /proc/stat covers sysbench's start and end too (its connecting, a
+    # fraction of a second of an 8 s run): a little more busy and idle
+    # time than the statements themselves.
+    read -r s0_us busy_us idle_us < <(awk -v m0="${s0_0:-}" -v m1="${s0_1:-}" -v b="$((busy1 - busy0))" \
+      -v i="$((idle1 - idle0))" -v hz="$(getconf CLK_TCK)" -v q="$queries" 'BEGIN {
+        u = 1e6 / hz / q
+        s0 = (m0 != "" && m1 != "") ? sprintf("%.2f", (m1 - m0) * u) : "NA"
+        printf "%s %.2f %.2f\n", s0, b * u, i * u }')
   fi
   p95=$(awk '/95th percentile:/ { print $3 }' "$out")
   writes=$(awk '/^ *write:/ { print $2 }' "$out")
@@ -633,8 +668,9 @@ run_one() {
   if ((round == 0)); then
     log "warm-up $wl $target: $tps tps, p95 $p95 ms"
   else
-    log "r$round $wl $target: $tps tps, p95 $p95 ms$([ "$cpu_us" = NA ] || echo ", proxy CPU $cpu_us us/statement")"
-    printf 'run\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$wl" "$target" "$round" "$tps" "$p95" "$writes" "$errors" "$cpu_us" >>"$results"
+    log "r$round $wl $target: $tps tps, p95 $p95 ms$([ "$cpu_us" = NA ] || echo ", proxy CPU $cpu_us us/statement"), s0 $s0_us, machine busy $busy_us, idle $idle_us us/statement"
+    printf 'run\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$wl" "$target" "$round" "$tps" "$p95" "$writes" "$errors" \
+      "$cpu_us" "$s0_us" "$busy_us" "$idle_us" >>"$results"
   fi
 }
 
@@ -723,7 +759,7 @@ fi
   echo "# idgate bench $stamp mode=$mode tls=$do_tls host=$(hostname) cpus=$(nproc) rounds=$rounds time=${duration}s warmup=${warmup}s threads=$threads table_size=$table_size"
   echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "# commit $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown); $(sysbench --version); $(mariadb --version | sed 's/^mariadb *//'); server $(sql_s0 'SELECT VERSION()')"
-  printf '# run\tworkload\ttarget\tround\ttps\tp95_ms\twrites\terrors\n'
+  printf '# run\tworkload\ttarget\tround\ttps\tp95_ms\twrites\terrors\tproxy_cpu_us\ts0_cpu_us\tbusy_us\tidle_us\n'
   printf '# idle\tlabel\tphase\tsessions\trss_before_kib\trss_after_kib\tkib_per_session\n'
 } >"$results"
 
