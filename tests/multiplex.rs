@@ -953,3 +953,147 @@ async fn ids_mariadb_generated_are_known_from_the_ok_packet() {
     b.disconnect().await.expect("b quits");
     proxy::teardown(&tb, p, &schema).await;
 }
+
+/// idgate with multiplexing, `[backend] multiplex_delay_ms = delay_ms`
+/// and `pool` (whatever delay `IDGATE_TEST_MULTIPLEX=delay` sets is
+/// replaced).
+async fn setup_delayed(
+    name: &str,
+    delay_ms: u64,
+    pool: &str,
+) -> Option<(support::Testbed, String, Proxy)> {
+    let tb = support::testbed()?;
+    let schema = support::unique(name);
+    proxy::create_schema(&tb, &schema).await;
+    let text = with_mux(proxy::config_text(&tb, "127.0.0.1:0", ""), pool)
+        .replace("multiplex_delay_ms = 100\n", "")
+        .replacen(
+            "connect_timeout_ms = 60000\n",
+            &format!("connect_timeout_ms = 60000\nmultiplex_delay_ms = {delay_ms}\n"),
+            1,
+        );
+    let cfg = idgate::config::Config::parse(&text, "test").expect("test config is valid");
+    let p = Proxy::start_config(cfg, true).await;
+    Some((tb, schema, p))
+}
+
+/// Polls (up to 60 s) until `n` clients wait for shard 0's pool.
+async fn wait_waiting(p: &Proxy, n: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = p.shared.pools[0].state();
+        if s.waiting == n {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never {n} client(s) waiting for s0: {s:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delaying_session_keeps_its_connection_until_a_client_waits_for_it() {
+    // A delay no test run outlasts: the connection moves only because a
+    // client waits for it.
+    let Some((tb, schema, p)) = setup_delayed(
+        "mux_delay",
+        30_000,
+        "pool_max = 1\npool_wait_timeout_ms = 120000",
+    )
+    .await
+    else {
+        return;
+    };
+    let mut a = Conn::new(p.opts(Some(&schema))).await.expect("client a");
+    let id = connection_id(&mut a).await;
+    let given = p.shared.pools[0].view().multiplexed;
+    for _ in 0..5 {
+        assert_eq!(connection_id(&mut a).await, id);
+    }
+    let v = p.shared.pools[0].view();
+    assert_eq!(
+        v.multiplexed, given,
+        "kept between statements, not given back: {v:?}"
+    );
+    assert_eq!((v.state.open, v.state.idle), (1, 0), "held by a: {v:?}");
+
+    // b waits for the pool's only connection; a's next statement ends
+    // with b in line, and a gives it back then.
+    let opts = p.opts(Some(&schema));
+    let b = tokio::spawn(async move {
+        let mut b = Conn::new(opts).await.expect("client b");
+        let id_b = connection_id(&mut b).await;
+        (b, id_b)
+    });
+    wait_waiting(&p, 1).await;
+    a.query_drop("SELECT 1").await.expect("a's statement");
+    let (mut b, id_b) = tokio::time::timeout(Duration::from_secs(60), b)
+        .await
+        .expect("b got the connection a gave back")
+        .expect("b's task");
+    assert_eq!(id_b, id, "the one connection, given back by a");
+    // a waits for b in turn: b gives it back after its next statement.
+    let opts_done = tokio::spawn(async move {
+        let id_a = connection_id(&mut a).await;
+        (a, id_a)
+    });
+    wait_waiting(&p, 1).await;
+    b.query_drop("SELECT 1").await.expect("b's statement");
+    let (a, id_a) = tokio::time::timeout(Duration::from_secs(60), opts_done)
+        .await
+        .expect("a got the connection back")
+        .expect("a's task");
+    assert_eq!(id_a, id);
+    let v = p.shared.pools[0].view();
+    assert_eq!(v.timeouts, 0, "{v:?}");
+    assert_eq!(v.created, 1, "one login to the shard in all: {v:?}");
+    a.disconnect().await.expect("a quits");
+    b.disconnect().await.expect("b quits");
+    proxy::teardown(&tb, p, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delay_ends_with_the_connection_given_back_but_never_a_transactions() {
+    let Some((tb, schema, p)) = setup_delayed(
+        "mux_delay_end",
+        100,
+        "pool_max = 2\npool_wait_timeout_ms = 60000",
+    )
+    .await
+    else {
+        return;
+    };
+    let mut a = Conn::new(p.opts(Some(&schema))).await.expect("client a");
+    a.query_drop("CREATE TABLE t (v INT) ENGINE = InnoDB")
+        .await
+        .expect("create");
+    // Idle past the delay: given back (polled).
+    wait_idle(&p, 1).await;
+    assert_eq!(p.shared.pools[0].view().in_use(), 0);
+
+    // Kept after a statement, then a transaction: held for it however
+    // long the client waits, past any delay.
+    a.query_drop("SELECT 1").await.expect("select");
+    a.query_drop("BEGIN").await.expect("begin");
+    a.query_drop("INSERT INTO t VALUES (1)")
+        .await
+        .expect("insert");
+    wait_pinned(&p, Pin::Transaction, 1).await;
+    let id = connection_id(&mut a).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        connection_id(&mut a).await,
+        id,
+        "the transaction's connection"
+    );
+    a.query_drop("COMMIT").await.expect("commit");
+    wait_pinned(&p, Pin::Transaction, 0).await;
+    assert_eq!(one::<u64>(&mut a, "SELECT COUNT(*) FROM t").await, 1);
+    let v = p.shared.pools[0].view();
+    assert_eq!(v.stale, 0, "no connection lost: {v:?}");
+    a.disconnect().await.expect("a quits");
+    wait_idle(&p, 1).await;
+    proxy::teardown(&tb, p, &schema).await;
+}
