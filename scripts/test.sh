@@ -80,23 +80,15 @@ cargo test --all-targets --locked "${extra[@]}"
 # mariadb CLI transcript, whose `ROW_COUNT()` after an INSERT that generated
 # an id is the one documented difference (README, Multiplexing).
 if [ ${#extra[@]} -eq 0 ]; then
-  mux_tests=(
-    --test relay_text --test relay_prepared --test relay_raw --test relay_limits
-    --test relay_clients --test pool --test multiplex --test inject_ids
-    --test shard_route --test shard_merge --test shard_prepared_split
-    --test shard_stream --test shard_deadlock --test explicit_capture
-    --test insert_select --test load_data --test sql_sequences
-    --test inject_diff --test explicit_diff --test inject_clients --test views
-    --test clients_php
-  )
   echo "== cargo test, multiplexing on"
-  IDGATE_TEST_MULTIPLEX=1 cargo test --locked "${mux_tests[@]}" \
-    -- --skip mariadb_cli_prints_the_same_as_direct
-  # The same with `multiplex_delay_ms = 100`: sessions keep their
-  # connections between statements that come within 100 ms, and give them
-  # back when a client waits or the delay passes (about two minutes).
-  echo "== cargo test, multiplexing on, with a delay"
-  IDGATE_TEST_MULTIPLEX=delay cargo test --locked "${mux_tests[@]}" \
+  IDGATE_TEST_MULTIPLEX=1 cargo test --locked \
+    --test relay_text --test relay_prepared --test relay_raw --test relay_limits \
+    --test relay_clients --test pool --test multiplex --test inject_ids \
+    --test shard_route --test shard_merge --test shard_prepared_split \
+    --test shard_stream --test shard_deadlock --test explicit_capture \
+    --test insert_select --test load_data --test sql_sequences \
+    --test inject_diff --test explicit_diff --test inject_clients --test views \
+    --test clients_php \
     -- --skip mariadb_cli_prints_the_same_as_direct
   # And the relay, pool and multiplexing tests with the sessions on their
   # own threads (`[server] session_threads = 2`, tests/support's

@@ -404,15 +404,6 @@ pub struct BackendConfig {
     /// (`frontend::session::mux`).
     #[serde(default)]
     pub multiplex: bool,
-    /// With `multiplex`: milliseconds a session keeps its shard
-    /// connections after a statement before giving them back (0: at
-    /// once). A session whose next statement comes within that time uses
-    /// them again without a trip through the pool; one is given back at
-    /// once when a client waits for its pool (ProxySQL's
-    /// `connection_delay_multiplex_ms`). Clients on TLS give theirs back at
-    /// once.
-    #[serde(default)]
-    pub multiplex_delay_ms: u64,
 }
 
 impl std::fmt::Debug for BackendConfig {
@@ -432,7 +423,6 @@ impl std::fmt::Debug for BackendConfig {
             .field("pool_max_lifetime", &self.pool_max_lifetime)
             .field("pool_wait_timeout_ms", &self.pool_wait_timeout_ms)
             .field("multiplex", &self.multiplex)
-            .field("multiplex_delay_ms", &self.multiplex_delay_ms)
             .finish_non_exhaustive()
     }
 }
@@ -838,17 +828,6 @@ impl Config {
                     .into(),
             ));
         }
-        if b.multiplex_delay_ms > 0 && b.multiplex_delay_ms * 2 > b.pool_wait_timeout_ms {
-            // A client waiting for a full pool may wait for a delaying
-            // session's delay to end: it must fit well in the wait.
-            return Err(invalid(
-                "backend.multiplex_delay_ms",
-                format!(
-                    "{}: more than half of pool_wait_timeout_ms ({})",
-                    b.multiplex_delay_ms, b.pool_wait_timeout_ms
-                ),
-            ));
-        }
         if cfg.users.is_empty() {
             return Err(invalid(
                 "users",
@@ -1213,36 +1192,6 @@ address = "127.0.0.1:3306"
         assert!(c.rules.is_none());
         assert!(c.server.resp_listen.is_none());
         assert!(c.users[0].may_use("anything"));
-    }
-
-    #[test]
-    fn a_multiplex_delay_must_fit_well_in_the_pool_wait() {
-        let with =
-            |lines: &str| GOOD.replace("user = \"root\"\n", &format!("user = \"root\"\n{lines}"));
-        let c = Config::parse(
-            &with("multiplex = true\nmultiplex_delay_ms = 20\n"),
-            "t.toml",
-        )
-        .unwrap();
-        assert_eq!(c.backend.multiplex_delay_ms, 20);
-        assert_eq!(
-            Config::parse(GOOD, "t.toml")
-                .unwrap()
-                .backend
-                .multiplex_delay_ms,
-            0
-        );
-        let e = Config::parse(
-            &with("multiplex = true\nmultiplex_delay_ms = 600\npool_wait_timeout_ms = 1000\n"),
-            "t.toml",
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("backend.multiplex_delay_ms"), "{e}");
-        assert!(
-            e.contains("more than half of pool_wait_timeout_ms (1000)"),
-            "{e}"
-        );
     }
 
     #[test]

@@ -24,7 +24,7 @@
 
 use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -257,9 +257,6 @@ pub struct Pool<K, C> {
     pub settings: PoolSettings,
     pub stats: PoolStats,
     inner: Mutex<Inner<K, C>>,
-    /// How many takers wait in line: `Inner::waiters`' length, written
-    /// under its lock, read without it ([`Pool::has_waiters`]).
-    waiting: AtomicUsize,
     /// The key of the last taker (what `min_idle` connections are opened
     /// for).
     last_key: Mutex<Option<K>>,
@@ -351,7 +348,6 @@ impl<K, C> Pool<K, C> {
     fn free_place(self: &Arc<Self>) {
         let mut g = self.inner.lock();
         while let Some(w) = g.waiters.pop_front() {
-            self.waiting.store(g.waiters.len(), Ordering::SeqCst);
             match w.tx.send(Grant::Place(self.lease(Instant::now()))) {
                 Ok(()) => return,
                 // Dropped here, under the lock: it must not free a place.
@@ -375,15 +371,8 @@ impl<K: Clone + Eq, C> Pool<K, C> {
                 waiters: VecDeque::new(),
                 serial: 0,
             }),
-            waiting: AtomicUsize::new(0),
             last_key: Mutex::new(None),
         })
-    }
-
-    /// Whether a taker waits in line now (no lock: a session that keeps
-    /// its connection after a statement asks at every statement).
-    pub fn has_waiters(&self) -> bool {
-        self.waiting.load(Ordering::SeqCst) > 0
     }
 
     /// Takes a connection for `key` (preferring the one `owner` gave back,
@@ -410,10 +399,7 @@ impl<K: Clone + Eq, C> Pool<K, C> {
             Some(g) => Ok(self.granted(g)),
             None => {
                 // Out of the line (its receiver is gone: nothing is sent to it).
-                let mut g = self.inner.lock();
-                g.waiters.retain(|w| !w.tx.is_closed());
-                self.waiting.store(g.waiters.len(), Ordering::SeqCst);
-                drop(g);
+                self.inner.lock().waiters.retain(|w| !w.tx.is_closed());
                 self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
                 Err(PoolFull {
                     max: self.settings.max,
@@ -482,7 +468,6 @@ impl<K: Clone + Eq, C> Pool<K, C> {
             key: key.clone(),
             tx,
         });
-        self.waiting.store(g.waiters.len(), Ordering::SeqCst);
         Err(rx)
     }
 
@@ -505,7 +490,6 @@ impl<K: Clone + Eq, C> Pool<K, C> {
         }
         let mut g = self.inner.lock();
         while let Some(w) = g.waiters.pop_front() {
-            self.waiting.store(g.waiters.len(), Ordering::SeqCst);
             if w.key == idle.key {
                 // A failed send gives back exactly what was sent.
                 if let Err(Grant::Conn(back)) = w.tx.send(Grant::Conn(idle)) {

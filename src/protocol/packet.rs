@@ -367,56 +367,6 @@ impl PacketConn {
         }
     }
 
-    /// Whether [`PacketConn::wait_readable`] can wait on this connection:
-    /// a plain socket with nothing buffered, queued or held back.
-    pub fn waits_in_place(&self) -> bool {
-        matches!(self.stream, Stream::Plain(_))
-            && self.rbuf.is_empty()
-            && self.queued.is_empty()
-            && self.held.is_none()
-    }
-
-    /// Waits until the peer has sent something (or closed): its bytes
-    /// are read into the buffer, none is consumed, so it is safe to drop
-    /// at any point, where a `read_packet` dropped halfway through a
-    /// command split over several packets would lose its first parts.
-    /// Returns at once when [`PacketConn::waits_in_place`] is false.
-    pub async fn wait_readable(&mut self) -> io::Result<()> {
-        if !self.waits_in_place() {
-            return Ok(());
-        }
-        let Self {
-            stream: Stream::Plain(tcp),
-            rbuf,
-            ..
-        } = &mut *self
-        else {
-            return Ok(());
-        };
-        loop {
-            std::future::poll_fn(|cx| tcp.poll_read_ready(cx)).await?;
-            room_to_read(rbuf);
-            // As in `fill_idle`: a short read clears the readiness, and
-            // stale readiness is cleared by the read that finds nothing.
-            let room = rbuf.capacity() - rbuf.len();
-            let mut got = 0;
-            let read = tcp.try_io(tokio::io::Interest::READABLE, || {
-                got = tcp.try_read_buf(rbuf)?;
-                if got > 0 && got < room {
-                    return Err(io::ErrorKind::WouldBlock.into());
-                }
-                Ok(got)
-            });
-            match read {
-                // Bytes, or the peer's close (the next read finds it).
-                Ok(_) => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
     /// Makes sure at least `n` bytes are buffered.
     pub async fn fill_to(&mut self, n: usize) -> io::Result<()> {
         if n > self.rbuf.capacity() {

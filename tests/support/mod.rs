@@ -105,13 +105,10 @@ pub fn testbed() -> Option<Testbed> {
 /// binaries running at the same time never share state.
 /// `[backend]` lines every idgate the tests start gets: `multiplex = true`
 /// under `IDGATE_TEST_MULTIPLEX=1` (scripts/test.sh runs the relevant
-/// test files a second time so), and with `multiplex_delay_ms = 100`
-/// under `IDGATE_TEST_MULTIPLEX=delay` (sessions keep their connections
-/// between statements that come within 100 ms), else none.
+/// test files a second time so), else none.
 pub fn backend_extra() -> &'static str {
     match std::env::var("IDGATE_TEST_MULTIPLEX").as_deref() {
         Ok("1") => "multiplex = true\n",
-        Ok("delay") => "multiplex = true\nmultiplex_delay_ms = 100\n",
         _ => "",
     }
 }

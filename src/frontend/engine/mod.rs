@@ -1108,8 +1108,6 @@ impl Session {
         let mut killed = std::pin::pin!(control.killed());
         let mut shut_rx = shutdown.clone();
         let mut shut = std::pin::pin!(shut_rx.changed());
-        // `[backend] multiplex_delay_ms`' timer, made when first needed.
-        let mut kept_timer = None;
         loop {
             // Checked at every command (an atomic load each), so a client
             // that keeps sending cannot hold off a KILL or the drain,
@@ -1123,9 +1121,6 @@ impl Session {
             }
             if control.is_killed() {
                 return Ended::Other("killed by KILL from another session".into());
-            }
-            if self.mux.delayed {
-                self.wait_kept(&mut kept_timer).await;
             }
             let mut buf = std::mem::take(&mut self.buf);
             // Biased, the read first: a session woken by its client's

@@ -583,10 +583,7 @@ impl Session {
         if self.multiplexing() {
             self.count_pin(pin);
             if pin.is_none() {
-                self.keep_or_give_back().await;
-            } else {
-                // Held for the pin now, not for a delay that may end.
-                self.mux.delayed = false;
+                self.give_back_all(false).await;
             }
         }
         self.mux.lid_set = 0;
@@ -705,82 +702,11 @@ impl Session {
         }
     }
 
-    /// After a statement that leaves nothing pinned: the connections are
-    /// given back, or with `[backend] multiplex_delay_ms` kept for that
-    /// long (`mux.delayed`; `Session::run` gives them back when the delay
-    /// ends before the client's next command) unless a client waits for
-    /// one of their pools or the client is on TLS (whose wait cannot be
-    /// told from a read). A waiter that comes later waits at most the
-    /// delay: a session that goes on running statements gives its
-    /// connections back after the first one that ends with a client in
-    /// line.
-    async fn keep_or_give_back(&mut self) {
-        if self.backends.open().next().is_none() {
-            self.mux.delayed = false;
-            return;
-        }
-        let delay = self.shared.config.backend.multiplex_delay_ms;
-        if delay > 0 && self.client.waits_in_place() {
-            let wanted = self.backends.open().any(|(shard, _)| {
-                self.shared
-                    .pools
-                    .get(shard)
-                    .is_none_or(|pool| pool.has_waiters())
-            });
-            if !wanted {
-                let now = Instant::now();
-                self.mux.delayed = true;
-                self.mux.kept_at = Some(now);
-                self.mux.ended = Some(now);
-                return;
-            }
-        }
-        self.give_back_all(false).await;
-    }
-
-    /// Between commands, with connections kept (`mux.delayed`): waits for
-    /// the client's next bytes until the delay ends, then gives them back.
-    /// `timer` is the session's, armed once per delay rather than at every
-    /// statement (a timer due before the runtime's planned wake-up costs
-    /// an `eventfd` write when it is added, `workers.rs`): when it fires
-    /// for an earlier statement's delay, it is armed again for the last.
-    /// A KILL or the drain is seen when the wait ends, within the delay.
-    pub(in crate::frontend) async fn wait_kept(
-        &mut self,
-        timer: &mut Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
-    ) {
-        let delay = std::time::Duration::from_millis(self.shared.config.backend.multiplex_delay_ms);
-        while self.mux.delayed {
-            let Some(kept) = self.mux.kept_at else {
-                break;
-            };
-            let due = tokio::time::Instant::from_std(kept + delay);
-            let t = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due)));
-            if t.is_elapsed() {
-                t.as_mut().reset(due);
-            }
-            tokio::select! {
-                biased;
-                // An error is the next read's to report.
-                _ = self.client.wait_readable() => return,
-                _ = t.as_mut() => {
-                    if tokio::time::Instant::now() >= due {
-                        if self.pinned(NO_COMMAND).is_none() {
-                            self.give_back_all(false).await;
-                        }
-                        self.mux.delayed = false;
-                    }
-                }
-            }
-        }
-    }
-
     /// Gives every held connection back to its pool, as it is (no reset):
     /// when a statement may have changed the session's `LAST_INSERT_ID()`,
     /// its home connection carries a claim on the value (unless the
     /// session is `ending`: then nobody needs it).
     pub(in crate::frontend) async fn give_back_all(&mut self, ending: bool) {
-        self.mux.delayed = false;
         if self.backends.open().next().is_none() {
             return;
         }

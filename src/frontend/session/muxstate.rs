@@ -63,12 +63,6 @@ pub struct MuxState {
     pub(in crate::frontend) ended: Option<std::time::Instant>,
     /// Connections given back after a statement, in all.
     pub(in crate::frontend) given_back: u64,
-    /// The connections are kept after the last statement for
-    /// `[backend] multiplex_delay_ms` (`Session::keep_or_give_back`), since
-    /// `kept_at`.
-    pub(in crate::frontend) delayed: bool,
-    /// When the statement after which they were kept ended.
-    pub(in crate::frontend) kept_at: Option<std::time::Instant>,
     /// The session's schema as connections given back carry it
     /// (`Session::schema_shared`), made again when the schema changes.
     pub(in crate::frontend) schema: Option<Arc<str>>,
