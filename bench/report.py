@@ -136,7 +136,7 @@ def show_machine(cols, machine_of, cpu_of):
         print(f"   {c:<12}{f(proxy if cpu_of.get(c) else None)}{f(s0)} {f(rest)}{f(busy)}{f(idle)}"
               f"{f(busy + idle if busy is not None and idle is not None else None)}")
     print("   (client+: the machine's busy time less the proxy and s0: sysbench, the kernel's"
-          " work not charged to them, etcd)")
+          " work not charged to them, etcd, and s1 in the sharded workloads)")
 
 
 def show_view(title, data, cols, targets, cpu_of=None, machine_of=None):

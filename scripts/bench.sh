@@ -618,9 +618,11 @@ run_one() {
   # whole machine's busy and idle time; the client is busy less proxy and
   # s0 (and etcd, idle here). A proxy that costs more than its own CPU
   # (more work for MariaDB, or idle cores while statements wait) shows here.
-  local s0_pid s0_0 busy0 idle0
+  # (Empty when s0's pid file or process is missing: a failing
+  # substitution would end the script under set -e.)
+  local s0_pid s0_0="" busy0 idle0
   s0_pid=$(cat "$tb_dir/s0/mysqld.pid" 2>/dev/null || true)
-  s0_0=$([ -n "$s0_pid" ] && proc_cpu_ticks "$s0_pid")
+  if [ -n "$s0_pid" ]; then s0_0=$(proc_cpu_ticks "$s0_pid" || true); fi
   read -r busy0 idle0 < <(machine_ticks)
   if [[ $target == idgate* ]] && ! kill -0 "$pid" 2>/dev/null; then
     log "r$round $wl $target: idgate is no longer running (see $outdir/idgate-$stamp.log)"
@@ -635,9 +637,9 @@ run_one() {
   "${rest_cpus[@]}" timeout --kill-after=5 $((secs + 60)) sysbench "${wla[@]}" "${conn[@]}" \
     --threads="$threads" --time="$secs" --forced-shutdown=15 --report-interval=0 --percentile=95 run \
     >"$out" 2>&1 || rc=$?
-  local tps p95 writes errors queries cpu_us=NA cpu1 s0_us=NA busy_us=NA idle_us=NA s0_1 busy1 idle1
+  local tps p95 writes errors queries cpu_us=NA cpu1 s0_us=NA busy_us=NA idle_us=NA s0_1="" busy1 idle1
   read -r busy1 idle1 < <(machine_ticks)
-  s0_1=$([ -n "$s0_pid" ] && proc_cpu_ticks "$s0_pid")
+  if [ -n "$s0_pid" ]; then s0_1=$(proc_cpu_ticks "$s0_pid" || true); fi
   tps=$(awk '/^ *transactions:/ { gsub(/\(/, "", $3); print $3 }' "$out")
   queries=$(awk '/^ *queries:/ { print $2 }' "$out")
   if [ -n "$cpu0" ] && [ -n "$queries" ] && ((queries > 0)); then
