@@ -155,7 +155,9 @@ impl BackendConn {
     pub async fn connect(
         p: &ConnectParams<'_>,
     ) -> Result<(BackendConn, ServerHandshake), BackendError> {
-        match tokio::time::timeout(p.timeout, Self::connect_inner(p)).await {
+        // Boxed: a login's future is large, and every statement's future
+        // that may open a connection would otherwise hold one.
+        match tokio::time::timeout(p.timeout, Box::pin(Self::connect_inner(p))).await {
             Ok(r) => r,
             Err(_) => Err(BackendError::Timeout {
                 shard: p.shard.to_string(),

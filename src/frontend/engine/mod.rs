@@ -9,6 +9,8 @@
 //! `session/`.
 
 pub mod multi;
+#[cfg(test)]
+mod size_tests;
 
 use crate::backend::relay::Action;
 use crate::frontend::admin::sequence::SeqOutcome;
@@ -49,7 +51,10 @@ pub async fn serve(
 ) {
     let peer = Peer(client.peer_addr());
     let id = shared.connection_id();
-    let login = match login::login(&mut client, &shared, id).await {
+    // The login's and the session end's futures are boxed, each for its
+    // own length: every session's future, idle ones too, is as large as
+    // its largest inline await (`engine/size_tests.rs`).
+    let login = match Box::pin(login::login(&mut client, &shared, id)).await {
         Ok(l) => l,
         Err(LoginError::Refused { code, message }) => {
             warn!(conn = id, %peer, code = code.code, "login refused: {message}");
@@ -121,7 +126,7 @@ pub async fn serve(
     let started = Instant::now();
     let reason = session.run(&mut shutdown).await;
     let at_rest = session.backends.at_rest();
-    session.return_backends(at_rest).await;
+    Box::pin(session.return_backends(at_rest)).await;
     let secs = started.elapsed().as_secs_f64();
     match reason {
         Ended::Ordinary(why) => {
@@ -217,7 +222,7 @@ impl Session {
                 let held = self.start_captures();
                 let r = self.query(payload).await;
                 if r.is_ok() {
-                    self.observe_adopted_rows(payload).await;
+                    Box::pin(self.observe_adopted_rows(payload)).await;
                     // `CREATE VIEW v AS SELECT ... FROM orders`: guarded
                     // before the reply goes out (`frontend/views.rs`).
                     let guarded = self.rules.as_ref().is_some_and(|r| !r.views().is_empty());
@@ -263,7 +268,7 @@ impl Session {
         };
         if self.killed {
             self.killed = false;
-            result = self.deadlock_victim(result).await;
+            result = Box::pin(self.deadlock_victim(result)).await;
         }
         if self.shared.routing {
             self.txn_settled();
@@ -336,7 +341,9 @@ impl Session {
                     format!("idgate: {what} is not supported; use KILL [CONNECTION | QUERY] <connection id>"),
                 ))
             }
-            statement::Kind::Diag(d) if routing => return self.diagnostics(payload, d).await,
+            statement::Kind::Diag(d) if routing => {
+                return Box::pin(self.diagnostics(payload, d)).await
+            }
             statement::Kind::Begin if routing => return self.begin(payload).await,
             statement::Kind::End if routing => return self.end(payload).await,
             statement::Kind::Savepoint(op, name) if routing => return self.savepoint(payload, op, name).await,
@@ -344,7 +351,7 @@ impl Session {
         }
         if &stmt.keyword[..5] == b"LOAD\0"
             && self.rules.is_some()
-            && self.load_data(payload).await?
+            && Box::pin(self.load_data(payload)).await?
         {
             // LOAD DATA into a rule table (`write/load.rs`).
             return Ok(());
@@ -858,6 +865,11 @@ impl Session {
         id: u32,
         text: Option<Vec<u8>>,
     ) -> Result<(), CmdError> {
+        // Boxed: after a reload only (`engine/size_tests.rs`).
+        Box::pin(self.replan_now(id, text)).await
+    }
+
+    async fn replan_now(&mut self, id: u32, text: Option<Vec<u8>>) -> Result<(), CmdError> {
         let Some(old) = self.stmts.get_mut(id) else {
             return Ok(());
         };
@@ -1070,7 +1082,7 @@ impl Session {
         let seq = self.login.reply_seq;
         let mut login_ok = None;
         if self.schema.is_some() {
-            match self.backend(0).await {
+            match Box::pin(self.backend(0)).await {
                 // The shard's own OK: it carries the schema change for
                 // clients that track session state.
                 // A connection reused from the pool has none: idgate's own OK.
@@ -1097,7 +1109,7 @@ impl Session {
             return Ended::Other(e.to_string());
         }
         // A multiplexed session holds no connection while it waits.
-        self.after_login().await;
+        Box::pin(self.after_login()).await;
         let max_packet = self.shared.config.server.max_packet;
         let mut draining = *shutdown.borrow();
         let control = self.registered.control.clone();

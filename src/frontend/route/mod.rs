@@ -917,7 +917,7 @@ impl Session {
                     (Err(_), _) => scatter_spec(&routed.analysis)?,
                 };
                 if cursor {
-                    return self.open_merged_cursor(id, parts, &spec).await;
+                    return Box::pin(self.open_merged_cursor(id, parts, &spec)).await;
                 }
                 self.scatter(parts, &spec, crate::shard::merge::Protocol::Binary)
                     .await

@@ -49,13 +49,18 @@ impl Session {
         spec: &MergeSpec,
         protocol: Protocol,
     ) -> Result<(), CmdError> {
-        let expect = Expect::Results;
-        let sent = self.send_parts(parts).await?;
-        if spec.is_concat() {
-            self.concat(&sent, expect).await
-        } else {
-            self.streamed(&sent, spec, protocol).await
-        }
+        // Boxed: a statement on several shards allocates already, and its
+        // future would otherwise size every session's (`engine/size_tests.rs`).
+        Box::pin(async move {
+            let expect = Expect::Results;
+            let sent = self.send_parts(parts).await?;
+            if spec.is_concat() {
+                self.concat(&sent, expect).await
+            } else {
+                self.streamed(&sent, spec, protocol).await
+            }
+        })
+        .await
     }
 
     /// The merged result set, streamed to the client (see `stream.rs`).

@@ -63,7 +63,8 @@ impl Session {
     ) -> Result<(), CmdError> {
         let mut result = Ok(());
         for c in all {
-            match self.read_captures(c).await {
+            // Boxed: rare (`engine/size_tests.rs`).
+            match Box::pin(self.read_captures(c)).await {
                 Ok(Some(v)) => {
                     if let Some(held) = self.client.held_mut() {
                         patch_last_insert_id(held, v);

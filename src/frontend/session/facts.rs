@@ -48,13 +48,17 @@ impl Session {
     }
     /// The first value of the first row `sql` returns on the default
     /// shard (a session variable); empty for NULL or no row.
+    /// Boxed inside: asked once and then known (`engine/size_tests.rs`).
     pub(in crate::frontend) async fn first_value(&mut self, sql: &str) -> Result<String, CmdError> {
-        let b = self.backend(0).await.map_err(CmdError::Backend)?;
-        let rows = b.query_rows(sql).await.map_err(CmdError::Backend)?;
-        Ok(rows
-            .first()
-            .and_then(|r| r.first().cloned().flatten())
-            .unwrap_or_default())
+        Box::pin(async move {
+            let b = self.backend(0).await.map_err(CmdError::Backend)?;
+            let rows = b.query_rows(sql).await.map_err(CmdError::Backend)?;
+            Ok(rows
+                .first()
+                .and_then(|r| r.first().cloned().flatten())
+                .unwrap_or_default())
+        })
+        .await
     }
     /// `MAX(column)` of `schema.table` on `shard` (`column` quoted);
     /// `None` when the table is empty, holds no number there, or does not
@@ -94,6 +98,16 @@ impl Session {
     /// [`Session::fetch_columns`]; `side`: on a connection of its own (the
     /// session's are busy, e.g. reading a scattered SELECT's rows).
     pub(in crate::frontend) async fn fetch_columns_via(
+        &mut self,
+        schema: &str,
+        table: &str,
+        side: bool,
+    ) -> Result<(), CmdError> {
+        // Boxed: a cache miss, rare (`engine/size_tests.rs`).
+        Box::pin(self.fetch_columns_now(schema, table, side)).await
+    }
+
+    async fn fetch_columns_now(
         &mut self,
         schema: &str,
         table: &str,

@@ -40,7 +40,9 @@ pub(in crate::frontend) async fn settle_claim(
     if !claim.wanted() {
         return None;
     }
-    let v = read_lid(conn, timeout).await;
+    // Boxed: rare, and the futures that wait for it are on every
+    // statement's path.
+    let v = Box::pin(read_lid(conn, timeout)).await;
     claim.settle(v);
     v
 }

@@ -921,7 +921,10 @@ impl Session {
         if self.mux.lid_dirty {
             return Ok(());
         }
-        self.settle_owed().await;
+        if self.mux.owed.is_some() {
+            // Boxed: rare (`engine/size_tests.rs`).
+            Box::pin(self.settle_owed()).await;
+        }
         let want = self.mux.lid;
         let held = self.mux.held_lid.get(shard).copied().flatten();
         if held == Some(want) {

@@ -47,13 +47,19 @@ const LOGIN_ONLY_CAPS: u32 = cap::CONNECT_WITH_DB | cap::CONNECT_ATTRS | cap::SS
 
 /// Sends COM_QUIT and closes, best effort (the connection is not reused).
 /// A session's `LAST_INSERT_ID()` it still holds unread is read first.
+/// Boxed inside, like every rare wait on a statement's path (a new
+/// connection, a ping, a claim read): inline, it would size every
+/// session's future (`engine/size_tests.rs`).
 pub(in crate::frontend) async fn quit<C: std::borrow::BorrowMut<BackendConn>>(mut c: C) {
-    let c = c.borrow_mut();
-    if c.lid_claim.is_some() {
-        crate::frontend::session::lidread::settle_claim(c, QUIT_READ_TIMEOUT).await;
-    }
-    let _ = c.send(&[cmd::QUIT]).await;
-    c.conn.shutdown().await;
+    Box::pin(async move {
+        let c = c.borrow_mut();
+        if c.lid_claim.is_some() {
+            crate::frontend::session::lidread::settle_claim(c, QUIT_READ_TIMEOUT).await;
+        }
+        let _ = c.send(&[cmd::QUIT]).await;
+        c.conn.shutdown().await;
+    })
+    .await
 }
 
 impl Session {
@@ -190,7 +196,7 @@ impl Session {
         // Idle since it was given back, to the command's start (a
         // connection given back since is younger still: no ping).
         if alive && self.began.saturating_duration_since(since) > PING_AFTER {
-            let ping = conn.run(&[cmd::PING], Expect::Single);
+            let ping = Box::pin(conn.run(&[cmd::PING], Expect::Single));
             alive = matches!(tokio::time::timeout(timeout, ping).await, Ok(Ok(_)));
         }
         if alive {
@@ -235,7 +241,8 @@ impl Session {
         };
         let mut payload = vec![cmd::INIT_DB];
         payload.extend_from_slice(want.as_bytes());
-        match tokio::time::timeout(timeout, conn.run(&payload, Expect::Single)).await {
+        let init_db = Box::pin(conn.run(&payload, Expect::Single));
+        match tokio::time::timeout(timeout, init_db).await {
             Ok(Ok(_)) => Ok(checked(conn, lease, stmts)),
             Ok(Err(e @ BackendError::Server { .. })) => {
                 // The schema was refused (the client is told); the

@@ -118,7 +118,8 @@ impl Session {
         if register {
             self.watch_register();
         }
-        let result = self.run_atomic_xa(parts, returning).await;
+        // Boxed: a write on several shards (`engine/size_tests.rs`).
+        let result = Box::pin(self.run_atomic_xa(parts, returning)).await;
         if register {
             self.watch_deregister();
         }
@@ -362,6 +363,12 @@ impl Session {
         commit: bool,
         reply: bool,
     ) -> Result<(), CmdError> {
+        // Boxed: once per transaction on several shards, which is far from
+        // free already (`engine/size_tests.rs`).
+        Box::pin(self.finish_xa_now(commit, reply)).await
+    }
+
+    async fn finish_xa_now(&mut self, commit: bool, reply: bool) -> Result<(), CmdError> {
         let Some(xid) = self.txn_xa.take() else {
             return Ok(());
         };

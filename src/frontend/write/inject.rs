@@ -94,7 +94,8 @@ impl Session {
         // `PREPARE s FROM @v` / `EXECUTE IMMEDIATE CONCAT(...)`: the text
         // the shard would run (`dynamic.rs`).
         if keyword::may_be_dynamic(text.as_bytes()) {
-            self.check_dynamic_source(&text).await?;
+            // Boxed: rare (`engine/size_tests.rs`).
+            Box::pin(self.check_dynamic_source(&text)).await?;
         }
         let plan = match self
             .plan(&text, &sql::plan_query, Plan::columns_needed)
@@ -535,7 +536,9 @@ impl Session {
                             .copied()
                             .zip(e.values.iter().copied())
                             .collect();
-                        return self.execute_split(id, &plan, &values, &long, &ids).await;
+                        // Boxed: rows for several shards, rare (`engine/size_tests.rs`).
+                        let split = self.execute_split(id, &plan, &values, &long, &ids);
+                        return Box::pin(split).await;
                     }
                 };
                 self.check_write(&targets)?;
@@ -615,9 +618,10 @@ impl Session {
             self.send_long_data(id, shard, backend_id).await?;
         }
         if copies.len() > 1 {
-            return self
-                .execute_on_copies(id, &copies, out, report, &ids, exec.last_explicit())
-                .await;
+            // Boxed: every copy of a broadcast table (`engine/size_tests.rs`).
+            let on_copies =
+                self.execute_on_copies(id, &copies, out, report, &ids, exec.last_explicit());
+            return Box::pin(on_copies).await;
         }
         if matches!(report, Report::Track | Report::Returning) {
             // The id the last row got at this execute: explicit, or the

@@ -132,6 +132,12 @@ impl Session {
         if !insel::may_be(payload) {
             return Ok(false);
         }
+        // Boxed: an INSERT ... SELECT into a rule table is rare beside
+        // other INSERTs, and its future large (`engine/size_tests.rs`).
+        Box::pin(self.insert_select_now(payload)).await
+    }
+
+    async fn insert_select_now(&mut self, payload: &[u8]) -> Result<bool, CmdError> {
         let Some(rules) = self.rules.clone() else {
             return Ok(false);
         };
