@@ -270,6 +270,7 @@ idgate_sh_ok=0
 idgate_base_pid=
 idgate_base_port=
 idgate_base_ok=0
+base_settings= # how idgate_base's config differs from idgate's, if it does
 etcd_prefix=
 cleanup() {
   local rc=$?
@@ -483,6 +484,11 @@ start_idgate() {
         mv "$tmp/idgate_base.toml.new" "$tmp/idgate_base.toml"
       fi
       launch_idgate idgate_base "$tmp/idgate_base.toml" "$port_base"
+      # Said in the report: a base with other settings measures them too
+      # (session threads alone move CPU per statement by 1.5-2 us).
+      base_settings=$(diff <(sed '/^listen = /d' "$tmp/idgate.toml") \
+        <(sed '/^listen = /d' "$tmp/idgate_base.toml") | sed -n 's/^\([<>]\) */\1 /p' | paste -sd ';' -) || true
+      [ -z "$base_settings" ] || log "idgate_base runs other settings (< idgate, > idgate_base): $base_settings"
     else
       log "idgate_base SKIPPED: no binary at $idgate_base_bin"
     fi
@@ -797,6 +803,7 @@ fi
   fi
   echo "load average: $(grep '^# load average' "$results" | sed 's/^# load average at start: //') at start, $(cut -d' ' -f1-3 /proc/loadavg) at end"
   ((idgate_ok)) || echo "NOTE: idgate was SKIPPED in this run (not built or not answering): direct and HAProxy only"
+  [ -z "$base_settings" ] || echo "NOTE: idgate and idgate_base ran different settings (< idgate, > idgate_base; BENCH_BASE_EXTRA=1, BENCH_BASE_SERVER_EXTRA=1 or BENCH_BASE_BACKEND_EXTRA make them alike): $base_settings"
   "$py" "$repo/bench/report.py" "$results"
   grep '^# id check' "$results" | sed 's/^# //' || true
   echo
