@@ -222,6 +222,7 @@ impl Session {
                 let held = self.start_captures();
                 let r = self.query(payload).await;
                 if r.is_ok() {
+                    // Boxed: rare (`engine/size_tests.rs`).
                     Box::pin(self.observe_adopted_rows(payload)).await;
                     // `CREATE VIEW v AS SELECT ... FROM orders`: guarded
                     // before the reply goes out (`frontend/views.rs`).
@@ -268,6 +269,7 @@ impl Session {
         };
         if self.killed {
             self.killed = false;
+            // Boxed: rare (`engine/size_tests.rs`).
             result = Box::pin(self.deadlock_victim(result)).await;
         }
         if self.shared.routing {
@@ -1082,6 +1084,8 @@ impl Session {
         let seq = self.login.reply_seq;
         let mut login_ok = None;
         if self.schema.is_some() {
+            // Boxed, as the awaits below that run once per session
+            // (`engine/size_tests.rs`).
             match Box::pin(self.backend(0)).await {
                 // The shard's own OK: it carries the schema change for
                 // clients that track session state.
