@@ -27,6 +27,11 @@
 #                  per session, counted by idgate's caching_sha2_password
 #                  logins: every session's, as the default login)
 #   --time S       seconds counted (default 12)
+#   BIN = haproxy  HAProxy (mode tcp, bench/haproxy.cfg.in, as bench.sh
+#                  runs it) instead of an idgate, on the same port and
+#                  shard: the peer's instructions per statement, insert
+#                  and point_select only (its binary is stripped: no
+#                  function list)
 #   --top N        functions listed (default 25; 0: the total only)
 #   --threads N    sysbench threads (default 4; with more, each take looks
 #                  through more idle connections in the pool)
@@ -167,16 +172,27 @@ else
   printf '%-12s %-40s %14s %12s\n' workload binary "instr/$unit" "${unit}s"
 fi
 for bin in "${bins[@]}"; do
-  [ -x "$bin" ] || { log "no binary at $bin"; exit 1; }
+  if [ "$bin" = haproxy ]; then
+    case "$workload" in
+      insert | point_select) ;;
+      *) log "haproxy: the insert and point_select workloads only (it fills no id, counts no session)"; exit 1 ;;
+    esac
+    command -v haproxy >/dev/null || { log "haproxy is missing (apt-get install haproxy)"; exit 1; }
+    sed -e "s/@PORT@/$port/" -e "s/@BACKEND@/$host:$s0_port/" "$repo/bench/haproxy.cfg.in" >"$tmp/haproxy.cfg"
+    cmd=(haproxy -f "$tmp/haproxy.cfg" -db)
+  else
+    [ -x "$bin" ] || { log "no binary at $bin"; exit 1; }
+    cmd=("$bin" serve --config "$tmp/idgate.toml")
+  fi
   out=$tmp/cg.out
   # The default log level, as deployed (what a session logs is part of
   # what it costs).
   env -u IDGATE_LOG valgrind --tool=callgrind --callgrind-out-file="$out" --dump-instr=no --cache-sim="$cache" \
-    "$bin" serve --config "$tmp/idgate.toml" >"$tmp/idgate.log" 2>&1 &
+    "${cmd[@]}" >"$tmp/idgate.log" 2>&1 &
   vg_pid=$!
   for _ in $(seq 120); do
     mysql -h "$host" -P "$port" -u sbtest -psbtest -N -e "SELECT 1" >/dev/null 2>&1 && break
-    kill -0 "$vg_pid" 2>/dev/null || { tail -20 "$tmp/idgate.log" >&2; log "idgate exited"; exit 1; }
+    kill -0 "$vg_pid" 2>/dev/null || { tail -20 "$tmp/idgate.log" >&2; log "$(basename "$bin") exited"; exit 1; }
     sleep 1
   done
   if [ "$workload" = connect ]; then
