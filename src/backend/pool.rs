@@ -32,15 +32,17 @@ use tokio::sync::oneshot;
 /// What makes two shard connections interchangeable for a client.
 /// Compared at every idle connection a take looks at: the account's
 /// names by pointer first (every session of an account shares them).
-#[derive(Clone, Eq)]
+#[derive(Clone, Copy, Eq)]
 pub struct ConnKey {
-    /// The shard account the connection is logged in with (shared: a
-    /// session's key is cloned at every take and give-back).
-    pub user: Arc<str>,
+    /// The shard account the connection is logged in with: interned for
+    /// the process's life (`Shared::shard_account_key`), so that a key is
+    /// copied at every take and give-back without touching a reference
+    /// count that every session of the account, on every thread, shares.
+    pub user: &'static str,
     /// ... and its password: two `[[users]]` may name the same shard
     /// account with different passwords, and only the right one may get a
     /// connection that logged in (the shard's 1045 otherwise).
-    pub password: Arc<str>,
+    pub password: &'static str,
     /// Capabilities in force (relayed replies are framed by them).
     pub capabilities: u32,
     /// MariaDB extended capabilities in force.
@@ -54,8 +56,8 @@ impl PartialEq for ConnKey {
         self.capabilities == other.capabilities
             && self.ext_capabilities == other.ext_capabilities
             && self.charset == other.charset
-            && same_str(&self.user, &other.user)
-            && same_str(&self.password, &other.password)
+            && same_static(self.user, other.user)
+            && same_static(self.password, other.password)
     }
 }
 
@@ -621,6 +623,11 @@ fn same_db(a: Option<&Arc<str>>, b: Option<&Arc<str>>) -> bool {
 
 fn same_str(a: &Arc<str>, b: &Arc<str>) -> bool {
     Arc::ptr_eq(a, b) || **a == **b
+}
+
+/// [`same_str`] for interned names.
+fn same_static(a: &'static str, b: &'static str) -> bool {
+    std::ptr::eq(a, b) || a == b
 }
 
 /// The idle connection to hand `key`: its most recently given back, the

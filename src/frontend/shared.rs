@@ -61,10 +61,11 @@ impl SchemaNames {
 #[derive(Debug)]
 pub struct Shared {
     pub config: Config,
-    /// The shard accounts of `config` (one pair per distinct account, the
-    /// same `Arc`s for every session of it): pooled connection keys
-    /// compare by pointer ([`Shared::shard_account_key`]).
-    account_keys: Vec<(Arc<str>, Arc<str>)>,
+    /// The shard accounts of `config`, one pair per distinct account,
+    /// interned for the process's life (a few bytes per account, made once
+    /// at start): pooled connection keys copy them and compare them by
+    /// pointer ([`Shared::shard_account_key`]).
+    account_keys: Vec<(&'static str, &'static str)>,
     /// Schema names as pooled connections carry them, one `Arc` per name
     /// for every session ([`Shared::schema_arc`]).
     schemas: SchemaNames,
@@ -189,7 +190,7 @@ impl Shared {
         };
         let shard_tls =
             crate::tls::ShardTls::new(config.backend.tls, config.backend.tls_ca.as_deref());
-        let mut account_keys: Vec<(Arc<str>, Arc<str>)> = Vec::new();
+        let mut account_keys: Vec<(&'static str, &'static str)> = Vec::new();
         let accounts = config
             .users
             .iter()
@@ -200,8 +201,8 @@ impl Shared {
                 config.backend.password.as_str(),
             )]);
         for (n, p) in accounts {
-            if !account_keys.iter().any(|(kn, kp)| **kn == *n && **kp == *p) {
-                account_keys.push((n.into(), p.into()));
+            if !account_keys.iter().any(|(kn, kp)| *kn == n && *kp == p) {
+                account_keys.push((intern(n), intern(p)));
             }
         }
         Shared {
@@ -298,15 +299,17 @@ impl Shared {
 
     /// [`Shared::shard_account`] as shared strings, the same for every
     /// session of the account.
-    pub fn shard_account_key(&self, user: &str) -> (Arc<str>, Arc<str>) {
+    pub fn shard_account_key(&self, user: &str) -> (&'static str, &'static str) {
         let (n, p) = self.shard_account(user);
         match self
             .account_keys
             .iter()
-            .find(|(kn, kp)| **kn == *n && **kp == *p)
+            .find(|(kn, kp)| *kn == n && *kp == p)
         {
-            Some((kn, kp)) => (kn.clone(), kp.clone()),
-            None => (n.into(), p.into()),
+            Some(&(kn, kp)) => (kn, kp),
+            // Not reached: every account of the config was interned at
+            // start, and the config does not change.
+            None => (intern(n), intern(p)),
         }
     }
 
@@ -441,6 +444,20 @@ impl Shared {
 }
 
 /// The pool settings of `[backend]`.
+/// `s` for the process's life, one copy per distinct text (shard account
+/// names and passwords from the config: a few, made at start; tests that
+/// start many servers share them).
+fn intern(s: &str) -> &'static str {
+    static NAMES: parking_lot::Mutex<Vec<&'static str>> = parking_lot::Mutex::new(Vec::new());
+    let mut names = NAMES.lock();
+    if let Some(n) = names.iter().find(|n| **n == s) {
+        return n;
+    }
+    let n: &'static str = Box::leak(s.into());
+    names.push(n);
+    n
+}
+
 fn pool_settings(b: &crate::config::BackendConfig) -> crate::backend::pool::PoolSettings {
     crate::backend::pool::PoolSettings {
         max: b.pool_max,

@@ -66,8 +66,8 @@ impl Session {
     /// The pool key of this session's connections.
     /// Made once per login (COM_CHANGE_USER forgets it).
     pub(in crate::frontend) fn conn_key(&mut self) -> ConnKey {
-        if let Some(k) = &self.mux.key {
-            return k.clone();
+        if let Some(k) = self.mux.key {
+            return k;
         }
         let (user, password) = self.shared.shard_account_key(&self.login.user);
         let key = ConnKey {
@@ -77,7 +77,7 @@ impl Session {
             ext_capabilities: self.login.ext_capabilities,
             charset: self.login.charset,
         };
-        self.mux.key = Some(key.clone());
+        self.mux.key = Some(key);
         key
     }
 
@@ -320,7 +320,7 @@ impl Session {
             }
             debug!(conn = self.id, shard = %pool.shard, backend_conn = conn.connection_id, "shard connection reset and given back to the pool");
             if let Some(c) = pool.give_back(Idle {
-                key: key.clone(),
+                key,
                 home: conn.conn.home(),
                 conn,
                 db: self.schema_shared(),
@@ -380,8 +380,8 @@ async fn fill_min_idle(shared: &Shared, shard: usize, pool: &Arc<ShardPool>) {
             address: &s.address,
             tls: &shared.shard_tls,
             public_key: s.public_key_pem.as_deref(),
-            user: &key.user,
-            password: &key.password,
+            user: key.user,
+            password: key.password,
             database: None,
             charset: key.charset,
             capabilities: key.capabilities,
@@ -396,7 +396,7 @@ async fn fill_min_idle(shared: &Shared, shard: usize, pool: &Arc<ShardPool>) {
         shared.learn(&hs);
         pool.stats.created.fetch_add(1, Ordering::Relaxed);
         if let Some(c) = pool.give_back(Idle {
-            key: key.clone(),
+            key,
             db: None,
             tag: 0,
             lid: Some(0),
