@@ -61,11 +61,6 @@ impl SchemaNames {
 #[derive(Debug)]
 pub struct Shared {
     pub config: Config,
-    /// The shard accounts of `config`, one pair per distinct account,
-    /// interned for the process's life (a few bytes per account, made once
-    /// at start): pooled connection keys copy them and compare them by
-    /// pointer ([`Shared::shard_account_key`]).
-    account_keys: Vec<(&'static str, &'static str)>,
     /// Schema names as pooled connections carry them, one `Arc` per name
     /// for every session ([`Shared::schema_arc`]).
     schemas: SchemaNames,
@@ -190,23 +185,7 @@ impl Shared {
         };
         let shard_tls =
             crate::tls::ShardTls::new(config.backend.tls, config.backend.tls_ca.as_deref());
-        let mut account_keys: Vec<(&'static str, &'static str)> = Vec::new();
-        let accounts = config
-            .users
-            .iter()
-            .filter_map(|u| u.shard_account.as_ref())
-            .map(|(n, p)| (n.as_str(), p.as_str()))
-            .chain([(
-                config.backend.user.as_str(),
-                config.backend.password.as_str(),
-            )]);
-        for (n, p) in accounts {
-            if !account_keys.iter().any(|(kn, kp)| *kn == n && *kp == p) {
-                account_keys.push((intern(n), intern(p)));
-            }
-        }
         Shared {
-            account_keys,
             schemas: Default::default(),
             sha2: crate::frontend::session::sha2state::Sha2State::new(
                 config.server.rsa_key.as_deref(),
@@ -297,20 +276,12 @@ impl Shared {
         }
     }
 
-    /// [`Shared::shard_account`] as shared strings, the same for every
-    /// session of the account.
+    /// [`Shared::shard_account`] interned: the same strings for every
+    /// session of the account, which pooled connection keys copy and
+    /// compare by pointer. Asked once per login.
     pub fn shard_account_key(&self, user: &str) -> (&'static str, &'static str) {
         let (n, p) = self.shard_account(user);
-        match self
-            .account_keys
-            .iter()
-            .find(|(kn, kp)| *kn == n && *kp == p)
-        {
-            Some(&(kn, kp)) => (kn, kp),
-            // Not reached: every account of the config was interned at
-            // start, and the config does not change.
-            None => (intern(n), intern(p)),
-        }
+        (intern(n), intern(p))
     }
 
     /// The shared `Arc` of schema name `name` ([`SchemaNames`]): the
@@ -443,9 +414,8 @@ impl Shared {
     }
 }
 
-/// The pool settings of `[backend]`.
-/// `s` for the process's life, one copy per distinct text (shard account
-/// names and passwords from the config: a few, made at start; tests that
+/// `s` for the process's life, one copy per distinct text: shard account
+/// names and passwords, which come from the config only (a few; tests that
 /// start many servers share them).
 fn intern(s: &str) -> &'static str {
     static NAMES: parking_lot::Mutex<Vec<&'static str>> = parking_lot::Mutex::new(Vec::new());
@@ -458,6 +428,7 @@ fn intern(s: &str) -> &'static str {
     n
 }
 
+/// The pool settings of `[backend]`.
 fn pool_settings(b: &crate::config::BackendConfig) -> crate::backend::pool::PoolSettings {
     crate::backend::pool::PoolSettings {
         max: b.pool_max,

@@ -3,9 +3,9 @@
 //!
 //! An async fn's future holds the largest future it awaits, so one rare
 //! path awaited inline (a login to a shard, a scatter, an XA commit) sizes
-//! every session's. Those are boxed where they are awaited or inside
-//! (`pooled::quit`'s comment); this test catches one that is not. It
-//! measures the type, not a run: `size_of` the future `serve` returns.
+//! every session's. Those are boxed where they are awaited or inside them;
+//! this test catches one that is not. It measures the type, not a run:
+//! `size_of` the future `serve` returns.
 
 use super::serve;
 
