@@ -222,8 +222,30 @@ impl ValueAcc {
     }
 }
 
-/// Parses one row after its `(`.
-fn row(lx: &mut Lexer<'_>, sql: &str, id_index: Option<usize>) -> Result<Row, Refuse> {
+/// Parses one row after its `(`: token by token up to the id column's
+/// value (`id_index`), which is classified, and the values after it by
+/// their bytes ([`scan_rest`]) when that reads them exactly as the tokens
+/// would. Only the id value's class is kept of the row's values, so an
+/// INSERT's long string literals after it are skipped by `memchr` rather
+/// than lexed (sysbench's `(id, k, c, pad)`: two literals of 120 and 60
+/// bytes after the id).
+fn row(
+    lx: &mut Lexer<'_>,
+    sql: &str,
+    modes: Modes,
+    id_index: Option<usize>,
+) -> Result<Row, Refuse> {
+    token_row(lx, sql, Some(modes), id_index)
+}
+
+/// [`row`]; the values after the id column's by tokens too when `scan` is
+/// `None` (the reference the scan is tested against).
+fn token_row(
+    lx: &mut Lexer<'_>,
+    sql: &str,
+    scan: Option<Modes>,
+    id_index: Option<usize>,
+) -> Result<Row, Refuse> {
     let mut depth = 0usize;
     let mut index = 0usize;
     let mut acc = ValueAcc::default();
@@ -264,11 +286,17 @@ fn row(lx: &mut Lexer<'_>, sql: &str, id_index: Option<usize>) -> Result<Row, Re
                     return Err(Refuse::Decline);
                 }
                 let v = std::mem::take(&mut acc);
-                if Some(index) == id_index {
+                let was_id = Some(index) == id_index;
+                if was_id {
                     id = v.finish(sql);
                 }
                 index += 1;
                 any = true;
+                if let (true, Some(modes)) = (was_id, scan) {
+                    if let Some(rest) = scan_rest(lx, sql, modes, index, true) {
+                        return Ok(Row { id, ..rest });
+                    }
+                }
             }
             Kind::Punct(b';') => return Err(Refuse::Syntax("the statement ends inside a row")),
             Kind::Unterminated => return Err(Refuse::Syntax("a quote or comment is not closed")),
@@ -312,6 +340,20 @@ static ROW_BYTES: [RowByte; 256] = {
 /// quote, an empty value, unbalanced brackets, a `;`, the end of the
 /// text): [`row`] then reads the row and makes the decision or error.
 fn scan_row(lx: &mut Lexer<'_>, sql: &str, modes: Modes) -> Option<Row> {
+    scan_rest(lx, sql, modes, 0, false)
+}
+
+/// [`scan_row`] from inside a row: `count` values read before `lx`'s
+/// position, `any` when the last of them ended at a top-level `,` (as
+/// [`token_row`] counts them). Returns the whole row's count, without
+/// `id`.
+fn scan_rest(
+    lx: &mut Lexer<'_>,
+    sql: &str,
+    modes: Modes,
+    mut count: usize,
+    mut any: bool,
+) -> Option<Row> {
     if lx.in_exec() {
         return None;
     }
@@ -320,9 +362,6 @@ fn scan_row(lx: &mut Lexer<'_>, sql: &str, modes: Modes) -> Option<Row> {
     let dq_backslash = !modes.ansi_quotes && !modes.no_backslash_escapes;
     let mut pos = lx.pos();
     let mut depth = 0usize;
-    let mut count = 0usize;
-    // A value ended at a top-level `,` (`row`'s `any`).
-    let mut any = false;
     // The current value has a token (`row`'s `acc.tokens > 0`).
     let mut nonempty = false;
     loop {
@@ -483,7 +522,7 @@ pub fn body(
             };
             rows.push(match scanned {
                 Some(r) => r,
-                None => row(lx, sql, id_index)?,
+                None => row(lx, sql, modes, id_index)?,
             });
             if next_if_punct(lx, b',').is_none() {
                 break;
@@ -703,12 +742,54 @@ mod tests {
             let mut fast = start.clone();
             let mut slow = start.clone();
             if let Some(r) = scan_row(&mut fast, &sql, modes) {
-                prop_assert_eq!(Ok(r), row(&mut slow, &sql, None));
+                prop_assert_eq!(Ok(r), token_row(&mut slow, &sql, None, None));
                 prop_assert_eq!(lexer_state(&fast), lexer_state(&slow));
             } else {
                 prop_assert_eq!(lexer_state(&fast), lexer_state(&start));
             }
         }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+        /// A row with the id column, its values after the id's skipped by
+        /// bytes where they can be, reads as the token path reads it: the
+        /// same id value, count, close, error and lexer state.
+        #[test]
+        fn rows_scanned_past_the_id_agree_with_the_token_path(
+            pieces in proptest::collection::vec(piece(), 0..8),
+            tail in proptest::collection::vec(piece(), 0..3),
+            id_index in 0usize..4,
+            nbe in any::<bool>(),
+            ansi in any::<bool>(),
+        ) {
+            let sql = format!("INSERT INTO t VALUES ({}){}", pieces.concat(), tail.concat());
+            let modes = Modes { no_backslash_escapes: nbe, ansi_quotes: ansi };
+            let start = Lexer::new(&sql, sql.find('(').map_or(0, |i| i + 1), modes);
+            let mut fast = start.clone();
+            let mut slow = start.clone();
+            let r = row(&mut fast, &sql, modes, Some(id_index));
+            prop_assert_eq!(r, token_row(&mut slow, &sql, None, Some(id_index)));
+            prop_assert_eq!(lexer_state(&fast), lexer_state(&slow));
+        }
+    }
+
+    #[test]
+    fn rows_with_the_id_first_skip_the_rest_by_bytes() {
+        use crate::sql::shape::ValueClass;
+        let m = Modes::default();
+        let sql = "INSERT INTO t (id, k, c) VALUES (0, 5, 'a, b) c'), (7, f(1, 2), \"x\")";
+        let mut lx = Lexer::new(sql, sql.find("(0").map_or(0, |i| i + 1), m);
+        let r = row(&mut lx, sql, m, Some(0)).unwrap();
+        assert_eq!(r.count, 3);
+        assert_eq!(r.id.map(|v| v.class), Some(ValueClass::Int(0)));
+        assert_eq!(sql.get(r.close..r.close + 3), Some("), "));
+        assert!(lx.next_token().is_some_and(|t| t.is(b',')));
+        assert!(lx.next_token().is_some_and(|t| t.is(b'(')));
+        let r = row(&mut lx, sql, m, Some(0)).unwrap();
+        assert_eq!(r.count, 3);
+        assert_eq!(r.id.map(|v| v.class), Some(ValueClass::Int(7)));
+        assert_eq!(r.close, sql.len() - 1);
     }
 
     #[test]
