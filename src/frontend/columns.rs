@@ -11,14 +11,14 @@
 
 use parking_lot::RwLock;
 use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Tables by name, hashed with foldhash: the names are those of tables
 /// information_schema listed (at most 10,000 kept), looked up at every
 /// INSERT a multiplexed session reads for its `LAST_INSERT_ID()` effect,
 /// where SipHash's two lookups cost about 400 instructions.
 type HashMap<K, V> = foldhash::HashMap<K, V>;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// How long a table's column order is trusted.
 pub const TTL: Duration = Duration::from_secs(10);
