@@ -726,6 +726,20 @@ mod tests {
         (lx.pos(), lx.in_exec(), lx.clone().take_exec_seen())
     }
 
+    /// An INSERT whose first row is `pieces` (then `tail`), and its modes.
+    fn values_of(pieces: &[&str], tail: &[&str], nbe: bool, ansi: bool) -> (String, Modes) {
+        let sql = format!(
+            "INSERT INTO t VALUES ({}){}",
+            pieces.concat(),
+            tail.concat()
+        );
+        let modes = Modes {
+            no_backslash_escapes: nbe,
+            ansi_quotes: ansi,
+        };
+        (sql, modes)
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(4000))]
         /// Every row `scan_row` accepts, `row` reads the same way.
@@ -736,11 +750,9 @@ mod tests {
             nbe in any::<bool>(),
             ansi in any::<bool>(),
         ) {
-            let sql = format!("INSERT INTO t VALUES ({}){}", pieces.concat(), tail.concat());
-            let modes = Modes { no_backslash_escapes: nbe, ansi_quotes: ansi };
+            let (sql, modes) = values_of(&pieces, &tail, nbe, ansi);
             let start = Lexer::new(&sql, sql.find('(').map_or(0, |i| i + 1), modes);
-            let mut fast = start.clone();
-            let mut slow = start.clone();
+            let (mut fast, mut slow) = (start.clone(), start.clone());
             if let Some(r) = scan_row(&mut fast, &sql, modes) {
                 prop_assert_eq!(Ok(r), token_row(&mut slow, &sql, None, None));
                 prop_assert_eq!(lexer_state(&fast), lexer_state(&slow));
@@ -763,11 +775,9 @@ mod tests {
             nbe in any::<bool>(),
             ansi in any::<bool>(),
         ) {
-            let sql = format!("INSERT INTO t VALUES ({}){}", pieces.concat(), tail.concat());
-            let modes = Modes { no_backslash_escapes: nbe, ansi_quotes: ansi };
+            let (sql, modes) = values_of(&pieces, &tail, nbe, ansi);
             let start = Lexer::new(&sql, sql.find('(').map_or(0, |i| i + 1), modes);
-            let mut fast = start.clone();
-            let mut slow = start.clone();
+            let (mut fast, mut slow) = (start.clone(), start.clone());
             let r = row(&mut fast, &sql, modes, Some(id_index));
             prop_assert_eq!(r, token_row(&mut slow, &sql, None, Some(id_index)));
             prop_assert_eq!(lexer_state(&fast), lexer_state(&slow));
