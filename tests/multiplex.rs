@@ -833,11 +833,47 @@ async fn a_prepared_statements_facts_hold_at_every_execute() {
 /// value is claimed and read as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ids_mariadb_generated_are_known_from_the_ok_packet() {
-    let Some((tb, schema, p)) =
-        setup("mux_gen", "pool_max = 1\npool_wait_timeout_ms = 60000").await
-    else {
+    let Some((tb, schema, p)) = setup("mux_gen", ONE_CONNECTION).await else {
         return;
     };
+    generated_ids_are_known(tb, schema, p).await;
+}
+
+/// One pooled connection, waited for as long as a test may take.
+const ONE_CONNECTION: &str = "pool_max = 1\npool_wait_timeout_ms = 60000";
+
+/// The same with rules for another table: the planner reads each INSERT
+/// into `t` up to its table, finds no rule and passes it on, and the
+/// session reads its effect on from there (`sql::autoinc::resume`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_mariadb_generated_are_known_with_rules_for_other_tables() {
+    let Some(tb) = support::testbed() else { return };
+    let schema = support::unique("mux_gen_rules");
+    proxy::create_schema(&tb, &schema).await;
+    proxy::admin(
+        &tb,
+        0,
+        &[&format!(
+            "CREATE TABLE `{schema}`.r (id BIGINT UNSIGNED PRIMARY KEY, w INT)"
+        )],
+    )
+    .await;
+    let text = with_mux(
+        proxy::config_text_etcd(&tb, &support::unique("/mux-gen")),
+        ONE_CONNECTION,
+    );
+    let cfg = idgate::config::Config::parse(&text, "test").expect("test config is valid");
+    let rules = format!(
+        "[[generator]]\nname = \"g\"\nkind = \"sequence\"\n\n\
+         [[table]]\nname = \"{schema}.r\"\ncolumn = \"id\"\ngenerator = \"g\"\n"
+    );
+    let p = Proxy::start_config_rules(cfg, &rules).await;
+    generated_ids_are_known(tb, schema, p).await;
+}
+
+/// What [`ids_mariadb_generated_are_known_from_the_ok_packet`] checks, on
+/// `p` (one pooled connection) in front of `tb`, in `schema`.
+async fn generated_ids_are_known(tb: support::Testbed, schema: String, p: Proxy) {
     let mut a = Conn::new(p.opts(Some(&schema))).await.expect("client a");
     a.query_drop("CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
         .await

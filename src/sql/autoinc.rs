@@ -11,6 +11,7 @@ use super::lexer::{Lexer, Modes};
 use super::shape::{Body, ValueClass};
 use super::SqlModes;
 use std::borrow::Cow;
+use std::ops::Range;
 
 /// The table a single INSERT writes (`schema` as written, if it is).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +55,84 @@ pub fn insert(sql: &str, modes: SqlModes) -> Option<Insert<'_>> {
         target: Target {
             schema: head.schema,
             table: head.table,
+        },
+    })
+}
+
+/// Where another reader of one INSERT, the planner (`plan.rs`), stopped
+/// after its table name when it passed the statement on unchanged (no
+/// rule table): [`resume`] goes on from there for the statement's
+/// `LAST_INSERT_ID()` effect instead of reading its head again. Offsets
+/// into the text it was read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Read {
+    /// The text's length: a reading is resumed on its own text only.
+    len: usize,
+    /// Just past the table name (or its PARTITION list).
+    after: usize,
+    modes: Modes,
+    schema: Option<Range<usize>>,
+    table: Range<usize>,
+}
+
+impl Read {
+    /// What [`insert`] would find of `sql`, from a reading of it with
+    /// `modes` whose first word is `verb` (its first token), head `head`
+    /// and lexer `lx` just past it. `None` for what [`insert`] declines
+    /// (REPLACE, IGNORE, a `;`) and for a name that is not a slice of
+    /// `sql` (quoted with a doubled quote): those are read again.
+    pub(crate) fn of(
+        sql: &str,
+        verb: &str,
+        head: &fast::Head<'_>,
+        lx: &Lexer<'_>,
+        modes: Modes,
+    ) -> Option<Read> {
+        if !verb.eq_ignore_ascii_case("INSERT")
+            || head.ignore
+            || memchr::memchr(b';', sql.as_bytes()).is_some()
+        {
+            return None;
+        }
+        let schema = match &head.schema {
+            Some(s) => Some(span(sql, s)?),
+            None => None,
+        };
+        Some(Read {
+            len: sql.len(),
+            after: lx.pos(),
+            modes,
+            schema,
+            table: span(sql, &head.table)?,
+        })
+    }
+}
+
+/// Where `name` lies in `sql`, when it is a slice of it (a name
+/// unquoted into a string of its own lies elsewhere in memory).
+fn span(sql: &str, name: &str) -> Option<Range<usize>> {
+    let start = (name.as_ptr() as usize).checked_sub(sql.as_ptr() as usize)?;
+    let end = start + name.len();
+    (end <= sql.len()).then_some(start..end)
+}
+
+/// [`insert`] of `sql` from where `read` left it (`None` when `read` is
+/// not a reading of a text as long as `sql`).
+pub fn resume<'a>(sql: &'a str, read: &Read) -> Option<Insert<'a>> {
+    if sql.len() != read.len {
+        return None;
+    }
+    let schema = match &read.schema {
+        Some(r) => Some(Cow::Borrowed(sql.get(r.clone())?)),
+        None => None,
+    };
+    Some(Insert {
+        sql,
+        lx: Lexer::new(sql, read.after, read.modes),
+        modes: read.modes,
+        target: Target {
+            schema,
+            table: Cow::Borrowed(sql.get(read.table.clone())?),
         },
     })
 }
@@ -369,7 +448,106 @@ mod tests {
         );
     }
 
+    /// The planner's reading of `sql` (the session's schema `shop`,
+    /// no rule for its table), and the plan.
+    fn planned(
+        sql: &str,
+        m: SqlModes,
+    ) -> Result<(crate::sql::Plan, Option<Read>), crate::sql::SqlError> {
+        let columns = |_: &str, _: &str| None;
+        let ctx = crate::sql::PlanCtx {
+            schema: Some("shop"),
+            no_auto_value_on_zero: m.no_auto_value_on_zero,
+            no_backslash_escapes: m.no_backslash_escapes,
+            ansi_quotes: m.ansi_quotes,
+            columns: &columns,
+            mentions: None,
+        };
+        let rules = crate::sql::tests::rules();
+        crate::sql::plan::plan_query_reading(sql, &rules, &ctx)
+    }
+
+    #[test]
+    fn the_planners_reading_is_resumed_for_the_usual_insert() {
+        let sql = "INSERT INTO sbtest1 (id, k, c, pad) VALUES (0, 5012, '6848-9643', '2219-7011')";
+        let m = SqlModes::default();
+        let (plan, read) = planned(sql, m).unwrap();
+        assert_eq!(plan, crate::sql::Plan::Passthrough);
+        let i = resume(sql, &read.expect("a plain INSERT is resumed")).unwrap();
+        assert_eq!(
+            (i.target.schema.as_deref(), &*i.target.table),
+            (None, "sbtest1")
+        );
+        let cols = ["id", "k", "c", "pad"].map(String::from);
+        assert_eq!(i.effect(Some("id"), &cols, m), LastId::Generated);
+        // Not on another text, nor for what `insert` declines.
+        let read = planned(sql, m).unwrap().1.unwrap();
+        assert!(resume(&sql[1..], &read).is_none());
+        for other in [
+            "REPLACE INTO t (k) VALUES (1)",
+            "INSERT IGNORE INTO t (k) VALUES (1)",
+            "INSERT INTO t (k) VALUES (1); SELECT 1",
+            "INSERT INTO shop.orders (sku) VALUES (1)",
+        ] {
+            assert!(planned(other, m).unwrap().1.is_none(), "{other}");
+        }
+    }
+
     proptest::proptest! {
+        /// Where the planner passed an INSERT on, its reading resumed
+        /// reads what reading the text again from the start reads: the
+        /// same table, and the same effect for any AUTO_INCREMENT column.
+        #[test]
+        fn the_planners_reading_resumed_agrees_with_reading_again(
+            verb in proptest::sample::select(vec![
+                "INSERT", "insert", "REPLACE", "INSERT IGNORE", "INSERT LOW_PRIORITY",
+            ]),
+            into in proptest::bool::ANY,
+            space in proptest::sample::select(vec![" ", "\n ", " /* c */ ", "  -- x\n"]),
+            schema in proptest::sample::select(vec![
+                None, Some("s"), Some("`s`"), Some("\"s\""), Some("`s``x`"), Some("shop"),
+            ]),
+            table in proptest::sample::select(vec![
+                "t", "`t`", "\"t\"", "`t``u`", "T1", "orders", "`é`",
+            ]),
+            partition in proptest::bool::ANY,
+            list in proptest::sample::select(vec!["", " (id, k)", "(k, id)", " (`id`, k)", " ()"]),
+            rows in proptest::collection::vec(
+                proptest::sample::select(vec!["NULL", "DEFAULT", "0", "5", "'7'", "?", "'a\\'", "\"x\""]),
+                1..3,
+            ),
+            tail in proptest::sample::select(vec!["", ";", " ON DUPLICATE KEY UPDATE k = 1", " "]),
+            ansi_quotes in proptest::bool::ANY,
+            no_backslash_escapes in proptest::bool::ANY,
+            no_auto_value_on_zero in proptest::bool::ANY,
+            column in proptest::sample::select(vec![Some("id"), Some("K"), None]),
+        ) {
+            let m = SqlModes { ansi_quotes, no_backslash_escapes, no_auto_value_on_zero };
+            let into = if into { " INTO" } else { "" };
+            let name = match schema {
+                Some(s) => format!("{s}.{table}"),
+                None => table.to_string(),
+            };
+            let partition = if partition { " PARTITION (p0)" } else { "" };
+            let values: Vec<String> = rows.iter().map(|v| format!("({v}, 1)")).collect();
+            let sql = format!(
+                "{verb}{into}{space}{name}{partition}{list} VALUES {}{tail}",
+                values.join(", ")
+            );
+            let Ok((_, Some(read))) = planned(&sql, m) else {
+                return Ok(());
+            };
+            let resumed = resume(&sql, &read).expect("resumed on its own text");
+            let again = insert(&sql, m).expect("what the planner reads, insert reads");
+            proptest::prop_assert_eq!(&resumed.target, &again.target, "{}", sql);
+            let cols = ["id".to_string(), "k".to_string()];
+            proptest::prop_assert_eq!(
+                resumed.effect(column, &cols, m),
+                again.effect(column, &cols, m),
+                "{}", sql
+            );
+        }
+
         /// The rows read once and decided under both modes say what
         /// reading the text once per mode says.
         #[test]

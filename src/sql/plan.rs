@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::{Arc, LazyLock};
 
+use super::autoinc;
 use super::edit::{Edit, EditKind};
 use super::error::SqlError;
 use super::fast::{self, Refuse};
@@ -247,6 +248,23 @@ pub fn plan_query(sql: &str, rules: &RuleSet, ctx: &PlanCtx<'_>) -> Result<Plan,
     plan_query_with(sql, rules, ctx, Engine::Auto)
 }
 
+/// [`plan_query`], and for an INSERT passed on unchanged (no rule table),
+/// where its reading stopped, for [`autoinc::resume`]: a multiplexed
+/// session reads the same INSERT again for its `LAST_INSERT_ID()` effect
+/// (`frontend/session/generated.rs`), from there.
+///
+/// # Errors
+/// As [`plan_query`].
+pub fn plan_query_reading(
+    sql: &str,
+    rules: &RuleSet,
+    ctx: &PlanCtx<'_>,
+) -> Result<(Plan, Option<autoinc::Read>), SqlError> {
+    let mut read = None;
+    let plan = plan(sql, rules, ctx, Engine::Auto, Some(&mut read))?;
+    Ok((plan, read))
+}
+
 /// Whether [`plan_query`] passes `sql` through whatever the session's
 /// `sql_mode`: one statement that names neither `LAST_INSERT_ID` nor
 /// `@@identity`, starting with a word that makes it neither an INSERT nor
@@ -286,6 +304,18 @@ pub fn plan_query_with(
     ctx: &PlanCtx<'_>,
     engine: Engine,
 ) -> Result<Plan, SqlError> {
+    plan(sql, rules, ctx, engine, None)
+}
+
+/// [`plan_query_with`], noting in `read` (when asked) where the reading
+/// of an INSERT passed on unchanged stopped.
+fn plan(
+    sql: &str,
+    rules: &RuleSet,
+    ctx: &PlanCtx<'_>,
+    engine: Engine,
+    read: Option<&mut Option<autoinc::Read>>,
+) -> Result<Plan, SqlError> {
     let modes = ctx.modes();
     let hint = last_id_hint(sql.as_bytes(), ctx.mentions);
     // The common case: one ordinary statement. An INSERT into a rule table
@@ -322,6 +352,9 @@ pub fn plan_query_with(
                         match rules.entry(schema, &head.table) {
                             None => {
                                 views::check_insert(rules, schema, &head.table, "an INSERT")?;
+                                if let (Some(read), Some(verb)) = (read, sql.get(t.start..t.end)) {
+                                    *read = autoinc::Read::of(sql, verb, &head, &lx, modes);
+                                }
                                 return Ok(Plan::Passthrough);
                             }
                             Some(entry) => found = Some((t.start, entry, head, lx)),

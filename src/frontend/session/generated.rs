@@ -33,7 +33,7 @@ use crate::frontend::session::facts::fetch_columns_later;
 use crate::frontend::session::stmt::Statements;
 use crate::frontend::session::Session;
 use crate::protocol::consts::cmd;
-use crate::sql::autoinc::{self, LastId};
+use crate::sql::autoinc::{self, LastId, Read};
 use crate::sql::statement::keyword::first_keyword;
 use std::sync::atomic::Ordering;
 
@@ -78,6 +78,7 @@ impl Session {
         m.insert_classified = false;
         m.lid_effect = None;
         m.insert_rule = false;
+        m.insert_read = None;
         if m.want_lid || !self.shared.config.backend.multiplex {
             return;
         }
@@ -101,7 +102,7 @@ impl Session {
         }
         self.mux.insert_classified = true;
         let known = match std::str::from_utf8(&self.mux.insert_text) {
-            Ok(sql) => self.insert_effect(sql),
+            Ok(sql) => self.insert_effect(sql, self.mux.insert_read.as_ref()),
             Err(_) => Known::NoTarget,
         };
         let effect = match known {
@@ -124,12 +125,17 @@ impl Session {
     /// What INSERT (or REPLACE) `sql` does to `LAST_INSERT_ID()`, from its
     /// text, the session's `sql_mode` when idgate read it (otherwise what
     /// every mode reads alike) and the cached columns of its table.
-    pub(in crate::frontend) fn insert_effect(&self, sql: &str) -> Known {
+    ///
+    /// Where the planner read the INSERT up to its table and passed it on
+    /// (`read`, with the `sql_mode` known), the reading goes on from there:
+    /// the planner found no rule for the table.
+    pub(in crate::frontend) fn insert_effect(&self, sql: &str, read: Option<&Read>) -> Known {
         let modes = self.sql_modes;
         // Read once: its table here, then its rows for the effect.
-        let insert = match modes {
-            Some(m) => autoinc::insert(sql, m),
-            None => autoinc::insert_in_every_mode(sql),
+        let (insert, planned) = match (modes, read) {
+            (Some(_), Some(r)) => (autoinc::resume(sql, r), true),
+            (Some(m), None) => (autoinc::insert(sql, m), false),
+            (None, _) => (autoinc::insert_in_every_mode(sql), false),
         };
         let Some(insert) = insert else {
             return Known::NoTarget;
@@ -138,10 +144,11 @@ impl Session {
         let Some(schema) = target.schema.as_deref().or(self.schema.as_deref()) else {
             return Known::NoTarget;
         };
-        if self
-            .rules
-            .as_ref()
-            .is_some_and(|r| r.entry(Some(schema), &target.table).is_some())
+        if !planned
+            && self
+                .rules
+                .as_ref()
+                .is_some_and(|r| r.entry(Some(schema), &target.table).is_some())
         {
             return Known::Rule;
         }

@@ -80,12 +80,12 @@ impl Session {
         let Ok(text) = std::str::from_utf8(sql) else {
             return false;
         };
-        let known = match self.insert_effect(text) {
+        let known = match self.insert_effect(text, None) {
             Known::Unread { schema, table } => {
                 if self.fetch_columns_via(&schema, &table, true).await.is_err() {
                     return false;
                 }
-                self.insert_effect(text)
+                self.insert_effect(text, None)
             }
             known => known,
         };

@@ -47,6 +47,10 @@ pub struct MuxState {
     /// it does to the value matters (reused buffer).
     pub(in crate::frontend) insert_pending: bool,
     pub(in crate::frontend) insert_text: Vec<u8>,
+    /// Where the planner's reading of that text stopped, when it passed
+    /// the INSERT on unchanged (`sql::autoinc::Read`): read on from there,
+    /// not again from the start.
+    pub(in crate::frontend) insert_read: Option<crate::sql::autoinc::Read>,
     /// Its text was looked at: `lid_effect` is what was found (`None`:
     /// unknown), `insert_rule` whether it writes a rule table.
     pub(in crate::frontend) insert_classified: bool,

@@ -97,8 +97,10 @@ impl Session {
             // Boxed: rare (`engine/size_tests.rs`).
             Box::pin(self.check_dynamic_source(&text)).await?;
         }
-        let plan = match self
-            .plan(&text, &sql::plan_query, Plan::columns_needed)
+        let (plan, read) = match self
+            .plan(&text, &sql::plan::plan_query_reading, |(p, _)| {
+                p.columns_needed()
+            })
             .await?
         {
             Ok(p) => p,
@@ -106,7 +108,15 @@ impl Session {
         };
         let rw = match plan {
             Plan::Rewrite(rw) => rw,
-            _ => return Ok(false),
+            _ => {
+                // An INSERT into a table without rules, read up to its
+                // table: its LAST_INSERT_ID() effect is read on from there
+                // (`session/generated.rs`), in the payload's own bytes.
+                if self.mux.insert_pending && matches!(text, Cow::Borrowed(_)) {
+                    self.mux.insert_read = read;
+                }
+                return Ok(false);
+            }
         };
         if matches!(text, Cow::Owned(_)) {
             let rule = rw.statements().iter().find_map(|s| s.rule.as_ref());
