@@ -5,7 +5,6 @@
 //! the command it runs and since when, whether it is in a transaction).
 
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use tokio::sync::Notify;
@@ -85,7 +84,7 @@ impl Control {
 /// Every session of the server, by idgate connection id.
 #[derive(Debug)]
 pub struct Registry {
-    sessions: Mutex<HashMap<u32, Arc<Control>>>,
+    sessions: Mutex<foldhash::HashMap<u32, Arc<Control>>>,
     /// Where [`Control::since_us`] counts from.
     epoch: std::time::Instant,
     /// Sessions registered since the start
