@@ -19,7 +19,9 @@
 //! waiting for it, or takers of the pool had to read a value in its last
 //! [`LOOK_FOR`] give-backs): reading the statement costs about a
 //! microsecond, which a session that takes its own connection back, the
-//! usual case, would pay for nothing.
+//! usual case, would pay for nothing. A query the planner passed on (an
+//! INSERT into a table without rules) is read on from where the planner
+//! stopped, after its table name (`sql::autoinc::resume`).
 //!
 //! Which column is AUTO_INCREMENT comes from the shared column cache
 //! (`frontend/columns.rs`: information_schema on shard 0, trusted for its
