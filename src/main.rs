@@ -10,13 +10,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use tracing::{error, info, warn};
 
-/// mimalloc instead of glibc's malloc: a connection through idgate
-/// allocates about 36 times (its session, buffers, login, task), and
-/// glibc spent about 9,300 of its 55,000 instructions in malloc and free
-/// (callgrind), most in freeing the larger blocks.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser)]
 #[command(
     name = "idgate",
