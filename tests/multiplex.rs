@@ -37,6 +37,31 @@ async fn start_mux(tb: &support::Testbed, pool: &str) -> Proxy {
     Proxy::start_config(cfg, true).await
 }
 
+/// One pooled connection, waited for as long as a test may take.
+const ONE_CONNECTION: &str = "pool_max = 1\npool_wait_timeout_ms = 60000";
+
+/// idgate with multiplexing on [`ONE_CONNECTION`], its allocator in the
+/// test bed's etcd under a new prefix named after `prefix`, filling
+/// `schema.r`'s `id` from sequence `g` (with `generator_extra`, lines of
+/// the generator).
+async fn start_mux_filling_r(
+    tb: &support::Testbed,
+    prefix: &str,
+    schema: &str,
+    generator_extra: &str,
+) -> Proxy {
+    let text = with_mux(
+        proxy::config_text_etcd(tb, &support::unique(prefix)),
+        ONE_CONNECTION,
+    );
+    let cfg = idgate::config::Config::parse(&text, "test").expect("test config is valid");
+    let rules = format!(
+        "[[generator]]\nname = \"g\"\nkind = \"sequence\"\n{generator_extra}\n\
+         [[table]]\nname = \"{schema}.r\"\ncolumn = \"id\"\ngenerator = \"g\"\n"
+    );
+    Proxy::start_config_rules(cfg, &rules).await
+}
+
 /// The test bed, a new schema named after `name` on it, and idgate with
 /// multiplexing and `pool` in front (`None`: no test bed, outside CI).
 async fn setup(name: &str, pool: &str) -> Option<(support::Testbed, String, Proxy)> {
@@ -434,16 +459,7 @@ async fn filled_in_ids_are_known_and_an_updating_upsert_keeps_the_sessions_value
         ],
     )
     .await;
-    let text = with_mux(
-        proxy::config_text_etcd(&tb, &support::unique("/mux-odku")),
-        "pool_max = 1\npool_wait_timeout_ms = 60000",
-    );
-    let cfg = idgate::config::Config::parse(&text, "test").expect("test config is valid");
-    let rules = format!(
-        "[[generator]]\nname = \"g\"\nkind = \"sequence\"\nbatch = 20\n\n\
-         [[table]]\nname = \"{schema}.r\"\ncolumn = \"id\"\ngenerator = \"g\"\n"
-    );
-    let p = Proxy::start_config_rules(cfg, &rules).await;
+    let p = start_mux_filling_r(&tb, "/mux-odku", &schema, "batch = 20\n").await;
     let mut c = Conn::new(p.opts(Some(&schema))).await.expect("client c");
     c.query_drop("INSERT INTO r (k, w) VALUES ('k1', 'x')")
         .await
@@ -839,9 +855,6 @@ async fn ids_mariadb_generated_are_known_from_the_ok_packet() {
     generated_ids_are_known(tb, schema, p).await;
 }
 
-/// One pooled connection, waited for as long as a test may take.
-const ONE_CONNECTION: &str = "pool_max = 1\npool_wait_timeout_ms = 60000";
-
 /// The same with rules for another table: the planner reads each INSERT
 /// into `t` up to its table, finds no rule and passes it on, and the
 /// session reads its effect on from there (`sql::autoinc::resume`).
@@ -858,16 +871,7 @@ async fn ids_mariadb_generated_are_known_with_rules_for_other_tables() {
         )],
     )
     .await;
-    let text = with_mux(
-        proxy::config_text_etcd(&tb, &support::unique("/mux-gen")),
-        ONE_CONNECTION,
-    );
-    let cfg = idgate::config::Config::parse(&text, "test").expect("test config is valid");
-    let rules = format!(
-        "[[generator]]\nname = \"g\"\nkind = \"sequence\"\n\n\
-         [[table]]\nname = \"{schema}.r\"\ncolumn = \"id\"\ngenerator = \"g\"\n"
-    );
-    let p = Proxy::start_config_rules(cfg, &rules).await;
+    let p = start_mux_filling_r(&tb, "/mux-gen", &schema, "").await;
     generated_ids_are_known(tb, schema, p).await;
 }
 

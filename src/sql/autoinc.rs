@@ -78,9 +78,11 @@ pub struct Read {
 impl Read {
     /// What [`insert`] would find of `sql`, from a reading of it with
     /// `modes` whose first word is `verb` (its first token), head `head`
-    /// and lexer `lx` just past it. `None` for what [`insert`] declines
-    /// (REPLACE, IGNORE, a `;`) and for a name that is not a slice of
-    /// `sql` (quoted with a doubled quote): those are read again.
+    /// and lexer `lx` just past it. The caller has found no `;` in `sql`
+    /// (the planner's one-statement path: [`insert`] declines any). `None`
+    /// for what [`insert`] declines besides (REPLACE, IGNORE) and for a
+    /// name that is not a slice of `sql` (quoted with a doubled quote):
+    /// those are read again.
     pub(crate) fn of(
         sql: &str,
         verb: &str,
@@ -88,10 +90,8 @@ impl Read {
         lx: &Lexer<'_>,
         modes: Modes,
     ) -> Option<Read> {
-        if !verb.eq_ignore_ascii_case("INSERT")
-            || head.ignore
-            || memchr::memchr(b';', sql.as_bytes()).is_some()
-        {
+        debug_assert!(memchr::memchr(b';', sql.as_bytes()).is_none());
+        if !verb.eq_ignore_ascii_case("INSERT") || head.ignore {
             return None;
         }
         let schema = match &head.schema {
