@@ -369,9 +369,11 @@ EOF
     server_tls="tls_cert = \"$tls_dir/server.pem\"
 tls_key = \"$tls_dir/server.key\""
   fi
+  idgate_admin_port=$(free_port)
   cat >"$tmp/idgate.toml" <<EOF
 [server]
 listen = "$host:$port"
+admin_listen = "$host:$idgate_admin_port"
 $server_tls
 $(printf '%s' "${BENCH_SERVER_EXTRA:-}" | sed -e '/^$/d' -e 's/$/ # bench-server-extra/')
 
@@ -416,7 +418,7 @@ generator = "sbtest_sh"
 shard_key = "id"
 sharding = "mod"
 EOF
-  sed -e "s|^listen = .*|listen = \"$host:$2\"|" -e "s|^dir = .*|dir = \"$tmp/rules_sh\"|" \
+  sed -e "s|^listen = .*|listen = \"$host:$2\"|" -e "s|^dir = .*|dir = \"$tmp/rules_sh\"|" -e '/^admin_listen = /d' \
     -e "s|^etcd_prefix = \"\(.*\)\"|etcd_prefix = \"\1-sh\"|" "$tmp/idgate.toml" >"$tmp/idgate_sh.toml"
   printf '\n[[shards]]\nname = "s1"\naddress = "%s"\n' "$host:$s1_port" >>"$tmp/idgate_sh.toml"
 }
@@ -468,7 +470,7 @@ start_idgate() {
       [ "${BENCH_BASE_EXTRA:-}" = 1 ] && keep='/^$/b'
       local keep_server='/ # bench-server-extra$/d'
       [ "${BENCH_BASE_SERVER_EXTRA:-}" = 1 ] && keep_server='/^$/b'
-      sed -e "s/^listen = \"$host:$port\"/listen = \"$host:$port_base\"/" -e "$keep" \
+      sed -e "s/^listen = \"$host:$port\"/listen = \"$host:$port_base\"/" -e "$keep" -e '/^admin_listen = /d' \
         -e "$keep_server" "$tmp/idgate.toml" >"$tmp/idgate_base.toml"
       # A base binary from before the TLS keys (it refuses unknown keys) had
       # no TLS at all: the lines go.
@@ -486,7 +488,7 @@ start_idgate() {
       launch_idgate idgate_base "$tmp/idgate_base.toml" "$port_base"
       # Said in the report: a base with other settings measures them too
       # (session threads alone move CPU per statement by 1.5-2 us).
-      local plain='/^listen = /d; s/ # bench-[a-z-]*$//'
+      local plain='/^listen = /d; /^admin_listen = /d; s/ # bench-[a-z-]*$//'
       # Sorted: BENCH_BASE_BACKEND_EXTRA's lines stand elsewhere in [backend].
       base_settings=$(diff <(sed "$plain" "$tmp/idgate.toml" | sort) <(sed "$plain" "$tmp/idgate_base.toml" | sort) |
         sed -n 's/^\([<>]\) */\1 /p' | paste -sd ';' -) || true
@@ -684,11 +686,21 @@ run_one() {
   fi
 }
 
+# pool_counters: idgate's shard pool counters for s0 from its /metrics
+# (summed over the pool's keys): multiplexed waits lid_reads moved created.
+pool_counters() {
+  curl -fsS "http://$host:$idgate_admin_port/metrics" 2>/dev/null | awk '
+    /^idgate_pool_(multiplexed|waits|lid_reads|moved|created)_total\{shard="s0"/ {
+      n = $1; sub(/_total\{.*/, "", n); sub(/^idgate_pool_/, "", n); v[n] += $2 }
+    END { printf "%d %d %d %d %d\n", v["multiplexed"], v["waits"], v["lid_reads"], v["moved"], v["created"] }'
+}
+
 run_workload() {
-  local wl=$1 targets n r i
+  local wl=$1 targets n r i p0=() p1=()
   read -r -a targets <<<"$(workload_targets "$wl")"
   n=${#targets[@]}
   log "workload $wl: targets ${targets[*]}; $rounds round(s) of $duration s, $threads threads"
+  ((idgate_ok)) && read -r -a p0 <<<"$(pool_counters)"
   if ((warmup > 0)); then
     for t in "${targets[@]}"; do run_one "$wl" "$t" 0 "$warmup"; done
   fi
@@ -698,6 +710,19 @@ run_workload() {
       run_one "$wl" "${targets[$(((i + r - 1) % n))]}" "$r" "$duration"
     done
   done
+  # What idgate's pool did in this workload (warm-ups included): takes that
+  # waited for a connection (pool_max below the clients at once), values
+  # read because a connection changed hands (the INSERTs are then read for
+  # their LAST_INSERT_ID() effect: about 2,400 instructions more each),
+  # connections moved between session threads, and opened.
+  ((idgate_ok)) && [ ${#p0[@]} = 5 ] || return 0
+  read -r -a p1 <<<"$(pool_counters)"
+  [ ${#p1[@]} = 5 ] || return 0
+  local line
+  line=$(printf 'idgate pool s0 in %s: %d statements multiplexed, %d waits, %d LAST_INSERT_ID reads, %d moved, %d opened' \
+    "$wl" $((p1[0] - p0[0])) $((p1[1] - p0[1])) $((p1[2] - p0[2])) $((p1[3] - p0[3])) $((p1[4] - p0[4])))
+  log "$line"
+  printf '# %s\n' "$line" >>"$results"
 }
 
 # Every row inserted through idgate into the rule table has its own id, idgate's.
@@ -808,6 +833,7 @@ fi
   [ -z "$base_settings" ] || echo "NOTE: idgate and idgate_base ran different settings (< idgate, > idgate_base; BENCH_BASE_EXTRA=1, BENCH_BASE_SERVER_EXTRA=1 or BENCH_BASE_BACKEND_EXTRA make them alike): $base_settings"
   "$py" "$repo/bench/report.py" "$results"
   grep '^# id check' "$results" | sed 's/^# //' || true
+  grep '^# idgate pool' "$results" | sed 's/^# //' || true
   echo
   echo "raw results: $results"
 } | tee "$report"
