@@ -875,6 +875,66 @@ async fn ids_mariadb_generated_are_known_with_rules_for_other_tables() {
     generated_ids_are_known(tb, schema, p).await;
 }
 
+/// Inserting sessions look at their statements for
+/// `generated::LOOK_FOR` give-backs after a taker had to read a value,
+/// not longer: past that, an INSERT MariaDB generates the id of is again
+/// claimed unread, and the next session to take the connection reads it
+/// (one round trip) for its owner, whose `LAST_INSERT_ID()` stays right.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inserts_are_looked_at_only_for_a_while_after_a_read() {
+    let Some((tb, schema, p)) = setup("mux_look", ONE_CONNECTION).await else {
+        return;
+    };
+    let reads = || {
+        p.shared.pools[0]
+            .stats
+            .lid_reads
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let mut a = Conn::new(p.opts(Some(&schema))).await.expect("client a");
+    a.query_drop("CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+        .await
+        .expect("create");
+    let mut b = Conn::new(p.opts(Some(&schema))).await.expect("client b");
+    // b takes the value a's INSERT left on the connection: a read, and
+    // a's next INSERT is looked at (the table's columns are read for it
+    // in the background).
+    a.query_drop("INSERT INTO t (v) VALUES (0)")
+        .await
+        .expect("first row");
+    b.query_drop("DO 1").await.expect("b takes the connection");
+    assert!(reads() >= 1, "b read a's value");
+    a.query_drop("INSERT INTO t (v) VALUES (1)")
+        .await
+        .expect("second row");
+    b.query_drop("DO 1").await.expect("b takes the connection");
+    wait_columns_known(&p, &schema, "t").await;
+    let before = reads();
+    // Within the window: a's INSERT is looked at, nothing to read.
+    a.query_drop("INSERT INTO t (v) VALUES (2)")
+        .await
+        .expect("third row");
+    b.query_drop("DO 1").await.expect("b takes the connection");
+    assert_eq!(reads(), before, "looked at: nothing to read");
+    // Past it (every statement gives the connection back): claimed again.
+    for _ in 0..idgate::frontend::session::generated::LOOK_FOR {
+        b.query_drop("DO 1").await.expect("b alone");
+    }
+    let r = a
+        .query_iter("INSERT INTO t (v) VALUES (3)")
+        .await
+        .expect("fourth row");
+    let id = r.last_insert_id().expect("the OK's id");
+    drop(r);
+    b.query_drop("DO 1").await.expect("b takes the connection");
+    assert_eq!(reads(), before + 1, "the window ended: b read a's value");
+    assert_eq!(one::<u64>(&mut a, "SELECT LAST_INSERT_ID()").await, id);
+    assert_eq!(one::<u64>(&mut b, "SELECT LAST_INSERT_ID()").await, 0);
+    a.disconnect().await.expect("a quits");
+    b.disconnect().await.expect("b quits");
+    proxy::teardown(&tb, p, &schema).await;
+}
+
 /// What [`ids_mariadb_generated_are_known_from_the_ok_packet`] checks, on
 /// `p` (one pooled connection) in front of `tb`, in `schema`.
 async fn generated_ids_are_known(tb: support::Testbed, schema: String, p: Proxy) {
