@@ -19,14 +19,15 @@ pub(in crate::frontend) async fn query_lid(
         .unwrap_or(0))
 }
 
-/// [`query_lid`]; `None` when it cannot be read in `timeout`.
+/// [`query_lid`] within `timeout`; the reason when it cannot be read.
 pub(in crate::frontend) async fn read_lid(
     conn: &mut crate::backend::BackendConn,
     timeout: std::time::Duration,
-) -> Option<u64> {
+) -> Result<u64, String> {
     match tokio::time::timeout(timeout, query_lid(conn)).await {
-        Ok(Ok(v)) => Some(v),
-        _ => None,
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no reply in {} ms", timeout.as_millis())),
     }
 }
 
@@ -42,7 +43,19 @@ pub(in crate::frontend) async fn settle_claim(
     }
     // Boxed: rare, and the futures that wait for it are on every
     // statement's path.
-    let v = Box::pin(read_lid(conn, timeout)).await;
+    let v = match Box::pin(read_lid(conn, timeout)).await {
+        Ok(v) => Some(v),
+        Err(why) => {
+            // The session that left the value keeps the last one idgate
+            // knew, and a taker's statement fails (`mux.rs`): say why.
+            tracing::warn!(
+                shard = %conn.shard,
+                backend_conn = conn.connection_id,
+                "reading LAST_INSERT_ID() on a pooled connection failed: {why}"
+            );
+            None
+        }
+    };
     claim.settle(v);
     v
 }
