@@ -298,6 +298,12 @@ async fn fake_reply(conn: &mut PacketConn, sql: &str) -> bool {
         }
         conn.write_raw(&out).await.ok();
         return false;
+    } else if sql.starts_with("INSERT") {
+        // One row, id 5.
+        frame(&mut out, 1, &[0, 1, 5, 2, 0, 0, 0]);
+    } else if sql.contains("LAST_INSERT_ID") {
+        // Closes instead of answering.
+        return false;
     } else if sql.contains("out_of_order") {
         frame(&mut out, 1, &[1]);
         coldef(&mut out, 7);
@@ -390,10 +396,15 @@ async fn fake_shard(garbage_greeting: Greeting) -> String {
 /// idgate in front of the fake shard at `shard`, giving up on logging in
 /// to it after `connect_timeout_ms`.
 fn fake_config(shard: &str, connect_timeout_ms: u64) -> idgate::config::Config {
+    fake_config_with(shard, connect_timeout_ms, "")
+}
+
+/// [`fake_config`] with `backend` lines added to `[backend]`.
+fn fake_config_with(shard: &str, connect_timeout_ms: u64, backend: &str) -> idgate::config::Config {
     let text = format!(
         "[server]\nlisten = \"127.0.0.1:0\"\n\
          [[users]]\nname = \"{}\"\npassword = \"{}\"\n\
-         [backend]\nuser = \"x\"\npassword = \"y\"\nconnect_timeout_ms = {connect_timeout_ms}\n\
+         [backend]\nuser = \"x\"\npassword = \"y\"\nconnect_timeout_ms = {connect_timeout_ms}\n{backend}\n\
          [[shards]]\nname = \"fake\"\naddress = \"{shard}\"\n",
         proxy::USER,
         proxy::PASSWORD
@@ -429,6 +440,43 @@ async fn fake_shard_sending_garbage_or_closing_mid_result() {
         }
         assert_eq!(bystander.query("SELECT 1").await, good);
     }
+    assert!(!proxy.is_finished());
+    proxy.stop().await;
+}
+
+/// Multiplexed, one pooled connection: a session's INSERT leaves its
+/// `LAST_INSERT_ID()` on the connection, and the next session to take it
+/// has the value read first. The fake shard closes the connection instead
+/// of answering that read: idgate closes it and takes another, and the
+/// taker's statement, not sent yet, succeeds (another session's value
+/// must not fail it).
+#[tokio::test]
+async fn a_connection_breaking_while_another_sessions_value_is_read_is_replaced() {
+    let addr = fake_shard(Greeting::Handshake).await;
+    let cfg = fake_config_with(
+        &addr,
+        LONG_CONNECT_TIMEOUT_MS,
+        "multiplex = true\npool_max = 1\npool_wait_timeout_ms = 60000",
+    );
+    let proxy = Proxy::start_config(cfg, true).await;
+    let mut a = RawClient::app(proxy.addr, proxy::CLIENT_CAPS).await;
+    let mut b = RawClient::app(proxy.addr, proxy::CLIENT_CAPS).await;
+    let ok = a.query("INSERT INTO t (v) VALUES (1)").await;
+    assert_eq!((ok.len(), ok[0][0]), (1, 0), "an OK: {ok:?}");
+    let stats = &proxy.shared.pools[0].stats;
+    let created = || stats.created.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(created(), 1);
+    let r = b.query("SELECT 1").await;
+    assert!(proxy::err_of(&r).is_none(), "{:?}", proxy::err_of(&r));
+    assert_eq!(r.len(), 5, "{r:?}");
+    assert_eq!(
+        stats.lid_reads.load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "a's value was read for it"
+    );
+    assert_eq!(created(), 2, "the broken connection was replaced");
+    // a goes on too.
+    assert_eq!(a.query("SELECT 1").await, r);
     assert!(!proxy.is_finished());
     proxy.stop().await;
 }
