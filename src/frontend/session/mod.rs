@@ -50,12 +50,6 @@ use tracing::{debug, warn};
 /// shard (wait_timeout, restart) before the next command is sent on it.
 const IDLE_CHECK_AFTER: Duration = Duration::from_secs(1);
 
-/// How many more connections a session takes when reading the
-/// `LAST_INSERT_ID()` another session left on the one it took fails
-/// ([`Session::after_broken_claim`]): each is closed, and only the last
-/// failure fails the statement.
-const CLAIM_READ_RETRIES: u32 = 2;
-
 /// Why a command could not be completed.
 #[derive(Debug, thiserror::Error)]
 pub(in crate::frontend) enum CmdError {
@@ -391,40 +385,6 @@ impl Session {
         } else if self.mux.insert_pending {
             self.restore_for_insert(shard).await?;
         }
-        self.backends
-            .get_mut(shard)
-            .ok_or_else(|| BackendError::Lost {
-                shard: String::new(),
-                source: std::io::Error::other("no connection"),
-            })
-    }
-
-    /// A connection just taken broke while the `LAST_INSERT_ID()` another
-    /// session left on it was read (or the shard did not answer in time):
-    /// it is closed, and another is taken, up to [`CLAIM_READ_RETRIES`]
-    /// times, since this session's statement has not been sent and
-    /// another session's value must not fail it.
-    async fn after_broken_claim(
-        &mut self,
-        shard: usize,
-        conn: Box<BackendConn>,
-        e: BackendError,
-    ) -> Result<&mut BackendConn, BackendError> {
-        warn!(
-            conn = self.id,
-            shard,
-            backend_conn = conn.connection_id,
-            "{e}; taking another connection"
-        );
-        pooled::quit(conn).await;
-        if self.mux.claim_retries >= CLAIM_READ_RETRIES {
-            self.mux.claim_retries = 0;
-            return Err(e);
-        }
-        self.mux.claim_retries += 1;
-        let r = self.backend(shard).await.map(|_| ());
-        self.mux.claim_retries = 0;
-        r?;
         self.backends
             .get_mut(shard)
             .ok_or_else(|| BackendError::Lost {

@@ -31,7 +31,7 @@ use crate::protocol::response::Expect;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tracing::debug;
+use tracing::{debug, warn};
 
 /// An idle connection unused for longer than this answers COM_PING before
 /// it is handed out (a half-open connection shows nothing on its socket).
@@ -61,6 +61,12 @@ pub(in crate::frontend) async fn quit<C: std::borrow::BorrowMut<BackendConn>>(mu
     })
     .await
 }
+
+/// How many more connections a session takes when reading the
+/// `LAST_INSERT_ID()` another session left on the one it took fails
+/// ([`Session::after_broken_claim`]): each is closed, and only the last
+/// failure fails the statement.
+const CLAIM_READ_RETRIES: u32 = 2;
 
 impl Session {
     /// The pool key of this session's connections.
@@ -169,6 +175,40 @@ impl Session {
             owner: 0,
             stmts: Vec::new(),
         })
+    }
+
+    /// A connection just taken broke while the `LAST_INSERT_ID()` another
+    /// session left on it was read (or the shard did not answer in time):
+    /// it is closed, and another is taken, up to [`CLAIM_READ_RETRIES`]
+    /// times, since this session's statement has not been sent and
+    /// another session's value must not fail it.
+    pub(in crate::frontend) async fn after_broken_claim(
+        &mut self,
+        shard: usize,
+        conn: Box<BackendConn>,
+        e: BackendError,
+    ) -> Result<&mut BackendConn, BackendError> {
+        warn!(
+            conn = self.id,
+            shard,
+            backend_conn = conn.connection_id,
+            "{e}; taking another connection"
+        );
+        quit(conn).await;
+        if self.mux.claim_retries >= CLAIM_READ_RETRIES {
+            self.mux.claim_retries = 0;
+            return Err(e);
+        }
+        self.mux.claim_retries += 1;
+        let r = self.backend(shard).await.map(|_| ());
+        self.mux.claim_retries = 0;
+        r?;
+        self.backends
+            .get_mut(shard)
+            .ok_or_else(|| BackendError::Lost {
+                shard: String::new(),
+                source: std::io::Error::other("no connection"),
+            })
     }
 
     /// Checks an idle connection before it is handed out, and moves it to
