@@ -47,7 +47,8 @@ pub(in crate::frontend) async fn settle_claim(
         Ok(v) => Some(v),
         Err(why) => {
             // The session that left the value keeps the last one idgate
-            // knew, and a taker's statement fails (`mux.rs`): say why.
+            // knew, and a taker closes the connection and takes another
+            // (`pooled.rs`, `after_broken_claim`): say why.
             tracing::warn!(
                 shard = %conn.shard,
                 backend_conn = conn.connection_id,

@@ -385,6 +385,15 @@ impl Session {
         } else if self.mux.insert_pending {
             self.restore_for_insert(shard).await?;
         }
+        self.held(shard)
+    }
+
+    /// The connection the session holds to `shard` ([`Session::backend`]
+    /// made sure of it).
+    pub(in crate::frontend) fn held(
+        &mut self,
+        shard: usize,
+    ) -> Result<&mut BackendConn, BackendError> {
         self.backends
             .get_mut(shard)
             .ok_or_else(|| BackendError::Lost {

@@ -203,12 +203,7 @@ impl Session {
         let r = self.backend(shard).await.map(|_| ());
         self.mux.claim_retries = 0;
         r?;
-        self.backends
-            .get_mut(shard)
-            .ok_or_else(|| BackendError::Lost {
-                shard: String::new(),
-                source: std::io::Error::other("no connection"),
-            })
+        self.held(shard)
     }
 
     /// Checks an idle connection before it is handed out, and moves it to
