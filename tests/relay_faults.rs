@@ -11,6 +11,7 @@ use idgate::protocol::packet::{frame, PacketConn};
 use idgate::protocol::response::Expect;
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use support::proxy::{self, Proxy, RawClient};
 use support::Testbed;
@@ -278,7 +279,14 @@ async fn fake_reply(conn: &mut PacketConn, sql: &str) -> bool {
         p.extend_from_slice(&[0x0c, 63, 0, 1, 0, 0, 0, 8, 0x81, 0, 0, 0, 0]);
         frame(out, seq, &p);
     };
-    if sql.contains("garbage") {
+    if sql.starts_with("SET") {
+        // A `SET` marked `replay_breaks` closes the connection the second
+        // time it is seen: when idgate first replays it.
+        if sql.contains("replay_breaks") && REPLAY_BREAKS_SEEN.fetch_add(1, Ordering::SeqCst) == 1 {
+            return false;
+        }
+        frame(&mut out, 1, &[0, 0, 0, 2, 0, 0, 0]);
+    } else if sql.contains("garbage") {
         frame(&mut out, 1, &[0xfc, 0x01]); // a cut-short column count
         out.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef, 0x00]);
     } else if sql.contains("close") {
@@ -320,6 +328,9 @@ async fn fake_reply(conn: &mut PacketConn, sql: &str) -> bool {
     }
     conn.write_raw(&out).await.is_ok()
 }
+
+/// How many times the fake shards saw a `SET` marked `replay_breaks`.
+static REPLAY_BREAKS_SEEN: AtomicU32 = AtomicU32::new(0);
 
 /// How the fake shard greets a connection.
 #[derive(Debug, Clone, Copy)]
@@ -477,6 +488,58 @@ async fn a_connection_breaking_while_another_sessions_value_is_read_is_replaced(
     assert_eq!(created(), 2, "the broken connection was replaced");
     // a goes on too.
     assert_eq!(a.query("SELECT 1").await, r);
+    assert!(!proxy.is_finished());
+    proxy.stop().await;
+}
+
+/// A connection taken from the pool that breaks before the taker's
+/// statement is sent, while another session's state on it is reset or
+/// while the taker's own `SET`s are replayed on it, is closed and
+/// replaced: the statement runs on a new connection. (The fake shard
+/// closes the connection on COM_RESET_CONNECTION, and on the first replay
+/// of a `SET` marked `replay_breaks`.)
+#[tokio::test]
+async fn a_connection_breaking_while_it_is_made_ready_is_replaced() {
+    let addr = fake_shard(Greeting::Handshake).await;
+    let cfg = fake_config_with(
+        &addr,
+        LONG_CONNECT_TIMEOUT_MS,
+        "multiplex = true\npool_max = 1\npool_wait_timeout_ms = 60000",
+    );
+    let proxy = Proxy::start_config(cfg, true).await;
+    let mut a = RawClient::app(proxy.addr, proxy::CLIENT_CAPS).await;
+    let mut b = RawClient::app(proxy.addr, proxy::CLIENT_CAPS).await;
+    let stats = &proxy.shared.pools[0].stats;
+    let created = || stats.created.load(Ordering::Relaxed);
+    let ok = a
+        .query("SET time_zone = '+03:00' /* replay_breaks */")
+        .await;
+    assert_eq!((ok.len(), ok[0][0]), (1, 0), "an OK: {ok:?}");
+    assert_eq!(created(), 1);
+    // a's time zone is on the connection it gave back: b resets it first.
+    let r = b.query("SELECT 1").await;
+    assert!(proxy::err_of(&r).is_none(), "{:?}", proxy::err_of(&r));
+    assert_eq!(r.len(), 5, "{r:?}");
+    assert_eq!(stats.restored.load(Ordering::Relaxed), 1, "reset for b");
+    assert_eq!(
+        created(),
+        2,
+        "the connection that broke at the reset was replaced"
+    );
+    // a's SET is replayed on b's connection; the first replay breaks it.
+    let r = a.query("SELECT 1").await;
+    assert!(proxy::err_of(&r).is_none(), "{:?}", proxy::err_of(&r));
+    assert_eq!(r.len(), 5, "{r:?}");
+    assert_eq!(
+        created(),
+        3,
+        "the connection that broke at the replay was replaced"
+    );
+    assert_eq!(
+        REPLAY_BREAKS_SEEN.load(Ordering::SeqCst),
+        3,
+        "sent, replayed, replayed"
+    );
     assert!(!proxy.is_finished());
     proxy.stop().await;
 }

@@ -67,6 +67,17 @@ pub enum BackendError {
 }
 
 impl BackendError {
+    /// Whether the connection is gone or out of step (not the shard's
+    /// answer to a command): it cannot be used again.
+    pub fn broke(&self) -> bool {
+        matches!(
+            self,
+            BackendError::Lost { .. }
+                | BackendError::Protocol { .. }
+                | BackendError::Timeout { .. }
+        )
+    }
+
     /// The shard's ERR packet `payload` as an error (a malformed one as a
     /// protocol error), naming `shard`.
     pub fn from_err_packet(shard: &str, payload: &[u8]) -> BackendError {

@@ -48,7 +48,7 @@ pub(in crate::frontend) async fn settle_claim(
         Err(why) => {
             // The session that left the value keeps the last one idgate
             // knew, and a taker closes the connection and takes another
-            // (`pooled.rs`, `after_broken_claim`): say why.
+            // (`pooled.rs`, `after_broken_take`): say why.
             tracing::warn!(
                 shard = %conn.shard,
                 backend_conn = conn.connection_id,

@@ -326,50 +326,22 @@ impl Session {
                 self.sql_modes = None;
                 self.client_cs = None;
             }
-            let want = self.state_tag();
-            let reset = tag != want && tag != 0;
-            let mut lid = match self.settle_taken(shard, &mut conn, lid, reset).await {
-                Ok(lid) => lid,
-                Err(e) => {
-                    drop(lease);
-                    // Boxed: rare (`engine/size_tests.rs`).
-                    return Box::pin(self.after_broken_claim(shard, conn, e)).await;
+            let reset = tag != 0 && tag != self.state_tag();
+            // A connection that broke before the statement was sent is
+            // replaced (boxed: rare, `engine/size_tests.rs`), unless it
+            // held this session's own `LAST_INSERT_ID()`: that value went
+            // with it, and the statement must not go on as if it had not.
+            let own = !reset && self.own_claim(shard, &conn);
+            if let Err(e) = self
+                .ready_taken(shard, &mut conn, tag, lid, owner, &stmts, reset)
+                .await
+            {
+                if own || !e.broke() {
+                    return Err(e);
                 }
-            };
-            if reset {
-                // Another session's state: reset, then this one's.
-                if let Some(pool) = self.shared.pools.get(shard) {
-                    pool.stats
-                        .restored
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
-                Self::reset_taken(&mut conn).await?;
-                lid = Some(0);
+                drop(lease);
+                return Box::pin(self.after_broken_take(shard, conn, e)).await;
             }
-            if tag != want || want == u64::MAX {
-                // Every new connection gets the session's state, whether it
-                // replaces a lost one or is the first to this shard.
-                let shard_name = self.shared.config.shards[shard].name.clone();
-                let Some(sets) = self.state.replay() else {
-                    return Err(BackendError::StateLost {
-                        shard: shard_name,
-                        reason: "it was changed in ways idgate cannot replay (SET inside a multi-statement query, or too many SETs)".into(),
-                    });
-                };
-                for set in sets {
-                    if let Err(e) = conn.run(set, Expect::Results).await {
-                        return Err(BackendError::StateLost {
-                            shard: shard_name,
-                            reason: format!(
-                                "replaying {:?} failed: {e}",
-                                String::from_utf8_lossy(&set[1..])
-                            ),
-                        });
-                    }
-                }
-            }
-            self.took(shard, &mut conn, lid, owner, &stmts, reset)
-                .await?;
             let s = &self.shared.config.shards[shard];
             debug!(conn = self.id, shard = %s.name, backend_conn = conn.connection_id, "shard connection opened");
             self.registered

@@ -854,6 +854,21 @@ impl Session {
         Ok(())
     }
 
+    /// Whether `conn`, just taken for `shard`, carries a claim on this
+    /// session's own `LAST_INSERT_ID()` (it gave the connection back with
+    /// the value unread on it).
+    pub(in crate::frontend) fn own_claim(
+        &self,
+        shard: usize,
+        conn: &crate::backend::BackendConn,
+    ) -> bool {
+        let (Some(claim), Some((s, owed))) = (conn.lid_claim.as_ref(), self.mux.owed.as_ref())
+        else {
+            return false;
+        };
+        *s == shard && claim.is(owed)
+    }
+
     /// A connection just taken for `shard` (`reset`: another session's
     /// state, to be reset) carrying a claim: the session's own (the value
     /// is on the connection it holds again: nothing to read, unless the
@@ -870,12 +885,7 @@ impl Session {
         let Some(claim) = conn.lid_claim.as_ref() else {
             return Ok(lid);
         };
-        let mine = self
-            .mux
-            .owed
-            .as_ref()
-            .is_some_and(|(s, o)| *s == shard && claim.is(o));
-        if mine && !reset {
+        if !reset && self.own_claim(shard, conn) {
             // Abandoned (the session's side first), then dropped unread.
             self.mux.owed = None;
             conn.lid_claim = None;

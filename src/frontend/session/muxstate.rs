@@ -13,9 +13,9 @@ pub struct MuxState {
     /// Sticky pins (pin bits) found in the session's statements.
     pub(in crate::frontend) sticky: u32,
     /// Connections replaced so far for the shard connection being taken,
-    /// each broken while another session's `LAST_INSERT_ID()` on it was
-    /// read (`Session::after_broken_claim`).
-    pub(in crate::frontend) claim_retries: u32,
+    /// each broken before the statement was sent
+    /// (`Session::after_broken_take`).
+    pub(in crate::frontend) take_retries: u32,
     /// The last statement (not a diagnostics one) left warnings or an error.
     pub(in crate::frontend) diag_pending: bool,
     /// The session's `LAST_INSERT_ID()` as idgate knows it (valid once the

@@ -62,11 +62,10 @@ pub(in crate::frontend) async fn quit<C: std::borrow::BorrowMut<BackendConn>>(mu
     .await
 }
 
-/// How many more connections a session takes when reading the
-/// `LAST_INSERT_ID()` another session left on the one it took fails
-/// ([`Session::after_broken_claim`]): each is closed, and only the last
-/// failure fails the statement.
-const CLAIM_READ_RETRIES: u32 = 2;
+/// How many more connections a session takes when the one it took breaks
+/// before its statement is sent ([`Session::after_broken_take`]): each is
+/// closed, and only the last failure fails the statement.
+const TAKE_RETRIES: u32 = 2;
 
 impl Session {
     /// The pool key of this session's connections.
@@ -177,12 +176,74 @@ impl Session {
         })
     }
 
-    /// A connection just taken broke while the `LAST_INSERT_ID()` another
-    /// session left on it was read (or the shard did not answer in time):
-    /// it is closed, and another is taken, up to [`CLAIM_READ_RETRIES`]
-    /// times, since this session's statement has not been sent and
-    /// another session's value must not fail it.
-    pub(in crate::frontend) async fn after_broken_claim(
+    /// Makes a connection just taken for `shard` the session's: the
+    /// `LAST_INSERT_ID()` another session left on it read for that session
+    /// (`lid`: its value when known), another session's state reset
+    /// (`reset`), this session's `SET`s replayed when its state tag `tag`
+    /// is not the session's, and the prepared statements left on it
+    /// (`left`, by session `owner`) kept or closed. A shard's refusal of a
+    /// `SET` is [`BackendError::StateLost`]; a connection that breaks on the
+    /// way is [`BackendError::Lost`] (the caller takes another).
+    #[allow(clippy::too_many_arguments)]
+    pub(in crate::frontend) async fn ready_taken(
+        &mut self,
+        shard: usize,
+        conn: &mut BackendConn,
+        tag: u64,
+        lid: Option<u64>,
+        owner: u32,
+        left: &[u32],
+        reset: bool,
+    ) -> Result<(), BackendError> {
+        let mut lid = self.settle_taken(shard, conn, lid, reset).await?;
+        if reset {
+            // Another session's state: reset, then this one's.
+            if let Some(pool) = self.shared.pools.get(shard) {
+                pool.stats.restored.fetch_add(1, Ordering::Relaxed);
+            }
+            Self::reset_taken(conn).await?;
+            lid = Some(0);
+        }
+        let want = self.state_tag();
+        if tag != want || want == u64::MAX {
+            // Every new connection gets the session's state, whether it
+            // replaces a lost one or is the first to this shard.
+            let shard_name = || self.shared.config.shards[shard].name.clone();
+            let Some(sets) = self.state.replay() else {
+                return Err(BackendError::StateLost {
+                    shard: shard_name(),
+                    reason: "it was changed in ways idgate cannot replay (SET inside a multi-statement query, or too many SETs)".into(),
+                });
+            };
+            for set in sets {
+                if let Err(e) = conn.run(set, Expect::Results).await {
+                    let what = String::from_utf8_lossy(&set[1..]);
+                    return Err(if e.broke() {
+                        BackendError::Lost {
+                            shard: shard_name(),
+                            source: std::io::Error::other(format!(
+                                "the connection broke while the session's {what:?} was replayed: {e}"
+                            )),
+                        }
+                    } else {
+                        BackendError::StateLost {
+                            shard: shard_name(),
+                            reason: format!("replaying {what:?} failed: {e}"),
+                        }
+                    });
+                }
+            }
+        }
+        self.took(shard, conn, lid, owner, left, reset).await
+    }
+
+    /// A connection just taken broke before the session's statement was
+    /// sent (reading the `LAST_INSERT_ID()` another session left on it,
+    /// resetting it, replaying the session's state; or the shard did not
+    /// answer in time): it is closed, and another is taken, up to
+    /// [`TAKE_RETRIES`] times, since the statement has not been sent and
+    /// a connection's failure must not fail it.
+    pub(in crate::frontend) async fn after_broken_take(
         &mut self,
         shard: usize,
         conn: Box<BackendConn>,
@@ -195,13 +256,13 @@ impl Session {
             "{e}; taking another connection"
         );
         quit(conn).await;
-        if self.mux.claim_retries >= CLAIM_READ_RETRIES {
-            self.mux.claim_retries = 0;
+        if self.mux.take_retries >= TAKE_RETRIES {
+            self.mux.take_retries = 0;
             return Err(e);
         }
-        self.mux.claim_retries += 1;
+        self.mux.take_retries += 1;
         let r = self.backend(shard).await.map(|_| ());
-        self.mux.claim_retries = 0;
+        self.mux.take_retries = 0;
         r?;
         self.held(shard)
     }
