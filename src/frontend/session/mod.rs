@@ -326,16 +326,29 @@ impl Session {
                 self.sql_modes = None;
                 self.client_cs = None;
             }
-            let reset = tag != 0 && tag != self.state_tag();
+            let want = self.state_tag();
+            let reset = tag != 0 && tag != want;
             // A connection that broke before the statement was sent is
             // replaced (boxed: rare, `engine/size_tests.rs`), unless it
             // held this session's own `LAST_INSERT_ID()`: that value went
             // with it, and the statement must not go on as if it had not.
             let own = !reset && self.own_claim(shard, &conn);
-            if let Err(e) = self
-                .ready_taken(shard, &mut conn, tag, lid, owner, &stmts, reset)
-                .await
-            {
+            let ready = if tag == want && want != u64::MAX && (own || conn.lid_claim.is_none()) {
+                // Nothing to read, reset or replay: the common case (an
+                // inserting session takes back the connection it left its
+                // value on).
+                let lid = if own {
+                    self.adopt_own_claim(shard, &mut conn);
+                    None
+                } else {
+                    lid
+                };
+                self.took(shard, &mut conn, lid, owner, &stmts, false).await
+            } else {
+                // Boxed: rare (`engine/size_tests.rs`).
+                Box::pin(self.ready_taken(shard, &mut conn, tag, lid, owner, &stmts, reset)).await
+            };
+            if let Err(e) = ready {
                 if own || !e.broke() {
                     return Err(e);
                 }

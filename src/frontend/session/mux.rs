@@ -869,6 +869,21 @@ impl Session {
         *s == shard && claim.is(owed)
     }
 
+    /// `conn`, just taken back for `shard`, carries the session's own
+    /// value ([`Session::own_claim`]): the claim is abandoned (the
+    /// session's side first) and dropped unread, and the value is the
+    /// held connection's again (its `LAST_INSERT_ID()` unknown).
+    pub(in crate::frontend) fn adopt_own_claim(
+        &mut self,
+        shard: usize,
+        conn: &mut crate::backend::BackendConn,
+    ) {
+        self.mux.owed = None;
+        conn.lid_claim = None;
+        self.mux.lid_dirty = true;
+        self.last_id_home(shard);
+    }
+
     /// A connection just taken for `shard` (`reset`: another session's
     /// state, to be reset) carrying a claim: the session's own (the value
     /// is on the connection it holds again: nothing to read, unless the
@@ -886,11 +901,7 @@ impl Session {
             return Ok(lid);
         };
         if !reset && self.own_claim(shard, conn) {
-            // Abandoned (the session's side first), then dropped unread.
-            self.mux.owed = None;
-            conn.lid_claim = None;
-            self.mux.lid_dirty = true;
-            self.last_id_home(shard);
+            self.adopt_own_claim(shard, conn);
             return Ok(None);
         }
         if !claim.wanted() {
