@@ -455,6 +455,30 @@ async fn fake_shard_sending_garbage_or_closing_mid_result() {
     proxy.stop().await;
 }
 
+/// idgate, multiplexed with one pooled connection (takers wait for it),
+/// in front of a fresh fake shard, and two sessions logged in to it.
+async fn two_sessions_on_one_pooled_connection() -> (Proxy, RawClient, RawClient) {
+    let addr = fake_shard(Greeting::Handshake).await;
+    let cfg = fake_config_with(
+        &addr,
+        LONG_CONNECT_TIMEOUT_MS,
+        "multiplex = true\npool_max = 1\npool_wait_timeout_ms = 60000",
+    );
+    let proxy = Proxy::start_config(cfg, true).await;
+    let a = RawClient::app(proxy.addr, proxy::CLIENT_CAPS).await;
+    let b = RawClient::app(proxy.addr, proxy::CLIENT_CAPS).await;
+    (proxy, a, b)
+}
+
+/// `SELECT 1` on `c` succeeds: the fake shard's one-row result (column
+/// count, column, EOF, row, EOF). Returns the packets.
+async fn select_one(c: &mut RawClient) -> Vec<Vec<u8>> {
+    let r = c.query("SELECT 1").await;
+    assert!(proxy::err_of(&r).is_none(), "{:?}", proxy::err_of(&r));
+    assert_eq!(r.len(), 5, "{r:?}");
+    r
+}
+
 /// Multiplexed, one pooled connection: a session's INSERT leaves its
 /// `LAST_INSERT_ID()` on the connection, and the next session to take it
 /// has the value read first. The fake shard closes the connection instead
@@ -463,25 +487,15 @@ async fn fake_shard_sending_garbage_or_closing_mid_result() {
 /// must not fail it).
 #[tokio::test]
 async fn a_connection_breaking_while_another_sessions_value_is_read_is_replaced() {
-    let addr = fake_shard(Greeting::Handshake).await;
-    let cfg = fake_config_with(
-        &addr,
-        LONG_CONNECT_TIMEOUT_MS,
-        "multiplex = true\npool_max = 1\npool_wait_timeout_ms = 60000",
-    );
-    let proxy = Proxy::start_config(cfg, true).await;
-    let mut a = RawClient::app(proxy.addr, proxy::CLIENT_CAPS).await;
-    let mut b = RawClient::app(proxy.addr, proxy::CLIENT_CAPS).await;
+    let (proxy, mut a, mut b) = two_sessions_on_one_pooled_connection().await;
     let ok = a.query("INSERT INTO t (v) VALUES (1)").await;
     assert_eq!((ok.len(), ok[0][0]), (1, 0), "an OK: {ok:?}");
     let stats = &proxy.shared.pools[0].stats;
-    let created = || stats.created.load(std::sync::atomic::Ordering::Relaxed);
+    let created = || stats.created.load(Ordering::Relaxed);
     assert_eq!(created(), 1);
-    let r = b.query("SELECT 1").await;
-    assert!(proxy::err_of(&r).is_none(), "{:?}", proxy::err_of(&r));
-    assert_eq!(r.len(), 5, "{r:?}");
+    let r = select_one(&mut b).await;
     assert_eq!(
-        stats.lid_reads.load(std::sync::atomic::Ordering::Relaxed),
+        stats.lid_reads.load(Ordering::Relaxed),
         1,
         "a's value was read for it"
     );
@@ -500,15 +514,7 @@ async fn a_connection_breaking_while_another_sessions_value_is_read_is_replaced(
 /// of a `SET` marked `replay_breaks`.)
 #[tokio::test]
 async fn a_connection_breaking_while_it_is_made_ready_is_replaced() {
-    let addr = fake_shard(Greeting::Handshake).await;
-    let cfg = fake_config_with(
-        &addr,
-        LONG_CONNECT_TIMEOUT_MS,
-        "multiplex = true\npool_max = 1\npool_wait_timeout_ms = 60000",
-    );
-    let proxy = Proxy::start_config(cfg, true).await;
-    let mut a = RawClient::app(proxy.addr, proxy::CLIENT_CAPS).await;
-    let mut b = RawClient::app(proxy.addr, proxy::CLIENT_CAPS).await;
+    let (proxy, mut a, mut b) = two_sessions_on_one_pooled_connection().await;
     let stats = &proxy.shared.pools[0].stats;
     let created = || stats.created.load(Ordering::Relaxed);
     let ok = a
@@ -517,9 +523,7 @@ async fn a_connection_breaking_while_it_is_made_ready_is_replaced() {
     assert_eq!((ok.len(), ok[0][0]), (1, 0), "an OK: {ok:?}");
     assert_eq!(created(), 1);
     // a's time zone is on the connection it gave back: b resets it first.
-    let r = b.query("SELECT 1").await;
-    assert!(proxy::err_of(&r).is_none(), "{:?}", proxy::err_of(&r));
-    assert_eq!(r.len(), 5, "{r:?}");
+    select_one(&mut b).await;
     assert_eq!(stats.restored.load(Ordering::Relaxed), 1, "reset for b");
     assert_eq!(
         created(),
@@ -527,9 +531,7 @@ async fn a_connection_breaking_while_it_is_made_ready_is_replaced() {
         "the connection that broke at the reset was replaced"
     );
     // a's SET is replayed on b's connection; the first replay breaks it.
-    let r = a.query("SELECT 1").await;
-    assert!(proxy::err_of(&r).is_none(), "{:?}", proxy::err_of(&r));
-    assert_eq!(r.len(), 5, "{r:?}");
+    select_one(&mut a).await;
     assert_eq!(
         created(),
         3,
